@@ -1,0 +1,72 @@
+"""receipts: the frozen data model, canonical bytes, hashes, signatures and the
+merge-eligibility rule of receipt-ledger. Pure: no file, database or network I/O."""
+
+from ._cbor import canonical_dumps, canonical_loads
+from ._chain import Entry, EntryKind
+from ._codec import (
+    Body,
+    body_hash,
+    body_kind,
+    candidate_hash,
+    config_hash,
+    decode_body,
+    decode_entry,
+    decode_receipt,
+    decode_tier_record,
+    encode_body,
+    encode_entry,
+    encode_receipt,
+    encode_tier_record,
+    entry_hash,
+    entry_signed_bytes,
+    evidence_list_hash,
+    new_tier_record,
+    receipt_hash,
+    required_role,
+    tier_record_hash,
+)
+from ._digest import ContentHasher, Digest, Domain, content_digest, domain_hash
+from ._errors import FormatError, KeyringError, ReceiptsError, SignatureError
+from ._keyring import Genesis, KeyAdd, Keyring, KeyRevoke, KeySpec, KeyState
+from ._model import (
+    FORMAT_VERSION,
+    LADDER,
+    EvidenceRef,
+    LadderReceipt,
+    Role,
+    Tier,
+    TierEntry,
+    TierRecord,
+    Verdict,
+)
+from ._policy import Eligibility, derive_merge_eligible
+from ._sshsig import (
+    Ed25519Signer,
+    Signer,
+    armor,
+    dearmor,
+    fingerprint,
+    namespace_for,
+    parse_public_key_blob,
+    parse_public_key_line,
+    public_key_blob,
+    public_key_line,
+    sshsig_public_key,
+    sshsig_sign,
+    sshsig_verify,
+)
+
+__all__ = [
+    "FORMAT_VERSION", "LADDER", "Body", "ContentHasher", "Digest", "Domain", "Ed25519Signer",
+    "Eligibility", "Entry", "EntryKind", "EvidenceRef", "FormatError", "Genesis", "KeyAdd",
+    "KeyRevoke", "KeySpec", "KeyState", "Keyring", "KeyringError", "LadderReceipt", "ReceiptsError",
+    "Role", "SignatureError", "Signer", "Tier", "TierEntry", "TierRecord", "Verdict", "armor",
+    "body_hash", "body_kind", "candidate_hash", "canonical_dumps", "canonical_loads", "config_hash",
+    "content_digest", "dearmor", "decode_body", "decode_entry", "decode_receipt",
+    "decode_tier_record", "derive_merge_eligible", "domain_hash", "encode_body", "encode_entry",
+    "encode_receipt", "encode_tier_record", "entry_hash", "entry_signed_bytes",
+    "evidence_list_hash", "fingerprint", "namespace_for", "new_tier_record",
+    "parse_public_key_blob", "parse_public_key_line", "public_key_blob", "public_key_line",
+    "receipt_hash", "required_role", "sshsig_public_key", "sshsig_sign", "sshsig_verify",
+    "tier_record_hash",
+]

@@ -1,0 +1,71 @@
+"""Chain entries: the signed, hash-linked envelope around every body in the ledger."""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+
+from ._digest import Digest, Domain
+from ._errors import FormatError
+from ._model import FORMAT_VERSION, Role, check_time
+
+__all__ = ["EntryKind", "Entry", "BODY_DOMAIN", "ADMIN_KINDS"]
+
+_KEY_ID = re.compile(r"SHA256:[A-Za-z0-9+/]{43}")
+
+
+class EntryKind(enum.StrEnum):
+    GENESIS = "genesis"
+    KEY_ADD = "key_add"
+    KEY_REVOKE = "key_revoke"
+    TIER_RECORD = "tier_record"
+    RECEIPT = "receipt"
+
+
+BODY_DOMAIN: dict[EntryKind, Domain] = {
+    EntryKind.GENESIS: Domain.GENESIS,
+    EntryKind.KEY_ADD: Domain.KEY_ADD,
+    EntryKind.KEY_REVOKE: Domain.KEY_REVOKE,
+    EntryKind.TIER_RECORD: Domain.TIER_RECORD,
+    EntryKind.RECEIPT: Domain.LADDER_RECEIPT,
+}
+
+ADMIN_KINDS = frozenset({EntryKind.GENESIS, EntryKind.KEY_ADD, EntryKind.KEY_REVOKE})
+SEAL_ROLE = Role.SEAL
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One link of the chain. ``signature`` is an SSHSIG blob over the entry's signed bytes
+    (everything but the signature) in the namespace of the role the kind requires."""
+
+    seq: int
+    prev: Digest | None
+    kind: EntryKind
+    body_hash: Digest
+    time: int
+    signer: str
+    signature: bytes
+    version: int = FORMAT_VERSION
+
+    def __post_init__(self) -> None:
+        if self.version != FORMAT_VERSION:
+            raise FormatError("unsupported entry version %r" % (self.version,))
+        if isinstance(self.seq, bool) or not isinstance(self.seq, int) or not 0 <= self.seq < (1 << 53):
+            raise FormatError("entry sequence number must be a non-negative integer")
+        if (self.prev is None) != (self.seq == 0):
+            raise FormatError("only entry 0 (genesis) has no previous entry")
+        if self.prev is not None and not isinstance(self.prev, Digest):
+            raise FormatError("prev must be a Digest")
+        if not isinstance(self.kind, EntryKind):
+            raise FormatError("kind must be an EntryKind")
+        if (self.kind is EntryKind.GENESIS) != (self.seq == 0):
+            raise FormatError("the genesis entry is entry 0, and only it")
+        if not isinstance(self.body_hash, Digest):
+            raise FormatError("body hash must be a Digest")
+        check_time(self.time, "entry time")
+        if not isinstance(self.signer, str) or _KEY_ID.fullmatch(self.signer) is None:
+            raise FormatError("signer must be an OpenSSH SHA256 key fingerprint")
+        if not isinstance(self.signature, bytes) or not 0 < len(self.signature) <= 1024:
+            raise FormatError("signature must be an SSHSIG blob")

@@ -1,0 +1,394 @@
+"""The one path between the model and its hashed and signed bytes.
+
+Every object is a CBOR map with text keys, each key always present (absent values are
+null), encoded canonically. Decoders demand exactly the specified keys and types, so
+that decode(encode(x)) == x and encode(decode(b)) == b for every accepted b.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from ._cbor import canonical_dumps, canonical_loads
+from ._chain import BODY_DOMAIN, Entry, EntryKind
+from ._digest import Digest, Domain, domain_hash
+from ._errors import FormatError
+from ._keyring import Genesis, KeyAdd, KeyRevoke, KeySpec
+from ._model import EvidenceRef, LadderReceipt, Role, Tier, TierEntry, TierRecord, Verdict
+
+__all__ = [
+    "Body",
+    "encode_tier_record",
+    "decode_tier_record",
+    "tier_record_hash",
+    "evidence_list_hash",
+    "new_tier_record",
+    "encode_receipt",
+    "decode_receipt",
+    "receipt_hash",
+    "encode_body",
+    "decode_body",
+    "body_kind",
+    "body_hash",
+    "entry_signed_bytes",
+    "encode_entry",
+    "decode_entry",
+    "entry_hash",
+    "candidate_hash",
+    "config_hash",
+    "required_role",
+]
+
+Body = TierRecord | LadderReceipt | Genesis | KeyAdd | KeyRevoke
+_E = TypeVar("_E")
+
+
+def _map(value: object, keys: frozenset[str], what: str) -> Mapping[str, Any]:
+    if not isinstance(value, dict):
+        raise FormatError("%s must be a CBOR map" % what)
+    if set(value) != keys:
+        missing = sorted(keys - set(value))
+        extra = sorted(set(value) - keys)
+        raise FormatError("%s has missing keys %s / unknown keys %s" % (what, missing, extra))
+    return value
+
+
+def _typed(value: object, kind: type[_E], what: str) -> _E:
+    if isinstance(value, bool) and kind is not bool:
+        raise FormatError("%s has the wrong type" % what)
+    if not isinstance(value, kind):
+        raise FormatError("%s has the wrong type" % what)
+    return value
+
+
+def _digest(value: object, what: str) -> Digest:
+    return Digest(_typed(value, bytes, what))
+
+
+def _opt(value: object, conv: Callable[[object, str], _E], what: str) -> _E | None:
+    return None if value is None else conv(value, what)
+
+
+def _int(value: object, what: str) -> int:
+    return _typed(value, int, what)
+
+
+def _enum(cls: Callable[[str], _E], value: object, what: str) -> _E:
+    try:
+        return cls(_typed(value, str, what))
+    except ValueError:
+        raise FormatError("%s: unknown value %r" % (what, value)) from None
+
+
+def _array(value: object, what: str) -> list[Any]:
+    return _typed(value, list, what)
+
+
+# -- tier records ---------------------------------------------------------------------
+
+_EVIDENCE_KEYS = frozenset({"check", "digest", "size", "type"})
+_RECORD_KEYS = frozenset(
+    {"v", "task", "tier", "config", "input", "evidence", "evidence_hash", "verdict",
+     "confidence", "verifier", "verifier_version", "env", "parents", "created"}
+)
+
+
+def _evidence_map(ref: EvidenceRef) -> dict[str, object]:
+    return {"check": ref.check_id, "digest": ref.digest.value, "size": ref.size, "type": ref.media_type}
+
+
+def evidence_list_hash(evidence: tuple[EvidenceRef, ...]) -> Digest:
+    return domain_hash(Domain.EVIDENCE_LIST, canonical_dumps([_evidence_map(e) for e in evidence]))
+
+
+def _record_map(rec: TierRecord) -> dict[str, object]:
+    return {
+        "v": rec.version,
+        "task": rec.task_id,
+        "tier": rec.tier.value,
+        "config": rec.config_hash.value,
+        "input": rec.input_hash.value,
+        "evidence": [_evidence_map(e) for e in rec.evidence],
+        "evidence_hash": rec.evidence_hash.value,
+        "verdict": rec.verdict.value,
+        "confidence": rec.confidence_bp,
+        "verifier": rec.verifier,
+        "verifier_version": rec.verifier_version,
+        "env": rec.environment.value,
+        "parents": [p.value for p in rec.parents],
+        "created": rec.created,
+    }
+
+
+def encode_tier_record(rec: TierRecord) -> bytes:
+    return canonical_dumps(_record_map(rec))
+
+
+def _record_from(m: Mapping[str, Any]) -> TierRecord:
+    evidence = []
+    for item in _array(m["evidence"], "evidence"):
+        e = _map(item, _EVIDENCE_KEYS, "evidence reference")
+        evidence.append(
+            EvidenceRef(
+                check_id=_typed(e["check"], str, "evidence check"),
+                digest=_digest(e["digest"], "evidence digest"),
+                size=_int(e["size"], "evidence size"),
+                media_type=_typed(e["type"], str, "evidence type"),
+            )
+        )
+    return TierRecord(
+        version=_int(m["v"], "version"),
+        task_id=_typed(m["task"], str, "task"),
+        tier=_enum(Tier, m["tier"], "tier"),
+        config_hash=_digest(m["config"], "config"),
+        input_hash=_digest(m["input"], "input"),
+        evidence=tuple(evidence),
+        evidence_hash=_digest(m["evidence_hash"], "evidence_hash"),
+        verdict=_enum(Verdict, m["verdict"], "verdict"),
+        confidence_bp=_opt(m["confidence"], _int, "confidence"),
+        verifier=_typed(m["verifier"], str, "verifier"),
+        verifier_version=_typed(m["verifier_version"], str, "verifier_version"),
+        environment=_digest(m["env"], "env"),
+        parents=tuple(_digest(p, "parent") for p in _array(m["parents"], "parents")),
+        created=_int(m["created"], "created"),
+    )
+
+
+def decode_tier_record(data: bytes) -> TierRecord:
+    return _record_from(_map(canonical_loads(data), _RECORD_KEYS, "tier record"))
+
+
+def tier_record_hash(rec: TierRecord) -> Digest:
+    return domain_hash(Domain.TIER_RECORD, encode_tier_record(rec))
+
+
+def new_tier_record(
+    *,
+    task_id: str,
+    tier: Tier,
+    config_hash: Digest,
+    input_hash: Digest,
+    evidence: tuple[EvidenceRef, ...],
+    verdict: Verdict,
+    verifier: str,
+    verifier_version: str,
+    environment: Digest,
+    created: int,
+    confidence_bp: int | None = None,
+    parents: tuple[Digest, ...] = (),
+) -> TierRecord:
+    """A new record whose evidence_hash is computed from its evidence."""
+    return TierRecord(
+        task_id=task_id, tier=tier, config_hash=config_hash, input_hash=input_hash,
+        evidence=tuple(evidence), evidence_hash=evidence_list_hash(tuple(evidence)), verdict=verdict,
+        confidence_bp=confidence_bp, verifier=verifier, verifier_version=verifier_version,
+        environment=environment, parents=tuple(parents), created=created,
+    )
+
+
+# -- receipts ---------------------------------------------------------------------------
+
+_RECEIPT_KEYS = frozenset({"v", "task", "input", "config", "required", "entries", "merge_eligible", "created"})
+_ENTRY_KEYS = frozenset({"tier", "record", "skip"})
+
+
+def _receipt_map(r: LadderReceipt) -> dict[str, object]:
+    return {
+        "v": r.version,
+        "task": r.task_id,
+        "input": r.input_hash.value,
+        "config": r.config_hash.value,
+        "required": [t.value for t in r.required],
+        "entries": [
+            {"tier": e.tier.value, "record": None if e.record is None else e.record.value, "skip": e.skip_reason}
+            for e in r.entries
+        ],
+        "merge_eligible": r.merge_eligible,
+        "created": r.created,
+    }
+
+
+def encode_receipt(r: LadderReceipt) -> bytes:
+    return canonical_dumps(_receipt_map(r))
+
+
+def decode_receipt(data: bytes) -> LadderReceipt:
+    m = _map(canonical_loads(data), _RECEIPT_KEYS, "receipt")
+    entries = []
+    for item in _array(m["entries"], "entries"):
+        e = _map(item, _ENTRY_KEYS, "receipt entry")
+        entries.append(
+            TierEntry(
+                tier=_enum(Tier, e["tier"], "entry tier"),
+                record=_opt(e["record"], _digest, "entry record"),
+                skip_reason=_opt(e["skip"], lambda v, w: _typed(v, str, w), "entry skip"),
+            )
+        )
+    return LadderReceipt(
+        version=_int(m["v"], "version"),
+        task_id=_typed(m["task"], str, "task"),
+        input_hash=_digest(m["input"], "input"),
+        config_hash=_digest(m["config"], "config"),
+        required=tuple(_enum(Tier, t, "required tier") for t in _array(m["required"], "required")),
+        entries=tuple(entries),
+        merge_eligible=_typed(m["merge_eligible"], bool, "merge_eligible"),
+        created=_int(m["created"], "created"),
+    )
+
+
+def receipt_hash(r: LadderReceipt) -> Digest:
+    return domain_hash(Domain.LADDER_RECEIPT, encode_receipt(r))
+
+
+# -- keyring bodies ---------------------------------------------------------------------
+
+_KEY_KEYS = frozenset({"name", "roles", "key", "valid_after", "valid_before"})
+
+
+def _key_map(k: KeySpec) -> dict[str, object]:
+    return {
+        "name": k.name,
+        "roles": [r.value for r in k.roles],
+        "key": k.public_key,
+        "valid_after": k.valid_after,
+        "valid_before": k.valid_before,
+    }
+
+
+def _key_from(value: object) -> KeySpec:
+    m = _map(value, _KEY_KEYS, "key")
+    return KeySpec(
+        name=_typed(m["name"], str, "key name"),
+        roles=tuple(_enum(Role, r, "role") for r in _array(m["roles"], "roles")),
+        public_key=_typed(m["key"], bytes, "public key"),
+        valid_after=_opt(m["valid_after"], _int, "valid_after"),
+        valid_before=_opt(m["valid_before"], _int, "valid_before"),
+    )
+
+
+def _body_map(body: Body) -> dict[str, object]:
+    if isinstance(body, TierRecord):
+        return _record_map(body)
+    if isinstance(body, LadderReceipt):
+        return _receipt_map(body)
+    if isinstance(body, Genesis):
+        return {"v": body.version, "ledger": body.ledger_id, "created": body.created, "keys": [_key_map(k) for k in body.keys]}
+    if isinstance(body, KeyAdd):
+        return {"v": body.version, "key": _key_map(body.key)}
+    return {"v": body.version, "key_id": body.key_id, "reason": body.reason}
+
+
+def body_kind(body: Body) -> EntryKind:
+    if isinstance(body, TierRecord):
+        return EntryKind.TIER_RECORD
+    if isinstance(body, LadderReceipt):
+        return EntryKind.RECEIPT
+    if isinstance(body, Genesis):
+        return EntryKind.GENESIS
+    if isinstance(body, KeyAdd):
+        return EntryKind.KEY_ADD
+    return EntryKind.KEY_REVOKE
+
+
+def encode_body(body: Body) -> bytes:
+    return canonical_dumps(_body_map(body))
+
+
+def body_hash(kind: EntryKind, data: bytes) -> Digest:
+    """The hash of a body's bytes under its kind's domain (a record's hash is its body hash)."""
+    return domain_hash(BODY_DOMAIN[kind], data)
+
+
+def decode_body(kind: EntryKind, data: bytes) -> Body:
+    if kind is EntryKind.TIER_RECORD:
+        return decode_tier_record(data)
+    if kind is EntryKind.RECEIPT:
+        return decode_receipt(data)
+    value = canonical_loads(data)
+    if kind is EntryKind.GENESIS:
+        m = _map(value, frozenset({"v", "ledger", "created", "keys"}), "genesis")
+        return Genesis(
+            version=_int(m["v"], "version"),
+            ledger_id=_typed(m["ledger"], str, "ledger id"),
+            created=_int(m["created"], "created"),
+            keys=tuple(_key_from(k) for k in _array(m["keys"], "keys")),
+        )
+    if kind is EntryKind.KEY_ADD:
+        m = _map(value, frozenset({"v", "key"}), "key_add")
+        return KeyAdd(version=_int(m["v"], "version"), key=_key_from(m["key"]))
+    m = _map(value, frozenset({"v", "key_id", "reason"}), "key_revoke")
+    return KeyRevoke(version=_int(m["v"], "version"), key_id=_typed(m["key_id"], str, "key id"),
+                     reason=_typed(m["reason"], str, "reason"))
+
+
+# -- chain entries ----------------------------------------------------------------------
+
+_ENTRY_FIELDS = frozenset({"v", "seq", "prev", "kind", "body", "time", "signer", "sig"})
+
+
+def _entry_unsigned_map(e: Entry) -> dict[str, object]:
+    return {
+        "v": e.version,
+        "seq": e.seq,
+        "prev": None if e.prev is None else e.prev.value,
+        "kind": e.kind.value,
+        "body": e.body_hash.value,
+        "time": e.time,
+        "signer": e.signer,
+    }
+
+
+def entry_signed_bytes(e: Entry) -> bytes:
+    """The message an entry's SSHSIG signs: the entry map without its ``sig`` key."""
+    return canonical_dumps(_entry_unsigned_map(e))
+
+
+def encode_entry(e: Entry) -> bytes:
+    m = _entry_unsigned_map(e)
+    m["sig"] = e.signature
+    return canonical_dumps(m)
+
+
+def decode_entry(data: bytes) -> Entry:
+    m = _map(canonical_loads(data), _ENTRY_FIELDS, "chain entry")
+    return Entry(
+        version=_int(m["v"], "version"),
+        seq=_int(m["seq"], "seq"),
+        prev=_opt(m["prev"], _digest, "prev"),
+        kind=_enum(EntryKind, m["kind"], "kind"),
+        body_hash=_digest(m["body"], "body"),
+        time=_int(m["time"], "time"),
+        signer=_typed(m["signer"], str, "signer"),
+        signature=_typed(m["sig"], bytes, "sig"),
+    )
+
+
+def entry_hash(data: bytes) -> Digest:
+    """The hash that names an entry and that the next entry's ``prev`` holds."""
+    return domain_hash(Domain.CHAIN_ENTRY, data)
+
+
+# -- candidates and configs -------------------------------------------------------------
+
+
+def candidate_hash(fields: Mapping[str, str]) -> Digest:
+    """Hash of a candidate snapshot given as text fields (e.g. commit, tree, diff digest)."""
+    if not fields or not all(isinstance(k, str) and isinstance(v, str) for k, v in fields.items()):
+        raise FormatError("a candidate is a non-empty map of text fields")
+    return domain_hash(Domain.CANDIDATE, canonical_dumps(dict(fields)))
+
+
+def config_hash(data: bytes) -> Digest:
+    """Hash of the exact bytes of the contract or policy file that configured a tier."""
+    return domain_hash(Domain.CONFIG, bytes(data))
+
+
+def required_role(kind: EntryKind, body: Body) -> Role:
+    """The role whose key must sign an entry: admin for the keyring, the tier's own role
+    for a tier record, seal for a receipt."""
+    if kind in (EntryKind.GENESIS, EntryKind.KEY_ADD, EntryKind.KEY_REVOKE):
+        return Role.ADMIN
+    if isinstance(body, TierRecord):
+        return Role(body.tier.value)
+    return Role.SEAL
