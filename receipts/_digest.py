@@ -55,6 +55,7 @@ class Domain(enum.Enum):
     KEY_REVOKE = "receipt-ledger 2026-12-02 key-revoke v1"
     CANDIDATE = "receipt-ledger 2026-12-02 candidate v1"
     CONFIG = "receipt-ledger 2026-12-02 config v1"
+    ENVIRONMENT = "receipt-ledger 2026-12-02 environment v1"
 
 
 def domain_hash(domain: Domain, data: bytes) -> Digest:

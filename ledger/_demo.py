@@ -1,0 +1,136 @@
+"""`ledger demo`: the main job end to end, in a throwaway workspace.
+
+Until the tier runners land, every tier record here is recorded by hand, and the
+output says so; the evidence is still real (a command's captured output, a diff).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import click
+
+from receipts import LADDER, Role, Tier, Verdict, config_hash, fingerprint
+from verify import LedgerSource, TrustRoot, verify_receipt
+
+from ._keys import generate_key_file
+from ._ops import Evidence, add_key, record_tier, resolve_candidate, seal_receipt
+from ._render import verify_lines
+from ._store import Ledger
+
+__all__ = ["run_demo"]
+
+TASK = "DEMO-1"
+CONTRACT = b"""# Completion contract for DEMO-1 (format arrives with the deterministic tier)
+goal = "greet() returns a friendly greeting"
+[policy]
+required_tiers = ["deterministic", "judge", "human"]
+"""
+
+
+def _say(text: str) -> None:
+    click.secho(text, bold=True)
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {"GIT_AUTHOR_NAME": "demo", "GIT_AUTHOR_EMAIL": "demo@example.invalid", "GIT_COMMITTER_NAME": "demo",
+           "GIT_COMMITTER_EMAIL": "demo@example.invalid", "PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": str(repo)}
+    return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True).stdout
+
+
+def _run_verify(root: Path, receipt: str, trust: TrustRoot) -> bool:
+    source = LedgerSource.open(root)
+    try:
+        result = verify_receipt(source, receipt, trust)
+    finally:
+        source.close()
+    click.echo("\n".join("    " + line for line in verify_lines(result)))
+    return result.ok
+
+
+def run_demo(keep: Path | None) -> int:
+    work = keep if keep is not None else Path(tempfile.mkdtemp(prefix="receipt-ledger-demo-"))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        return _demo(work)
+    finally:
+        if keep is None:
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            click.echo("workspace kept at %s" % work, err=True)
+
+
+def _demo(work: Path) -> int:
+    repo, keydir, evidence_dir = work / "repo", work / "keys", work / "evidence"
+    for d in (repo, keydir, evidence_dir):
+        d.mkdir()
+    _say("1. A repository with a small change by an agent")
+    _git(repo, "init", "-q", "-b", "main")
+    (repo / "greet.py").write_text("def greet(name):\n    return 'hi ' + name\n")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "initial")
+    (repo / "greet.py").write_text("def greet(name):\n    return 'Hello, ' + name + '!'\n")
+    (repo / "test_greet.py").write_text("from greet import greet\nassert greet('Ada') == 'Hello, Ada!'\nprint('1 passed')\n")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "DEMO-1: friendlier greeting")
+    candidate = resolve_candidate("HEAD", repo)
+    click.echo("    candidate %s (commit %s)" % (candidate, _git(repo, "rev-parse", "--short", "HEAD").strip()))
+
+    _say("2. A ledger, and one key per role (OpenSSH Ed25519, outside the repository)")
+    signers = {name: generate_key_file(keydir / name, name) for name in ("admin", "ci", "judge", "alice", "sealer")}
+    ledger = Ledger.create(repo / ".ledger", signers["admin"], "admin")
+    for name, role in (("ci", Role.DETERMINISTIC), ("judge", Role.JUDGE), ("alice", Role.HUMAN), ("sealer", Role.SEAL)):
+        add_key(ledger, signers["admin"], name, [role], signers[name].public_key_blob)
+        click.echo("    %-7s %s" % (name, role.value))
+    contract = config_hash(CONTRACT)
+
+    _say("3. Tier records (recorded by hand: the tier runners land in later issues)")
+    test = subprocess.run([sys.executable, "test_greet.py"], cwd=repo, capture_output=True, text=True, timeout=60)
+    (evidence_dir / "test-output.txt").write_text("$ python test_greet.py\nexit %d\n%s%s" % (test.returncode, test.stdout, test.stderr))
+    (evidence_dir / "change.diff").write_text(_git(repo, "show", "--format=", "HEAD"))
+    (evidence_dir / "judge-note.txt").write_text("scripted demo judge, not a model: the change is a real fix\n")
+    (evidence_dir / "approval.txt").write_text("alice: reviewed the diff, approve\n")
+    plan = (
+        (Tier.DETERMINISTIC, "ci", Verdict.PASS if test.returncode == 0 else Verdict.FAIL,
+         [Evidence("test_greet", evidence_dir / "test-output.txt", "text/plain"), Evidence("diff", evidence_dir / "change.diff", "text/x-diff")], None),
+        (Tier.JUDGE, "judge", Verdict.PASS, [Evidence("judge-note", evidence_dir / "judge-note.txt", "text/plain")], 9000),
+        (Tier.HUMAN, "alice", Verdict.PASS, [Evidence("approval", evidence_dir / "approval.txt", "text/plain")], None),
+    )
+    for tier, key, verdict, evidence, confidence in plan:
+        _, appended = record_tier(ledger, task_id=TASK, tier=tier, verdict=verdict, signer=signers[key], config_hash=contract,
+                                  input_hash=candidate, evidence=evidence, confidence_bp=confidence)
+        click.echo("    %-14s %-5s signed by %-6s record %s" % (tier.value, verdict.value, key, appended.body_hash.short()))
+
+    _say("4. Seal the receipt")
+    receipt, sealed = seal_receipt(ledger, task_id=TASK, signer=signers["sealer"], input_hash=candidate, required=LADDER)
+    receipt_hash = str(sealed.body_hash)
+    click.echo("    receipt %s merge_eligible=%s" % (receipt_hash, str(receipt.merge_eligible).lower()))
+    ledger.close()
+
+    trust = TrustRoot(frozenset({fingerprint(signers["admin"].public_key_blob)}), "the demo admin key")
+    _say("5. ledger verify %s --trust <admin key>" % receipt_hash)
+    accepted = _run_verify(repo / ".ledger", receipt_hash, trust)
+
+    _say("6. A copy of the ledger with one byte changed in the deterministic record, verified again")
+    tampered = work / "tampered-ledger"
+    shutil.copytree(repo / ".ledger", tampered)
+    conn = sqlite3.connect(tampered / "ledger.db")
+    with conn:
+        row = conn.execute("SELECT seq, body FROM entries WHERE kind = 'tier_record' ORDER BY seq LIMIT 1").fetchone()
+        body = bytearray(row[1])
+        body[-1] ^= 0x01  # the last byte is part of the record's creation time
+        conn.execute("UPDATE entries SET body = ? WHERE seq = ?", (bytes(body), row[0]))
+    conn.close()
+    click.echo("    flipped the last byte of entry %d's body" % row[0])
+    rejected = not _run_verify(tampered, receipt_hash, trust)
+
+    if accepted and rejected:
+        _say("Demo complete: the honest receipt verified, the tampered copy was rejected.")
+        return 0
+    _say("Demo FAILED: accepted=%s rejected=%s" % (accepted, rejected))
+    return 1

@@ -1,0 +1,188 @@
+"""Library operations behind the CLI: record a tier, seal a receipt, change the keyring."""
+
+from __future__ import annotations
+
+import mimetypes
+import platform
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from receipts import (
+    LADDER,
+    Digest,
+    Domain,
+    EvidenceRef,
+    FormatError,
+    KeyAdd,
+    KeyRevoke,
+    KeySpec,
+    LadderReceipt,
+    Role,
+    Signer,
+    Tier,
+    TierEntry,
+    TierRecord,
+    Verdict,
+    canonical_dumps,
+    candidate_hash,
+    derive_merge_eligible,
+    domain_hash,
+    new_tier_record,
+    tier_record_hash,
+)
+
+from ._errors import InputError
+from ._git import git_root, resolve_commit
+from ._store import LEDGER_DIRNAME, Appended, Ledger
+
+__all__ = [
+    "VERSION",
+    "find_ledger_dir",
+    "environment_digest",
+    "resolve_candidate",
+    "Evidence",
+    "record_tier",
+    "seal_receipt",
+    "add_key",
+    "revoke_key",
+]
+
+VERSION = "0.1.0"
+
+
+def find_ledger_dir(explicit: Path | None, cwd: Path) -> Path:
+    """``--dir`` if given, else ``.ledger`` at the git root, else in the current directory."""
+    if explicit is not None:
+        return explicit
+    root = git_root(cwd)
+    base: Path = root if root is not None else cwd
+    return base / LEDGER_DIRNAME
+
+
+def environment_digest() -> Digest:
+    """What ran the check: interpreter, platform and tool version (not secrets, not paths)."""
+    facts = {
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "system": platform.system(),
+        "machine": platform.machine(),
+        "receipt-ledger": VERSION,
+    }
+    return domain_hash(Domain.ENVIRONMENT, canonical_dumps(facts))
+
+
+def resolve_candidate(spec: str, cwd: Path) -> Digest:
+    """``blake3:<hex>`` is taken as a candidate hash; anything else is a git revision."""
+    if spec.startswith("blake3:"):
+        try:
+            return Digest.parse(spec)
+        except FormatError as exc:
+            raise InputError(str(exc)) from None
+    return candidate_hash(resolve_commit(spec, cwd))
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    check_id: str
+    path: Path
+    media_type: str | None = None
+
+
+def _media_type(path: Path) -> str:
+    guessed, _ = mimetypes.guess_type(path.name)
+    return guessed or "application/octet-stream"
+
+
+def record_tier(
+    ledger: Ledger,
+    *,
+    task_id: str,
+    tier: Tier,
+    verdict: Verdict,
+    signer: Signer,
+    config_hash: Digest,
+    input_hash: Digest,
+    evidence: Sequence[Evidence] = (),
+    confidence_bp: int | None = None,
+    verifier: str = "ledger-record (recorded by hand)",
+    parents: Sequence[Digest] = (),
+) -> tuple[TierRecord, Appended]:
+    """Ingest evidence into the blob store, then append one signed tier record."""
+    refs = []
+    for item in evidence:
+        digest, size = ledger.put_blob_file(item.path)
+        refs.append(EvidenceRef(item.check_id, digest, size, item.media_type or _media_type(item.path)))
+    try:
+        record = new_tier_record(
+            task_id=task_id, tier=tier, config_hash=config_hash, input_hash=input_hash, evidence=tuple(refs),
+            verdict=verdict, verifier=verifier, verifier_version=VERSION, environment=environment_digest(),
+            created=int(time.time()), confidence_bp=confidence_bp, parents=tuple(parents),
+        )
+    except FormatError as exc:
+        raise InputError(str(exc)) from None
+    return record, ledger.append(record, signer)
+
+
+def seal_receipt(
+    ledger: Ledger,
+    *,
+    task_id: str,
+    signer: Signer,
+    input_hash: Digest,
+    required: tuple[Tier, ...] = LADDER,
+    config_hash: Digest | None = None,
+) -> tuple[LadderReceipt, Appended]:
+    """Bind the latest tier record of each tier for this candidate into a receipt."""
+    records = [r for _, r in ledger.records_for(task_id) if r.input_hash == input_hash]
+    if config_hash is None:
+        if not records:
+            raise InputError("task %s has no tier records for candidate %s; pass --config to seal an empty ladder" % (task_id, input_hash.short()))
+        config_hash = records[-1].config_hash
+    latest: dict[Tier, TierRecord] = {}
+    for rec in records:
+        if rec.config_hash == config_hash:
+            latest[rec.tier] = rec  # chain order: the last one wins
+    entries = []
+    by_hash = {}
+    for tier in LADDER:
+        if tier in latest:
+            h = tier_record_hash(latest[tier])
+            by_hash[h] = latest[tier]
+            entries.append(TierEntry(tier, record=h))
+        elif tier in required:
+            entries.append(TierEntry(tier, skip_reason="no %s record for this candidate and config" % tier))
+    eligibility = derive_merge_eligible(
+        task_id=task_id, input_hash=input_hash, config_hash=config_hash,
+        required=required, entries=tuple(entries), records=by_hash,
+    )
+    try:
+        receipt = LadderReceipt(
+            task_id=task_id, input_hash=input_hash, config_hash=config_hash, required=required,
+            entries=tuple(entries), merge_eligible=eligibility.eligible, created=int(time.time()),
+        )
+    except FormatError as exc:
+        raise InputError(str(exc)) from None
+    return receipt, ledger.append(receipt, signer)
+
+
+def add_key(ledger: Ledger, admin: Signer, name: str, roles: Sequence[Role], public_key: bytes,
+            valid_after: int | None = None, valid_before: int | None = None) -> Appended:
+    try:
+        spec = KeySpec(name, tuple(r for r in Role if r in roles), public_key, valid_after, valid_before)
+    except FormatError as exc:
+        raise InputError(str(exc)) from None
+    return ledger.append(KeyAdd(spec), admin)
+
+
+def revoke_key(ledger: Ledger, admin: Signer, name_or_id: str, reason: str) -> Appended:
+    ring = ledger.keyring()
+    state = ring.get(name_or_id) or ring.by_name(name_or_id)
+    if state is None:
+        raise InputError("no active key named or with id %r" % name_or_id)
+    try:
+        body = KeyRevoke(state.key_id, reason)
+    except FormatError as exc:
+        raise InputError(str(exc)) from None
+    return ledger.append(body, admin)

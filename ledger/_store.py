@@ -1,0 +1,295 @@
+"""The writing side of the ledger: the SQLite chain (through sqlite-utils) and the blob store.
+
+Appends are one `BEGIN IMMEDIATE` transaction that reads the head, signs the new entry
+and inserts it, so concurrent writers queue on SQLite's write lock and the chain never
+forks. Blobs are written before the entry that refers to them, each by rename, so a
+crash leaves at worst an unreferenced blob.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import secrets
+import shutil
+import sqlite3
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+import sqlite_utils
+
+from receipts import (
+    Body,
+    ContentHasher,
+    Digest,
+    Entry,
+    EntryKind,
+    Genesis,
+    KeyAdd,
+    Keyring,
+    KeyRevoke,
+    KeySpec,
+    LadderReceipt,
+    ReceiptsError,
+    Role,
+    Signer,
+    TierRecord,
+    body_hash,
+    body_kind,
+    decode_body,
+    decode_entry,
+    encode_body,
+    encode_entry,
+    entry_hash,
+    entry_signed_bytes,
+    fingerprint,
+    namespace_for,
+    required_role,
+    sshsig_sign,
+)
+from verify import CannotVerify, LedgerSource
+from verify._source import BLOB_DIR, DB_NAME, SCHEMA, StoredEntry, blob_path
+
+from ._errors import InputError, StoreError
+
+__all__ = ["Ledger", "Appended", "LEDGER_DIRNAME"]
+
+LEDGER_DIRNAME = ".ledger"
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class Appended:
+    seq: int
+    entry_hash: Digest
+    body_hash: Digest
+    entry: Entry
+
+
+def _connect(db: Path) -> sqlite3.Connection:
+    try:
+        conn = sqlite3.connect(db, isolation_level=None, timeout=60)
+        conn.execute("PRAGMA busy_timeout = 60000")
+        # FULL makes a committed WAL transaction survive power loss, not only a process crash.
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute("SELECT count(*) FROM entries").fetchone()
+    except sqlite3.Error as exc:
+        raise StoreError("cannot open ledger database %s: %s" % (db, exc)) from None
+    return conn
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Ledger:
+    """A ledger directory opened for writing."""
+
+    def __init__(self, root: Path, conn: sqlite3.Connection) -> None:
+        self.root = root
+        self.conn = conn
+        self.db = sqlite_utils.Database(conn)
+        self.reader = LedgerSource(conn, root)
+
+    # -- opening and creating ------------------------------------------------------------
+
+    @classmethod
+    def open(cls, root: Path) -> Ledger:
+        if not (root / DB_NAME).is_file():
+            raise InputError("no ledger at %s: run `ledger init` first" % root)
+        return cls(root, _connect(root / DB_NAME))
+
+    @classmethod
+    def create(cls, root: Path, admin: Signer, admin_name: str, now: int | None = None) -> Ledger:
+        """Create the ledger directory with its genesis entry, all or nothing."""
+        if root.exists():
+            raise InputError("%s already exists; refusing to initialise over it" % root)
+        created = int(time.time()) if now is None else now
+        genesis = Genesis(
+            ledger_id=secrets.token_hex(16),
+            created=created,
+            keys=(KeySpec(admin_name, (Role.ADMIN,), admin.public_key_blob),),
+        )
+        root.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=root.name + ".init-", dir=root.parent))
+        try:
+            (staging / BLOB_DIR).mkdir()
+            db = sqlite_utils.Database(staging / DB_NAME)
+            db.execute("PRAGMA journal_mode = WAL")
+            db.executescript(SCHEMA)
+            db.conn.close()
+            ledger = cls(staging, _connect(staging / DB_NAME))
+            ledger._append(genesis, admin, seq=0, prev=None, now=created)
+            ledger.close()
+            os.rename(staging, root)
+            _fsync_dir(root.parent)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        return cls.open(root)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # -- reading -------------------------------------------------------------------------
+
+    def keyring(self) -> Keyring:
+        """The keyring at the head, replayed from the keyring entries."""
+        ring: Keyring | None = None
+        try:
+            rows = self.conn.execute(
+                "SELECT seq, kind, body FROM entries WHERE kind IN (?, ?, ?) ORDER BY seq",
+                (EntryKind.GENESIS.value, EntryKind.KEY_ADD.value, EntryKind.KEY_REVOKE.value),
+            ).fetchall()
+        except sqlite3.Error as exc:
+            raise StoreError("cannot read ledger database: %s" % exc) from None
+        try:
+            for seq, kind, body_bytes in rows:
+                body = decode_body(EntryKind(kind), body_bytes)
+                if isinstance(body, Genesis):
+                    ring = Keyring.from_genesis(body)
+                elif ring is not None and isinstance(body, KeyAdd):
+                    ring = ring.with_added(body.key, seq)
+                elif ring is not None and isinstance(body, KeyRevoke):
+                    ring = ring.with_revoked(body.key_id, seq, body.reason)
+        except (ReceiptsError, ValueError) as exc:
+            raise StoreError("the ledger's keyring entries are damaged: %s (run `ledger verify --chain`)" % exc) from None
+        if ring is None:
+            raise StoreError("the ledger has no genesis entry")
+        return ring
+
+    def entries(self, task: str | None = None) -> Iterator[StoredEntry]:
+        try:
+            yield from self.reader.iter_entries(task=task)
+        except CannotVerify as exc:
+            raise StoreError(str(exc)) from None
+
+    def find(self, digest: Digest) -> StoredEntry | None:
+        """An entry by its body hash (a record or receipt hash) or by its entry hash."""
+        try:
+            return self.reader.by_body_hash(digest) or self.reader.by_hash(digest)
+        except CannotVerify as exc:
+            raise StoreError(str(exc)) from None
+
+    def records_for(self, task: str) -> list[tuple[int, TierRecord]]:
+        out = []
+        for stored in self.entries(task=task):
+            if stored.kind == EntryKind.TIER_RECORD.value:
+                body = decode_body(EntryKind.TIER_RECORD, stored.body)
+                assert isinstance(body, TierRecord)
+                out.append((stored.seq, body))
+        return out
+
+    # -- writing -------------------------------------------------------------------------
+
+    def append(self, body: Body, signer: Signer) -> Appended:
+        """Sign and append ``body`` as the next entry, in one write transaction."""
+        if isinstance(body, Genesis):
+            raise InputError("a ledger has exactly one genesis entry")
+        return self._append(body, signer, seq=None, prev=None, now=None)
+
+    def _append(self, body: Body, signer: Signer, seq: int | None, prev: Digest | None, now: int | None) -> Appended:
+        kind = body_kind(body)
+        body_bytes = encode_body(body)
+        bhash = body_hash(kind, body_bytes)
+        key_id = fingerprint(signer.public_key_blob)
+        role = required_role(kind, body)
+        task = body.task_id if isinstance(body, (TierRecord, LadderReceipt)) else None
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise StoreError("cannot start a write transaction: %s" % exc) from None
+        try:
+            if seq is None:
+                head = self.reader.head()
+                if head is None:
+                    raise StoreError("the ledger has no genesis entry")
+                head_entry = decode_entry(head.entry)
+                seq, prev = head.seq + 1, Digest(head.hash)
+                # Never date an entry before its predecessor: verify rejects time running backwards.
+                now = max(int(time.time()), head_entry.time)
+                ring = self.keyring()
+            else:
+                assert isinstance(body, Genesis) and now is not None
+                ring = Keyring.from_genesis(body)
+            try:
+                ring.authorize(key_id, role, seq, now)
+                if isinstance(body, KeyAdd):
+                    ring.with_added(body.key, seq)
+                elif isinstance(body, KeyRevoke):
+                    ring.with_revoked(body.key_id, seq, body.reason)
+            except ReceiptsError as exc:
+                raise InputError("refused: %s" % exc) from None
+            unsigned = Entry(seq=seq, prev=prev, kind=kind, body_hash=bhash, time=now, signer=key_id, signature=b"-")
+            signature = sshsig_sign(signer, namespace_for(role), entry_signed_bytes(unsigned))
+            entry = dataclasses.replace(unsigned, signature=signature)
+            entry_bytes = encode_entry(entry)
+            ehash = entry_hash(entry_bytes)
+            self.conn.execute(
+                "INSERT INTO entries (seq, hash, kind, body_hash, task, entry, body) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (seq, ehash.value, kind.value, bhash.value, task, entry_bytes, body_bytes),
+            )
+            self.conn.execute("COMMIT")
+        except BaseException as exc:
+            try:
+                self.conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+            if isinstance(exc, sqlite3.Error):
+                raise StoreError("cannot append to the ledger: %s" % exc) from None
+            raise
+        return Appended(seq, ehash, bhash, entry)
+
+    # -- blobs ---------------------------------------------------------------------------
+
+    def put_blob_stream(self, stream: BinaryIO) -> tuple[Digest, int]:
+        """Store content by its plain BLAKE3 digest, streaming (never read whole)."""
+        blobs = self.root / BLOB_DIR
+        try:
+            fd, tmp_name = tempfile.mkstemp(prefix=".incoming-", dir=blobs)
+        except OSError as exc:
+            raise StoreError("cannot write to the blob store %s: %s" % (blobs, exc)) from None
+        tmp = Path(tmp_name)
+        try:
+            hasher = ContentHasher()
+            with os.fdopen(fd, "wb") as out:
+                while chunk := stream.read(_CHUNK):
+                    hasher.update(chunk)
+                    out.write(chunk)
+                out.flush()
+                os.fsync(out.fileno())
+            digest = hasher.digest()
+            final = blob_path(self.root, digest)
+            final.parent.mkdir(exist_ok=True)
+            if final.exists():
+                tmp.unlink()
+            else:
+                os.chmod(tmp, 0o444)
+                os.replace(tmp, final)
+                _fsync_dir(final.parent)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise StoreError("cannot write to the blob store: %s" % exc) from None
+        return digest, hasher.size
+
+    def put_blob_file(self, path: Path) -> tuple[Digest, int]:
+        try:
+            with path.open("rb") as fh:
+                return self.put_blob_stream(fh)
+        except FileNotFoundError:
+            raise InputError("evidence file %s does not exist" % path) from None
+        except IsADirectoryError:
+            raise InputError("evidence %s is a directory, not a file" % path) from None
+        except PermissionError as exc:
+            raise InputError("cannot read evidence file %s: %s" % (path, exc)) from None
+
+    def blob_path(self, digest: Digest) -> Path:
+        return blob_path(self.root, digest)

@@ -1,0 +1,454 @@
+"""The `ledger` command: a thin click layer over the library.
+
+Data goes to stdout, status and errors to stderr. Exit codes: 0 done or verified,
+1 verification rejected (or a failing verdict where a command says so), 2 bad input
+or could not run.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import json
+import os
+import sqlite3
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from receipts import (
+    LADDER,
+    Digest,
+    LadderReceipt,
+    Role,
+    TierRecord,
+    Tier,
+    Verdict,
+    armor,
+    config_hash,
+    decode_body,
+    decode_entry,
+    entry_signed_bytes,
+    fingerprint,
+    namespace_for,
+    parse_public_key_line,
+    public_key_line,
+    ReceiptsError,
+)
+from verify import CannotVerify, LedgerSource, TrustRoot, verify_chain, verify_receipt
+
+from . import _render
+from ._errors import InputError, LedgerError
+from ._keys import generate_key_file, key_path, load_signer
+from ._ops import VERSION, Evidence, add_key, find_ledger_dir, record_tier, resolve_candidate, revoke_key, seal_receipt
+from ._store import Ledger
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _fail(message: str) -> None:
+    click.echo("ledger: error: %s" % message, err=True)
+    sys.exit(2)
+
+
+class _Group(click.Group):
+    """Turns every error we know into one line on stderr and exit code 2."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (LedgerError, CannotVerify, ReceiptsError) as exc:
+            _fail(str(exc))
+        except sqlite3.Error as exc:
+            _fail("ledger database error: %s" % exc)
+        except OSError as exc:
+            _fail("%s: %s" % (exc.strerror or type(exc).__name__, exc.filename or exc))
+        except (click.exceptions.Exit, click.ClickException, click.Abort, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            if os.environ.get("LEDGER_DEBUG"):
+                raise
+            _fail("internal error (%s): %s; set LEDGER_DEBUG=1 for a traceback" % (type(exc).__name__, exc))
+
+
+def json_option(f: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Machine-readable output on stdout.")(f)
+
+
+@click.group(cls=_Group)
+@click.version_option(VERSION, prog_name="receipt-ledger")
+@click.option("--dir", "ledger_dir", type=click.Path(path_type=Path, file_okay=False), envvar="LEDGER_DIR",
+              help="Ledger directory (default: .ledger at the git root).")
+@click.pass_context
+def cli(ctx: click.Context, ledger_dir: Path | None) -> None:
+    """Signed, replayable receipts of what was actually checked."""
+    ctx.obj = find_ledger_dir(ledger_dir, Path.cwd())
+
+
+def _ledger(ctx: click.Context) -> Ledger:
+    return Ledger.open(ctx.find_root().obj)
+
+
+def _ask_passphrase(path: str) -> bytes:
+    if not sys.stdin.isatty():
+        raise InputError("private key %s is encrypted: set RECEIPT_LEDGER_PASSPHRASE" % path)
+    return str(click.prompt("Passphrase for %s" % path, hide_input=True, err=True)).encode()
+
+
+def _signer(name: str) -> Any:
+    return load_signer(name, ask=_ask_passphrase)
+
+
+def _admin_signer(ledger: Ledger, admin: str | None) -> Any:
+    if admin is not None:
+        return _signer(admin)
+    for state in ledger.keyring():
+        if state.revoked_at is None and Role.ADMIN in state.spec.roles and key_path(state.spec.name).is_file():
+            return _signer(state.spec.name)
+    raise InputError("no local private key for any admin key of this ledger; pass --admin NAME or a key path")
+
+
+def _digest_arg(text: str) -> Digest:
+    try:
+        return Digest.parse(text)
+    except ReceiptsError as exc:
+        raise InputError(str(exc)) from None
+
+
+def _config_hash(ctx: click.Context, task: str, config: Path | None) -> Digest | None:
+    if config is None:
+        default = ctx.find_root().obj / "contracts" / (task.replace("/", "_") + ".toml")
+        if not default.is_file():
+            return None
+        config = default
+    try:
+        return config_hash(config.read_bytes())
+    except OSError as exc:
+        raise InputError("cannot read config %s: %s" % (config, exc.strerror)) from None
+
+
+ROLE_CHOICE = click.Choice([r.value for r in Role])
+TIER_CHOICE = click.Choice([t.value for t in Tier])
+
+
+# -- init and keys ---------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--admin", "admin_name", default="admin", show_default=True, help="Name of the admin key.")
+@click.option("--admin-key", type=click.Path(path_type=Path, dir_okay=False),
+              help="Use this existing OpenSSH Ed25519 private key (e.g. ~/.ssh/id_ed25519) instead of generating one.")
+@click.pass_context
+def init(ctx: click.Context, admin_name: str, admin_key: Path | None) -> None:
+    """Create the ledger with a genesis entry signed by its admin key."""
+    root: Path = ctx.obj
+    if admin_key is not None:
+        signer = _signer(str(admin_key))
+    elif key_path(admin_name).is_file():
+        signer = _signer(admin_name)
+        click.echo("using existing admin key %s" % key_path(admin_name), err=True)
+    else:
+        _refuse_inside_repo(key_path(admin_name), root)
+        signer = generate_key_file(key_path(admin_name), admin_name)
+        click.echo("generated admin key %s (keep it secret)" % key_path(admin_name), err=True)
+    ledger = Ledger.create(root, signer, admin_name)
+    (root / ".gitignore").write_text("# the chain and evidence are not versioned; contracts are\nledger.db*\nblobs/\n")
+    genesis = ledger.reader.by_seq(0)
+    assert genesis is not None
+    click.echo("initialised ledger %s" % root, err=True)
+    click.echo("genesis entry %s" % Digest(genesis.hash))
+    click.echo("admin key %s %s" % (admin_name, decode_entry(genesis.entry).signer))
+
+
+@cli.group(cls=_Group)
+def keys() -> None:
+    """Manage the keyring: who may sign what."""
+
+
+def _refuse_inside_repo(path: Path, ledger_root: Path) -> None:
+    repo = ledger_root.resolve().parent
+    if path.resolve().is_relative_to(repo):
+        raise InputError("refusing to write a private key inside the repository (%s); use --out outside it" % repo)
+
+
+@keys.command("generate")
+@click.argument("name")
+@click.option("--role", "roles", multiple=True, required=True, type=ROLE_CHOICE, help="Role(s) of the key; repeatable.")
+@click.option("--out", type=click.Path(path_type=Path, dir_okay=False), help="Private key path (default: the key directory).")
+@click.option("--passphrase", is_flag=True, help="Encrypt the private key with a passphrase (prompted).")
+@click.option("--admin", help="Admin key that signs the keyring change.")
+@click.pass_context
+def keys_generate(ctx: click.Context, name: str, roles: Sequence[str], out: Path | None, passphrase: bool, admin: str | None) -> None:
+    """Generate an OpenSSH Ed25519 key pair and add it to the keyring."""
+    ledger = _ledger(ctx)
+    admin_signer = _admin_signer(ledger, admin)
+    path = out or key_path(name)
+    _refuse_inside_repo(path, ledger.root)
+    secret = click.prompt("Passphrase", hide_input=True, confirmation_prompt=True, err=True).encode() if passphrase else None
+    signer = generate_key_file(path, name, secret)
+    appended = add_key(ledger, admin_signer, name, [Role(r) for r in roles], signer.public_key_blob)
+    click.echo("wrote %s and %s.pub" % (path, path), err=True)
+    click.echo("%s %s added at entry %d" % (name, fingerprint(signer.public_key_blob), appended.seq))
+
+
+@keys.command("add")
+@click.argument("name")
+@click.argument("pubkey")
+@click.option("--role", "roles", multiple=True, required=True, type=ROLE_CHOICE, help="Role(s) of the key; repeatable.")
+@click.option("--admin", help="Admin key that signs the keyring change.")
+@click.pass_context
+def keys_add(ctx: click.Context, name: str, pubkey: str, roles: Sequence[str], admin: str | None) -> None:
+    """Add a teammate's OpenSSH public key (a key line, or a .pub file)."""
+    text = pubkey
+    if not pubkey.startswith("ssh-"):
+        try:
+            text = Path(pubkey).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError("%r is neither an OpenSSH public key line nor a readable file: %s" % (pubkey, exc)) from None
+    blob, _ = parse_public_key_line(text)
+    ledger = _ledger(ctx)
+    appended = add_key(ledger, _admin_signer(ledger, admin), name, [Role(r) for r in roles], blob)
+    click.echo("%s %s added at entry %d" % (name, fingerprint(blob), appended.seq))
+
+
+@keys.command("revoke")
+@click.argument("name_or_id")
+@click.option("--reason", default="", help="Why the key is revoked.")
+@click.option("--admin", help="Admin key that signs the keyring change.")
+@click.pass_context
+def keys_revoke(ctx: click.Context, name_or_id: str, reason: str, admin: str | None) -> None:
+    """Revoke a key: its signatures after this entry are rejected."""
+    ledger = _ledger(ctx)
+    appended = revoke_key(ledger, _admin_signer(ledger, admin), name_or_id, reason)
+    click.echo("revoked %s at entry %d" % (name_or_id, appended.seq))
+
+
+def _entry_time(ledger: Ledger, seq: int) -> int:
+    stored = ledger.reader.by_seq(seq)
+    assert stored is not None
+    return decode_entry(stored.entry).time
+
+
+@keys.command("list")
+@json_option
+@click.pass_context
+def keys_list(ctx: click.Context, as_json: bool) -> None:
+    """List the keyring as it stands now, revoked keys included."""
+    ledger = _ledger(ctx)
+    rows = []
+    for s in ledger.keyring():
+        rows.append({"name": s.spec.name, "key_id": s.key_id, "roles": [r.value for r in s.spec.roles],
+                     "status": "revoked" if s.revoked_at is not None else "active",
+                     "revoked_at_entry": s.revoked_at, "public_key": public_key_line(s.spec.public_key)})
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    for r in rows:
+        click.echo("%-16s %-8s %-30s %s" % (r["name"], r["status"], ",".join(r["roles"]), r["key_id"]))  # type: ignore[arg-type]
+
+
+def _ssh_time(seconds: int) -> str:
+    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).strftime("%Y%m%d%H%M%SZ")
+
+
+@keys.command("export-allowed-signers")
+@click.option("-o", "--output", type=click.File("w"), default="-", help="Output file (default stdout).")
+@click.pass_context
+def keys_export(ctx: click.Context, output: Any) -> None:
+    """The keyring as an OpenSSH allowed_signers file (roles as namespaces)."""
+    ledger = _ledger(ctx)
+    for s in ledger.keyring():
+        opts = ['namespaces="%s"' % ",".join(namespace_for(r.value) for r in s.spec.roles)]
+        if s.spec.valid_after is not None:
+            opts.append('valid-after="%s"' % _ssh_time(s.spec.valid_after))
+        before = s.spec.valid_before
+        if s.revoked_at is not None:
+            revoked = _entry_time(ledger, s.revoked_at)
+            before = revoked if before is None else min(before, revoked)
+        if before is not None:
+            opts.append('valid-before="%s"' % _ssh_time(before))
+        output.write("%s %s %s\n" % (s.spec.name, ",".join(opts), public_key_line(s.spec.public_key, s.key_id)))
+
+
+# -- record and seal ---------------------------------------------------------------------
+
+
+def _confidence(value: float | None) -> int | None:
+    if value is None:
+        return None
+    if not 0.0 <= value <= 1.0:
+        raise InputError("--confidence must be between 0 and 1")
+    return round(value * 10000)
+
+
+@cli.command()
+@click.argument("task")
+@click.option("--tier", required=True, type=TIER_CHOICE)
+@click.option("--verdict", required=True, type=click.Choice([v.value for v in Verdict]))
+@click.option("--key", "key_name", required=True, help="Signing key name or path (its role must be the tier).")
+@click.option("--evidence", "evidence", multiple=True, type=click.Path(path_type=Path), help="Evidence file; repeatable.")
+@click.option("--config", type=click.Path(path_type=Path, dir_okay=False), help="Contract/policy file (default .ledger/contracts/TASK.toml).")
+@click.option("--input", "input_spec", default="HEAD", show_default=True, help="Candidate: a git revision or blake3:<hex>.")
+@click.option("--confidence", type=float, help="Judge confidence in [0, 1] (stored as basis points).")
+@click.option("--parent", "parents", multiple=True, help="Hash of an earlier record this one builds on; repeatable.")
+@json_option
+@click.pass_context
+def record(ctx: click.Context, task: str, tier: str, verdict: str, key_name: str, evidence: Sequence[Path],
+           config: Path | None, input_spec: str, confidence: float | None, parents: Sequence[str], as_json: bool) -> None:
+    """Append one tier record by hand (the tier runners call the same API)."""
+    ledger = _ledger(ctx)
+    chash = _config_hash(ctx, task, config)
+    if chash is None:
+        raise InputError("no config for task %s: pass --config FILE or add .ledger/contracts/%s.toml" % (task, task))
+    rec, appended = record_tier(
+        ledger, task_id=task, tier=Tier(tier), verdict=Verdict(verdict), signer=_signer(key_name),
+        config_hash=chash, input_hash=resolve_candidate(input_spec, Path.cwd()),
+        evidence=[Evidence(p.name, p) for p in evidence], confidence_bp=_confidence(confidence),
+        parents=[_digest_arg(p) for p in parents],
+    )
+    if as_json:
+        click.echo(json.dumps({"record": str(appended.body_hash), "entry": str(appended.entry_hash), "seq": appended.seq,
+                               "body": _render.jsonable(rec)}, indent=2))
+    else:
+        click.echo(str(appended.body_hash))
+        click.echo("recorded %s %s for %s at entry %d" % (tier, verdict, task, appended.seq), err=True)
+
+
+def _tiers(value: str) -> tuple[Tier, ...]:
+    try:
+        chosen = {Tier(t.strip()) for t in value.split(",") if t.strip()}
+    except ValueError:
+        raise InputError("--require takes tiers from %s" % ",".join(t.value for t in LADDER)) from None
+    return tuple(t for t in LADDER if t in chosen)
+
+
+@cli.command()
+@click.argument("task")
+@click.option("--key", "key_name", required=True, help="Seal-role key name or path.")
+@click.option("--input", "input_spec", default="HEAD", show_default=True, help="Candidate: a git revision or blake3:<hex>.")
+@click.option("--config", type=click.Path(path_type=Path, dir_okay=False), help="Contract/policy file the records must be under.")
+@click.option("--require", "require", default=",".join(t.value for t in LADDER), show_default=True, help="Required tiers.")
+@json_option
+@click.pass_context
+def seal(ctx: click.Context, task: str, key_name: str, input_spec: str, config: Path | None, require: str, as_json: bool) -> None:
+    """Bind the candidate's latest tier records into a signed receipt."""
+    ledger = _ledger(ctx)
+    receipt, appended = seal_receipt(
+        ledger, task_id=task, signer=_signer(key_name), input_hash=resolve_candidate(input_spec, Path.cwd()),
+        required=_tiers(require), config_hash=_config_hash(ctx, task, config),
+    )
+    if as_json:
+        click.echo(json.dumps({"receipt": str(appended.body_hash), "entry": str(appended.entry_hash), "seq": appended.seq,
+                               "body": _render.jsonable(receipt)}, indent=2))
+    else:
+        click.echo(str(appended.body_hash))
+        click.echo("sealed %s: merge_eligible=%s" % (task, str(receipt.merge_eligible).lower()), err=True)
+
+
+# -- show, log, verify ------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("hash_text", metavar="HASH")
+@click.option("--signed-bytes", is_flag=True, help="Write the exact bytes the entry's signature covers to stdout.")
+@click.option("--signature", is_flag=True, help="Write the entry's signature as an armored SSH signature.")
+@json_option
+@click.pass_context
+def show(ctx: click.Context, hash_text: str, signed_bytes: bool, signature: bool, as_json: bool) -> None:
+    """Show an entry, record or receipt (by record/receipt hash or entry hash)."""
+    ledger = _ledger(ctx)
+    stored = ledger.find(_digest_arg(hash_text))
+    if stored is None:
+        raise InputError("no entry with hash %s" % hash_text)
+    entry = decode_entry(stored.entry)
+    if signed_bytes:
+        out = click.get_binary_stream("stdout")
+        out.write(entry_signed_bytes(entry))
+        out.flush()
+        return
+    if signature:
+        click.echo(armor(entry.signature), nl=False)
+        return
+    body = decode_body(entry.kind, stored.body)
+    doc = {"entry": {"seq": entry.seq, "hash": str(Digest(stored.hash)), "prev": str(entry.prev) if entry.prev else None,
+                     "kind": entry.kind.value, "body_hash": str(entry.body_hash), "time": entry.time, "signer": entry.signer},
+           "body": _render.jsonable(body)}
+    click.echo(json.dumps(doc, indent=2, sort_keys=not as_json))
+
+
+@cli.command()
+@click.option("--task", help="Only entries of this task.")
+@json_option
+@click.pass_context
+def log(ctx: click.Context, task: str | None, as_json: bool) -> None:
+    """List the chain, oldest first."""
+    ledger = _ledger(ctx)
+    rows = []
+    for stored in ledger.entries(task=task):
+        entry = decode_entry(stored.entry)
+        body = decode_body(entry.kind, stored.body)
+        summary = ""
+        if isinstance(body, TierRecord):
+            summary = "%s %s" % (body.tier.value, body.verdict.value)
+        elif isinstance(body, LadderReceipt):
+            summary = "merge_eligible=%s" % str(body.merge_eligible).lower()
+        rows.append({"seq": entry.seq, "time": entry.time, "kind": entry.kind.value, "task": stored.task,
+                     "hash": str(entry.body_hash), "signer": entry.signer, "summary": summary})
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    for r in rows:
+        click.echo("%5d  %-11s %-20s %s  %s" % (r["seq"], r["kind"], r["task"] or "-", r["hash"], r["summary"]))  # type: ignore[str-format]
+
+
+@cli.command("verify")
+@click.argument("hash_text", metavar="[HASH]", required=False)
+@click.option("--chain", is_flag=True, help="Audit the whole chain instead of one receipt.")
+@click.option("--trust", help="Pin the admin key: a SHA256 fingerprint or an allowed_signers file.")
+@json_option
+@click.pass_context
+def verify_cmd(ctx: click.Context, hash_text: str | None, chain: bool, trust: str | None, as_json: bool) -> None:
+    """Recompute every hash and signature and re-derive merge_eligible.
+
+    Exit 0 verified, 1 rejected, 2 cannot run."""
+    if chain == (hash_text is not None):
+        raise InputError("give either a receipt HASH or --chain")
+    root = TrustRoot.from_argument(trust) if trust else None
+    source = LedgerSource.open(ctx.find_root().obj)
+    try:
+        if chain:
+            if sys.stderr.isatty() and not as_json:
+                with click.progressbar(length=source.count(), label="verifying chain", file=sys.stderr) as bar:
+                    cres = verify_chain(source, root, progress=bar.update)
+            else:
+                cres = verify_chain(source, root)
+            ok, doc, lines = cres.ok, cres.as_dict(), _render.chain_lines(cres)
+        else:
+            assert hash_text is not None
+            res = verify_receipt(source, hash_text, root)
+            ok, doc, lines = res.ok, res.as_dict(), _render.verify_lines(res)
+    finally:
+        source.close()
+    if root is None:
+        click.echo("warning: no --trust given; the admin key is trusted on first use", err=True)
+    if as_json:
+        click.echo(json.dumps(doc, indent=2))
+    else:
+        click.echo("\n".join(lines))
+    sys.exit(0 if ok else 1)
+
+
+@cli.command()
+@click.option("--keep", type=click.Path(path_type=Path, file_okay=False), help="Build the demo here and keep it.")
+def demo(keep: Path | None) -> None:
+    """Run the whole job end to end in a throwaway workspace."""
+    from ._demo import run_demo
+
+    sys.exit(run_demo(keep))
+
+
+def main() -> None:
+    cli(prog_name="ledger")

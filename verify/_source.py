@@ -1,0 +1,142 @@
+"""Read-only access to a ledger directory: the SQLite chain and the blob store.
+
+The writer in `ledger` uses the same schema and lookups, so that there is one
+definition of where the bytes live.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from receipts import Digest
+
+from ._errors import CannotVerify
+
+__all__ = ["SCHEMA", "StoredEntry", "LedgerSource", "blob_path", "DB_NAME", "BLOB_DIR"]
+
+DB_NAME = "ledger.db"
+BLOB_DIR = "blobs"
+SCHEMA_VERSION = 1
+
+# `hash`, `kind`, `body_hash` and `task` are lookup indexes derived from `entry` and `body`;
+# a verifier recomputes them and never trusts them.
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS entries (
+    seq INTEGER PRIMARY KEY,
+    hash BLOB NOT NULL UNIQUE,
+    kind TEXT NOT NULL,
+    body_hash BLOB NOT NULL,
+    task TEXT,
+    entry BLOB NOT NULL,
+    body BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS entries_body_hash ON entries(body_hash);
+CREATE INDEX IF NOT EXISTS entries_task ON entries(task, kind);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEntry:
+    seq: int
+    hash: bytes
+    kind: str
+    body_hash: bytes
+    task: str | None
+    entry: bytes
+    body: bytes
+
+
+_COLUMNS = "seq, hash, kind, body_hash, task, entry, body"
+
+
+def _row(row: tuple[object, ...] | None) -> StoredEntry | None:
+    if row is None:
+        return None
+    seq, h, kind, bh, task, entry, body = row
+    if not (isinstance(seq, int) and isinstance(h, bytes) and isinstance(kind, str) and isinstance(bh, bytes)
+            and (task is None or isinstance(task, str)) and isinstance(entry, bytes) and isinstance(body, bytes)):
+        raise CannotVerify("ledger database row %r has columns of the wrong type" % (seq,))
+    return StoredEntry(seq, h, kind, bh, task, entry, body)
+
+
+def blob_path(root: Path, digest: Digest) -> Path:
+    return root / BLOB_DIR / digest.hex[:2] / digest.hex
+
+
+class LedgerSource:
+    """A ledger directory opened read-only. Every SQLite failure becomes `CannotVerify`."""
+
+    def __init__(self, conn: sqlite3.Connection, root: Path) -> None:
+        self.conn = conn
+        self.root = root
+
+    @classmethod
+    def open(cls, root: Path) -> LedgerSource:
+        db = root / DB_NAME
+        if not db.is_file():
+            raise CannotVerify("no ledger at %s (missing %s)" % (root, DB_NAME))
+        try:
+            conn = sqlite3.connect("file:%s?mode=ro" % db.resolve().as_posix(), uri=True, timeout=30)
+            conn.execute("PRAGMA query_only = ON")
+            conn.execute("SELECT count(*) FROM entries").fetchone()
+        except sqlite3.Error as exc:
+            raise CannotVerify("cannot read ledger database %s: %s" % (db, exc)) from None
+        return cls(conn, root)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def _one(self, sql: str, args: tuple[object, ...]) -> StoredEntry | None:
+        try:
+            return _row(self.conn.execute(sql, args).fetchone())
+        except sqlite3.Error as exc:
+            raise CannotVerify("cannot read ledger database: %s" % exc) from None
+
+    def by_seq(self, seq: int) -> StoredEntry | None:
+        return self._one("SELECT %s FROM entries WHERE seq = ?" % _COLUMNS, (seq,))
+
+    def by_hash(self, digest: Digest) -> StoredEntry | None:
+        return self._one("SELECT %s FROM entries WHERE hash = ?" % _COLUMNS, (digest.value,))
+
+    def by_body_hash(self, digest: Digest) -> StoredEntry | None:
+        return self._one("SELECT %s FROM entries WHERE body_hash = ? ORDER BY seq LIMIT 1" % _COLUMNS, (digest.value,))
+
+    def head(self) -> StoredEntry | None:
+        return self._one("SELECT %s FROM entries ORDER BY seq DESC LIMIT 1" % _COLUMNS, ())
+
+    def count(self) -> int:
+        try:
+            n = self.conn.execute("SELECT count(*) FROM entries").fetchone()[0]
+        except sqlite3.Error as exc:
+            raise CannotVerify("cannot read ledger database: %s" % exc) from None
+        return int(n)
+
+    def iter_entries(self, upto: int | None = None, task: str | None = None) -> Iterator[StoredEntry]:
+        where: list[str] = []
+        args: list[object] = []
+        if upto is not None:
+            where.append("seq <= ?")
+            args.append(upto)
+        if task is not None:
+            where.append("task = ?")
+            args.append(task)
+        sql = "SELECT %s FROM entries %s ORDER BY seq" % (_COLUMNS, ("WHERE " + " AND ".join(where)) if where else "")
+        try:
+            for row in self.conn.execute(sql, tuple(args)):
+                stored = _row(row)
+                assert stored is not None
+                yield stored
+        except sqlite3.Error as exc:
+            raise CannotVerify("cannot read ledger database: %s" % exc) from None
+
+    def open_blob(self, digest: Digest) -> BinaryIO | None:
+        try:
+            return blob_path(self.root, digest).open("rb")
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise CannotVerify("cannot read evidence blob %s: %s" % (digest, exc)) from None

@@ -1,0 +1,93 @@
+"""The auditor's trust root: which admin keys may have signed the genesis entry."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from receipts import FormatError, Role, fingerprint, namespace_for, parse_public_key_blob
+
+from ._errors import CannotVerify
+
+__all__ = ["TrustRoot", "parse_allowed_signers"]
+
+_FPR = re.compile(r"SHA256:[A-Za-z0-9+/]{43}")
+
+
+@dataclass(frozen=True, slots=True)
+class TrustRoot:
+    """Pinned admin key ids (OpenSSH SHA256 fingerprints)."""
+
+    admin_key_ids: frozenset[str]
+    source: str
+
+    @classmethod
+    def from_argument(cls, value: str) -> TrustRoot:
+        """A fingerprint, or the path of an ``allowed_signers`` file."""
+        if _FPR.fullmatch(value):
+            return cls(frozenset({value}), "fingerprint " + value)
+        path = Path(value)
+        if not path.is_file():
+            raise CannotVerify("--trust %r is neither a SHA256 key fingerprint nor a readable allowed_signers file" % value)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CannotVerify("cannot read trust file %s: %s" % (path, exc)) from None
+        ids = parse_allowed_signers(text)
+        if not ids:
+            raise CannotVerify("trust file %s names no ssh-ed25519 key allowed to sign as %s" % (path, namespace_for(Role.ADMIN)))
+        return cls(frozenset(ids), "allowed_signers " + str(path))
+
+
+def _tokens(line: str) -> list[str]:
+    # allowed_signers fields are space-separated; quotes may hold spaces and commas.
+    out, cur, quoted = [], "", False
+    for ch in line:
+        if ch == '"':
+            quoted = not quoted
+            cur += ch
+        elif ch.isspace() and not quoted:
+            if cur:
+                out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    if quoted:
+        raise CannotVerify("unbalanced quote in allowed_signers line: %r" % line)
+    if cur:
+        out.append(cur)
+    return out
+
+
+def parse_allowed_signers(text: str) -> set[str]:
+    """Key ids of the ssh-ed25519 keys that the file allows to sign in the admin namespace."""
+    admin_ns = namespace_for(Role.ADMIN)
+    ids: set[str] = set()
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        fields = _tokens(line)
+        if len(fields) < 3:
+            continue
+        options = fields[1] if fields[1] != "ssh-ed25519" else ""
+        rest = fields[2:] if options else fields[1:]
+        if len(rest) < 2 or rest[0] != "ssh-ed25519":
+            continue
+        namespaces = None
+        for opt in re.findall(r'(?:[^,"]|"[^"]*")+', options):
+            name, _, value = opt.partition("=")
+            if name.lower() == "namespaces":
+                namespaces = [n.strip() for n in value.strip('"').split(",")]
+        if namespaces is not None and admin_ns not in namespaces:
+            continue
+        try:
+            blob = base64.b64decode(rest[1], validate=True)
+            parse_public_key_blob(blob)
+        except (binascii.Error, ValueError, FormatError):
+            raise CannotVerify("allowed_signers holds a malformed ssh-ed25519 key: %r" % rest[1][:40]) from None
+        ids.add(fingerprint(blob))
+    return ids

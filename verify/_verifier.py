@@ -1,0 +1,344 @@
+"""Recompute and re-derive. The numbered steps match docs/format.md §"Verification".
+
+Nothing stored is believed: every hash is recomputed from stored bytes, every signature
+is checked against the keyring replayed up to its entry, and `merge_eligible` is derived
+again from the tier verdicts with the same rule the sealer used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from receipts import (
+    LADDER,
+    Digest,
+    Entry,
+    EntryKind,
+    FormatError,
+    Genesis,
+    KeyAdd,
+    Keyring,
+    KeyringError,
+    KeyRevoke,
+    LadderReceipt,
+    ReceiptsError,
+    Role,
+    Tier,
+    TierRecord,
+    body_hash,
+    decode_body,
+    decode_entry,
+    derive_merge_eligible,
+    entry_hash,
+    entry_signed_bytes,
+    evidence_list_hash,
+    namespace_for,
+    required_role,
+    sshsig_verify,
+)
+from receipts import ContentHasher
+
+from ._errors import CannotVerify, VerificationFailed
+from ._source import LedgerSource, StoredEntry
+from ._trust import TrustRoot
+
+__all__ = ["Defect", "TierLine", "Result", "ChainResult", "verify_receipt", "verify_receipt_strict", "verify_chain"]
+
+_READ_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class Defect:
+    """One reason for rejection. ``code`` is stable for machines; ``message`` is for people."""
+
+    code: str
+    message: str
+    seq: int | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return {"code": self.code, "message": self.message, "seq": self.seq}
+
+
+@dataclass(frozen=True, slots=True)
+class TierLine:
+    tier: Tier
+    required: bool
+    status: str  # a verdict, "skip" or "missing"
+    record: str | None
+    signer: str | None
+    detail: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {"tier": self.tier.value, "required": self.required, "status": self.status,
+                "record": self.record, "signer": self.signer, "detail": self.detail}
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    target: str
+    defects: tuple[Defect, ...]
+    trust: str
+    task_id: str | None = None
+    candidate: str | None = None
+    claimed_eligible: bool | None = None
+    derived_eligible: bool | None = None
+    eligibility_reasons: tuple[str, ...] = ()
+    tiers: tuple[TierLine, ...] = ()
+    entries_checked: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.defects
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "target": self.target, "verified": self.ok, "trust": self.trust, "task": self.task_id,
+            "candidate": self.candidate, "merge_eligible_claimed": self.claimed_eligible,
+            "merge_eligible_derived": self.derived_eligible, "eligibility_reasons": list(self.eligibility_reasons),
+            "tiers": [t.as_dict() for t in self.tiers], "entries_checked": self.entries_checked,
+            "defects": [d.as_dict() for d in self.defects],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ChainResult:
+    entries: int
+    defects: tuple[Defect, ...]
+    trust: str
+    head: str | None
+
+    @property
+    def ok(self) -> bool:
+        return not self.defects
+
+    @property
+    def first_bad(self) -> int | None:
+        seqs = [d.seq for d in self.defects if d.seq is not None]
+        return min(seqs) if seqs else None
+
+    def as_dict(self) -> dict[str, object]:
+        return {"verified": self.ok, "entries": self.entries, "trust": self.trust, "head": self.head,
+                "first_bad_entry": self.first_bad, "defects": [d.as_dict() for d in self.defects]}
+
+
+@dataclass(slots=True)
+class _Walk:
+    """State while replaying the chain in order (steps 2 and 3)."""
+
+    trust: TrustRoot | None
+    defects: list[Defect] = field(default_factory=list)
+    keyring: Keyring | None = None
+    prev_hash: Digest | None = None
+    prev_time: int = 0
+    expected_seq: int = 0
+    bodies: dict[bytes, tuple[Entry, object]] = field(default_factory=dict)
+    signers: dict[bytes, str] = field(default_factory=dict)
+
+    def defect(self, code: str, message: str, seq: int | None) -> None:
+        self.defects.append(Defect(code, message, seq))
+
+    def step(self, stored: StoredEntry, check_signature: bool) -> None:
+        seq = stored.seq
+        # 2a. The entry decodes canonically, sits at its position, and its index columns agree.
+        try:
+            entry = decode_entry(stored.entry)
+        except ReceiptsError as exc:
+            self.defect("entry-malformed", "entry %d does not decode: %s" % (seq, exc), seq)
+            self._lose_link(stored)
+            return
+        if entry.seq != self.expected_seq or seq != self.expected_seq:
+            self.defect("chain-gap", "expected entry %d, found entry %d stored at %d" % (self.expected_seq, entry.seq, seq), seq)
+        self.expected_seq = seq + 1
+        this_hash = entry_hash(stored.entry)
+        if stored.hash != this_hash.value or stored.kind != entry.kind.value or stored.body_hash != entry.body_hash.value:
+            self.defect("index-mismatch", "entry %d: stored index columns disagree with its bytes" % seq, seq)
+        # 2b. It links to the entry before it.
+        if entry.prev != self.prev_hash:
+            self.defect("chain-link", "entry %d does not link to the entry before it" % seq, seq)
+        self.prev_hash = this_hash
+        # 2c. Its body re-hashes to the body hash it commits to, and decodes canonically.
+        body: object = None
+        if body_hash(entry.kind, stored.body) != entry.body_hash:
+            self.defect("body-hash", "entry %d: body bytes do not hash to the committed body hash" % seq, seq)
+        else:
+            try:
+                body = decode_body(entry.kind, stored.body)
+            except ReceiptsError as exc:
+                self.defect("body-malformed", "entry %d: body does not decode: %s" % (seq, exc), seq)
+        # 2d. Time never runs backwards along the chain (no back-dating past a revocation).
+        if entry.time < self.prev_time:
+            self.defect("time-order", "entry %d is dated before the entry it follows" % seq, seq)
+        self.prev_time = max(self.prev_time, entry.time)
+        if body is None:
+            return
+        # 2e. Its signer may sign this kind now, and the signature verifies (keyring entries always checked).
+        if entry.kind is EntryKind.GENESIS:
+            assert isinstance(body, Genesis)
+            self.keyring = Keyring.from_genesis(body)
+            # 3. The trust root: the genesis signer is pinned, or trust is on first use.
+            if self.trust is not None and entry.signer not in self.trust.admin_key_ids:
+                self.defect("trust-root", "genesis is signed by %s, which the trust root (%s) does not pin" % (entry.signer, self.trust.source), seq)
+        if self.keyring is None:
+            self.defect("no-genesis", "entry %d comes before any valid genesis entry" % seq, seq)
+            return
+        if check_signature or entry.kind in (EntryKind.GENESIS, EntryKind.KEY_ADD, EntryKind.KEY_REVOKE):
+            self.check_signature(entry, body)
+        # 2f. Keyring changes take effect for the entries after this one.
+        try:
+            if isinstance(body, KeyAdd):
+                self.keyring = self.keyring.with_added(body.key, seq)
+            elif isinstance(body, KeyRevoke):
+                self.keyring = self.keyring.with_revoked(body.key_id, seq, body.reason)
+        except KeyringError as exc:
+            self.defect("keyring-change", "entry %d: %s" % (seq, exc), seq)
+        self.bodies.setdefault(entry.body_hash.value, (entry, body))
+
+    def check_signature(self, entry: Entry, body: object) -> None:
+        assert self.keyring is not None
+        role = required_role(entry.kind, body)  # type: ignore[arg-type]
+        try:
+            state = self.keyring.authorize(entry.signer, role, entry.seq, entry.time)
+        except KeyringError as exc:
+            self.defect("signer-unauthorized", "entry %d: %s" % (entry.seq, exc), entry.seq)
+            return
+        try:
+            sshsig_verify(state.spec.public_key, namespace_for(role), entry_signed_bytes(entry), entry.signature)
+        except ReceiptsError as exc:
+            self.defect("signature-invalid", "entry %d: signature by %s: %s" % (entry.seq, state.spec.name, exc), entry.seq)
+            return
+        self.signers[entry.body_hash.value] = "%s (%s)" % (state.spec.name, state.key_id)
+
+    def _lose_link(self, stored: StoredEntry) -> None:
+        # An undecodable entry still occupies its place; carry its stored hash so the next link is judged.
+        self.expected_seq = stored.seq + 1
+        self.prev_hash = entry_hash(stored.entry)
+
+
+def _trust_label(trust: TrustRoot | None, keyring: Keyring | None) -> str:
+    if trust is not None:
+        return "pinned (%s)" % trust.source
+    admins = sorted(s.key_id for s in keyring or () if Role.ADMIN in s.spec.roles and s.available_from == 0)
+    return "trust on first use: genesis admin key(s) %s not pinned; pass --trust to pin" % ", ".join(admins or ["?"])
+
+
+def _resolve(source: LedgerSource, target: str) -> StoredEntry:
+    try:
+        digest = Digest.parse(target)
+    except FormatError as exc:
+        raise CannotVerify(str(exc)) from None
+    stored = source.by_body_hash(digest) or source.by_hash(digest)
+    if stored is None:
+        raise CannotVerify("no entry or receipt with hash %s in this ledger" % target)
+    if stored.kind != EntryKind.RECEIPT.value:
+        raise CannotVerify("%s is a %s entry, not a receipt" % (target, stored.kind))
+    return stored
+
+
+def _check_evidence(source: LedgerSource, record: TierRecord, tier: Tier, defects: list[Defect], seq: int) -> None:
+    if evidence_list_hash(record.evidence) != record.evidence_hash:
+        defects.append(Defect("evidence-hash", "tier %s: evidence_hash does not match the record's evidence list" % tier, seq))
+    for ref in record.evidence:
+        handle = source.open_blob(ref.digest)
+        if handle is None:
+            defects.append(Defect("evidence-missing", "tier %s: evidence %s (%s) is missing from the blob store" % (tier, ref.check_id, ref.digest.short()), seq))
+            continue
+        hasher = ContentHasher()
+        with handle:
+            while chunk := handle.read(_READ_CHUNK):
+                hasher.update(chunk)
+        if hasher.digest() != ref.digest or hasher.size != ref.size:
+            defects.append(Defect("evidence-altered", "tier %s: evidence %s no longer hashes to %s" % (tier, ref.check_id, ref.digest.short()), seq))
+
+
+def verify_receipt(source: LedgerSource, target: str, trust: TrustRoot | None = None) -> Result:
+    """Verify one receipt; the result lists every defect found. Raises `CannotVerify` only
+    when the check cannot run at all."""
+    # 1. Resolve the target to a receipt entry.
+    stored_receipt = _resolve(source, target)
+    walk = _Walk(trust)
+    # 2-3. Replay the chain from genesis up to the receipt: links, bodies, keyring, trust root.
+    # Tier records are signature-checked in step 4, only those this receipt relies on.
+    count = 0
+    for stored in source.iter_entries(upto=stored_receipt.seq):
+        count += 1
+        walk.step(stored, check_signature=stored.kind != EntryKind.TIER_RECORD.value)
+    defects = walk.defects
+    found = walk.bodies.get(stored_receipt.body_hash)
+    receipt = found[1] if found else None
+    if not isinstance(receipt, LadderReceipt):
+        defects.append(Defect("receipt-malformed", "the receipt entry could not be read", stored_receipt.seq))
+        return Result(target, tuple(defects), _trust_label(trust, walk.keyring), entries_checked=count)
+    # 4. Every tier entry resolves to a tier record earlier in the chain, signed by a key with that tier's role.
+    records: dict[Digest, TierRecord] = {}
+    lines: list[TierLine] = []
+    for tier in LADDER:
+        slot = receipt.entry(tier)
+        required = tier in receipt.required
+        if slot is None:
+            if required:
+                defects.append(Defect("required-tier-missing", "required tier %s has no entry in the receipt" % tier, stored_receipt.seq))
+            lines.append(TierLine(tier, required, "missing", None, None, "no entry"))
+            continue
+        if slot.record is None:
+            lines.append(TierLine(tier, required, "skip", None, None, slot.skip_reason or ""))
+            continue
+        rec_found = walk.bodies.get(slot.record.value)
+        rec = rec_found[1] if rec_found else None
+        if rec_found is None or not isinstance(rec, TierRecord):
+            defects.append(Defect("record-missing", "tier %s record %s is not a tier record before the receipt" % (tier, slot.record.short()), stored_receipt.seq))
+            lines.append(TierLine(tier, required, "missing", str(slot.record), None, "record not found"))
+            continue
+        rec_entry = rec_found[0]
+        if slot.record.value not in walk.signers:
+            walk.check_signature(rec_entry, rec)
+        # 5. The record is for this task, this candidate and this config, in this tier's slot.
+        if rec.tier is not tier:
+            defects.append(Defect("record-tier", "the %s slot holds a %s record" % (tier, rec.tier), rec_entry.seq))
+        if rec.task_id != receipt.task_id:
+            defects.append(Defect("record-task", "tier %s record is for task %s, not %s" % (tier, rec.task_id, receipt.task_id), rec_entry.seq))
+        if rec.input_hash != receipt.input_hash:
+            defects.append(Defect("record-candidate", "tier %s record is for candidate %s, not %s" % (tier, rec.input_hash.short(), receipt.input_hash.short()), rec_entry.seq))
+        if rec.config_hash != receipt.config_hash:
+            defects.append(Defect("record-config", "tier %s record is under config %s, not %s" % (tier, rec.config_hash.short(), receipt.config_hash.short()), rec_entry.seq))
+        # 6. Its evidence list re-hashes, and every blob exists and re-hashes to its digest.
+        _check_evidence(source, rec, tier, defects, rec_entry.seq)
+        records[slot.record] = rec
+        lines.append(TierLine(tier, required, rec.verdict.value, str(slot.record), walk.signers.get(slot.record.value), "%d evidence item(s)" % len(rec.evidence)))
+    # 7. merge_eligible is derived again with the sealer's rule and must equal the claim.
+    derived = derive_merge_eligible(
+        task_id=receipt.task_id, input_hash=receipt.input_hash, config_hash=receipt.config_hash,
+        required=receipt.required, entries=receipt.entries, records=records,
+    )
+    if derived.eligible != receipt.merge_eligible:
+        defects.append(Defect("eligibility-mismatch", "receipt claims merge_eligible=%s but the tier verdicts entail %s" % (
+            str(receipt.merge_eligible).lower(), str(derived.eligible).lower()), stored_receipt.seq))
+    return Result(
+        target=target, defects=tuple(defects), trust=_trust_label(trust, walk.keyring), task_id=receipt.task_id,
+        candidate=str(receipt.input_hash), claimed_eligible=receipt.merge_eligible, derived_eligible=derived.eligible,
+        eligibility_reasons=derived.reasons, tiers=tuple(lines), entries_checked=count,
+    )
+
+
+def verify_receipt_strict(source: LedgerSource, target: str, trust: TrustRoot | None = None) -> Result:
+    """As `verify_receipt`, but raise `VerificationFailed` unless the receipt verified."""
+    result = verify_receipt(source, target, trust)
+    if not result.ok:
+        raise VerificationFailed(result)
+    return result
+
+
+def verify_chain(source: LedgerSource, trust: TrustRoot | None = None, progress: Callable[[int], None] | None = None) -> ChainResult:
+    """Audit every entry: steps 2 and 3 for the whole chain, every signature checked."""
+    walk = _Walk(trust)
+    count = 0
+    head: str | None = None
+    for stored in source.iter_entries():
+        walk.step(stored, check_signature=True)
+        count += 1
+        head = str(entry_hash(stored.entry))
+        if progress is not None:
+            progress(1)
+    if count == 0:
+        walk.defect("empty-ledger", "the ledger has no entries, not even a genesis", None)
+    return ChainResult(count, tuple(walk.defects), _trust_label(trust, walk.keyring), head)
