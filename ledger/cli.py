@@ -365,7 +365,7 @@ def show(ctx: click.Context, hash_text: str, signed_bytes: bool, signature: bool
         raise InputError("no entry with hash %s" % hash_text)
     entry = decode_entry(stored.entry)
     if signed_bytes:
-        out = click.get_binary_stream("stdout")
+        out = sys.stdout.buffer
         out.write(entry_signed_bytes(entry))
         out.flush()
         return
