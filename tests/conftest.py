@@ -1,0 +1,143 @@
+"""Shared fixtures: deterministic keys, a sample ledger, and an attacker that can rewrite it."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sqlite3
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+import receipts as r
+from ledger import Evidence, Ledger, add_key, record_tier, seal_receipt
+
+KEY_NAMES = ("admin", "ci", "judge", "alice", "sealer", "mallory")
+ROLES = {"ci": r.Role.DETERMINISTIC, "judge": r.Role.JUDGE, "alice": r.Role.HUMAN, "sealer": r.Role.SEAL}
+TASK = "TASK-1"
+CONTRACT = b'goal = "test task"\n'
+
+
+def seeded_signer(name: str) -> r.Ed25519Signer:
+    """A fixed key per name, so that vectors and signatures are reproducible."""
+    seed = r.content_digest(b"receipt-ledger test key " + name.encode()).value
+    return r.Ed25519Signer(Ed25519PrivateKey.from_private_bytes(seed))
+
+
+SIGNERS = {name: seeded_signer(name) for name in KEY_NAMES}
+BY_KEY_ID = {r.fingerprint(s.public_key_blob): s for s in SIGNERS.values()}
+ADMIN_ID = r.fingerprint(SIGNERS["admin"].public_key_blob)
+CANDIDATE = r.candidate_hash({"commit": "a" * 40, "tree": "b" * 40})
+OTHER_CANDIDATE = r.candidate_hash({"commit": "c" * 40, "tree": "d" * 40})
+
+
+@dataclass
+class Sample:
+    root: Path
+    receipt: str
+    records: dict[r.Tier, r.Digest]
+    evidence_dir: Path
+
+
+def build_sample(tmp: Path, verdicts: dict[r.Tier, r.Verdict] | None = None, required: tuple[r.Tier, ...] = r.LADDER) -> Sample:
+    verdicts = verdicts or {t: r.Verdict.PASS for t in r.LADDER}
+    root = tmp / "ledger"
+    ev = tmp / "evidence"
+    ev.mkdir(exist_ok=True)
+    ledger = Ledger.create(root, SIGNERS["admin"], "admin")
+    for name, role in ROLES.items():
+        add_key(ledger, SIGNERS["admin"], name, [role], SIGNERS[name].public_key_blob)
+    records = {}
+    key_for = {r.Tier.DETERMINISTIC: "ci", r.Tier.JUDGE: "judge", r.Tier.HUMAN: "alice"}
+    for tier, verdict in verdicts.items():
+        f = ev / ("%s.txt" % tier.value)
+        f.write_text("evidence for %s: %s\n" % (tier.value, verdict.value))
+        _, appended = record_tier(ledger, task_id=TASK, tier=tier, verdict=verdict, signer=SIGNERS[key_for[tier]],
+                                  config_hash=r.config_hash(CONTRACT), input_hash=CANDIDATE,
+                                  evidence=[Evidence(tier.value, f, "text/plain")])
+        records[tier] = appended.body_hash
+    _, sealed = seal_receipt(ledger, task_id=TASK, signer=SIGNERS["sealer"], input_hash=CANDIDATE, required=required)
+    ledger.close()
+    return Sample(root, str(sealed.body_hash), records, ev)
+
+
+@pytest.fixture
+def sample(tmp_path: Path) -> Sample:
+    return build_sample(tmp_path)
+
+
+# -- the attacker -------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    entry: r.Entry
+    body: bytes
+
+
+def read_rows(root: Path) -> list[Row]:
+    conn = sqlite3.connect(root / "ledger.db")
+    rows = [Row(r.decode_entry(e), b) for e, b in conn.execute("SELECT entry, body FROM entries ORDER BY seq")]
+    conn.close()
+    return rows
+
+
+def role_for(kind: r.EntryKind, body: bytes) -> r.Role:
+    return r.required_role(kind, r.decode_body(kind, body))
+
+
+def write_rows(root: Path, rows: list[Row], resign_from: int = 0, role: Callable[[Row], r.Role] | None = None) -> None:
+    """Replace the chain with ``rows``: renumber nothing, but from ``resign_from`` on,
+    recompute body hashes and links and re-sign each entry with its signer's key, as an
+    attacker holding every key would. Rows before ``resign_from`` are written as given."""
+    out = []
+    prev: r.Digest | None = None
+    for i, row in enumerate(rows):
+        entry = row.entry
+        if i >= resign_from:
+            kind = entry.kind
+            entry = dataclasses.replace(entry, seq=i, prev=prev, body_hash=r.body_hash(kind, row.body))
+            signer = BY_KEY_ID[entry.signer]
+            ns = r.namespace_for((role(row) if role else _safe_role(kind, row.body)).value)
+            entry = dataclasses.replace(entry, signature=r.sshsig_sign(signer, ns, r.entry_signed_bytes(entry)))
+        data = r.encode_entry(entry)
+        prev = r.entry_hash(data)
+        out.append((entry, data, row.body))
+    conn = sqlite3.connect(root / "ledger.db")
+    with conn:
+        conn.execute("DELETE FROM entries")
+        for i, (entry, data, body) in enumerate(out):
+            task = None
+            if entry.kind in (r.EntryKind.TIER_RECORD, r.EntryKind.RECEIPT):
+                try:
+                    task = getattr(r.decode_body(entry.kind, body), "task_id")
+                except r.ReceiptsError:
+                    task = None
+            conn.execute("INSERT INTO entries (seq, hash, kind, body_hash, task, entry, body) VALUES (?,?,?,?,?,?,?)",
+                         (i, r.entry_hash(data).value, entry.kind.value, entry.body_hash.value, task, data, body))
+    conn.close()
+
+
+def _safe_role(kind: r.EntryKind, body: bytes) -> r.Role:
+    try:
+        return role_for(kind, body)
+    except r.ReceiptsError:
+        return r.Role.DETERMINISTIC
+
+
+def find_row(rows: list[Row], digest: r.Digest) -> int:
+    for i, row in enumerate(rows):
+        if row.entry.body_hash == digest:
+            return i
+    raise KeyError(digest)
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The installed `ledger` in a real subprocess (tracebacks would show on stderr)."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run(["ledger", *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=120)

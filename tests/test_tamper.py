@@ -1,0 +1,304 @@
+"""Every attack of issue 2, one named vector each (tests/vectors/tamper.json)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import receipts as r
+from conftest import (
+    ADMIN_ID, OTHER_CANDIDATE, SIGNERS, Row, Sample, build_sample, find_row, read_rows, run_cli, write_rows,
+)
+from verify import LedgerSource, TrustRoot, verify_receipt
+
+VECTORS = json.loads((Path(__file__).parent / "vectors" / "tamper.json").read_text())["cases"]
+MUTATIONS: dict[str, Callable[[Path], Sample]] = {}
+
+
+def mutation(name: str) -> Callable[[Callable[[Path], Sample]], Callable[[Path], Sample]]:
+    def register(fn: Callable[[Path], Sample]) -> Callable[[Path], Sample]:
+        MUTATIONS[name] = fn
+        return fn
+    return register
+
+
+def _record_body(rows: list[Row], i: int) -> r.TierRecord:
+    body = r.decode_body(r.EntryKind.TIER_RECORD, rows[i].body)
+    assert isinstance(body, r.TierRecord)
+    return body
+
+
+def _receipt_index(rows: list[Row]) -> int:
+    return max(i for i, row in enumerate(rows) if row.entry.kind is r.EntryKind.RECEIPT)
+
+
+def _replace_body(rows: list[Row], i: int, body: r.Body) -> str:
+    rows[i].body = r.encode_body(body)
+    return str(r.body_hash(rows[i].entry.kind, rows[i].body))
+
+
+def _retarget_receipt(rows: list[Row], old: r.Digest, new: r.Digest) -> str:
+    """Point the receipt at a record's new hash; returns the receipt's new hash."""
+    ri = _receipt_index(rows)
+    rec = r.decode_receipt(rows[ri].body)
+    entries = tuple(dataclasses.replace(e, record=new) if e.record == old else e for e in rec.entries)
+    return _replace_body(rows, ri, dataclasses.replace(rec, entries=entries))
+
+
+@mutation("flipped-byte-record-body")
+def _flip(tmp: Path) -> Sample:
+    s = build_sample(tmp)
+    conn = sqlite3.connect(s.root / "ledger.db")
+    with conn:
+        seq, body = conn.execute("SELECT seq, body FROM entries WHERE body_hash = ?", (r.Digest.parse(str(s.records[r.Tier.DETERMINISTIC])).value,)).fetchone()
+        body = bytearray(body)
+        body[len(body) // 2] ^= 0x40
+        conn.execute("UPDATE entries SET body = ? WHERE seq = ?", (bytes(body), seq))
+    conn.close()
+    return s
+
+
+@mutation("record-resigned-without-role")
+def _wrong_role(tmp: Path) -> Sample:
+    s = build_sample(tmp)
+    rows = read_rows(s.root)
+    i = find_row(rows, s.records[r.Tier.DETERMINISTIC])
+    rows[i].entry = dataclasses.replace(rows[i].entry, signer=r.fingerprint(SIGNERS["judge"].public_key_blob))
+    write_rows(s.root, rows, resign_from=i)
+    return s
+
+
+@mutation("signature-after-revocation")
+def _after_revocation(tmp: Path) -> Sample:
+    s = build_sample(tmp)
+    rows = read_rows(s.root)
+    i = find_row(rows, s.records[r.Tier.DETERMINISTIC])
+    revoke = r.KeyRevoke(r.fingerprint(SIGNERS["ci"].public_key_blob), "laptop lost")
+    admin_entry = dataclasses.replace(rows[1].entry, kind=r.EntryKind.KEY_REVOKE)
+    rows.insert(i, Row(admin_entry, r.encode_body(revoke)))
+    write_rows(s.root, rows, resign_from=i)
+    return s
+
+
+@mutation("signature-by-unknown-key")
+def _unknown_key(tmp: Path) -> Sample:
+    s = build_sample(tmp)
+    rows = read_rows(s.root)
+    i = find_row(rows, s.records[r.Tier.DETERMINISTIC])
+    rows[i].entry = dataclasses.replace(rows[i].entry, signer=r.fingerprint(SIGNERS["mallory"].public_key_blob))
+    write_rows(s.root, rows, resign_from=i, role=lambda row: r.Role.DETERMINISTIC)
+    return s
+
+
+@mutation("merge-eligible-flipped-resigned")
+def _flip_eligible(tmp: Path) -> Sample:
+    s = build_sample(tmp, verdicts={r.Tier.DETERMINISTIC: r.Verdict.PASS, r.Tier.JUDGE: r.Verdict.FAIL, r.Tier.HUMAN: r.Verdict.PASS})
+    rows = read_rows(s.root)
+    ri = _receipt_index(rows)
+    rec = r.decode_receipt(rows[ri].body)
+    assert rec.merge_eligible is False
+    s.receipt = _replace_body(rows, ri, dataclasses.replace(rec, merge_eligible=True))
+    write_rows(s.root, rows, resign_from=ri)
+    return s
+
+
+@mutation("required-tier-missing")
+def _missing_tier(tmp: Path) -> Sample:
+    s = build_sample(tmp)
+    rows = read_rows(s.root)
+    ri = _receipt_index(rows)
+    rec = r.decode_receipt(rows[ri].body)
+    s.receipt = _replace_body(rows, ri, dataclasses.replace(rec, entries=tuple(e for e in rec.entries if e.tier is not r.Tier.HUMAN)))
+    write_rows(s.root, rows, resign_from=ri)
+    return s
+
+
+@mutation("record-for-other-candidate-spliced")
+def _splice(tmp: Path) -> Sample:
+    s = build_sample(tmp)
+    rows = read_rows(s.root)
+    i = find_row(rows, s.records[r.Tier.JUDGE])
+    other = dataclasses.replace(_record_body(rows, i), input_hash=OTHER_CANDIDATE)
+    new_row = Row(rows[i].entry, r.encode_body(other))
+    ri = _receipt_index(rows)
+    rows.insert(ri, new_row)
+    s.receipt = _retarget_receipt(rows, s.records[r.Tier.JUDGE], r.tier_record_hash(other))
+    write_rows(s.root, rows, resign_from=ri)
+    return s
+
+
+@mutation("evidence-hash-copied")
+def _evidence_hash(tmp: Path) -> Sample:
+    s = build_sample(tmp, verdicts={r.Tier.DETERMINISTIC: r.Verdict.FAIL, r.Tier.JUDGE: r.Verdict.PASS, r.Tier.HUMAN: r.Verdict.PASS})
+    rows = read_rows(s.root)
+    i = find_row(rows, s.records[r.Tier.DETERMINISTIC])
+    passing = _record_body(rows, find_row(rows, s.records[r.Tier.JUDGE]))
+    forged = dataclasses.replace(_record_body(rows, i), evidence_hash=passing.evidence_hash, verdict=r.Verdict.PASS)
+    _replace_body(rows, i, forged)
+    ri = _receipt_index(rows)
+    s.receipt = _retarget_receipt(rows, s.records[r.Tier.DETERMINISTIC], r.tier_record_hash(forged))
+    rec = r.decode_receipt(rows[ri].body)
+    s.receipt = _replace_body(rows, ri, dataclasses.replace(rec, merge_eligible=True))
+    write_rows(s.root, rows, resign_from=i)
+    return s
+
+
+def _first_blob(s: Sample) -> Path:
+    return sorted(p for p in (s.root / "blobs").rglob("*") if p.is_file())[0]
+
+
+@mutation("evidence-blob-missing")
+def _blob_missing(tmp: Path) -> Sample:
+    s = build_sample(tmp)
+    _first_blob(s).unlink()
+    return s
+
+
+@mutation("evidence-blob-altered")
+def _blob_altered(tmp: Path) -> Sample:
+    s = build_sample(tmp)
+    blob = _first_blob(s)
+    os.chmod(blob, 0o644)
+    data = bytearray(blob.read_bytes())
+    data[0] ^= 0x01
+    blob.write_bytes(bytes(data))
+    return s
+
+
+def _raw_rows(root: Path) -> list[tuple[object, ...]]:
+    conn = sqlite3.connect(root / "ledger.db")
+    rows = conn.execute("SELECT seq, hash, kind, body_hash, task, entry, body FROM entries ORDER BY seq").fetchall()
+    conn.close()
+    return rows
+
+
+def _store_raw(root: Path, rows: list[tuple[object, ...]]) -> None:
+    conn = sqlite3.connect(root / "ledger.db")
+    with conn:
+        conn.execute("DELETE FROM entries")
+        conn.executemany("INSERT INTO entries VALUES (?,?,?,?,?,?,?)", rows)
+    conn.close()
+
+
+@mutation("chain-entry-deleted")
+def _deleted(tmp: Path) -> Sample:
+    s = build_sample(tmp)
+    conn = sqlite3.connect(s.root / "ledger.db")
+    with conn:
+        conn.execute("DELETE FROM entries WHERE seq = 2")
+    conn.close()
+    return s
+
+
+@mutation("chain-entries-reordered")
+def _reordered(tmp: Path) -> Sample:
+    s = build_sample(tmp)
+    rows = _raw_rows(s.root)
+    a, b = rows[2], rows[3]
+    rows[2], rows[3] = (2,) + b[1:], (3,) + a[1:]
+    _store_raw(s.root, rows)
+    return s
+
+
+@mutation("chain-entry-inserted")
+def _inserted(tmp: Path) -> Sample:
+    s = build_sample(tmp)
+    rows = _raw_rows(s.root)
+    extra = r.KeyAdd(r.KeySpec("mallory", (r.Role.DETERMINISTIC,), SIGNERS["mallory"].public_key_blob))
+    entry = r.Entry(seq=3, prev=r.Digest(rows[2][1]), kind=r.EntryKind.KEY_ADD, body_hash=r.body_hash(r.EntryKind.KEY_ADD, r.encode_body(extra)),
+                    time=r.decode_entry(rows[2][5]).time, signer=ADMIN_ID, signature=b"-")
+    entry = dataclasses.replace(entry, signature=r.sshsig_sign(SIGNERS["admin"], r.namespace_for("admin"), r.entry_signed_bytes(entry)))
+    data = r.encode_entry(entry)
+    new = (3, r.entry_hash(data).value, "key_add", entry.body_hash.value, None, data, r.encode_body(extra))
+    shifted = [(row[0] + 1,) + row[1:] for row in rows[3:]]  # type: ignore[operator]
+    _store_raw(s.root, rows[:3] + [new] + shifted)
+    return s
+
+
+@mutation("non-canonical-record-encoding")
+def _non_canonical(tmp: Path) -> Sample:
+    s = build_sample(tmp)
+    rows = read_rows(s.root)
+    i = find_row(rows, s.records[r.Tier.DETERMINISTIC])
+    canonical = rows[i].body
+    # "v": 1 is encoded 0x61 0x76 0x01; the non-shortest form of 1 is 0x18 0x01.
+    assert canonical.count(b"\x61\x76\x01") == 1
+    rows[i].body = canonical.replace(b"\x61\x76\x01", b"\x61\x76\x18\x01")
+    write_rows(s.root, rows, resign_from=i, role=lambda row: r.Role.DETERMINISTIC if row.body is rows[i].body else _role(row))
+    return s
+
+
+def _role(row: object) -> r.Role:
+    entry = getattr(row, "entry")
+    return r.required_role(entry.kind, r.decode_body(entry.kind, getattr(row, "body")))
+
+
+@mutation("index-column-forged")
+def _index(tmp: Path) -> Sample:
+    s = build_sample(tmp)
+    conn = sqlite3.connect(s.root / "ledger.db")
+    with conn:
+        conn.execute("UPDATE entries SET hash = ? WHERE seq = 1", (b"\x00" * 32,))
+    conn.close()
+    return s
+
+
+def test_every_vector_has_a_mutation() -> None:
+    assert sorted(MUTATIONS) == sorted(c["name"] for c in VECTORS)
+
+
+def test_untampered_sample_verifies_clean(sample: Sample) -> None:
+    result = verify_receipt(LedgerSource.open(sample.root), sample.receipt, TrustRoot(frozenset({ADMIN_ID}), "test"))
+    assert result.ok, result.defects
+    assert result.claimed_eligible is True and result.derived_eligible is True
+
+
+@pytest.mark.parametrize("case", VECTORS, ids=[c["name"] for c in VECTORS])
+def test_tamper_vector_is_rejected(case: dict, tmp_path: Path) -> None:  # type: ignore[type-arg]
+    s = MUTATIONS[case["name"]](tmp_path)
+    result = verify_receipt(LedgerSource.open(s.root), s.receipt, TrustRoot(frozenset({ADMIN_ID}), "test"))
+    codes = [d.code for d in result.defects]
+    assert not result.ok
+    for code in case["defects"]:
+        if code in ("chain-gap", "chain-link") and len(case["defects"]) > 1:
+            continue
+        assert code in codes, (case["name"], result.defects)
+    if len(case["defects"]) > 1 and set(case["defects"]) == {"chain-gap", "chain-link"}:
+        assert {"chain-gap", "chain-link"} & set(codes)
+    if case.get("only"):
+        assert set(codes) == set(case["defects"]), result.defects
+    cli = run_cli("--dir", str(s.root), "verify", s.receipt, "--trust", ADMIN_ID, "--json")
+    assert cli.returncode == case["exit"], cli.stderr
+    assert "Traceback" not in cli.stderr
+    assert json.loads(cli.stdout)["verified"] is False
+
+
+def test_truncated_database_is_a_clean_error(sample: Sample) -> None:
+    db = sample.root / "ledger.db"
+    data = db.read_bytes()
+    db.write_bytes(data[: len(data) // 3])
+    for args in (("verify", sample.receipt), ("verify", "--chain"), ("log",)):
+        cli = run_cli("--dir", str(sample.root), *args)
+        assert cli.returncode == 2, (args, cli.stdout, cli.stderr)
+        assert "Traceback" not in cli.stderr
+        assert len(cli.stderr.strip().splitlines()) >= 1 and cli.stderr.startswith("ledger: error:")
+
+
+@pytest.mark.parametrize("bad", [
+    "blake3:xyz", "sha256:" + "0" * 64, "blake3:" + "A" * 64, "blake3:" + "0" * 63, "0" * 64, "", "blake3:" + "0" * 65,
+])
+def test_hash_of_the_wrong_form_is_exit_2(sample: Sample, bad: str) -> None:
+    cli = run_cli("--dir", str(sample.root), "verify", bad)
+    assert cli.returncode == 2
+    assert "Traceback" not in cli.stderr and "blake3:<64 lowercase hex digits>" in cli.stderr
+
+
+def test_unknown_hash_is_exit_2(sample: Sample) -> None:
+    cli = run_cli("--dir", str(sample.root), "verify", "blake3:" + "0" * 64)
+    assert cli.returncode == 2 and "no entry or receipt" in cli.stderr
