@@ -1,0 +1,215 @@
+"""The `ledger` CLI end to end on a real git repository, through click's CliRunner."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from ledger.cli import cli
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    (repo / "a.txt").write_text("one\n")
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "commit", "-qm", "T-1: first"], cwd=repo, check=True)
+    (repo / "contract.toml").write_text('goal = "x"\n')
+    monkeypatch.chdir(repo)
+    monkeypatch.setenv("RECEIPT_LEDGER_KEYS", str(tmp_path / "keys"))
+    monkeypatch.delenv("LEDGER_DIR", raising=False)
+    return repo
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def setup_keys() -> None:
+    assert run("init").exit_code == 0
+    for name, role in (("ci", "deterministic"), ("judge", "judge"), ("alice", "human"), ("sealer", "seal")):
+        res = run("keys", "generate", name, "--role", role)
+        assert res.exit_code == 0, res.output
+
+
+def record_all(verdicts: dict[str, str] | None = None) -> None:
+    verdicts = verdicts or {}
+    for tier, key in (("deterministic", "ci"), ("judge", "judge"), ("human", "alice")):
+        res = run("record", "T-1", "--tier", tier, "--verdict", verdicts.get(tier, "pass"), "--key", key,
+                  "--config", "contract.toml", "--evidence", "a.txt")
+        assert res.exit_code == 0, res.output
+
+
+def test_init_creates_ledger_at_git_root_with_private_key_outside(repo: Path, tmp_path: Path) -> None:
+    res = run("init")
+    assert res.exit_code == 0, res.output
+    assert (repo / ".ledger" / "ledger.db").is_file()
+    key = tmp_path / "keys" / "admin"
+    assert key.is_file() and (key.stat().st_mode & 0o777) == 0o600
+    assert key.read_text().startswith("-----BEGIN OPENSSH PRIVATE KEY-----")
+    again = run("init")
+    assert again.exit_code == 2 and "already exists" in again.output
+
+
+def test_full_ladder_seals_an_eligible_receipt_that_verifies(repo: Path) -> None:
+    setup_keys()
+    record_all()
+    sealed = run("seal", "T-1", "--key", "sealer", "--json")
+    assert sealed.exit_code == 0, sealed.output
+    receipt = json.loads(sealed.stdout)
+    assert receipt["body"]["merge_eligible"] is True
+    res = run("verify", receipt["receipt"], "--json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["verified"] and doc["merge_eligible_derived"] is True and [t["status"] for t in doc["tiers"]] == ["pass"] * 3
+    human = run("verify", receipt["receipt"])
+    assert "VERIFIED" in human.stdout and "deterministic" in human.stdout
+    assert run("verify", "--chain").exit_code == 0
+
+
+def test_a_failing_tier_seals_an_honest_non_eligible_receipt(repo: Path) -> None:
+    setup_keys()
+    record_all({"judge": "fail"})
+    sealed = json.loads(run("seal", "T-1", "--key", "sealer", "--json").stdout)
+    assert sealed["body"]["merge_eligible"] is False
+    res = run("verify", sealed["receipt"], "--json")
+    assert res.exit_code == 0  # the receipt is authentic and its (negative) claim is entailed
+    assert "tier judge verdict is fail" in json.loads(res.stdout)["eligibility_reasons"]
+
+
+def test_latest_record_counts_and_missing_tier_becomes_explicit_skip(repo: Path) -> None:
+    setup_keys()
+    run("record", "T-1", "--tier", "deterministic", "--verdict", "pass", "--key", "ci", "--config", "contract.toml")
+    run("record", "T-1", "--tier", "deterministic", "--verdict", "fail", "--key", "ci", "--config", "contract.toml")
+    sealed = json.loads(run("seal", "T-1", "--key", "sealer", "--json").stdout)
+    entries = sealed["body"]["entries"]
+    assert sealed["body"]["merge_eligible"] is False
+    assert [e["tier"] for e in entries] == ["deterministic", "judge", "human"]
+    assert entries[1]["skip_reason"] and entries[2]["skip_reason"]
+    res = json.loads(run("verify", sealed["receipt"], "--json").stdout)
+    assert res["tiers"][0]["status"] == "fail"
+
+
+def test_a_new_commit_is_a_new_candidate(repo: Path) -> None:
+    setup_keys()
+    record_all()
+    (repo / "a.txt").write_text("two\n")
+    subprocess.run(["git", "commit", "-qam", "later"], check=True)
+    res = run("seal", "T-1", "--key", "sealer")
+    assert res.exit_code == 2 and "no tier records" in res.output
+    old = run("seal", "T-1", "--key", "sealer", "--input", "HEAD~1")
+    assert old.exit_code == 0, old.output
+
+
+def test_a_key_may_sign_only_what_its_role_allows(repo: Path) -> None:
+    setup_keys()
+    res = run("record", "T-1", "--tier", "deterministic", "--verdict", "pass", "--key", "alice", "--config", "contract.toml")
+    assert res.exit_code == 2 and "has no deterministic role" in res.output
+    res = run("seal", "T-1", "--key", "ci", "--config", "contract.toml")
+    assert res.exit_code == 2 and "has no seal role" in res.output
+
+
+def test_revoked_key_is_refused_and_listed(repo: Path) -> None:
+    setup_keys()
+    assert run("keys", "revoke", "ci", "--reason", "laptop lost").exit_code == 0
+    res = run("record", "T-1", "--tier", "deterministic", "--verdict", "pass", "--key", "ci", "--config", "contract.toml")
+    assert res.exit_code == 2 and "revoked" in res.output
+    listed = json.loads(run("keys", "list", "--json").stdout)
+    assert {k["name"]: k["status"] for k in listed}["ci"] == "revoked"
+    exported = run("keys", "export-allowed-signers").stdout
+    ci_line = [line for line in exported.splitlines() if line.startswith("ci ")][0]
+    assert 'namespaces="receipt-ledger/deterministic"' in ci_line and "valid-before=" in ci_line
+
+
+def test_the_last_admin_cannot_be_revoked(repo: Path) -> None:
+    setup_keys()
+    res = run("keys", "revoke", "admin")
+    assert res.exit_code == 2 and "last admin" in res.output
+
+
+def test_teammate_public_key_can_be_added_and_bad_ones_refused(repo: Path, tmp_path: Path) -> None:
+    setup_keys()
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "bob")], check=True)
+    assert run("keys", "add", "bob", str(tmp_path / "bob.pub"), "--role", "human").exit_code == 0
+    assert run("keys", "add", "bob2", "ssh-ed25519 @@@", "--role", "human").exit_code == 2
+    assert run("keys", "add", "carol", "ssh-rsa AAAAB3NzaC1yc2E", "--role", "human").exit_code == 2
+
+
+def test_private_key_inside_the_repository_is_refused(repo: Path) -> None:
+    setup_keys()
+    res = run("keys", "generate", "eve", "--role", "human", "--out", str(repo / "eve"))
+    assert res.exit_code == 2 and "inside the repository" in res.output
+    assert not (repo / "eve").exists()
+
+
+def test_encrypted_key_needs_its_passphrase(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    setup_keys()
+    res = CliRunner().invoke(cli, ["keys", "generate", "dave", "--role", "human", "--passphrase"], input="s3cret\ns3cret\n")
+    assert res.exit_code == 0, res.output
+    args = ["record", "T-1", "--tier", "human", "--verdict", "pass", "--key", "dave", "--config", "contract.toml"]
+    assert run(*args).exit_code == 2
+    monkeypatch.setenv("RECEIPT_LEDGER_PASSPHRASE", "wrong")
+    assert run(*args).exit_code == 2
+    monkeypatch.setenv("RECEIPT_LEDGER_PASSPHRASE", "s3cret")
+    assert run(*args).exit_code == 0
+
+
+def test_bad_inputs_are_one_line_and_exit_2(repo: Path) -> None:
+    assert run("log").exit_code == 2  # no ledger yet
+    setup_keys()
+    cases = [
+        ("record", "T-1", "--tier", "human", "--verdict", "pass", "--key", "alice", "--config", "missing.toml"),
+        ("record", "T-1", "--tier", "human", "--verdict", "pass", "--key", "alice", "--config", "contract.toml", "--evidence", "nope"),
+        ("record", "bad task", "--tier", "human", "--verdict", "pass", "--key", "alice", "--config", "contract.toml"),
+        ("record", "T-1", "--tier", "human", "--verdict", "pass", "--key", "nobody", "--config", "contract.toml"),
+        ("record", "T-1", "--tier", "human", "--verdict", "pass", "--key", "alice", "--config", "contract.toml", "--input", "no-such-rev"),
+        ("show", "blake3:" + "0" * 64),
+        ("verify",),
+    ]
+    for args in cases:
+        res = run(*args)
+        assert res.exit_code == 2, (args, res.output)
+        assert res.output.startswith("ledger: error:") and res.output.count("\n") == 1, (args, res.output)
+
+
+def test_log_and_show(repo: Path) -> None:
+    setup_keys()
+    record_all()
+    rows = json.loads(run("log", "--json", "--task", "T-1").stdout)
+    assert [r["summary"] for r in rows] == ["deterministic pass", "judge pass", "human pass"]
+    shown = json.loads(run("show", rows[0]["hash"], "--json").stdout)
+    assert shown["body"]["tier"] == "deterministic" and shown["entry"]["kind"] == "tier_record"
+
+
+def test_concurrent_writers_produce_one_linear_chain(repo: Path, tmp_path: Path) -> None:
+    setup_keys()
+    env = dict(os.environ, RECEIPT_LEDGER_KEYS=str(tmp_path / "keys"))
+    code = (
+        "import sys; from pathlib import Path; import receipts as r\n"
+        "from ledger import Ledger, load_signer, record_tier\n"
+        "l = Ledger.open(Path(sys.argv[1])); s = load_signer('ci')\n"
+        "c = r.candidate_hash({'commit': 'w' + sys.argv[2]})\n"
+        "for i in range(40):\n"
+        "    record_tier(l, task_id='W-' + sys.argv[2], tier=r.Tier.DETERMINISTIC, verdict=r.Verdict.PASS, signer=s,\n"
+        "                config_hash=r.config_hash(b'c'), input_hash=c)\n"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(repo / ".ledger"), str(w)], env=env) for w in range(4)]
+    assert all(p.wait(timeout=120) == 0 for p in procs)
+    res = run("verify", "--chain", "--json")
+    doc = json.loads(res.stdout)
+    assert res.exit_code == 0 and doc["entries"] == 5 + 160, doc
+    rows = json.loads(run("log", "--json").stdout)
+    assert [r["seq"] for r in rows] == list(range(165))
+    for w in range(4):
+        assert sum(1 for r in rows if r["task"] == "W-%d" % w) == 40
