@@ -6,6 +6,7 @@ import dataclasses
 import os
 import sqlite3
 import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,4 +141,8 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = No
     """The installed `ledger` in a real subprocess (tracebacks would show on stderr)."""
     full_env = dict(os.environ)
     full_env.update(env or {})
-    return subprocess.run(["ledger", *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=120)
+    return subprocess.run([*LEDGER, *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=120)
+
+
+# The ledger of this interpreter, whatever is on PATH.
+LEDGER = [sys.executable, "-m", "ledger"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import receipts as r
-from conftest import ADMIN_ID, SIGNERS, Sample, run_cli
+from conftest import ADMIN_ID, LEDGER, SIGNERS, Sample, run_cli
 
 ssh_keygen = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="ssh-keygen not installed")
 
@@ -58,7 +58,7 @@ def test_record_signature_verifies_with_stock_ssh_keygen(sample: Sample, tmp_pat
     assert res.returncode == 0, res.stderr
     record = str(sample.records[r.Tier.DETERMINISTIC])
     message, sig = tmp_path / "entry.bin", tmp_path / "entry.sig"
-    signed = subprocess.run(["ledger", "--dir", str(sample.root), "show", record, "--signed-bytes"], capture_output=True, check=True).stdout
+    signed = subprocess.run([*LEDGER, "--dir", str(sample.root), "show", record, "--signed-bytes"], capture_output=True, check=True).stdout
     message.write_bytes(signed)
     sig.write_text(run_cli("--dir", str(sample.root), "show", record, "--signature").stdout)
     verify = ["ssh-keygen", "-Y", "verify", "-f", str(allowed), "-I", "ci", "-s", str(sig)]
