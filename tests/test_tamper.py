@@ -302,3 +302,25 @@ def test_hash_of_the_wrong_form_is_exit_2(sample: Sample, bad: str) -> None:
 def test_unknown_hash_is_exit_2(sample: Sample) -> None:
     cli = run_cli("--dir", str(sample.root), "verify", "blake3:" + "0" * 64)
     assert cli.returncode == 2 and "no entry or receipt" in cli.stderr
+
+
+@mutation("receipt-signature-byte-flipped")
+def _sig_flip(tmp: Path) -> Sample:
+    s = build_sample(tmp)
+    rows = read_rows(s.root)
+    ri = _receipt_index(rows)
+    sig = bytearray(rows[ri].entry.signature)
+    sig[-5] ^= 0x01  # inside the 64-byte Ed25519 signature at the end of the SSHSIG blob
+    rows[ri].entry = dataclasses.replace(rows[ri].entry, signature=bytes(sig))
+    write_rows(s.root, rows, resign_from=len(rows))
+    return s
+
+
+@mutation("entry-backdated")
+def _backdated(tmp: Path) -> Sample:
+    s = build_sample(tmp)
+    rows = read_rows(s.root)
+    i = find_row(rows, s.records[r.Tier.DETERMINISTIC])
+    rows[i].entry = dataclasses.replace(rows[i].entry, time=rows[i - 1].entry.time - 3600)
+    write_rows(s.root, rows, resign_from=i)
+    return s
