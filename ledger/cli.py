@@ -8,7 +8,6 @@ or could not run.
 from __future__ import annotations
 
 import datetime
-import functools
 import json
 import os
 import sqlite3
@@ -189,7 +188,13 @@ def keys_generate(ctx: click.Context, name: str, roles: Sequence[str], out: Path
     _refuse_inside_repo(path, ledger.root)
     secret = click.prompt("Passphrase", hide_input=True, confirmation_prompt=True, err=True).encode() if passphrase else None
     signer = generate_key_file(path, name, secret)
-    appended = add_key(ledger, admin_signer, name, [Role(r) for r in roles], signer.public_key_blob)
+    try:
+        appended = add_key(ledger, admin_signer, name, [Role(r) for r in roles], signer.public_key_blob)
+    except BaseException:
+        # A key the keyring refused would only mislead later: leave nothing behind.
+        path.unlink(missing_ok=True)
+        path.with_name(path.name + ".pub").unlink(missing_ok=True)
+        raise
     click.echo("wrote %s and %s.pub" % (path, path), err=True)
     click.echo("%s %s added at entry %d" % (name, fingerprint(signer.public_key_blob), appended.seq))
 

@@ -115,7 +115,8 @@ def write_rows(root: Path, rows: list[Row], resign_from: int = 0, role: Callable
             task = None
             if entry.kind in (r.EntryKind.TIER_RECORD, r.EntryKind.RECEIPT):
                 try:
-                    task = getattr(r.decode_body(entry.kind, body), "task_id")
+                    decoded = r.decode_body(entry.kind, body)
+                    task = decoded.task_id if isinstance(decoded, (r.TierRecord, r.LadderReceipt)) else None
                 except r.ReceiptsError:
                     task = None
             conn.execute("INSERT INTO entries (seq, hash, kind, body_hash, task, entry, body) VALUES (?,?,?,?,?,?,?)",

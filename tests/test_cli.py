@@ -132,6 +132,13 @@ def test_revoked_key_is_refused_and_listed(repo: Path) -> None:
     assert 'namespaces="receipt-ledger/deterministic"' in ci_line and "valid-before=" in ci_line
 
 
+def test_a_refused_key_leaves_no_key_file(repo: Path, tmp_path: Path) -> None:
+    setup_keys()
+    res = run("keys", "generate", "ci", "--role", "human", "--out", str(tmp_path / "ci-2"))
+    assert res.exit_code == 2 and "already active" in res.output
+    assert not (tmp_path / "ci-2").exists() and not (tmp_path / "ci-2.pub").exists()
+
+
 def test_the_last_admin_cannot_be_revoked(repo: Path) -> None:
     setup_keys()
     res = run("keys", "revoke", "admin")

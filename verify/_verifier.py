@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from receipts import (
     LADDER,
+    ContentHasher,
     Digest,
     Entry,
     EntryKind,
@@ -37,7 +38,6 @@ from receipts import (
     required_role,
     sshsig_verify,
 )
-from receipts import ContentHasher
 
 from ._errors import CannotVerify, VerificationFailed
 from ._source import LedgerSource, StoredEntry
