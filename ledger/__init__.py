@@ -14,10 +14,10 @@ from ._ops import (
     revoke_key,
     seal_receipt,
 )
-from ._store import LEDGER_DIRNAME, Appended, Ledger
+from ._store import LEDGER_DIRNAME, Appended, Ledger, Store
 
 __all__ = [
     "LEDGER_DIRNAME", "VERSION", "Appended", "Evidence", "InputError", "Ledger", "LedgerError",
-    "StoreError", "add_key", "environment_digest", "find_ledger_dir", "generate_key_file", "key_dir",
+    "Store", "StoreError", "add_key", "environment_digest", "find_ledger_dir", "generate_key_file", "key_dir",
     "key_path", "load_signer", "record_tier", "resolve_candidate", "revoke_key", "seal_receipt",
 ]

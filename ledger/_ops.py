@@ -35,7 +35,7 @@ from receipts import (
 
 from ._errors import InputError
 from ._git import git_root, resolve_commit
-from ._store import LEDGER_DIRNAME, Appended, Ledger
+from ._store import LEDGER_DIRNAME, Appended, Store
 
 __all__ = [
     "VERSION",
@@ -96,7 +96,7 @@ def _media_type(path: Path) -> str:
 
 
 def record_tier(
-    ledger: Ledger,
+    ledger: Store,
     *,
     task_id: str,
     tier: Tier,
@@ -126,7 +126,7 @@ def record_tier(
 
 
 def seal_receipt(
-    ledger: Ledger,
+    ledger: Store,
     *,
     task_id: str,
     signer: Signer,
@@ -167,7 +167,7 @@ def seal_receipt(
     return receipt, ledger.append(receipt, signer)
 
 
-def add_key(ledger: Ledger, admin: Signer, name: str, roles: Sequence[Role], public_key: bytes,
+def add_key(ledger: Store, admin: Signer, name: str, roles: Sequence[Role], public_key: bytes,
             valid_after: int | None = None, valid_before: int | None = None) -> Appended:
     try:
         spec = KeySpec(name, tuple(r for r in Role if r in roles), public_key, valid_after, valid_before)
@@ -176,7 +176,7 @@ def add_key(ledger: Ledger, admin: Signer, name: str, roles: Sequence[Role], pub
     return ledger.append(KeyAdd(spec), admin)
 
 
-def revoke_key(ledger: Ledger, admin: Signer, name_or_id: str, reason: str) -> Appended:
+def revoke_key(ledger: Store, admin: Signer, name_or_id: str, reason: str) -> Appended:
     ring = ledger.keyring()
     state = ring.get(name_or_id) or ring.by_name(name_or_id)
     if state is None:

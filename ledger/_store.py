@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 import sqlite_utils
 
@@ -56,7 +56,7 @@ from verify._source import BLOB_DIR, DB_NAME, SCHEMA, StoredEntry, blob_path
 
 from ._errors import InputError, StoreError
 
-__all__ = ["Ledger", "Appended", "LEDGER_DIRNAME"]
+__all__ = ["Store", "Ledger", "Appended", "LEDGER_DIRNAME"]
 
 LEDGER_DIRNAME = ".ledger"
 _CHUNK = 1 << 20
@@ -68,6 +68,23 @@ class Appended:
     entry_hash: Digest
     body_hash: Digest
     entry: Entry
+
+
+class Store(Protocol):
+    """What the operations need from a ledger store. SQLite is the embedded default; a
+    shared server-side store (PostgreSQL) implements the same six calls."""
+
+    def append(self, body: Body, signer: Signer) -> Appended: ...
+
+    def find(self, digest: Digest) -> StoredEntry | None: ...
+
+    def entries(self, task: str | None = None) -> Iterator[StoredEntry]: ...
+
+    def keyring(self) -> Keyring: ...
+
+    def records_for(self, task: str) -> list[tuple[int, TierRecord]]: ...
+
+    def put_blob_file(self, path: Path) -> tuple[Digest, int]: ...
 
 
 def _connect(db: Path) -> sqlite3.Connection:
