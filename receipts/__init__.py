@@ -3,6 +3,7 @@ merge-eligibility rule of receipt-ledger. Pure: no file, database or network I/O
 
 from ._cbor import canonical_dumps, canonical_loads
 from ._chain import Entry, EntryKind
+from ._contract import NO_OP_KINDS, SIGNAL_TYPES, Check, Contract, ContractError, parse_contract, weakenings
 from ._codec import (
     Body,
     body_hash,
@@ -57,6 +58,7 @@ from ._sshsig import (
 )
 
 __all__ = [
+    "NO_OP_KINDS", "SIGNAL_TYPES", "Check", "Contract", "ContractError", "parse_contract", "weakenings",
     "FORMAT_VERSION", "LADDER", "Body", "ContentHasher", "Digest", "Domain", "Ed25519Signer",
     "Eligibility", "Entry", "EntryKind", "EvidenceRef", "FormatError", "Genesis", "KeyAdd",
     "KeyRevoke", "KeySpec", "KeyState", "Keyring", "KeyringError", "LadderReceipt", "ReceiptsError",

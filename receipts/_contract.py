@@ -1,0 +1,259 @@
+"""Completion contracts: the TOML file that configures a task's ladder, and the rule
+that says when a new revision weakens the bar.
+
+Parsing takes bytes (no I/O), so the auditor can read contracts out of the ledger.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from typing import Any
+
+from ._errors import FormatError
+from ._model import LADDER, Tier, check_task_id
+
+__all__ = ["Check", "Contract", "ContractError", "parse_contract", "weakenings", "SIGNAL_TYPES", "NO_OP_KINDS"]
+
+SIGNAL_TYPES = frozenset({"path_exists", "test_passes", "file_contains", "absence_verified", "schema_valid", "hash_stable"})
+TASK_KINDS = frozenset({"code", "research", "planning"})
+NO_OP_KINDS = frozenset({"research", "planning"})
+_CHECK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+class ContractError(FormatError):
+    """A contract that does not parse; the message names the file, the line and the field."""
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One acceptance check. ``params`` keeps the type-specific fields, sorted, as
+    (name, value) pairs with lists turned into tuples, so that checks compare exactly."""
+
+    id: str
+    type: str
+    params: tuple[tuple[str, Any], ...]
+
+    def param(self, name: str, default: Any = None) -> Any:
+        return dict(self.params).get(name, default)
+
+
+@dataclass(frozen=True, slots=True)
+class Contract:
+    task_id: str
+    goal: str
+    kind: str
+    deliverables: tuple[str, ...]
+    invariants: tuple[str, ...]
+    owned_files: tuple[str, ...]
+    evidence_required: tuple[str, ...]
+    checks: tuple[Check, ...]
+    required_tiers: tuple[Tier, ...]
+    judge_threshold_bp: int
+    human_approvals: int
+    check_timeout_s: int
+    total_timeout_s: int
+    max_evidence_age_s: int | None
+    secret_env: tuple[str, ...]
+
+    @property
+    def no_op(self) -> bool:
+        return self.kind in NO_OP_KINDS
+
+    def check(self, check_id: str) -> Check | None:
+        for c in self.checks:
+            if c.id == check_id:
+                return c
+        return None
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+    return value
+
+
+class _Reader:
+    """Field access that reports the file, the line and the dotted field on error."""
+
+    def __init__(self, text: str, source: str) -> None:
+        self.lines = text.splitlines()
+        self.source = source
+
+    def line_of(self, field: str, table: str | None = None, index: int | None = None) -> int:
+        start = 0
+        if table is not None:
+            header = re.compile(r"^\s*\[\[\s*%s\s*\]\]" % re.escape(table) if index is not None else r"^\s*\[\s*%s\s*\]" % re.escape(table))
+            seen = -1
+            for n, line in enumerate(self.lines):
+                if header.match(line):
+                    seen += 1
+                    if index is None or seen == index:
+                        start = n
+                        break
+        key = re.compile(r"^\s*%s\s*=" % re.escape(field))
+        for n in range(start, len(self.lines)):
+            if key.match(self.lines[n]):
+                return n + 1
+        return start + 1 if table is not None else 1
+
+    def fail(self, message: str, field: str, table: str | None = None, index: int | None = None) -> ContractError:
+        where = field if table is None else ("%s[%d].%s" % (table, index, field) if index is not None else "%s.%s" % (table, field))
+        return ContractError("%s:%d: %s: %s" % (self.source, self.line_of(field, table, index), where, message))
+
+
+def _get(r: _Reader, table: dict[str, Any], field: str, kind: type | tuple[type, ...], default: Any = ..., *,
+         tname: str | None = None, index: int | None = None) -> Any:
+    if field not in table:
+        if default is ...:
+            raise r.fail("is required", field, tname, index)
+        return default
+    value = table[field]
+    if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
+        raise r.fail("has the wrong type", field, tname, index)
+    if not isinstance(value, kind):
+        raise r.fail("has the wrong type", field, tname, index)
+    return value
+
+
+def _strings(r: _Reader, table: dict[str, Any], field: str, tname: str | None = None, index: int | None = None) -> tuple[str, ...]:
+    value = _get(r, table, field, list, [], tname=tname, index=index)
+    if not all(isinstance(v, str) for v in value):
+        raise r.fail("must be a list of strings", field, tname, index)
+    return tuple(value)
+
+
+_CHECK_FIELDS = {
+    "path_exists": ({"path"}, set()),
+    "test_passes": ({"command"}, {"timeout_s", "shell", "env"}),
+    "file_contains": ({"path"}, {"literal", "regex"}),
+    "absence_verified": (set(), {"literal", "regex", "path_glob", "paths"}),
+    "schema_valid": ({"path", "schema"}, set()),
+    "hash_stable": ({"path"}, {"digest", "command"}),
+}
+
+
+def _check(r: _Reader, raw: Any, i: int) -> Check:
+    if not isinstance(raw, dict):
+        raise r.fail("must be a table", "id", "checks", i)
+    cid = _get(r, raw, "id", str, tname="checks", index=i)
+    if _CHECK_ID.fullmatch(cid) is None:
+        raise r.fail("must be 1-64 characters of [A-Za-z0-9._-]", "id", "checks", i)
+    ctype = _get(r, raw, "type", str, tname="checks", index=i)
+    # An unknown type is kept, not refused: the runner records it as a fail with a reason.
+    params = {k: v for k, v in raw.items() if k not in ("id", "type")}
+    if ctype in _CHECK_FIELDS:
+        required, optional = _CHECK_FIELDS[ctype]
+        for field in sorted(required - params.keys()):
+            raise r.fail("is required for a %s check" % ctype, field, "checks", i)
+        for field in sorted(params.keys() - required - optional):
+            raise r.fail("is not a field of a %s check" % ctype, field, "checks", i)
+        if ctype == "file_contains" and ("literal" in params) == ("regex" in params):
+            raise r.fail("needs exactly one of literal or regex", "path", "checks", i)
+        if ctype == "absence_verified" and not ({"literal", "regex"} & params.keys()):
+            raise r.fail("needs a literal or regex to search for", "type", "checks", i)
+        if ctype == "hash_stable" and ("digest" in params) == ("command" in params):
+            raise r.fail("needs exactly one of digest (pinned) or command (two builds)", "path", "checks", i)
+        if ctype == "test_passes":
+            cmd = params["command"]
+            if not (isinstance(cmd, list) and cmd and all(isinstance(c, str) for c in cmd)) and not (
+                isinstance(cmd, str) and params.get("shell") is True
+            ):
+                raise r.fail("must be a non-empty list of strings (or a string with shell = true)", "command", "checks", i)
+    return Check(cid, ctype, _freeze(params))
+
+
+def _tiers(r: _Reader, policy: dict[str, Any]) -> tuple[Tier, ...]:
+    names = _strings(r, policy, "required_tiers", "policy") if "required_tiers" in policy else tuple(t.value for t in LADDER)
+    try:
+        chosen = {Tier(n) for n in names}
+    except ValueError:
+        raise r.fail("tiers are deterministic, judge and human", "required_tiers", "policy") from None
+    if not chosen:
+        raise r.fail("must name at least one tier", "required_tiers", "policy")
+    return tuple(t for t in LADDER if t in chosen)
+
+
+def parse_contract(data: bytes, source: str = "contract") -> Contract:
+    """Parse a contract's exact bytes (whose config hash the tier records carry)."""
+    try:
+        text = data.decode("utf-8")
+        doc = tomllib.loads(text)
+    except UnicodeDecodeError:
+        raise ContractError("%s: not UTF-8 text" % source) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ContractError("%s: %s" % (source, exc)) from None
+    r = _Reader(text, source)
+    version = _get(r, doc, "version", int, 1)
+    if version != 1:
+        raise r.fail("only version 1 is known", "version")
+    task = _get(r, doc, "task", str)
+    try:
+        check_task_id(task)
+    except FormatError as exc:
+        raise r.fail(str(exc), "task") from None
+    kind = _get(r, doc, "kind", str, "code")
+    if kind not in TASK_KINDS:
+        raise r.fail("must be one of %s" % ", ".join(sorted(TASK_KINDS)), "kind")
+    raw_checks = _get(r, doc, "checks", list, [])
+    checks = tuple(_check(r, c, i) for i, c in enumerate(raw_checks))
+    ids = [c.id for c in checks]
+    for i, cid in enumerate(ids):
+        if cid in ids[:i]:
+            raise r.fail("duplicate check id %r" % cid, "id", "checks", i)
+    policy = _get(r, doc, "policy", dict, {})
+    threshold = _get(r, policy, "judge_threshold", (int, float), 0.7, tname="policy")
+    if not 0 <= threshold <= 1:
+        raise r.fail("must be between 0 and 1", "judge_threshold", "policy")
+    approvals = _get(r, policy, "human_approvals", int, 1, tname="policy")
+    if approvals < 0:
+        raise r.fail("must not be negative", "human_approvals", "policy")
+    budgets = _get(r, doc, "budgets", dict, {})
+    check_timeout = _get(r, budgets, "check_timeout_s", int, 300, tname="budgets")
+    total_timeout = _get(r, budgets, "total_timeout_s", int, 1800, tname="budgets")
+    if not 0 < check_timeout <= total_timeout:
+        raise r.fail("must be positive and at most total_timeout_s", "check_timeout_s", "budgets")
+    freshness = _get(r, doc, "freshness", dict, {})
+    max_age = _get(r, freshness, "max_evidence_age_s", int, None, tname="freshness")
+    known = {"version", "task", "goal", "kind", "deliverables", "invariants", "owned_files", "evidence_required",
+             "checks", "policy", "budgets", "freshness", "secret_env"}
+    for field in sorted(doc.keys() - known):
+        raise r.fail("is not a contract field", field)
+    return Contract(
+        task_id=task, goal=_get(r, doc, "goal", str, ""), kind=kind,
+        deliverables=_strings(r, doc, "deliverables"), invariants=_strings(r, doc, "invariants"),
+        owned_files=_strings(r, doc, "owned_files"), evidence_required=_strings(r, doc, "evidence_required"),
+        checks=checks, required_tiers=_tiers(r, policy), judge_threshold_bp=round(threshold * 10000),
+        human_approvals=approvals, check_timeout_s=check_timeout, total_timeout_s=total_timeout,
+        max_evidence_age_s=max_age, secret_env=_strings(r, doc, "secret_env"),
+    )
+
+
+def weakenings(old: Contract, new: Contract) -> tuple[str, ...]:
+    """How ``new`` lowers the bar set by ``old``. Any change to an existing check counts:
+    we cannot tell a tightened command from a loosened one, so we do not try."""
+    found: list[str] = []
+    for check in old.checks:
+        now = new.check(check.id)
+        if now is None:
+            found.append("check %s was dropped" % check.id)
+        elif now != check:
+            found.append("check %s was changed" % check.id)
+    for tier in old.required_tiers:
+        if tier not in new.required_tiers:
+            found.append("tier %s is no longer required" % tier)
+    if new.judge_threshold_bp < old.judge_threshold_bp:
+        found.append("judge threshold lowered from %d to %d basis points" % (old.judge_threshold_bp, new.judge_threshold_bp))
+    if new.human_approvals < old.human_approvals:
+        found.append("human approvals lowered from %d to %d" % (old.human_approvals, new.human_approvals))
+    if not old.no_op and new.no_op:
+        found.append("task kind changed from %s to the no-op kind %s" % (old.kind, new.kind))
+    if old.max_evidence_age_s is not None and (new.max_evidence_age_s is None or new.max_evidence_age_s > old.max_evidence_age_s):
+        found.append("evidence may now be older")
+    for item in old.evidence_required:
+        if item not in new.evidence_required:
+            found.append("evidence %s is no longer required" % item)
+    return tuple(found)
