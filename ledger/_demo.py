@@ -6,6 +6,7 @@ output says so; the evidence is still real (a command's captured output, a diff)
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 import subprocess
@@ -15,22 +16,46 @@ from pathlib import Path
 
 import click
 
-from receipts import LADDER, Role, Tier, Verdict, config_hash, fingerprint
+from receipts import Role, Tier, Verdict, config_hash, fingerprint
 from verify import LedgerSource, TrustRoot, verify_receipt
 
 from ._keys import generate_key_file
-from ._ops import Evidence, add_key, record_tier, resolve_candidate, seal_receipt
+from ._ops import Evidence, add_key, record_tier, seal_receipt
+from ._runner import run_deterministic
 from ._render import verify_lines
 from ._store import Ledger
 
 __all__ = ["run_demo"]
 
 TASK = "DEMO-1"
-CONTRACT = b"""# Completion contract for DEMO-1 (format arrives with the deterministic tier)
+def _contract() -> bytes:
+    return ("""# Completion contract for DEMO-1
+version = 1
+task = "DEMO-1"
 goal = "greet() returns a friendly greeting"
+kind = "code"
+owned_files = ["greet.py", "test_greet.py"]
+evidence_required = ["tests"]
+
 [policy]
 required_tiers = ["deterministic", "judge", "human"]
-"""
+
+[[checks]]
+id = "tests"
+type = "test_passes"
+command = [%s, "test_greet.py"]
+
+[[checks]]
+id = "module"
+type = "path_exists"
+path = "greet.py"
+
+[[checks]]
+id = "greeting"
+type = "file_contains"
+path = "greet.py"
+literal = "Hello"
+""" % json.dumps(sys.executable)).encode()
 
 
 def _say(text: str) -> None:
@@ -71,6 +96,8 @@ def _demo(work: Path) -> int:
         d.mkdir()
     _say("1. A repository with a small change by an agent")
     _git(repo, "init", "-q", "-b", "main")
+    (repo / "contracts").mkdir()
+    (repo / "contracts" / "DEMO-1.toml").write_bytes(_contract())
     (repo / "greet.py").write_text("def greet(name):\n    return 'hi ' + name\n")
     _git(repo, "add", "-A")
     _git(repo, "commit", "-qm", "initial")
@@ -78,8 +105,7 @@ def _demo(work: Path) -> int:
     (repo / "test_greet.py").write_text("from greet import greet\nassert greet('Ada') == 'Hello, Ada!'\nprint('1 passed')\n")
     _git(repo, "add", "-A")
     _git(repo, "commit", "-qm", "DEMO-1: friendlier greeting")
-    candidate = resolve_candidate("HEAD", repo)
-    click.echo("    candidate %s (commit %s)" % (candidate, _git(repo, "rev-parse", "--short", "HEAD").strip()))
+    click.echo("    commit %s: DEMO-1: friendlier greeting" % _git(repo, "rev-parse", "--short", "HEAD").strip())
 
     _say("2. A ledger, and one key per role (OpenSSH Ed25519, outside the repository)")
     signers = {name: generate_key_file(keydir / name, name) for name in ("admin", "ci", "judge", "alice", "sealer")}
@@ -87,17 +113,21 @@ def _demo(work: Path) -> int:
     for name, role in (("ci", Role.DETERMINISTIC), ("judge", Role.JUDGE), ("alice", Role.HUMAN), ("sealer", Role.SEAL)):
         add_key(ledger, signers["admin"], name, [role], signers[name].public_key_blob)
         click.echo("    %-7s %s" % (name, role.value))
-    contract = config_hash(CONTRACT)
+    contract_bytes = (repo / "contracts" / "DEMO-1.toml").read_bytes()
+    contract = config_hash(contract_bytes)
 
-    _say("3. Tier records (recorded by hand: the tier runners land in later issues)")
-    test = subprocess.run([sys.executable, "test_greet.py"], cwd=repo, capture_output=True, text=True, timeout=60)
-    (evidence_dir / "test-output.txt").write_text("$ python test_greet.py\nexit %d\n%s%s" % (test.returncode, test.stdout, test.stderr))
-    (evidence_dir / "change.diff").write_text(_git(repo, "show", "--format=", "HEAD"))
+    _say("3. The deterministic tier runs the contract's checks for real (ledger check DEMO-1)")
+    run = run_deterministic(ledger, repo=repo, task_id=TASK, contract_bytes=contract_bytes, source="contracts/DEMO-1.toml",
+                            signer=signers["ci"])
+    for cid, status, why, digest in run.rows:
+        click.echo("    %-9s %-5s %-22s %s" % (cid, status, digest, why))
+    click.echo("    attribution %s; deterministic %s, record %s" % (run.snapshot.strength, run.outcome.verdict.value, run.appended.body_hash.short()))
+    candidate = run.record.input_hash
+
+    _say("4. Judge and human records (recorded by hand until their runners land)")
     (evidence_dir / "judge-note.txt").write_text("scripted demo judge, not a model: the change is a real fix\n")
     (evidence_dir / "approval.txt").write_text("alice: reviewed the diff, approve\n")
     plan = (
-        (Tier.DETERMINISTIC, "ci", Verdict.PASS if test.returncode == 0 else Verdict.FAIL,
-         [Evidence("test_greet", evidence_dir / "test-output.txt", "text/plain"), Evidence("diff", evidence_dir / "change.diff", "text/x-diff")], None),
         (Tier.JUDGE, "judge", Verdict.PASS, [Evidence("judge-note", evidence_dir / "judge-note.txt", "text/plain")], 9000),
         (Tier.HUMAN, "alice", Verdict.PASS, [Evidence("approval", evidence_dir / "approval.txt", "text/plain")], None),
     )
@@ -106,17 +136,17 @@ def _demo(work: Path) -> int:
                                   input_hash=candidate, evidence=evidence, confidence_bp=confidence)
         click.echo("    %-14s %-5s signed by %-6s record %s" % (tier.value, verdict.value, key, appended.body_hash.short()))
 
-    _say("4. Seal the receipt")
-    receipt, sealed = seal_receipt(ledger, task_id=TASK, signer=signers["sealer"], input_hash=candidate, required=LADDER)
+    _say("5. Seal the receipt")
+    receipt, sealed = seal_receipt(ledger, task_id=TASK, signer=signers["sealer"], input_hash=candidate)
     receipt_hash = str(sealed.body_hash)
     click.echo("    receipt %s merge_eligible=%s" % (receipt_hash, str(receipt.merge_eligible).lower()))
     ledger.close()
 
     trust = TrustRoot(frozenset({fingerprint(signers["admin"].public_key_blob)}), "the demo admin key")
-    _say("5. ledger verify %s --trust <admin key>" % receipt_hash)
+    _say("6. ledger verify %s --trust <admin key>" % receipt_hash)
     accepted = _run_verify(repo / ".ledger", receipt_hash, trust)
 
-    _say("6. A copy of the ledger with one byte changed in the deterministic record, verified again")
+    _say("7. A copy of the ledger with one byte changed in the deterministic record, verified again")
     tampered = work / "tampered-ledger"
     shutil.copytree(repo / ".ledger", tampered)
     conn = sqlite3.connect(tampered / "ledger.db")

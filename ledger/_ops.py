@@ -11,6 +11,9 @@ from pathlib import Path
 
 from receipts import (
     LADDER,
+    Contract,
+    ContractRevision,
+    ReceiptsError,
     Digest,
     Domain,
     EvidenceRef,
@@ -47,6 +50,8 @@ __all__ = [
     "seal_receipt",
     "add_key",
     "revoke_key",
+    "register_contract",
+    "current_contract",
 ]
 
 VERSION = "0.1.0"
@@ -131,15 +136,18 @@ def seal_receipt(
     task_id: str,
     signer: Signer,
     input_hash: Digest,
-    required: tuple[Tier, ...] = LADDER,
+    extra_required: tuple[Tier, ...] = (),
     config_hash: Digest | None = None,
 ) -> tuple[LadderReceipt, Appended]:
-    """Bind the latest tier record of each tier for this candidate into a receipt."""
+    """Bind the latest tier record of each tier for this candidate into a receipt. The
+    contract's required tiers are always required; ``extra_required`` can only add."""
     records = [r for _, r in ledger.records_for(task_id) if r.input_hash == input_hash]
     if config_hash is None:
         if not records:
             raise InputError("task %s has no tier records for candidate %s; pass --config to seal an empty ladder" % (task_id, input_hash.short()))
         config_hash = records[-1].config_hash
+    contract = current_contract(ledger, task_id, config_hash)
+    required = tuple(t for t in LADDER if t in contract.required_tiers or t in extra_required)
     latest: dict[Tier, TierRecord] = {}
     for rec in records:
         if rec.config_hash == config_hash:
@@ -186,3 +194,25 @@ def revoke_key(ledger: Store, admin: Signer, name_or_id: str, reason: str) -> Ap
     except FormatError as exc:
         raise InputError(str(exc)) from None
     return ledger.append(body, admin)
+
+
+def register_contract(store: Store, task_id: str, data: bytes, signer: Signer, source: str = "contract") -> tuple[Contract, Appended | None]:
+    """Record ``data`` as the task's current contract unless it already is. A revision that
+    weakens the bar is refused unless ``signer`` is an admin key (the store decides)."""
+    try:
+        contract = ContractRevision(task_id, data, None).parse()
+    except ReceiptsError as exc:
+        raise InputError(str(exc).replace("contract of %s" % task_id, source, 1)) from None
+    latest = store.latest_contract(task_id)
+    if latest is not None and latest.contract == data:
+        return contract, None
+    revision = ContractRevision(task_id, data, None if latest is None else latest.config_hash)
+    return contract, store.append(revision, signer)
+
+
+def current_contract(store: Store, task_id: str, config: Digest) -> Contract:
+    """The task's registered contract with this config hash; refuse an unregistered one."""
+    for _, revision in store.contract_revisions(task_id):
+        if revision.config_hash == config:
+            return revision.parse()
+    raise InputError("no registered contract of %s has config %s: register it with `ledger contract set` (or run `ledger check`)" % (task_id, config.short()))

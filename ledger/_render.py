@@ -59,6 +59,10 @@ def verify_lines(result: Result) -> list[str]:
         lines.append("merge_eligible: claimed %s, re-derived %s" % (_yn(result.claimed_eligible), _yn(result.derived_eligible)))
         for reason in result.eligibility_reasons:
             lines.append("  not eligible because: %s" % reason)
+    for w in result.weakenings:
+        lines.append("WEAKENING: %s" % w)
+    for w in result.warnings:
+        lines.append("warning: %s" % w)
     if result.ok:
         lines.append("VERIFIED (%d chain entries checked)" % result.entries_checked)
     else:

@@ -25,6 +25,7 @@ import sqlite_utils
 from receipts import (
     Body,
     ContentHasher,
+    ContractRevision,
     Digest,
     Entry,
     EntryKind,
@@ -40,6 +41,7 @@ from receipts import (
     TierRecord,
     body_hash,
     body_kind,
+    contract_roles,
     decode_body,
     decode_entry,
     encode_body,
@@ -50,6 +52,7 @@ from receipts import (
     namespace_for,
     required_role,
     sshsig_sign,
+    weakenings,
 )
 from verify import CannotVerify, LedgerSource
 from verify._source import BLOB_DIR, DB_NAME, SCHEMA, StoredEntry, blob_path
@@ -85,6 +88,12 @@ class Store(Protocol):
     def records_for(self, task: str) -> list[tuple[int, TierRecord]]: ...
 
     def put_blob_file(self, path: Path) -> tuple[Digest, int]: ...
+
+    def put_blob_stream(self, stream: BinaryIO) -> tuple[Digest, int]: ...
+
+    def contract_revisions(self, task: str | None = None) -> list[tuple[int, ContractRevision]]: ...
+
+    def latest_contract(self, task: str) -> ContractRevision | None: ...
 
 
 def _connect(db: Path) -> sqlite3.Connection:
@@ -126,9 +135,12 @@ class Ledger:
 
     @classmethod
     def create(cls, root: Path, admin: Signer, admin_name: str, now: int | None = None) -> Ledger:
-        """Create the ledger directory with its genesis entry, all or nothing."""
-        if root.exists():
-            raise InputError("%s already exists; refusing to initialise over it" % root)
+        """Create the ledger with its genesis entry, all or nothing. ``root`` may already
+        exist (a clone brings its versioned contracts) as long as it holds no database."""
+        if (root / DB_NAME).exists():
+            raise InputError("%s already holds a ledger; refusing to initialise over it" % root)
+        if root.exists() and not root.is_dir():
+            raise InputError("%s exists and is not a directory" % root)
         created = int(time.time()) if now is None else now
         genesis = Genesis(
             ledger_id=secrets.token_hex(16),
@@ -139,14 +151,24 @@ class Ledger:
         staging = Path(tempfile.mkdtemp(prefix=root.name + ".init-", dir=root.parent))
         try:
             (staging / BLOB_DIR).mkdir()
+            # Only contracts are versioned with the code; the chain, evidence and this file are not.
+            (staging / ".gitignore").write_text("*\n!contracts/\n!contracts/**\n")
             db = sqlite_utils.Database(staging / DB_NAME)
             db.execute("PRAGMA journal_mode = WAL")
             db.executescript(SCHEMA)
             db.conn.close()
             ledger = cls(staging, _connect(staging / DB_NAME))
             ledger._append(genesis, admin, seq=0, prev=None, now=created)
-            ledger.close()
-            os.rename(staging, root)
+            ledger.close()  # the last connection checkpoints the WAL into ledger.db
+            if not root.exists():
+                os.rename(staging, root)
+            else:
+                for name in (BLOB_DIR, ".gitignore"):
+                    if not (root / name).exists():
+                        os.rename(staging / name, root / name)
+                # The database arrives last: until it does, there is no ledger here at all.
+                os.rename(staging / DB_NAME, root / DB_NAME)
+                shutil.rmtree(staging, ignore_errors=True)
             _fsync_dir(root.parent)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
@@ -205,6 +227,38 @@ class Ledger:
                 out.append((stored.seq, body))
         return out
 
+    def contract_revisions(self, task: str | None = None) -> list[tuple[int, ContractRevision]]:
+        """Contract revisions in chain order, of one task or of all."""
+        out = []
+        for stored in self.entries(task=task):
+            if stored.kind == EntryKind.CONTRACT.value:
+                body = decode_body(EntryKind.CONTRACT, stored.body)
+                assert isinstance(body, ContractRevision)
+                out.append((stored.seq, body))
+        return out
+
+    def latest_contract(self, task: str) -> ContractRevision | None:
+        revisions = self.contract_revisions(task)
+        return revisions[-1][1] if revisions else None
+
+    def _contract_role(self, body: ContractRevision, ring: Keyring, key_id: str) -> Role:
+        try:
+            new = body.parse()
+        except ReceiptsError as exc:
+            raise InputError(str(exc)) from None
+        prev = self.latest_contract(body.task_id)
+        if body.previous != (prev.config_hash if prev else None):
+            raise InputError("a contract revision must name the revision it replaces (the task's contract changed meanwhile)")
+        lowered = weakenings(prev.parse(), new) if prev else ()
+        state = ring.get(key_id)
+        for role in contract_roles(bool(lowered)):
+            if state is not None and role in state.spec.roles:
+                return role
+        if lowered:
+            raise InputError("refused: this revision weakens the contract of %s (%s); only an admin key may sign that"
+                             % (body.task_id, "; ".join(lowered)))
+        raise InputError("refused: key %s may not record contract revisions (needs the deterministic or admin role)" % key_id)
+
     # -- writing -------------------------------------------------------------------------
 
     def append(self, body: Body, signer: Signer) -> Appended:
@@ -218,8 +272,7 @@ class Ledger:
         body_bytes = encode_body(body)
         bhash = body_hash(kind, body_bytes)
         key_id = fingerprint(signer.public_key_blob)
-        role = required_role(kind, body)
-        task = body.task_id if isinstance(body, (TierRecord, LadderReceipt)) else None
+        task = body.task_id if isinstance(body, (TierRecord, LadderReceipt, ContractRevision)) else None
         try:
             self.conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
@@ -237,6 +290,7 @@ class Ledger:
             else:
                 assert isinstance(body, Genesis) and now is not None
                 ring = Keyring.from_genesis(body)
+            role = self._contract_role(body, ring, key_id) if isinstance(body, ContractRevision) else required_role(kind, body)
             try:
                 ring.authorize(key_id, role, seq, now)
                 if isinstance(body, KeyAdd):

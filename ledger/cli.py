@@ -42,7 +42,18 @@ from verify import CannotVerify, LedgerSource, TrustRoot, verify_chain, verify_r
 from . import _render
 from ._errors import InputError, LedgerError
 from ._keys import generate_key_file, key_path, load_signer
-from ._ops import VERSION, Evidence, add_key, find_ledger_dir, record_tier, resolve_candidate, revoke_key, seal_receipt
+from ._ops import (
+    VERSION,
+    Evidence,
+    add_key,
+    find_ledger_dir,
+    record_tier,
+    register_contract,
+    resolve_candidate,
+    revoke_key,
+    seal_receipt,
+)
+from ._git import git_root
 from ._store import Ledger
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -117,16 +128,22 @@ def _digest_arg(text: str) -> Digest:
         raise InputError(str(exc)) from None
 
 
-def _config_hash(ctx: click.Context, task: str, config: Path | None) -> Digest | None:
-    if config is None:
+def _contract_file(ctx: click.Context, task: str, path: Path | None) -> tuple[Path, bytes] | None:
+    """The contract file given, or the task's default one under the ledger directory."""
+    if path is None:
         default = ctx.find_root().obj / "contracts" / (task.replace("/", "_") + ".toml")
         if not default.is_file():
             return None
-        config = default
+        path = default
     try:
-        return config_hash(config.read_bytes())
+        return path, path.read_bytes()
     except OSError as exc:
-        raise InputError("cannot read config %s: %s" % (config, exc.strerror)) from None
+        raise InputError("cannot read contract %s: %s" % (path, exc.strerror)) from None
+
+
+def _config_hash(ctx: click.Context, task: str, config: Path | None) -> Digest | None:
+    found = _contract_file(ctx, task, config)
+    return None if found is None else config_hash(found[1])
 
 
 ROLE_CHOICE = click.Choice([r.value for r in Role])
@@ -154,7 +171,6 @@ def init(ctx: click.Context, admin_name: str, admin_key: Path | None) -> None:
         signer = generate_key_file(key_path(admin_name), admin_name)
         click.echo("generated admin key %s (keep it secret)" % key_path(admin_name), err=True)
     ledger = Ledger.create(root, signer, admin_name)
-    (root / ".gitignore").write_text("# the chain and evidence are not versioned; contracts are\nledger.db*\nblobs/\n")
     genesis = ledger.reader.by_seq(0)
     assert genesis is not None
     click.echo("initialised ledger %s" % root, err=True)
@@ -304,12 +320,18 @@ def _confidence(value: float | None) -> int | None:
 def record(ctx: click.Context, task: str, tier: str, verdict: str, key_name: str, evidence: Sequence[Path],
            config: Path | None, input_spec: str, confidence: float | None, parents: Sequence[str], as_json: bool) -> None:
     """Append one tier record by hand (the tier runners call the same API)."""
+    if tier == Tier.DETERMINISTIC.value and verdict == Verdict.PASS.value:
+        raise InputError("a deterministic pass cannot be recorded by hand (verify would reject it): run `ledger check`")
     ledger = _ledger(ctx)
-    chash = _config_hash(ctx, task, config)
-    if chash is None:
-        raise InputError("no config for task %s: pass --config FILE or add .ledger/contracts/%s.toml" % (task, task))
+    found = _contract_file(ctx, task, config)
+    if found is None:
+        raise InputError("no contract for task %s: pass --config FILE or add .ledger/contracts/%s.toml" % (task, task))
+    chash = config_hash(found[1])
+    signer = _signer(key_name)
+    if not any(rev.config_hash == chash for _, rev in ledger.contract_revisions(task)):
+        register_contract(ledger, task, found[1], signer, str(found[0]))
     rec, appended = record_tier(
-        ledger, task_id=task, tier=Tier(tier), verdict=Verdict(verdict), signer=_signer(key_name),
+        ledger, task_id=task, tier=Tier(tier), verdict=Verdict(verdict), signer=signer,
         config_hash=chash, input_hash=resolve_candidate(input_spec, Path.cwd()),
         evidence=[Evidence(p.name, p) for p in evidence], confidence_bp=_confidence(confidence),
         parents=[_digest_arg(p) for p in parents],
@@ -335,7 +357,7 @@ def _tiers(value: str) -> tuple[Tier, ...]:
 @click.option("--key", "key_name", required=True, help="Seal-role key name or path.")
 @click.option("--input", "input_spec", default="HEAD", show_default=True, help="Candidate: a git revision or blake3:<hex>.")
 @click.option("--config", type=click.Path(path_type=Path, dir_okay=False), help="Contract/policy file the records must be under.")
-@click.option("--require", "require", default=",".join(t.value for t in LADDER), show_default=True, help="Required tiers.")
+@click.option("--require", "require", default="", help="Tiers to require beyond the contract's (comma-separated).")
 @json_option
 @click.pass_context
 def seal(ctx: click.Context, task: str, key_name: str, input_spec: str, config: Path | None, require: str, as_json: bool) -> None:
@@ -343,7 +365,7 @@ def seal(ctx: click.Context, task: str, key_name: str, input_spec: str, config: 
     ledger = _ledger(ctx)
     receipt, appended = seal_receipt(
         ledger, task_id=task, signer=_signer(key_name), input_hash=resolve_candidate(input_spec, Path.cwd()),
-        required=_tiers(require), config_hash=_config_hash(ctx, task, config),
+        extra_required=_tiers(require), config_hash=_config_hash(ctx, task, config),
     )
     if as_json:
         click.echo(json.dumps({"receipt": str(appended.body_hash), "entry": str(appended.entry_hash), "seq": appended.seq,
@@ -351,6 +373,99 @@ def seal(ctx: click.Context, task: str, key_name: str, input_spec: str, config: 
     else:
         click.echo(str(appended.body_hash))
         click.echo("sealed %s: merge_eligible=%s" % (task, str(receipt.merge_eligible).lower()), err=True)
+
+
+@cli.command()
+@click.argument("task")
+@click.option("--contract", "contract_path", type=click.Path(path_type=Path, dir_okay=False), help="Contract file (default .ledger/contracts/TASK.toml).")
+@click.option("--key", "key_name", required=True, help="Deterministic-role key name or path.")
+@click.option("--base", help="Revision the candidate is compared against (default: merge-base with main, else HEAD~1).")
+@click.option("--allow-dirty", is_flag=True, help="Include uncommitted changes in the snapshot instead of refusing.")
+@json_option
+@click.pass_context
+def check(ctx: click.Context, task: str, contract_path: Path | None, key_name: str, base: str | None, allow_dirty: bool, as_json: bool) -> None:
+    """Run the deterministic tier: evaluate the contract's checks on the candidate.
+
+    Exit 0 if the tier passed, 1 if it failed."""
+    from ._runner import run_deterministic
+
+    found = _contract_file(ctx, task, contract_path)
+    if found is None:
+        raise InputError("no contract for task %s: pass --contract FILE or add .ledger/contracts/%s.toml" % (task, task))
+    ledger = _ledger(ctx)
+    repo = git_root(Path.cwd())
+    if repo is None:
+        raise InputError("`ledger check` runs in a git repository")
+    show = sys.stderr.isatty() and not as_json
+    run = run_deterministic(ledger, repo=repo, task_id=task, contract_bytes=found[1], source=str(found[0]), signer=_signer(key_name),
+                            base=base, allow_dirty=allow_dirty,
+                            on_check=(lambda cid: click.echo("running %s ..." % cid, err=True)) if show else None)
+    if as_json:
+        click.echo(json.dumps({
+            "record": str(run.appended.body_hash), "verdict": run.outcome.verdict.value, "candidate": str(run.record.input_hash),
+            "reasons": list(run.outcome.reasons), "warnings": list(run.outcome.warnings),
+            "checks": [{"id": c, "result": s, "reason": why, "evidence": d} for c, s, why, d in run.rows],
+            "attribution": {"strength": run.snapshot.strength, "commits": list(run.snapshot.commits)},
+        }, indent=2))
+    else:
+        click.echo("  %-20s %-6s %-22s %s" % ("SIGNAL", "RESULT", "EVIDENCE", "REASON"))
+        for cid, status, why, digest in run.rows:
+            click.echo("  %-20s %-6s %-22s %s" % (cid, status, digest, why[:120]))
+        click.echo("attribution: %s" % run.snapshot.strength)
+        for why in run.outcome.reasons:
+            click.echo("fail: %s" % why)
+        for w in run.outcome.warnings:
+            click.echo("warning: %s" % w)
+        click.echo("deterministic %s: record %s" % (run.outcome.verdict.value.upper(), run.appended.body_hash))
+    sys.exit(0 if run.outcome.verdict is Verdict.PASS else 1)
+
+
+@cli.group(cls=_Group)
+def contract() -> None:
+    """Completion contracts: register revisions and read their history."""
+
+
+@contract.command("set")
+@click.argument("task")
+@click.option("--contract", "contract_path", type=click.Path(path_type=Path, dir_okay=False), help="Contract file (default .ledger/contracts/TASK.toml).")
+@click.option("--key", "key_name", required=True, help="Deterministic or admin key; only an admin may weaken a contract.")
+@click.pass_context
+def contract_set(ctx: click.Context, task: str, contract_path: Path | None, key_name: str) -> None:
+    """Record the contract file as the task's current revision."""
+    found = _contract_file(ctx, task, contract_path)
+    if found is None:
+        raise InputError("no contract for task %s: pass --contract FILE" % task)
+    _, appended = register_contract(_ledger(ctx), task, found[1], _signer(key_name), str(found[0]))
+    if appended is None:
+        click.echo("unchanged: %s is already the current contract of %s" % (config_hash(found[1]), task))
+    else:
+        click.echo("contract %s of %s recorded at entry %d" % (config_hash(found[1]), task, appended.seq))
+
+
+@contract.command("show")
+@click.argument("task")
+@json_option
+@click.pass_context
+def contract_show(ctx: click.Context, task: str, as_json: bool) -> None:
+    """The task's contract revisions, oldest first, with their signers and weakenings."""
+    from receipts import weakenings as lowered_by
+
+    ledger = _ledger(ctx)
+    rows, prev = [], None
+    for seq, revision in ledger.contract_revisions(task):
+        stored = ledger.reader.by_seq(seq)
+        assert stored is not None
+        current = revision.parse()
+        rows.append({"seq": seq, "config": str(revision.config_hash), "signer": decode_entry(stored.entry).signer,
+                     "weakenings": list(lowered_by(prev, current)) if prev else []})
+        prev = current
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        raise InputError("task %s has no registered contract" % task)
+    for r in rows:
+        click.echo("%5d  %s  %s%s" % (r["seq"], r["config"], r["signer"], ("  WEAKENS: " + "; ".join(r["weakenings"])) if r["weakenings"] else ""))  # type: ignore[str-format,arg-type]
 
 
 # -- show, log, verify ------------------------------------------------------------------

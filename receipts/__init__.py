@@ -3,7 +3,17 @@ merge-eligibility rule of receipt-ledger. Pure: no file, database or network I/O
 
 from ._cbor import canonical_dumps, canonical_loads
 from ._chain import Entry, EntryKind
-from ._contract import NO_OP_KINDS, SIGNAL_TYPES, Check, Contract, ContractError, parse_contract, weakenings
+from ._contract import (
+    NO_OP_KINDS,
+    SIGNAL_TYPES,
+    Check,
+    Contract,
+    ContractError,
+    ContractRevision,
+    contract_roles,
+    parse_contract,
+    weakenings,
+)
 from ._codec import (
     Body,
     body_hash,
@@ -25,6 +35,19 @@ from ._codec import (
     receipt_hash,
     required_role,
     tier_record_hash,
+)
+from ._deterministic import (
+    CHECK_RESULT_FORMAT,
+    CHECK_RESULT_MEDIA_TYPE,
+    NON_TRIVIAL_SIGNALS,
+    SNAPSHOT_FORMAT,
+    SNAPSHOT_MEDIA_TYPE,
+    Outcome,
+    check_evidence_id,
+    declared_params,
+    derive_check,
+    derive_deterministic,
+    parse_evidence_json,
 )
 from ._digest import ContentHasher, Digest, Domain, content_digest, domain_hash
 from ._errors import FormatError, KeyringError, ReceiptsError, SignatureError
@@ -52,13 +75,17 @@ from ._sshsig import (
     parse_public_key_line,
     public_key_blob,
     public_key_line,
+    sshsig_namespace,
     sshsig_public_key,
     sshsig_sign,
     sshsig_verify,
 )
 
 __all__ = [
-    "NO_OP_KINDS", "SIGNAL_TYPES", "Check", "Contract", "ContractError", "parse_contract", "weakenings",
+    "NO_OP_KINDS", "SIGNAL_TYPES", "Check", "Contract", "ContractError", "ContractRevision", "contract_roles",
+    "parse_contract", "weakenings", "sshsig_namespace", "CHECK_RESULT_FORMAT", "CHECK_RESULT_MEDIA_TYPE",
+    "NON_TRIVIAL_SIGNALS", "SNAPSHOT_FORMAT", "SNAPSHOT_MEDIA_TYPE", "Outcome", "check_evidence_id", "declared_params",
+    "derive_check", "derive_deterministic", "parse_evidence_json",
     "FORMAT_VERSION", "LADDER", "Body", "ContentHasher", "Digest", "Domain", "Ed25519Signer",
     "Eligibility", "Entry", "EntryKind", "EvidenceRef", "FormatError", "Genesis", "KeyAdd",
     "KeyRevoke", "KeySpec", "KeyState", "Keyring", "KeyringError", "LadderReceipt", "ReceiptsError",

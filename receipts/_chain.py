@@ -21,6 +21,7 @@ class EntryKind(enum.StrEnum):
     KEY_REVOKE = "key_revoke"
     TIER_RECORD = "tier_record"
     RECEIPT = "receipt"
+    CONTRACT = "contract"
 
 
 BODY_DOMAIN: dict[EntryKind, Domain] = {
@@ -29,6 +30,7 @@ BODY_DOMAIN: dict[EntryKind, Domain] = {
     EntryKind.KEY_REVOKE: Domain.KEY_REVOKE,
     EntryKind.TIER_RECORD: Domain.TIER_RECORD,
     EntryKind.RECEIPT: Domain.LADDER_RECEIPT,
+    EntryKind.CONTRACT: Domain.CONTRACT_REVISION,
 }
 
 ADMIN_KINDS = frozenset({EntryKind.GENESIS, EntryKind.KEY_ADD, EntryKind.KEY_REVOKE})

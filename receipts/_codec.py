@@ -14,6 +14,7 @@ from ._cbor import canonical_dumps, canonical_loads
 from ._chain import BODY_DOMAIN, Entry, EntryKind
 from ._digest import Digest, Domain, domain_hash
 from ._errors import FormatError
+from ._contract import ContractRevision
 from ._keyring import Genesis, KeyAdd, KeyRevoke, KeySpec
 from ._model import EvidenceRef, LadderReceipt, Role, Tier, TierEntry, TierRecord, Verdict
 
@@ -40,7 +41,7 @@ __all__ = [
     "required_role",
 ]
 
-Body = TierRecord | LadderReceipt | Genesis | KeyAdd | KeyRevoke
+Body = TierRecord | LadderReceipt | Genesis | KeyAdd | KeyRevoke | ContractRevision
 _E = TypeVar("_E")
 
 
@@ -276,6 +277,9 @@ def _body_map(body: Body) -> dict[str, object]:
         return {"v": body.version, "ledger": body.ledger_id, "created": body.created, "keys": [_key_map(k) for k in body.keys]}
     if isinstance(body, KeyAdd):
         return {"v": body.version, "key": _key_map(body.key)}
+    if isinstance(body, ContractRevision):
+        return {"v": body.version, "task": body.task_id, "contract": body.contract,
+                "previous": None if body.previous is None else body.previous.value}
     return {"v": body.version, "key_id": body.key_id, "reason": body.reason}
 
 
@@ -288,6 +292,8 @@ def body_kind(body: Body) -> EntryKind:
         return EntryKind.GENESIS
     if isinstance(body, KeyAdd):
         return EntryKind.KEY_ADD
+    if isinstance(body, ContractRevision):
+        return EntryKind.CONTRACT
     return EntryKind.KEY_REVOKE
 
 
@@ -317,6 +323,11 @@ def decode_body(kind: EntryKind, data: bytes) -> Body:
     if kind is EntryKind.KEY_ADD:
         m = _map(value, frozenset({"v", "key"}), "key_add")
         return KeyAdd(version=_int(m["v"], "version"), key=_key_from(m["key"]))
+    if kind is EntryKind.CONTRACT:
+        m = _map(value, frozenset({"v", "task", "contract", "previous"}), "contract revision")
+        return ContractRevision(version=_int(m["v"], "version"), task_id=_typed(m["task"], str, "task"),
+                                contract=_typed(m["contract"], bytes, "contract"),
+                                previous=_opt(m["previous"], _digest, "previous"))
     m = _map(value, frozenset({"v", "key_id", "reason"}), "key_revoke")
     return KeyRevoke(version=_int(m["v"], "version"), key_id=_typed(m["key_id"], str, "key id"),
                      reason=_typed(m["reason"], str, "reason"))
@@ -386,9 +397,12 @@ def config_hash(data: bytes) -> Digest:
 
 def required_role(kind: EntryKind, body: Body) -> Role:
     """The role whose key must sign an entry: admin for the keyring, the tier's own role
-    for a tier record, seal for a receipt."""
+    for a tier record, seal for a receipt. Contract revisions depend on the revision
+    before them: see `contract_roles`."""
     if kind in (EntryKind.GENESIS, EntryKind.KEY_ADD, EntryKind.KEY_REVOKE):
         return Role.ADMIN
+    if kind is EntryKind.CONTRACT:
+        raise FormatError("a contract revision's role depends on whether it weakens the bar")
     if isinstance(body, TierRecord):
         return Role(body.tier.value)
     return Role.SEAL

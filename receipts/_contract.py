@@ -11,10 +11,11 @@ import tomllib
 from dataclasses import dataclass
 from typing import Any
 
+from ._digest import Digest, Domain, domain_hash
 from ._errors import FormatError
-from ._model import LADDER, Tier, check_task_id
+from ._model import FORMAT_VERSION, LADDER, Role, Tier, check_task_id
 
-__all__ = ["Check", "Contract", "ContractError", "parse_contract", "weakenings", "SIGNAL_TYPES", "NO_OP_KINDS"]
+__all__ = ["ContractRevision", "contract_roles", "Check", "Contract", "ContractError", "parse_contract", "weakenings", "SIGNAL_TYPES", "NO_OP_KINDS"]
 
 SIGNAL_TYPES = frozenset({"path_exists", "test_passes", "file_contains", "absence_verified", "schema_valid", "hash_stable"})
 TASK_KINDS = frozenset({"code", "research", "planning"})
@@ -56,6 +57,7 @@ class Contract:
     total_timeout_s: int
     max_evidence_age_s: int | None
     secret_env: tuple[str, ...]
+    parent: str | None = None
 
     @property
     def no_op(self) -> bool:
@@ -219,7 +221,7 @@ def parse_contract(data: bytes, source: str = "contract") -> Contract:
     freshness = _get(r, doc, "freshness", dict, {})
     max_age = _get(r, freshness, "max_evidence_age_s", int, None, tname="freshness")
     known = {"version", "task", "goal", "kind", "deliverables", "invariants", "owned_files", "evidence_required",
-             "checks", "policy", "budgets", "freshness", "secret_env"}
+             "checks", "policy", "budgets", "freshness", "secret_env", "parent"}
     for field in sorted(doc.keys() - known):
         raise r.fail("is not a contract field", field)
     return Contract(
@@ -228,8 +230,18 @@ def parse_contract(data: bytes, source: str = "contract") -> Contract:
         owned_files=_strings(r, doc, "owned_files"), evidence_required=_strings(r, doc, "evidence_required"),
         checks=checks, required_tiers=_tiers(r, policy), judge_threshold_bp=round(threshold * 10000),
         human_approvals=approvals, check_timeout_s=check_timeout, total_timeout_s=total_timeout,
-        max_evidence_age_s=max_age, secret_env=_strings(r, doc, "secret_env"),
+        max_evidence_age_s=max_age, secret_env=_strings(r, doc, "secret_env"), parent=_parent(r, doc),
     )
+
+
+def _parent(r: _Reader, doc: dict[str, Any]) -> str | None:
+    parent: str | None = _get(r, doc, "parent", str, None)
+    if parent is not None:
+        try:
+            check_task_id(parent)
+        except FormatError as exc:
+            raise r.fail(str(exc), "parent") from None
+    return parent
 
 
 def weakenings(old: Contract, new: Contract) -> tuple[str, ...]:
@@ -257,3 +269,42 @@ def weakenings(old: Contract, new: Contract) -> tuple[str, ...]:
         if item not in new.evidence_required:
             found.append("evidence %s is no longer required" % item)
     return tuple(found)
+
+
+MAX_CONTRACT_SIZE = 256 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ContractRevision:
+    """A chain body recording one revision of a task's contract: its exact bytes, and the
+    config hash of the revision it replaces (None for the first)."""
+
+    task_id: str
+    contract: bytes
+    previous: Digest | None
+    version: int = FORMAT_VERSION
+
+    def __post_init__(self) -> None:
+        if self.version != FORMAT_VERSION:
+            raise FormatError("unsupported contract revision version %r" % (self.version,))
+        check_task_id(self.task_id)
+        if not isinstance(self.contract, bytes) or not 0 < len(self.contract) <= MAX_CONTRACT_SIZE:
+            raise FormatError("contract bytes must be 1 to %d bytes" % MAX_CONTRACT_SIZE)
+        if self.previous is not None and not isinstance(self.previous, Digest):
+            raise FormatError("previous must be a Digest")
+
+    @property
+    def config_hash(self) -> Digest:
+        return domain_hash(Domain.CONFIG, self.contract)
+
+    def parse(self) -> Contract:
+        contract = parse_contract(self.contract, "contract of %s" % self.task_id)
+        if contract.task_id != self.task_id:
+            raise ContractError("contract of %s names task %s" % (self.task_id, contract.task_id))
+        return contract
+
+
+def contract_roles(weakening: bool) -> tuple[Role, ...]:
+    """Who may sign a contract revision: the deterministic runner or an admin may record
+    one that keeps or raises the bar; only an admin may lower it."""
+    return (Role.ADMIN,) if weakening else (Role.DETERMINISTIC, Role.ADMIN)

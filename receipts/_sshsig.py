@@ -30,6 +30,7 @@ __all__ = [
     "sshsig_sign",
     "sshsig_verify",
     "sshsig_public_key",
+    "sshsig_namespace",
     "armor",
     "dearmor",
 ]
@@ -205,6 +206,11 @@ def _parse(sig_blob: bytes) -> tuple[bytes, bytes, bytes, bytes]:
     if len(raw_sig) != 64:
         raise FormatError("an Ed25519 signature is 64 bytes")
     return key_blob, namespace, hash_alg, raw_sig
+
+
+def sshsig_namespace(sig_blob: bytes) -> str:
+    """The namespace a signature claims (not yet verified)."""
+    return _parse(sig_blob)[1].decode("utf-8", "replace")
 
 
 def sshsig_public_key(sig_blob: bytes) -> bytes:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import sqlite3
 import subprocess
@@ -16,11 +17,58 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import receipts as r
 from ledger import Evidence, Ledger, add_key, record_tier, seal_receipt
+from ledger._runner import run_deterministic
 
 KEY_NAMES = ("admin", "ci", "judge", "alice", "sealer", "mallory")
 ROLES = {"ci": r.Role.DETERMINISTIC, "judge": r.Role.JUDGE, "alice": r.Role.HUMAN, "sealer": r.Role.SEAL}
 TASK = "TASK-1"
-CONTRACT = b'goal = "test task"\n'
+
+
+def contract_bytes(task: str = TASK, command: str = "print('1 passed')", extra: str = "", kind: str = "code",
+                   owned: tuple[str, ...] = ("app.py",)) -> bytes:
+    """A contract whose one test runs ``command`` with this interpreter."""
+    return ("""version = 1
+task = "%s"
+goal = "a test task"
+kind = "%s"
+owned_files = %s
+evidence_required = ["tests"]
+
+[policy]
+required_tiers = ["deterministic", "judge", "human"]
+
+[budgets]
+check_timeout_s = 20
+total_timeout_s = 60
+
+[[checks]]
+id = "tests"
+type = "test_passes"
+command = [%s, "-c", %s]
+%s""" % (task, kind, json.dumps(list(owned)), json.dumps(sys.executable), json.dumps(command), extra)).encode()
+
+
+CONTRACT = contract_bytes()
+GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.invalid", "GIT_CONFIG_NOSYSTEM": "1", "HOME": "/nonexistent"}
+
+
+def git(repo: Path, *args: str) -> str:
+    env = dict(os.environ, **GIT_ENV)
+    return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def make_repo(path: Path, message: str = "TASK-1: add app") -> Path:
+    """A real repository: an initial commit, then a change with ``message``."""
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    (path / "README.md").write_text("readme\n")
+    git(path, "add", "-A")
+    git(path, "commit", "-qm", "initial")
+    (path / "app.py").write_text("print('hello')\n")
+    git(path, "add", "-A")
+    git(path, "commit", "-qm", message)
+    return path
 
 
 def seeded_signer(name: str) -> r.Ed25519Signer:
@@ -44,24 +92,31 @@ class Sample:
     evidence_dir: Path
 
 
-def build_sample(tmp: Path, verdicts: dict[r.Tier, r.Verdict] | None = None, required: tuple[r.Tier, ...] = r.LADDER) -> Sample:
+def build_sample(tmp: Path, verdicts: dict[r.Tier, r.Verdict] | None = None) -> Sample:
+    """A ledger with keys for every role, a real deterministic run on a real repository
+    (passing unless ``verdicts`` says FAIL), hand-made judge and human records, and a receipt."""
     verdicts = verdicts or {t: r.Verdict.PASS for t in r.LADDER}
     root = tmp / "ledger"
     ev = tmp / "evidence"
     ev.mkdir(exist_ok=True)
+    repo = make_repo(tmp / "repo")
     ledger = Ledger.create(root, SIGNERS["admin"], "admin")
     for name, role in ROLES.items():
         add_key(ledger, SIGNERS["admin"], name, [role], SIGNERS[name].public_key_blob)
-    records = {}
-    key_for = {r.Tier.DETERMINISTIC: "ci", r.Tier.JUDGE: "judge", r.Tier.HUMAN: "alice"}
-    for tier, verdict in verdicts.items():
+    command = "print('1 passed')" if verdicts[r.Tier.DETERMINISTIC] is r.Verdict.PASS else "raise SystemExit(1)"
+    run = run_deterministic(ledger, repo=repo, task_id=TASK, contract_bytes=contract_bytes(command=command), source="c.toml",
+                            signer=SIGNERS["ci"])
+    assert run.outcome.verdict is verdicts[r.Tier.DETERMINISTIC], run.outcome
+    records = {r.Tier.DETERMINISTIC: run.appended.body_hash}
+    key_for = {r.Tier.JUDGE: "judge", r.Tier.HUMAN: "alice"}
+    for tier in (r.Tier.JUDGE, r.Tier.HUMAN):
         f = ev / ("%s.txt" % tier.value)
-        f.write_text("evidence for %s: %s\n" % (tier.value, verdict.value))
-        _, appended = record_tier(ledger, task_id=TASK, tier=tier, verdict=verdict, signer=SIGNERS[key_for[tier]],
-                                  config_hash=r.config_hash(CONTRACT), input_hash=CANDIDATE,
+        f.write_text("evidence for %s: %s\n" % (tier.value, verdicts[tier].value))
+        _, appended = record_tier(ledger, task_id=TASK, tier=tier, verdict=verdicts[tier], signer=SIGNERS[key_for[tier]],
+                                  config_hash=run.record.config_hash, input_hash=run.record.input_hash,
                                   evidence=[Evidence(tier.value, f, "text/plain")])
         records[tier] = appended.body_hash
-    _, sealed = seal_receipt(ledger, task_id=TASK, signer=SIGNERS["sealer"], input_hash=CANDIDATE, required=required)
+    _, sealed = seal_receipt(ledger, task_id=TASK, signer=SIGNERS["sealer"], input_hash=run.record.input_hash)
     ledger.close()
     return Sample(root, str(sealed.body_hash), records, ev)
 

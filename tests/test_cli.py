@@ -11,21 +11,39 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
+from conftest import GIT_ENV
 from ledger.cli import cli
+
+
+CONTRACT = """version = 1
+task = "T-1"
+goal = "a.txt exists"
+owned_files = ["a.txt"]
+
+[[checks]]
+id = "a-file"
+type = "path_exists"
+path = "a.txt"
+
+[[checks]]
+id = "tests"
+type = "test_passes"
+command = [%s, "-c", "print('ok')"]
+""" % json.dumps(sys.executable)
 
 
 @pytest.fixture
 def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     repo = tmp_path / "repo"
     repo.mkdir()
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
-    for k, v in env.items():
+    for k, v in GIT_ENV.items():
         monkeypatch.setenv(k, v)
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
     (repo / "a.txt").write_text("one\n")
+    (repo / ".ledger" / "contracts").mkdir(parents=True)
+    (repo / ".ledger" / "contracts" / "T-1.toml").write_text(CONTRACT)
     subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
     subprocess.run(["git", "commit", "-qm", "T-1: first"], cwd=repo, check=True)
-    (repo / "contract.toml").write_text('goal = "x"\n')
     monkeypatch.chdir(repo)
     monkeypatch.setenv("RECEIPT_LEDGER_KEYS", str(tmp_path / "keys"))
     monkeypatch.delenv("LEDGER_DIR", raising=False)
@@ -41,13 +59,16 @@ def setup_keys() -> None:
     for name, role in (("ci", "deterministic"), ("judge", "judge"), ("alice", "human"), ("sealer", "seal")):
         res = run("keys", "generate", name, "--role", role)
         assert res.exit_code == 0, res.output
+    res = run("contract", "set", "T-1", "--key", "ci")
+    assert res.exit_code == 0, res.output
 
 
 def record_all(verdicts: dict[str, str] | None = None) -> None:
     verdicts = verdicts or {}
-    for tier, key in (("deterministic", "ci"), ("judge", "judge"), ("human", "alice")):
-        res = run("record", "T-1", "--tier", tier, "--verdict", verdicts.get(tier, "pass"), "--key", key,
-                  "--config", "contract.toml", "--evidence", "a.txt")
+    res = run("check", "T-1", "--key", "ci")
+    assert res.exit_code == 0, res.output
+    for tier, key in (("judge", "judge"), ("human", "alice")):
+        res = run("record", "T-1", "--tier", tier, "--verdict", verdicts.get(tier, "pass"), "--key", key, "--evidence", "a.txt")
         assert res.exit_code == 0, res.output
 
 
@@ -58,8 +79,11 @@ def test_init_creates_ledger_at_git_root_with_private_key_outside(repo: Path, tm
     key = tmp_path / "keys" / "admin"
     assert key.is_file() and (key.stat().st_mode & 0o777) == 0o600
     assert key.read_text().startswith("-----BEGIN OPENSSH PRIVATE KEY-----")
+    # The clone's versioned contract is kept, and the chain and evidence stay out of git.
+    assert (repo / ".ledger" / "contracts" / "T-1.toml").is_file()
+    assert subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], capture_output=True, text=True).stdout == ""
     again = run("init")
-    assert again.exit_code == 2 and "already exists" in again.output
+    assert again.exit_code == 2 and "already holds a ledger" in again.output
 
 
 def test_full_ladder_seals_an_eligible_receipt_that_verifies(repo: Path) -> None:
@@ -88,17 +112,16 @@ def test_a_failing_tier_seals_an_honest_non_eligible_receipt(repo: Path) -> None
     assert "tier judge verdict is fail" in json.loads(res.stdout)["eligibility_reasons"]
 
 
-def test_latest_record_counts_and_missing_tier_becomes_explicit_skip(repo: Path) -> None:
+def test_a_tier_without_a_record_becomes_an_explicit_skip(repo: Path) -> None:
     setup_keys()
-    run("record", "T-1", "--tier", "deterministic", "--verdict", "pass", "--key", "ci", "--config", "contract.toml")
-    run("record", "T-1", "--tier", "deterministic", "--verdict", "fail", "--key", "ci", "--config", "contract.toml")
+    assert run("check", "T-1", "--key", "ci").exit_code == 0
     sealed = json.loads(run("seal", "T-1", "--key", "sealer", "--json").stdout)
     entries = sealed["body"]["entries"]
     assert sealed["body"]["merge_eligible"] is False
     assert [e["tier"] for e in entries] == ["deterministic", "judge", "human"]
     assert entries[1]["skip_reason"] and entries[2]["skip_reason"]
     res = json.loads(run("verify", sealed["receipt"], "--json").stdout)
-    assert res["tiers"][0]["status"] == "fail"
+    assert res["verified"] and [t["status"] for t in res["tiers"]] == ["pass", "skip", "skip"]
 
 
 def test_a_new_commit_is_a_new_candidate(repo: Path) -> None:
@@ -106,24 +129,29 @@ def test_a_new_commit_is_a_new_candidate(repo: Path) -> None:
     record_all()
     (repo / "a.txt").write_text("two\n")
     subprocess.run(["git", "commit", "-qam", "later"], check=True)
-    res = run("seal", "T-1", "--key", "sealer")
-    assert res.exit_code == 2 and "no tier records" in res.output
-    old = run("seal", "T-1", "--key", "sealer", "--input", "HEAD~1")
-    assert old.exit_code == 0, old.output
+    new = json.loads(run("seal", "T-1", "--key", "sealer", "--json").stdout)
+    assert new["body"]["merge_eligible"] is False
+    assert all(e["skip_reason"] for e in new["body"]["entries"])  # nothing was checked on the new commit
+    old = json.loads(run("seal", "T-1", "--key", "sealer", "--input", "HEAD~1", "--json").stdout)
+    assert old["body"]["merge_eligible"] is True
 
 
 def test_a_key_may_sign_only_what_its_role_allows(repo: Path) -> None:
     setup_keys()
-    res = run("record", "T-1", "--tier", "deterministic", "--verdict", "pass", "--key", "alice", "--config", "contract.toml")
+    res = run("record", "T-1", "--tier", "judge", "--verdict", "pass", "--key", "alice")
+    assert res.exit_code == 2 and "has no judge role" in res.output
+    res = run("check", "T-1", "--key", "alice")
     assert res.exit_code == 2 and "has no deterministic role" in res.output
-    res = run("seal", "T-1", "--key", "ci", "--config", "contract.toml")
+    res = run("seal", "T-1", "--key", "ci", "--config", ".ledger/contracts/T-1.toml")
     assert res.exit_code == 2 and "has no seal role" in res.output
+    res = run("record", "T-1", "--tier", "deterministic", "--verdict", "pass", "--key", "ci")
+    assert res.exit_code == 2 and "ledger check" in res.output
 
 
 def test_revoked_key_is_refused_and_listed(repo: Path) -> None:
     setup_keys()
     assert run("keys", "revoke", "ci", "--reason", "laptop lost").exit_code == 0
-    res = run("record", "T-1", "--tier", "deterministic", "--verdict", "pass", "--key", "ci", "--config", "contract.toml")
+    res = run("check", "T-1", "--key", "ci")
     assert res.exit_code == 2 and "revoked" in res.output
     listed = json.loads(run("keys", "list", "--json").stdout)
     assert {k["name"]: k["status"] for k in listed}["ci"] == "revoked"
@@ -164,7 +192,7 @@ def test_encrypted_key_needs_its_passphrase(repo: Path, monkeypatch: pytest.Monk
     setup_keys()
     res = CliRunner().invoke(cli, ["keys", "generate", "dave", "--role", "human", "--passphrase"], input="s3cret\ns3cret\n")
     assert res.exit_code == 0, res.output
-    args = ["record", "T-1", "--tier", "human", "--verdict", "pass", "--key", "dave", "--config", "contract.toml"]
+    args = ["record", "T-1", "--tier", "human", "--verdict", "pass", "--key", "dave"]
     assert run(*args).exit_code == 2
     monkeypatch.setenv("RECEIPT_LEDGER_PASSPHRASE", "wrong")
     assert run(*args).exit_code == 2
@@ -177,10 +205,12 @@ def test_bad_inputs_are_one_line_and_exit_2(repo: Path) -> None:
     setup_keys()
     cases = [
         ("record", "T-1", "--tier", "human", "--verdict", "pass", "--key", "alice", "--config", "missing.toml"),
-        ("record", "T-1", "--tier", "human", "--verdict", "pass", "--key", "alice", "--config", "contract.toml", "--evidence", "nope"),
-        ("record", "bad task", "--tier", "human", "--verdict", "pass", "--key", "alice", "--config", "contract.toml"),
-        ("record", "T-1", "--tier", "human", "--verdict", "pass", "--key", "nobody", "--config", "contract.toml"),
-        ("record", "T-1", "--tier", "human", "--verdict", "pass", "--key", "alice", "--config", "contract.toml", "--input", "no-such-rev"),
+        ("record", "T-1", "--tier", "human", "--verdict", "pass", "--key", "alice", "--evidence", "nope"),
+        ("record", "bad task", "--tier", "human", "--verdict", "pass", "--key", "alice", "--config", ".ledger/contracts/T-1.toml"),
+        ("record", "T-1", "--tier", "human", "--verdict", "pass", "--key", "nobody"),
+        ("record", "T-1", "--tier", "human", "--verdict", "pass", "--key", "alice", "--input", "no-such-rev"),
+        ("check", "T-2", "--key", "ci"),
+        ("check", "T-1", "--key", "ci", "--contract", "a.txt"),
         ("show", "blake3:" + "0" * 64),
         ("verify",),
     ]
@@ -193,7 +223,7 @@ def test_bad_inputs_are_one_line_and_exit_2(repo: Path) -> None:
 def test_log_and_show(repo: Path) -> None:
     setup_keys()
     record_all()
-    rows = json.loads(run("log", "--json", "--task", "T-1").stdout)
+    rows = [r for r in json.loads(run("log", "--json", "--task", "T-1").stdout) if r["kind"] == "tier_record"]
     assert [r["summary"] for r in rows] == ["deterministic pass", "judge pass", "human pass"]
     shown = json.loads(run("show", rows[0]["hash"], "--json").stdout)
     assert shown["body"]["tier"] == "deterministic" and shown["entry"]["kind"] == "tier_record"
@@ -211,12 +241,13 @@ def test_concurrent_writers_produce_one_linear_chain(repo: Path, tmp_path: Path)
         "    record_tier(l, task_id='W-' + sys.argv[2], tier=r.Tier.DETERMINISTIC, verdict=r.Verdict.PASS, signer=s,\n"
         "                config_hash=r.config_hash(b'c'), input_hash=c)\n"
     )
+    before = len(json.loads(run("log", "--json").stdout))
     procs = [subprocess.Popen([sys.executable, "-c", code, str(repo / ".ledger"), str(w)], env=env) for w in range(4)]
     assert all(p.wait(timeout=120) == 0 for p in procs)
     res = run("verify", "--chain", "--json")
     doc = json.loads(res.stdout)
-    assert res.exit_code == 0 and doc["entries"] == 5 + 160, doc
+    assert res.exit_code == 0 and doc["entries"] == before + 160, doc
     rows = json.loads(run("log", "--json").stdout)
-    assert [r["seq"] for r in rows] == list(range(165))
+    assert [r["seq"] for r in rows] == list(range(before + 160))
     for w in range(4):
         assert sum(1 for r in rows if r["task"] == "W-%d" % w) == 40

@@ -11,8 +11,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from receipts import (
+    CHECK_RESULT_FORMAT,
+    CHECK_RESULT_MEDIA_TYPE,
     LADDER,
+    SNAPSHOT_FORMAT,
+    SNAPSHOT_MEDIA_TYPE,
     ContentHasher,
+    Contract,
+    ContractRevision,
     Digest,
     Entry,
     EntryKind,
@@ -27,16 +33,23 @@ from receipts import (
     Role,
     Tier,
     TierRecord,
+    Verdict,
     body_hash,
+    content_digest,
+    contract_roles,
     decode_body,
     decode_entry,
+    derive_deterministic,
     derive_merge_eligible,
     entry_hash,
     entry_signed_bytes,
     evidence_list_hash,
     namespace_for,
+    parse_evidence_json,
     required_role,
+    sshsig_namespace,
     sshsig_verify,
+    weakenings,
 )
 
 from ._errors import CannotVerify, VerificationFailed
@@ -86,6 +99,8 @@ class Result:
     eligibility_reasons: tuple[str, ...] = ()
     tiers: tuple[TierLine, ...] = ()
     entries_checked: int = 0
+    weakenings: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -93,6 +108,7 @@ class Result:
 
     def as_dict(self) -> dict[str, object]:
         return {
+            "weakenings": list(self.weakenings), "warnings": list(self.warnings),
             "target": self.target, "verified": self.ok, "trust": self.trust, "task": self.task_id,
             "candidate": self.candidate, "merge_eligible_claimed": self.claimed_eligible,
             "merge_eligible_derived": self.derived_eligible, "eligibility_reasons": list(self.eligibility_reasons),
@@ -134,6 +150,9 @@ class _Walk:
     expected_seq: int = 0
     bodies: dict[bytes, tuple[Entry, object]] = field(default_factory=dict)
     signers: dict[bytes, str] = field(default_factory=dict)
+    latest_contract: dict[str, tuple[ContractRevision, Contract]] = field(default_factory=dict)
+    contracts: dict[tuple[str, bytes], Contract] = field(default_factory=dict)
+    weakened: list[tuple[str, str]] = field(default_factory=list)  # (task, description)
 
     def defect(self, code: str, message: str, seq: int | None) -> None:
         self.defects.append(Defect(code, message, seq))
@@ -182,7 +201,9 @@ class _Walk:
         if self.keyring is None:
             self.defect("no-genesis", "entry %d comes before any valid genesis entry" % seq, seq)
             return
-        if check_signature or entry.kind in (EntryKind.GENESIS, EntryKind.KEY_ADD, EntryKind.KEY_REVOKE):
+        if isinstance(body, ContractRevision):
+            self._contract(entry, body)
+        elif check_signature or entry.kind in (EntryKind.GENESIS, EntryKind.KEY_ADD, EntryKind.KEY_REVOKE):
             self.check_signature(entry, body)
         # 2f. Keyring changes take effect for the entries after this one.
         try:
@@ -194,20 +215,52 @@ class _Walk:
             self.defect("keyring-change", "entry %d: %s" % (seq, exc), seq)
         self.bodies.setdefault(entry.body_hash.value, (entry, body))
 
-    def check_signature(self, entry: Entry, body: object) -> None:
+    def _contract(self, entry: Entry, body: ContractRevision) -> None:
+        # A revision that lowers the bar must be an admin's; it is listed, naming the signer.
+        try:
+            contract = body.parse()
+        except ReceiptsError as exc:
+            self.defect("body-malformed", "entry %d: contract does not parse: %s" % (entry.seq, exc), entry.seq)
+            return
+        prev = self.latest_contract.get(body.task_id)
+        if body.previous != (prev[0].config_hash if prev else None):
+            self.defect("contract-previous", "entry %d: contract revision of %s does not name the revision it replaces" % (entry.seq, body.task_id), entry.seq)
+        lowered = weakenings(prev[1], contract) if prev else ()
+        signer = self.check_signature(entry, body, contract_roles(bool(lowered)))
+        if lowered:
+            self.weakened.append((body.task_id, "entry %d: %s weakened the contract of %s: %s" % (
+                entry.seq, signer or entry.signer, body.task_id, "; ".join(lowered))))
+        self.latest_contract[body.task_id] = (body, contract)
+        self.contracts[(body.task_id, body.config_hash.value)] = contract
+
+    def check_signature(self, entry: Entry, body: object, roles: tuple[Role, ...] | None = None) -> str | None:
+        """Check the entry's signer and signature; return the signer's label if both hold."""
         assert self.keyring is not None
-        role = required_role(entry.kind, body)  # type: ignore[arg-type]
+        if roles is None:
+            roles = (required_role(entry.kind, body),)  # type: ignore[arg-type]
+        try:
+            claimed = sshsig_namespace(entry.signature)
+        except ReceiptsError as exc:
+            self.defect("signature-invalid", "entry %d: %s" % (entry.seq, exc), entry.seq)
+            return None
+        role = next((r for r in roles if namespace_for(r) == claimed), None)
+        if role is None:
+            self.defect("signer-unauthorized", "entry %d is signed in namespace %r; it needs %s" % (
+                entry.seq, claimed, " or ".join(namespace_for(r) for r in roles)), entry.seq)
+            return None
         try:
             state = self.keyring.authorize(entry.signer, role, entry.seq, entry.time)
         except KeyringError as exc:
             self.defect("signer-unauthorized", "entry %d: %s" % (entry.seq, exc), entry.seq)
-            return
+            return None
         try:
             sshsig_verify(state.spec.public_key, namespace_for(role), entry_signed_bytes(entry), entry.signature)
         except ReceiptsError as exc:
             self.defect("signature-invalid", "entry %d: signature by %s: %s" % (entry.seq, state.spec.name, exc), entry.seq)
-            return
-        self.signers[entry.body_hash.value] = "%s (%s)" % (state.spec.name, state.key_id)
+            return None
+        label = "%s (%s)" % (state.spec.name, state.key_id)
+        self.signers[entry.body_hash.value] = label
+        return label
 
     def _lose_link(self, stored: StoredEntry) -> None:
         # An undecodable entry still occupies its place; carry its stored hash so the next link is judged.
@@ -251,6 +304,42 @@ def _check_evidence(source: LedgerSource, record: TierRecord, tier: Tier, defect
             defects.append(Defect("evidence-altered", "tier %s: evidence %s no longer hashes to %s" % (tier, ref.check_id, ref.digest.short()), seq))
 
 
+def _evidence_json(source: LedgerSource, digest: Digest, fmt: str) -> dict[str, object] | None:
+    handle = source.open_blob(digest)
+    if handle is None:
+        return None
+    with handle:
+        data = handle.read((4 << 20) + 1)
+    if content_digest(data) != digest:
+        return None  # step 6 reports the altered blob; its content is not used
+    try:
+        return parse_evidence_json(data, fmt)
+    except ReceiptsError:
+        return None
+
+
+def _rederive_deterministic(source: LedgerSource, record: TierRecord, contract: Contract) -> tuple[Verdict, tuple[str, ...], tuple[str, ...]]:
+    snapshot = None
+    results: dict[str, dict[str, object]] = {}
+    seen: set[str] = set()
+    for ref in record.evidence:
+        if ref.check_id == "snapshot" and ref.media_type == SNAPSHOT_MEDIA_TYPE:
+            snapshot = _evidence_json(source, ref.digest, SNAPSHOT_FORMAT)
+        elif ref.check_id.startswith("check:") and ref.media_type == CHECK_RESULT_MEDIA_TYPE:
+            check_id = ref.check_id[6:]
+            doc = _evidence_json(source, ref.digest, CHECK_RESULT_FORMAT)
+            if check_id in seen:
+                results.pop(check_id, None)  # two results for one check: neither is believed
+                continue
+            seen.add(check_id)
+            if doc is not None and doc.get("id") == check_id:
+                results[check_id] = doc
+    if snapshot is not None and snapshot.get("candidate") != str(record.input_hash):
+        return Verdict.FAIL, ("the recorded snapshot is of a different candidate",), ()
+    outcome = derive_deterministic(contract, results, snapshot)
+    return outcome.verdict, outcome.reasons, outcome.warnings
+
+
 def verify_receipt(source: LedgerSource, target: str, trust: TrustRoot | None = None) -> Result:
     """Verify one receipt; the result lists every defect found. Raises `CannotVerify` only
     when the check cannot run at all."""
@@ -269,6 +358,15 @@ def verify_receipt(source: LedgerSource, target: str, trust: TrustRoot | None = 
     if not isinstance(receipt, LadderReceipt):
         defects.append(Defect("receipt-malformed", "the receipt entry could not be read", stored_receipt.seq))
         return Result(target, tuple(defects), _trust_label(trust, walk.keyring), entries_checked=count)
+    # 5a. The receipt's config is a registered contract of its task, and it requires every tier that contract requires.
+    contract = walk.contracts.get((receipt.task_id, receipt.config_hash.value))
+    if contract is None:
+        defects.append(Defect("config-unregistered", "config %s is not a registered contract of %s" % (receipt.config_hash.short(), receipt.task_id), stored_receipt.seq))
+    else:
+        for tier in contract.required_tiers:
+            if tier not in receipt.required:
+                defects.append(Defect("required-weakened", "the contract requires tier %s but the receipt does not" % tier, stored_receipt.seq))
+    warnings: list[str] = []
     # 4. Every tier entry resolves to a tier record earlier in the chain, signed by a key with that tier's role.
     records: dict[Digest, TierRecord] = {}
     lines: list[TierLine] = []
@@ -303,6 +401,17 @@ def verify_receipt(source: LedgerSource, target: str, trust: TrustRoot | None = 
             defects.append(Defect("record-config", "tier %s record is under config %s, not %s" % (tier, rec.config_hash.short(), receipt.config_hash.short()), rec_entry.seq))
         # 6. Its evidence list re-hashes, and every blob exists and re-hashes to its digest.
         _check_evidence(source, rec, tier, defects, rec_entry.seq)
+        # 6b. A deterministic verdict must follow from its recorded evidence under its contract.
+        if tier is Tier.DETERMINISTIC and rec.tier is Tier.DETERMINISTIC:
+            rec_contract = walk.contracts.get((rec.task_id, rec.config_hash.value))
+            if rec_contract is None:
+                defects.append(Defect("config-unregistered", "the deterministic record's config is not a registered contract", rec_entry.seq))
+            else:
+                derived_verdict, why, warned = _rederive_deterministic(source, rec, rec_contract)
+                warnings.extend(warned)
+                if (derived_verdict is Verdict.PASS) != (rec.verdict is Verdict.PASS):
+                    defects.append(Defect("verdict-not-entailed", "the deterministic record says %s but its evidence entails %s: %s" % (
+                        rec.verdict, derived_verdict, "; ".join(why) or "all checks passed"), rec_entry.seq))
         records[slot.record] = rec
         lines.append(TierLine(tier, required, rec.verdict.value, str(slot.record), walk.signers.get(slot.record.value), "%d evidence item(s)" % len(rec.evidence)))
     # 7. merge_eligible is derived again with the sealer's rule and must equal the claim.
@@ -317,6 +426,7 @@ def verify_receipt(source: LedgerSource, target: str, trust: TrustRoot | None = 
         target=target, defects=tuple(defects), trust=_trust_label(trust, walk.keyring), task_id=receipt.task_id,
         candidate=str(receipt.input_hash), claimed_eligible=receipt.merge_eligible, derived_eligible=derived.eligible,
         eligibility_reasons=derived.reasons, tiers=tuple(lines), entries_checked=count,
+        weakenings=tuple(d for t, d in walk.weakened if t == receipt.task_id), warnings=tuple(warnings),
     )
 
 

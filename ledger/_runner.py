@@ -1,0 +1,121 @@
+"""The deterministic tier runner: snapshot the candidate, evaluate every signal of the
+contract, store what happened as evidence, and seal a signed tier record."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from receipts import (
+    CHECK_RESULT_MEDIA_TYPE,
+    SNAPSHOT_MEDIA_TYPE,
+    Contract,
+    EvidenceRef,
+    Outcome,
+    ReceiptsError,
+    Signer,
+    Tier,
+    TierRecord,
+    check_evidence_id,
+    config_hash,
+    derive_check,
+    derive_deterministic,
+    new_tier_record,
+)
+
+from ._errors import InputError
+from ._ops import VERSION, environment_digest, register_contract
+from ._redact import Redactor
+from ._signals import Context, evaluate
+from ._snapshot import Snapshot, take_snapshot
+from ._store import Appended, Store
+
+__all__ = ["CheckRun", "run_deterministic", "RUNNER_NAME"]
+
+RUNNER_NAME = "receipt-ledger deterministic runner"
+
+
+@dataclass(frozen=True, slots=True)
+class CheckRun:
+    record: TierRecord
+    appended: Appended
+    outcome: Outcome
+    rows: tuple[tuple[str, str, str, str], ...]  # check id, pass/fail, reason, result digest
+    snapshot: Snapshot
+    contract_entry: Appended | None
+
+
+def _put_json(store: Store, doc: dict[str, Any], check_id: str, media_type: str) -> tuple[EvidenceRef, dict[str, Any]]:
+    data = json.dumps(doc, sort_keys=True, indent=1).encode("utf-8")
+    digest, size = store.put_blob_stream(io.BytesIO(data))
+    # Decide on exactly what was stored, as the verifier will re-read it.
+    return EvidenceRef(check_id, digest, size, media_type), json.loads(data)
+
+
+def run_deterministic(
+    store: Store,
+    *,
+    repo: Path,
+    task_id: str,
+    contract_bytes: bytes,
+    source: str,
+    signer: Signer,
+    base: str | None = None,
+    allow_dirty: bool = False,
+    environ: dict[str, str] | None = None,
+    on_check: Callable[[str], None] | None = None,
+) -> CheckRun:
+    contract, contract_entry = register_contract(store, task_id, contract_bytes, signer, source)
+    subtasks = _subtasks(store, contract)
+    snapshot = take_snapshot(repo, contract, base=base, allow_dirty=allow_dirty, subtasks=subtasks)
+    refs: list[EvidenceRef] = []
+    diff_digest, diff_size = store.put_blob_stream(io.BytesIO(snapshot.diff))
+    refs.append(EvidenceRef("diff", diff_digest, diff_size, "text/x-diff"))
+    dirty_digest = None
+    if snapshot.dirty is not None:
+        dirty_digest, dirty_size = store.put_blob_stream(io.BytesIO(snapshot.dirty))
+        refs.append(EvidenceRef("dirty", dirty_digest, dirty_size, "application/octet-stream"))
+    snap_ref, snap_doc = _put_json(store, snapshot.document(diff_digest, dirty_digest), "snapshot", SNAPSHOT_MEDIA_TYPE)
+    refs.append(snap_ref)
+    env = dict(os.environ if environ is None else environ)
+    ctx = Context(repo=repo, contract=contract, store=store, redactor=Redactor(contract.secret_env, env),
+                  deadline=time.monotonic() + contract.total_timeout_s, environ=env)
+    results: dict[str, dict[str, Any]] = {}
+    rows = []
+    for check in contract.checks:
+        if on_check is not None:
+            on_check(check.id)
+        evaluated = evaluate(ctx, check)
+        refs.extend(evaluated.refs)
+        ref, stored = _put_json(store, evaluated.result, check_evidence_id(check.id), CHECK_RESULT_MEDIA_TYPE)
+        refs.append(ref)
+        results[check.id] = stored
+        ok, why = derive_check(check, stored)
+        rows.append((check.id, "pass" if ok else "fail", why, ref.digest.short()))
+    outcome = derive_deterministic(contract, results, snap_doc)
+    try:
+        record = new_tier_record(
+            task_id=task_id, tier=Tier.DETERMINISTIC, config_hash=config_hash(contract_bytes), input_hash=snapshot.candidate,
+            evidence=tuple(refs), verdict=outcome.verdict, verifier=RUNNER_NAME, verifier_version=VERSION,
+            environment=environment_digest(), created=int(time.time()),
+        )
+    except ReceiptsError as exc:
+        raise InputError(str(exc)) from None
+    appended = store.append(record, signer)
+    return CheckRun(record, appended, outcome, tuple(rows), snapshot, contract_entry)
+
+
+def _subtasks(store: Store, contract: Contract) -> tuple[str, ...]:
+    latest: dict[str, Contract] = {}
+    for _, revision in store.contract_revisions():
+        try:
+            latest[revision.task_id] = revision.parse()
+        except ReceiptsError:
+            continue
+    return tuple(sorted(t for t, c in latest.items() if c.parent == contract.task_id))

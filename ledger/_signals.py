@@ -1,0 +1,289 @@
+"""Completion signals, each evaluated for real: the facts a check produced, captured as
+evidence. The verdict of a check is not decided here but by `receipts.derive_check`,
+the same rule the verifier uses."""
+
+from __future__ import annotations
+
+import fnmatch
+import glob
+import io
+import json
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import time
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from receipts import CHECK_RESULT_FORMAT, Check, Contract, EvidenceRef, content_digest, declared_params
+
+from ._redact import Redactor
+from ._snapshot import git, worktree_roots
+from ._store import Store
+
+__all__ = ["Context", "Evaluated", "evaluate"]
+
+_GLOB = re.compile(r"[*?\[]")
+_MAX_MATCHES = 100
+
+
+@dataclass
+class Context:
+    repo: Path
+    contract: Contract
+    store: Store
+    redactor: Redactor
+    deadline: float
+    environ: dict[str, str]
+    _worktrees: list[Path] | None = None
+
+    def worktrees(self) -> list[Path]:
+        if self._worktrees is None:
+            self._worktrees = worktree_roots(self.repo)
+        return self._worktrees
+
+
+@dataclass
+class Evaluated:
+    result: dict[str, Any]
+    refs: list[EvidenceRef] = field(default_factory=list)
+
+
+def _resolve(ctx: Context, value: str) -> tuple[str | None, str | None]:
+    """(repository-relative path, the worktree path it was translated from). A path that
+    lives in a linked worktree is checked in the main checkout: the worktree will go."""
+    repo = ctx.repo.resolve()
+    p = Path(value)
+    translated = None
+    if p.is_absolute():
+        resolved = Path(os.path.normpath(p))
+        for root in ctx.worktrees():
+            root = root.resolve()
+            if resolved.is_relative_to(root):
+                translated, resolved = value, repo / resolved.relative_to(root)
+                break
+        if not resolved.is_relative_to(repo):
+            return None, translated
+        rel = resolved.relative_to(repo).as_posix()
+    else:
+        rel = os.path.normpath(value)
+        if rel == ".." or rel.startswith("../") or rel.startswith("/"):
+            return None, None
+    if rel == ".git" or rel.startswith(".git/"):
+        return None, translated
+    return rel, translated
+
+
+def _path_exists(ctx: Context, check: Check) -> dict[str, Any]:
+    value = str(check.param("path"))
+    rel, translated = _resolve(ctx, value)
+    if rel is None:
+        return {"path": value, "checked": None, "translated_from": translated, "escaped": True, "exists": False, "matches": []}
+    if _GLOB.search(rel):
+        matches = sorted(os.path.relpath(m, ctx.repo) for m in glob.glob(str(ctx.repo / rel), recursive=True))
+        matches = [m for m in matches if not m.startswith(".git/")]
+    else:
+        matches = [rel] if os.path.lexists(ctx.repo / rel) else []
+    return {"path": value, "checked": rel, "translated_from": translated, "escaped": False, "exists": bool(matches), "matches": matches[:_MAX_MATCHES]}
+
+
+def _scrubbed_env(ctx: Context, check: Check) -> dict[str, str]:
+    env = {"PATH": ctx.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"), "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
+    for name in ("HOME", "TMPDIR", "VIRTUAL_ENV"):
+        if name in ctx.environ:
+            env[name] = ctx.environ[name]
+    for name in list(check.param("env", ())) + list(ctx.contract.secret_env):
+        if name in ctx.environ:
+            env[str(name)] = ctx.environ[name]
+    return env
+
+
+def _store_stream(ctx: Context, raw: Path, check: Check, stream: str, out: Evaluated) -> tuple[str, list[dict[str, object]]]:
+    with tempfile.TemporaryFile() as clean, raw.open("rb") as src:
+        redactions = ctx.redactor.copy(src, clean)
+        clean.seek(0)
+        digest, size = ctx.store.put_blob_stream(clean)
+    out.refs.append(EvidenceRef("check:%s:%s" % (check.id, stream), digest, size, "text/plain"))
+    return str(digest), [r.as_dict(stream) for r in redactions]
+
+
+def _run(ctx: Context, check: Check, command: Any, shell: bool, timeout: float, out: Evaluated, label: str) -> dict[str, Any]:
+    argv = ["/bin/sh", "-c", command] if shell else list(command)
+    facts: dict[str, Any] = {"command": command, "shell": shell, "timeout_s": round(timeout, 3), "exit_code": None,
+                             "timed_out": False, "error": None}
+    with tempfile.TemporaryDirectory(prefix="receipt-ledger-run-") as tmp:
+        stdout, stderr = Path(tmp) / "stdout", Path(tmp) / "stderr"
+        started = time.monotonic()
+        with stdout.open("wb") as so, stderr.open("wb") as se:
+            try:
+                proc = subprocess.Popen(argv, cwd=ctx.repo, env=_scrubbed_env(ctx, check), stdout=so, stderr=se,
+                                        stdin=subprocess.DEVNULL, start_new_session=True)
+            except OSError as exc:
+                facts["error"] = "%s: %s" % (argv[0], exc.strerror or exc)
+                proc = None
+            if proc is not None:
+                try:
+                    facts["exit_code"] = proc.wait(timeout=max(timeout, 0.001))
+                except subprocess.TimeoutExpired:
+                    facts["timed_out"] = True
+                    # The whole process group: a test runner's children must not outlive it.
+                    try:
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                    proc.wait()
+        facts["duration_ms"] = int((time.monotonic() - started) * 1000)
+        streams, redactions = {}, []
+        for name, path in (("stdout", stdout), ("stderr", stderr)):
+            streams[name], found = _store_stream(ctx, path, check, label + name, out)
+            redactions += found
+    facts["streams"] = streams
+    facts["redactions"] = redactions
+    return facts
+
+
+def _timeout(ctx: Context, check: Check) -> float:
+    declared = check.param("timeout_s", ctx.contract.check_timeout_s)
+    return max(0.0, min(float(declared), ctx.deadline - time.monotonic()))
+
+
+def _test_passes(ctx: Context, check: Check, out: Evaluated) -> dict[str, Any]:
+    return _run(ctx, check, declared_params(check)["command"], bool(check.param("shell", False)), _timeout(ctx, check), out, "")
+
+
+def _read(ctx: Context, value: str) -> tuple[str | None, bytes | None]:
+    rel, _ = _resolve(ctx, value)
+    if rel is None:
+        return None, None
+    try:
+        return rel, (ctx.repo / rel).read_bytes()
+    except OSError:
+        return rel, None
+
+
+def _file_contains(ctx: Context, check: Check) -> dict[str, Any]:
+    rel, data = _read(ctx, str(check.param("path")))
+    facts: dict[str, Any] = {"path": check.param("path"), "file_digest": None, "matched": False, "line": None, "column": None}
+    if data is None:
+        return facts
+    facts["file_digest"] = str(content_digest(data))
+    text = data.decode("utf-8", "replace")
+    literal, regex = check.param("literal"), check.param("regex")
+    if literal is not None:
+        pos = text.find(str(literal))
+    else:
+        try:
+            m = re.search(str(regex), text, re.MULTILINE)
+        except re.error as exc:
+            facts["error"] = "bad regex: %s" % exc
+            return facts
+        pos = m.start() if m else -1
+    if pos >= 0:
+        facts.update(matched=True, line=text.count("\n", 0, pos) + 1, column=pos - (text.rfind("\n", 0, pos) + 1) + 1)
+    return facts
+
+
+def _absence(ctx: Context, check: Check, out: Evaluated) -> dict[str, Any]:
+    literal, regex = check.param("literal"), check.param("regex")
+    scope = [str(p) for p in (check.param("paths") or ([check.param("path_glob")] if check.param("path_glob") else ["*"]))]
+    facts: dict[str, Any] = {"pattern": literal if literal is not None else regex, "mode": "literal" if literal is not None else "regex",
+                             "scope": scope, "files_searched": 0, "matches": [], "completed": False}
+    try:
+        pattern = re.compile(re.escape(str(literal)) if literal is not None else str(regex))
+        tracked = git(ctx.repo, "ls-files", "-z").decode("utf-8", "surrogateescape").split("\0")
+        coverage = []
+        for path in sorted(p for p in tracked if p and any(fnmatch.fnmatch(p, g) for g in scope)):
+            try:
+                data = (ctx.repo / path).read_bytes()
+            except OSError:
+                continue  # deleted in the working tree: not searched, so not counted
+            coverage.append({"path": path, "digest": str(content_digest(data))})
+            for n, line in enumerate(data.decode("utf-8", "replace").splitlines(), start=1):
+                if pattern.search(line) and len(facts["matches"]) < _MAX_MATCHES:
+                    facts["matches"].append("%s:%d" % (path, n))
+        facts["files_searched"] = len(coverage)
+        blob = json.dumps({"scope": scope, "files": coverage}, sort_keys=True, indent=1).encode()
+        digest, size = ctx.store.put_blob_stream(io.BytesIO(blob))
+        out.refs.append(EvidenceRef("check:%s:coverage" % check.id, digest, size, "application/json"))
+        facts["coverage"] = str(digest)
+        facts["completed"] = True
+    except (re.error, OSError) as exc:
+        facts["error"] = str(exc)
+    return facts
+
+
+def _load_doc(path: str, data: bytes) -> Any:
+    if path.endswith(".toml"):
+        return tomllib.loads(data.decode("utf-8"))
+    return json.loads(data.decode("utf-8"))
+
+
+def _schema_valid(ctx: Context, check: Check) -> dict[str, Any]:
+    import jsonschema
+
+    facts: dict[str, Any] = {"path": check.param("path"), "schema": check.param("schema"), "artifact_digest": None,
+                             "schema_digest": None, "valid": False, "errors": []}
+    _, artifact = _read(ctx, str(check.param("path")))
+    _, schema_bytes = _read(ctx, str(check.param("schema")))
+    if artifact is None or schema_bytes is None:
+        facts["errors"] = ["%s is missing" % ("artifact" if artifact is None else "schema")]
+        return facts
+    facts["artifact_digest"], facts["schema_digest"] = str(content_digest(artifact)), str(content_digest(schema_bytes))
+    try:
+        doc = _load_doc(str(check.param("path")), artifact)
+        schema = json.loads(schema_bytes.decode("utf-8"))
+        validator_cls = jsonschema.validators.validator_for(schema)
+        validator_cls.check_schema(schema)
+        errors = sorted(validator_cls(schema).iter_errors(doc), key=lambda e: list(e.absolute_path))
+    except (ValueError, UnicodeDecodeError, tomllib.TOMLDecodeError, jsonschema.SchemaError) as exc:
+        facts["errors"] = ["cannot validate: %s" % str(exc).splitlines()[0]]
+        return facts
+    facts["errors"] = ["%s: %s" % ("/".join(str(p) for p in e.absolute_path) or "(root)", e.message) for e in errors[:20]]
+    facts["valid"] = not errors
+    return facts
+
+
+def _artifact_digest(ctx: Context, check: Check) -> str | None:
+    _, data = _read(ctx, str(check.param("path")))
+    return None if data is None else str(content_digest(data))
+
+
+def _hash_stable(ctx: Context, check: Check, out: Evaluated) -> dict[str, Any]:
+    if check.param("digest") is not None:
+        return {"path": check.param("path"), "mode": "pinned", "digests": [_artifact_digest(ctx, check)], "builds": []}
+    builds, digests = [], []
+    command = declared_params(check)["command"]
+    for n in (1, 2):
+        facts = _run(ctx, check, command, isinstance(command, str), _timeout(ctx, check), out, "build%d-" % n)
+        builds.append(facts)
+        ok = facts["exit_code"] == 0 and not facts["timed_out"]
+        digests.append(_artifact_digest(ctx, check) if ok else None)
+    return {"path": check.param("path"), "mode": "rebuild", "digests": digests, "builds": builds}
+
+
+def evaluate(ctx: Context, check: Check) -> Evaluated:
+    """Run one check and capture what it did. Unknown types produce no facts, which the
+    verdict rule reads as a fail with the reason."""
+    out = Evaluated(result={})
+    started = int(time.time())
+    if check.type == "path_exists":
+        facts = _path_exists(ctx, check)
+    elif check.type == "test_passes":
+        facts = _test_passes(ctx, check, out)
+    elif check.type == "file_contains":
+        facts = _file_contains(ctx, check)
+    elif check.type == "absence_verified":
+        facts = _absence(ctx, check, out)
+    elif check.type == "schema_valid":
+        facts = _schema_valid(ctx, check)
+    elif check.type == "hash_stable":
+        facts = _hash_stable(ctx, check, out)
+    else:
+        facts = {}
+    out.result = {"format": CHECK_RESULT_FORMAT, "id": check.id, "type": check.type, "declared": declared_params(check),
+                  "facts": facts, "started": started}
+    return out

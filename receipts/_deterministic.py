@@ -1,0 +1,193 @@
+"""The deterministic tier's evidence formats and its verdict rule.
+
+The runner captures facts (an exit code, whether a path existed, which files a search
+covered) into JSON evidence; the rule below turns facts into a verdict. The runner
+decides with this rule and the verifier re-derives with it from the stored evidence,
+so a record whose verdict does not follow from its evidence is caught.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ._contract import Check, Contract
+from ._errors import FormatError
+from ._model import Verdict
+
+__all__ = [
+    "CHECK_RESULT_FORMAT",
+    "SNAPSHOT_FORMAT",
+    "CHECK_RESULT_MEDIA_TYPE",
+    "SNAPSHOT_MEDIA_TYPE",
+    "NON_TRIVIAL_SIGNALS",
+    "Outcome",
+    "declared_params",
+    "check_evidence_id",
+    "parse_evidence_json",
+    "derive_check",
+    "derive_deterministic",
+]
+
+CHECK_RESULT_FORMAT = "receipt-ledger/check-result/v1"
+SNAPSHOT_FORMAT = "receipt-ledger/snapshot/v1"
+CHECK_RESULT_MEDIA_TYPE = "application/vnd.receipt-ledger.check-result+json"
+SNAPSHOT_MEDIA_TYPE = "application/vnd.receipt-ledger.snapshot+json"
+# Signals that show real work happened when nothing else is attributed to a task.
+NON_TRIVIAL_SIGNALS = frozenset({"test_passes", "schema_valid", "hash_stable"})
+MAX_EVIDENCE_JSON = 4 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    verdict: Verdict
+    reasons: tuple[str, ...]
+    warnings: tuple[str, ...]
+
+
+def check_evidence_id(check_id: str) -> str:
+    return "check:" + check_id
+
+
+def _thaw(value: Any) -> Any:
+    if isinstance(value, tuple) and all(isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], str) for v in value) and value:
+        return {k: _thaw(v) for k, v in value}
+    if isinstance(value, tuple):
+        return [_thaw(v) for v in value]
+    return value
+
+
+def declared_params(check: Check) -> dict[str, Any]:
+    """A check's parameters as JSON values, exactly as the contract declares them."""
+    return {k: _thaw(v) for k, v in check.params}
+
+
+def parse_evidence_json(data: bytes, expected_format: str) -> dict[str, Any]:
+    if len(data) > MAX_EVIDENCE_JSON:
+        raise FormatError("evidence JSON larger than %d bytes" % MAX_EVIDENCE_JSON)
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise FormatError("evidence is not JSON: %s" % exc) from None
+    if not isinstance(doc, dict) or doc.get("format") != expected_format:
+        raise FormatError("evidence is not a %s document" % expected_format)
+    return doc
+
+
+def _fact(facts: Mapping[str, Any], name: str, kind: type | tuple[type, ...]) -> Any:
+    value = facts.get(name)
+    if isinstance(value, bool) and kind is not bool and not (isinstance(kind, tuple) and bool in kind):
+        raise FormatError("fact %s has the wrong type" % name)
+    if not isinstance(value, kind):
+        raise FormatError("fact %s is missing or has the wrong type" % name)
+    return value
+
+
+def _derive_facts(check: Check, facts: Mapping[str, Any]) -> tuple[bool, str]:
+    t = check.type
+    if t == "path_exists":
+        if _fact(facts, "escaped", bool):
+            return False, "path %s is outside the repository" % check.param("path")
+        if _fact(facts, "exists", bool) and _fact(facts, "matches", list):
+            return True, "exists: %s" % ", ".join(str(m) for m in facts["matches"][:5])
+        where = facts.get("checked")
+        note = " (translated from worktree path %s)" % facts["translated_from"] if facts.get("translated_from") else ""
+        return False, "%s does not exist in the main checkout%s" % (where or check.param("path"), note)
+    if t == "test_passes":
+        if _fact(facts, "timed_out", bool):
+            return False, "timed out after %s s" % facts.get("timeout_s")
+        if facts.get("error"):
+            return False, "could not run: %s" % facts["error"]
+        code = _fact(facts, "exit_code", int)
+        return (code == 0), "exit code %d" % code
+    if t == "file_contains":
+        if _fact(facts, "file_digest", (str, type(None))) is None:
+            return False, "%s does not exist" % check.param("path")
+        if _fact(facts, "matched", bool):
+            return True, "found at line %s" % facts.get("line")
+        return False, "no match in %s" % check.param("path")
+    if t == "absence_verified":
+        if not _fact(facts, "completed", bool):
+            return False, "the search did not complete"
+        searched = _fact(facts, "files_searched", int)
+        matches = _fact(facts, "matches", list)
+        if searched <= 0:
+            return False, "the search covered no files: absence not shown"
+        if matches:
+            return False, "found %d match(es), e.g. %s" % (len(matches), matches[0])
+        return True, "absent from %d searched file(s)" % searched
+    if t == "schema_valid":
+        if _fact(facts, "valid", bool) and not _fact(facts, "errors", list):
+            return True, "valid against %s" % check.param("schema")
+        return False, "; ".join(str(e) for e in facts.get("errors") or ["invalid"])[:300]
+    if t == "hash_stable":
+        digests = _fact(facts, "digests", list)
+        if not digests or any(d is None for d in digests):
+            return False, "artifact %s missing" % check.param("path")
+        pinned = check.param("digest")
+        if pinned is not None:
+            return (digests == [pinned]), "digest %s pinned %s" % (digests[0], pinned)
+        if len(digests) != 2:
+            return False, "two builds are needed to show stability"
+        return (digests[0] == digests[1]), "build digests %s" % ("match" if digests[0] == digests[1] else "differ")
+    return False, "unknown signal type %r: cannot be evaluated" % t
+
+
+def derive_check(check: Check, result: Mapping[str, Any] | None) -> tuple[bool, str]:
+    """Whether one check passed, from its recorded result. Anything missing, malformed or
+    recorded for a different check than the contract declares is a fail."""
+    if result is None:
+        return False, "no recorded result"
+    if result.get("id") != check.id or result.get("type") != check.type:
+        return False, "the recorded result is for another check"
+    if result.get("declared") != declared_params(check):
+        return False, "the recorded check is not the one the contract declares"
+    facts = result.get("facts")
+    if not isinstance(facts, dict):
+        return False, "the recorded result has no facts"
+    try:
+        return _derive_facts(check, facts)
+    except FormatError as exc:
+        return False, "malformed facts: %s" % exc
+
+
+def derive_deterministic(contract: Contract, results: Mapping[str, Mapping[str, Any]], snapshot: Mapping[str, Any] | None) -> Outcome:
+    """The deterministic tier's verdict from the contract and the recorded evidence."""
+    reasons: list[str] = []
+    warnings: list[str] = []
+    if snapshot is None:
+        return Outcome(Verdict.FAIL, ("no candidate snapshot was recorded",), ())
+    passed: list[Check] = []
+    for check in contract.checks:
+        ok, why = derive_check(check, results.get(check.id))
+        if ok:
+            passed.append(check)
+        else:
+            reasons.append("%s: %s" % (check.id, why))
+    for item in contract.evidence_required:
+        if item not in results:
+            reasons.append("required evidence %s was not recorded" % item)
+    attribution = snapshot.get("attribution")
+    strength = attribution.get("strength") if isinstance(attribution, dict) else None
+    subtasks = snapshot.get("subtasks") if isinstance(snapshot.get("subtasks"), list) else []
+    if strength not in ("strong", "weak", "none"):
+        reasons.append("the snapshot records no attribution")
+    elif not contract.no_op:
+        if snapshot.get("diff_empty") is not False:
+            reasons.append("empty diff: a %s task changed nothing" % contract.kind)
+        elif strength == "none":
+            reasons.append("nothing is attributed to %s: its checks would grade other work" % contract.task_id)
+        if not contract.checks:
+            reasons.append("the contract declares no checks: nothing was verified")
+        if strength == "weak":
+            warnings.append("weak attribution: only changes to owned files tie this candidate to %s" % contract.task_id)
+    elif strength == "none":
+        if any(c.type in NON_TRIVIAL_SIGNALS for c in passed):
+            warnings.append("nothing attributed to %s; passed on a non-trivial signal: needs human review" % contract.task_id)
+        elif subtasks:
+            warnings.append("planning task passed on the subtasks it created: %s" % ", ".join(str(s) for s in subtasks))
+        else:
+            reasons.append("nothing attributed, no non-trivial signal passed and no subtasks were created")
+    return Outcome(Verdict.FAIL if reasons else Verdict.PASS, tuple(reasons), tuple(warnings))
