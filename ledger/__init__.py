@@ -9,7 +9,9 @@ from ._ops import (
     add_key,
     environment_digest,
     find_ledger_dir,
+    current_contract,
     record_tier,
+    register_contract,
     resolve_candidate,
     revoke_key,
     seal_receipt,
@@ -19,5 +21,5 @@ from ._store import LEDGER_DIRNAME, Appended, Ledger, Store
 __all__ = [
     "LEDGER_DIRNAME", "VERSION", "Appended", "Evidence", "InputError", "Ledger", "LedgerError",
     "Store", "StoreError", "add_key", "environment_digest", "find_ledger_dir", "generate_key_file", "key_dir",
-    "key_path", "load_signer", "record_tier", "resolve_candidate", "revoke_key", "seal_receipt",
+    "key_path", "load_signer", "record_tier", "register_contract", "current_contract", "resolve_candidate", "revoke_key", "seal_receipt",
 ]

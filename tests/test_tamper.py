@@ -13,7 +13,7 @@ import pytest
 
 import receipts as r
 from conftest import (
-    ADMIN_ID, OTHER_CANDIDATE, SIGNERS, Row, Sample, build_sample, find_row, read_rows, run_cli, write_rows,
+    ADMIN_ID, OTHER_CANDIDATE, SIGNERS, TASK, Row, Sample, build_sample, find_row, read_rows, run_cli, write_rows,
 )
 from verify import LedgerSource, TrustRoot, verify_receipt
 
@@ -318,4 +318,75 @@ def _backdated(tmp: Path) -> Sample:
     i = find_row(rows, s.records[r.Tier.DETERMINISTIC])
     rows[i].entry = dataclasses.replace(rows[i].entry, time=rows[i - 1].entry.time - 3600)
     write_rows(s.root, rows, resign_from=i)
+    return s
+
+
+def _deterministic_forgery(tmp: Path, forge_evidence: Callable[[Sample, r.TierRecord], tuple[r.EvidenceRef, ...]] | None) -> Sample:
+    s = build_sample(tmp, verdicts={r.Tier.DETERMINISTIC: r.Verdict.FAIL, r.Tier.JUDGE: r.Verdict.PASS, r.Tier.HUMAN: r.Verdict.PASS})
+    rows = read_rows(s.root)
+    i = find_row(rows, s.records[r.Tier.DETERMINISTIC])
+    rec = _record_body(rows, i)
+    evidence = forge_evidence(s, rec) if forge_evidence else rec.evidence
+    forged = dataclasses.replace(rec, verdict=r.Verdict.PASS, evidence=evidence, evidence_hash=r.evidence_list_hash(evidence))
+    _replace_body(rows, i, forged)
+    _retarget_receipt(rows, s.records[r.Tier.DETERMINISTIC], r.tier_record_hash(forged))
+    ri = _receipt_index(rows)
+    s.receipt = _replace_body(rows, ri, dataclasses.replace(r.decode_receipt(rows[ri].body), merge_eligible=True))
+    write_rows(s.root, rows, resign_from=i)
+    return s
+
+
+@mutation("deterministic-fail-claimed-pass")
+def _claimed_pass(tmp: Path) -> Sample:
+    return _deterministic_forgery(tmp, None)
+
+
+@mutation("check-command-swapped")
+def _echo_pass(tmp: Path) -> Sample:
+    def forge(s: Sample, rec: r.TierRecord) -> tuple[r.EvidenceRef, ...]:
+        out = []
+        for ref in rec.evidence:
+            if ref.check_id == "check:tests":
+                doc = json.loads(_blob(s, ref.digest).read_bytes())
+                doc["declared"]["command"] = doc["facts"]["command"] = ["echo", "PASS"]
+                doc["facts"]["exit_code"] = 0
+                data = json.dumps(doc, sort_keys=True, indent=1).encode()
+                digest = r.content_digest(data)
+                _blob(s, digest).parent.mkdir(exist_ok=True)
+                _blob(s, digest).write_bytes(data)
+                ref = r.EvidenceRef(ref.check_id, digest, len(data), ref.media_type)
+            out.append(ref)
+        return tuple(out)
+    return _deterministic_forgery(tmp, forge)
+
+
+def _blob(s: Sample, digest: r.Digest) -> Path:
+    return s.root / "blobs" / digest.hex[:2] / digest.hex
+
+
+@mutation("contract-weakened-without-admin")
+def _weakened(tmp: Path) -> Sample:
+    s = build_sample(tmp)
+    rows = read_rows(s.root)
+    ci = next(i for i, row in enumerate(rows) if row.entry.kind is r.EntryKind.CONTRACT)
+    old = r.decode_body(r.EntryKind.CONTRACT, rows[ci].body)
+    assert isinstance(old, r.ContractRevision)
+    text = old.contract.decode()
+    weaker = text[: text.index("[[checks]]")] + '[[checks]]\nid = "exists"\ntype = "path_exists"\npath = "app.py"\n'
+    revision = r.ContractRevision(TASK, weaker.encode(), old.config_hash)
+    ri = _receipt_index(rows)
+    rows.insert(ri, Row(rows[ci].entry, r.encode_body(revision)))
+    write_rows(s.root, rows, resign_from=ri)
+    return s
+
+
+@mutation("receipt-drops-contract-tier")
+def _drops_tier(tmp: Path) -> Sample:
+    s = build_sample(tmp)
+    rows = read_rows(s.root)
+    ri = _receipt_index(rows)
+    rec = r.decode_receipt(rows[ri].body)
+    s.receipt = _replace_body(rows, ri, dataclasses.replace(
+        rec, required=(r.Tier.DETERMINISTIC, r.Tier.JUDGE), entries=tuple(e for e in rec.entries if e.tier is not r.Tier.HUMAN)))
+    write_rows(s.root, rows, resign_from=ri)
     return s

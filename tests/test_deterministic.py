@@ -1,0 +1,295 @@
+"""The deterministic tier (issue 3): each case runs the real runner on a real git
+repository made here, with real subprocesses, and is verified by the real verifier."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import receipts as r
+from conftest import ADMIN_ID, ROLES, SIGNERS, contract_bytes, git, make_repo, run_cli
+from ledger import Ledger, add_key, record_tier, register_contract, seal_receipt
+from ledger._runner import CheckRun, run_deterministic
+from ledger._errors import InputError
+from verify import LedgerSource, TrustRoot, verify_receipt
+
+PY = json.dumps(sys.executable)
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> tuple[Path, Ledger]:
+    repo = make_repo(tmp_path / "repo")
+    ledger = Ledger.create(tmp_path / "ledger", SIGNERS["admin"], "admin")
+    for name, role in ROLES.items():
+        add_key(ledger, SIGNERS["admin"], name, [role], SIGNERS[name].public_key_blob)
+    return repo, ledger
+
+
+def check(ledger: Ledger, repo: Path, contract: bytes, task: str = "TASK-1", **kw: object) -> CheckRun:
+    return run_deterministic(ledger, repo=repo, task_id=task, contract_bytes=contract, source="c.toml", signer=SIGNERS["ci"], **kw)  # type: ignore[arg-type]
+
+
+def reasons(run: CheckRun) -> str:
+    return " | ".join(run.outcome.reasons + tuple(why for _, _, why, _ in run.rows))
+
+
+def blob(ledger: Ledger, run: CheckRun, check_id: str) -> bytes:
+    ref = next(e for e in run.record.evidence if e.check_id == check_id)
+    return ledger.blob_path(ref.digest).read_bytes()
+
+
+def path_check(path: str, cid: str = "exists") -> str:
+    return '\n[[checks]]\nid = "%s"\ntype = "path_exists"\npath = %s\n' % (cid, json.dumps(path))
+
+
+def test_a_passing_run_verifies_and_its_verdict_is_rederived(env: tuple[Path, Ledger], tmp_path: Path) -> None:
+    repo, ledger = env
+    run = check(ledger, repo, contract_bytes(extra=path_check("app.py")))
+    assert run.outcome.verdict is r.Verdict.PASS, reasons(run)
+    assert run.snapshot.strength == "strong" and run.snapshot.files == ("app.py",)
+    assert blob(ledger, run, "check:tests:stdout") == b"1 passed\n"
+    for tier, key in ((r.Tier.JUDGE, "judge"), (r.Tier.HUMAN, "alice")):
+        record_tier(ledger, task_id="TASK-1", tier=tier, verdict=r.Verdict.PASS, signer=SIGNERS[key],
+                    config_hash=run.record.config_hash, input_hash=run.record.input_hash)
+    _, sealed = seal_receipt(ledger, task_id="TASK-1", signer=SIGNERS["sealer"], input_hash=run.record.input_hash)
+    result = verify_receipt(LedgerSource.open(tmp_path / "ledger"), str(sealed.body_hash), TrustRoot(frozenset({ADMIN_ID}), "t"))
+    assert result.ok and result.derived_eligible, result.defects
+
+
+def test_a_claimed_file_that_does_not_exist_fails(env: tuple[Path, Ledger]) -> None:
+    repo, ledger = env
+    run = check(ledger, repo, contract_bytes(extra=path_check("docs/claimed.md")))
+    assert run.outcome.verdict is r.Verdict.FAIL and "docs/claimed.md does not exist" in reasons(run)
+
+
+def test_a_file_only_in_a_worktree_does_not_count(env: tuple[Path, Ledger], tmp_path: Path) -> None:
+    repo, ledger = env
+    wt = tmp_path / "wt"
+    git(repo, "worktree", "add", "-q", str(wt), "-b", "side")
+    (wt / "only-here.txt").write_text("x\n")
+    run = check(ledger, repo, contract_bytes(extra=path_check(str(wt / "only-here.txt"))))
+    assert run.outcome.verdict is r.Verdict.FAIL
+    facts = json.loads(blob(ledger, run, "check:exists"))["facts"]
+    assert facts["translated_from"] == str(wt / "only-here.txt") and facts["checked"] == "only-here.txt"
+    # The same worktree path passes once the file is in the main checkout.
+    (repo / "only-here.txt").write_text("x\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "TASK-1: add it")
+    assert check(ledger, repo, contract_bytes(extra=path_check(str(wt / "only-here.txt")))).outcome.verdict is r.Verdict.PASS
+
+
+def test_a_path_outside_the_repository_fails(env: tuple[Path, Ledger]) -> None:
+    repo, ledger = env
+    for n, path in enumerate(("../outside.txt", "/etc/hostname", ".git/HEAD")):
+        task = "OUT-%d" % n
+        run = check(ledger, repo, contract_bytes(task=task, extra=path_check(path)), task=task)
+        assert run.outcome.verdict is r.Verdict.FAIL and "outside the repository" in reasons(run), path
+
+
+def test_tests_that_exit_1_fail(env: tuple[Path, Ledger]) -> None:
+    repo, ledger = env
+    run = check(ledger, repo, contract_bytes(command="raise SystemExit(1)"))
+    assert run.outcome.verdict is r.Verdict.FAIL and "exit code 1" in reasons(run)
+
+
+def test_the_latest_run_counts(env: tuple[Path, Ledger], tmp_path: Path) -> None:
+    repo, ledger = env
+    flag = tmp_path / "break-the-tests"
+    contract = contract_bytes(command="import pathlib, sys; sys.exit(pathlib.Path(%r).exists())" % str(flag))
+    first = check(ledger, repo, contract)
+    flag.write_text("now failing")
+    second = check(ledger, repo, contract)
+    assert (first.outcome.verdict, second.outcome.verdict) == (r.Verdict.PASS, r.Verdict.FAIL)
+    assert first.record.input_hash == second.record.input_hash
+    receipt, _ = seal_receipt(ledger, task_id="TASK-1", signer=SIGNERS["sealer"], input_hash=second.record.input_hash)
+    det = receipt.entry(r.Tier.DETERMINISTIC)
+    assert det is not None and det.record == second.appended.body_hash and not receipt.merge_eligible
+
+
+def test_evidence_deleted_after_the_run_is_caught(env: tuple[Path, Ledger], tmp_path: Path) -> None:
+    repo, ledger = env
+    run = check(ledger, repo, contract_bytes())
+    _, sealed = seal_receipt(ledger, task_id="TASK-1", signer=SIGNERS["sealer"], input_hash=run.record.input_hash)
+    ref = next(e for e in run.record.evidence if e.check_id == "check:tests")
+    os.unlink(ledger.blob_path(ref.digest))
+    result = verify_receipt(LedgerSource.open(tmp_path / "ledger"), str(sealed.body_hash), TrustRoot(frozenset({ADMIN_ID}), "t"))
+    codes = {d.code for d in result.defects}
+    assert {"evidence-missing", "verdict-not-entailed"} <= codes
+
+
+def test_dropping_the_failing_check_needs_an_admin_and_is_flagged(env: tuple[Path, Ledger], tmp_path: Path) -> None:
+    repo, ledger = env
+    strict = contract_bytes(command="raise SystemExit(1)", extra=path_check("app.py"))
+    assert check(ledger, repo, strict).outcome.verdict is r.Verdict.FAIL
+    text = strict.decode()
+    start = text.index("[[checks]]")
+    lenient = (text[:start] + text[text.index("[[checks]]", start + 1):]).replace('evidence_required = ["tests"]\n', "").encode()
+    with pytest.raises(InputError, match="weakens the contract.*check tests was dropped"):
+        check(ledger, repo, lenient)
+    register_contract(ledger, "TASK-1", lenient, SIGNERS["admin"])
+    run = check(ledger, repo, lenient)
+    assert run.outcome.verdict is r.Verdict.PASS
+    for tier, key in ((r.Tier.JUDGE, "judge"), (r.Tier.HUMAN, "alice")):
+        record_tier(ledger, task_id="TASK-1", tier=tier, verdict=r.Verdict.PASS, signer=SIGNERS[key],
+                    config_hash=run.record.config_hash, input_hash=run.record.input_hash)
+    _, sealed = seal_receipt(ledger, task_id="TASK-1", signer=SIGNERS["sealer"], input_hash=run.record.input_hash)
+    result = verify_receipt(LedgerSource.open(tmp_path / "ledger"), str(sealed.body_hash), TrustRoot(frozenset({ADMIN_ID}), "t"))
+    assert result.ok, result.defects
+    assert len(result.weakenings) == 1 and "admin (" in result.weakenings[0] and "check tests was dropped" in result.weakenings[0]
+    cli = run_cli("--dir", str(tmp_path / "ledger"), "verify", str(sealed.body_hash))
+    assert cli.returncode == 0 and "WEAKENING:" in cli.stdout
+
+
+def test_a_changed_check_command_is_a_weakening(env: tuple[Path, Ledger]) -> None:
+    repo, ledger = env
+    check(ledger, repo, contract_bytes(command="raise SystemExit(1)"))
+    with pytest.raises(InputError, match="check tests was changed"):
+        check(ledger, repo, contract_bytes(command="print('PASS')"))
+
+
+def test_an_empty_diff_on_a_code_task_fails(env: tuple[Path, Ledger]) -> None:
+    repo, ledger = env
+    run = check(ledger, repo, contract_bytes(), base="HEAD")
+    assert run.outcome.verdict is r.Verdict.FAIL and "empty diff" in reasons(run)
+
+
+def test_a_manager_task_does_not_borrow_its_childrens_work(env: tuple[Path, Ledger]) -> None:
+    repo, ledger = env
+    (repo / "child.py").write_text("x = 1\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "CHILD-7: the child's change")
+    contract = contract_bytes(task="MGR-1", owned=(), extra=path_check("child.py"))
+    run = check(ledger, repo, contract, task="MGR-1")
+    assert all(status == "pass" for _, status, _, _ in run.rows)  # its signals are satisfied ...
+    assert run.outcome.verdict is r.Verdict.FAIL and "nothing is attributed to MGR-1" in reasons(run)  # ... by others' work
+
+
+def test_weak_attribution_through_owned_files_passes_with_a_warning(env: tuple[Path, Ledger]) -> None:
+    repo, ledger = env
+    (repo / "app.py").write_text("print('v2')\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "unrelated message")
+    run = check(ledger, repo, contract_bytes())
+    assert run.snapshot.strength == "weak" and run.outcome.verdict is r.Verdict.PASS
+    assert any("weak attribution" in w for w in run.outcome.warnings)
+
+
+def test_research_and_planning_tasks(env: tuple[Path, Ledger]) -> None:
+    repo, ledger = env
+    research = check(ledger, repo, contract_bytes(task="RES-1", kind="research", owned=()), task="RES-1")
+    assert research.outcome.verdict is r.Verdict.PASS and "needs human review" in research.outcome.warnings[0]
+    plan = contract_bytes(task="PLAN-1", kind="planning", owned=()).decode()
+    plan = plan[: plan.index("[[checks]]")].replace('evidence_required = ["tests"]\n', "").encode()
+    assert check(ledger, repo, plan, task="PLAN-1").outcome.verdict is r.Verdict.FAIL
+    child = contract_bytes(task="SUB-1").decode().replace('goal = "a test task"', 'goal = "a test task"\nparent = "PLAN-1"').encode()
+    register_contract(ledger, "SUB-1", child, SIGNERS["ci"])
+    run = check(ledger, repo, plan, task="PLAN-1")
+    assert run.outcome.verdict is r.Verdict.PASS and run.snapshot.subtasks == ("SUB-1",)
+
+
+def test_a_secret_in_test_output_is_redacted(env: tuple[Path, Ledger]) -> None:
+    repo, ledger = env
+    token = "ghp_" + "a1B2" * 9
+    contract = contract_bytes(command="import os; print('token', os.environ['API_TOKEN']); print('gh', %r)" % token)
+    contract = contract.replace(b'evidence_required = ["tests"]', b'evidence_required = ["tests"]\nsecret_env = ["API_TOKEN"]')
+    run = check(ledger, repo, contract, environ=dict(os.environ, API_TOKEN="hunter2-very-secret"))
+    stored = blob(ledger, run, "check:tests:stdout")
+    assert b"hunter2-very-secret" not in stored and token.encode() not in stored
+    assert b"[REDACTED:env:API_TOKEN]" in stored and b"[REDACTED:github-token]" in stored
+    redactions = json.loads(blob(ledger, run, "check:tests"))["facts"]["redactions"]
+    assert {(x["what"], x["lines"][0]) for x in redactions} == {("env:API_TOKEN", 1), ("github-token", 2)}
+    assert run.outcome.verdict is r.Verdict.PASS
+
+
+def test_an_unknown_signal_type_fails_with_a_reason(env: tuple[Path, Ledger]) -> None:
+    repo, ledger = env
+    run = check(ledger, repo, contract_bytes(extra='\n[[checks]]\nid = "vibes"\ntype = "looks_good"\n'))
+    assert run.outcome.verdict is r.Verdict.FAIL and "unknown signal type 'looks_good'" in reasons(run)
+
+
+def test_a_command_that_hangs_is_killed_at_its_timeout(env: tuple[Path, Ledger], tmp_path: Path) -> None:
+    repo, ledger = env
+    pidfile = tmp_path / "child.pid"
+    hang = ("import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+            "open(%r, 'w').write(str(p.pid)); time.sleep(60)" % str(pidfile))
+    contract = contract_bytes(command=hang).replace(b"check_timeout_s = 20", b"check_timeout_s = 1")
+    started = time.monotonic()
+    run = check(ledger, repo, contract)
+    assert time.monotonic() - started < 15
+    assert run.outcome.verdict is r.Verdict.FAIL and "timed out after 1" in reasons(run)
+    child = int(pidfile.read_text())
+    # The grandchild went with its process group: gone, or a zombie awaiting its reaper.
+    time.sleep(0.2)
+    try:
+        state = Path("/proc/%d/stat" % child).read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        state = "gone"
+    assert state in ("gone", "Z", "X"), state
+
+
+def test_a_dirty_tree_is_refused_or_included(env: tuple[Path, Ledger]) -> None:
+    repo, ledger = env
+    clean = check(ledger, repo, contract_bytes())
+    (repo / "app.py").write_text("print('uncommitted')\n")
+    with pytest.raises(InputError, match="uncommitted changes"):
+        check(ledger, repo, contract_bytes())
+    dirty = check(ledger, repo, contract_bytes(), allow_dirty=True)
+    assert dirty.record.input_hash != clean.record.input_hash
+    assert any(e.check_id == "dirty" for e in dirty.record.evidence)
+
+
+def test_file_contains_absence_schema_and_hash_signals(env: tuple[Path, Ledger]) -> None:
+    repo, ledger = env
+    (repo / "data.json").write_text('{"name": "x", "size": 3}\n')
+    (repo / "schema.json").write_text('{"type": "object", "required": ["name"], "properties": {"size": {"type": "integer"}}}\n')
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "TASK-1: data")
+    digest = str(r.content_digest((repo / "data.json").read_bytes()))
+    extra = (
+        '\n[[checks]]\nid = "has-print"\ntype = "file_contains"\npath = "app.py"\nregex = "print\\\\("\n'
+        '\n[[checks]]\nid = "no-todo"\ntype = "absence_verified"\nliteral = "TODO"\npaths = ["*.py"]\n'
+        '\n[[checks]]\nid = "schema"\ntype = "schema_valid"\npath = "data.json"\nschema = "schema.json"\n'
+        '\n[[checks]]\nid = "pinned"\ntype = "hash_stable"\npath = "data.json"\ndigest = "%s"\n'
+        '\n[[checks]]\nid = "rebuild"\ntype = "hash_stable"\npath = "data.json"\ncommand = [%s, "-c", "pass"]\n'
+    ) % (digest, PY)
+    run = check(ledger, repo, contract_bytes(extra=extra))
+    assert run.outcome.verdict is r.Verdict.PASS, reasons(run)
+    coverage = json.loads(blob(ledger, run, "check:no-todo:coverage"))
+    assert [f["path"] for f in coverage["files"]] == ["app.py"]
+    (repo / "app.py").write_text("# TODO\n")
+    (repo / "data.json").write_text('{"size": "big"}\n')
+    git(repo, "commit", "-qam", "TASK-1: worse")
+    bad = check(ledger, repo, contract_bytes(extra=extra))
+    failed = {cid for cid, status, _, _ in bad.rows if status == "fail"}
+    assert failed == {"has-print", "no-todo", "schema", "pinned"}, reasons(bad)
+    assert "app.py:1" in reasons(bad)
+
+
+def test_an_absence_claim_without_coverage_fails(env: tuple[Path, Ledger]) -> None:
+    repo, ledger = env
+    extra = '\n[[checks]]\nid = "no-secret"\ntype = "absence_verified"\nliteral = "secret"\npaths = ["*.nothing"]\n'
+    run = check(ledger, repo, contract_bytes(extra=extra))
+    assert run.outcome.verdict is r.Verdict.FAIL and "covered no files" in reasons(run)
+
+
+def test_ledger_check_cli_prints_the_table_and_exit_codes(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    keys = {"RECEIPT_LEDGER_KEYS": str(tmp_path / "keys")}
+    (tmp_path / "good.toml").write_bytes(contract_bytes())
+    (tmp_path / "bad.toml").write_bytes(contract_bytes(task="TASK-2", command="raise SystemExit(3)"))
+    assert run_cli("init", cwd=repo, env=keys).returncode == 0
+    assert run_cli("keys", "generate", "ci", "--role", "deterministic", cwd=repo, env=keys).returncode == 0
+    good = run_cli("check", "TASK-1", "--contract", str(tmp_path / "good.toml"), "--key", "ci", cwd=repo, env=keys)
+    assert good.returncode == 0, good.stderr
+    assert "tests" in good.stdout and "deterministic PASS" in good.stdout
+    bad = run_cli("check", "TASK-2", "--contract", str(tmp_path / "bad.toml"), "--key", "ci", "--json", cwd=repo, env=keys)
+    assert bad.returncode == 1 and json.loads(bad.stdout)["checks"][0]["reason"] == "exit code 3"
+    broken = tmp_path / "broken.toml"
+    broken.write_bytes(contract_bytes().replace(b"check_timeout_s = 20", b'check_timeout_s = "soon"'))
+    res = run_cli("check", "TASK-1", "--contract", str(broken), "--key", "ci", cwd=repo, env=keys)
+    assert res.returncode == 2 and "broken.toml:12: budgets.check_timeout_s: has the wrong type" in res.stderr
