@@ -161,14 +161,16 @@ def seal_receipt(
             entries.append(TierEntry(tier, record=h))
         elif tier in required:
             entries.append(TierEntry(tier, skip_reason="no %s record for this candidate and config" % tier))
+    now = int(time.time())
     eligibility = derive_merge_eligible(
         task_id=task_id, input_hash=input_hash, config_hash=config_hash,
         required=required, entries=tuple(entries), records=by_hash,
+        created=now, max_evidence_age_s=contract.max_evidence_age_s,
     )
     try:
         receipt = LadderReceipt(
             task_id=task_id, input_hash=input_hash, config_hash=config_hash, required=required,
-            entries=tuple(entries), merge_eligible=eligibility.eligible, created=int(time.time()),
+            entries=tuple(entries), merge_eligible=eligibility.eligible, created=now,
         )
     except FormatError as exc:
         raise InputError(str(exc)) from None

@@ -500,6 +500,36 @@ def show(ctx: click.Context, hash_text: str, signed_bytes: bool, signature: bool
 
 
 @cli.command()
+@click.argument("digest_text", metavar="DIGEST")
+@click.option("--full", is_flag=True, help="Write the whole blob (binary-safe) instead of a truncated view.")
+@click.option("--lines", default=200, show_default=True, help="Lines shown when truncating.")
+@click.pass_context
+def blob(ctx: click.Context, digest_text: str, full: bool, lines: int) -> None:
+    """Show stored evidence by its digest: truncated for reading, whole with --full."""
+    ledger = _ledger(ctx)
+    path = ledger.blob_path(_digest_arg(digest_text))
+    try:
+        handle = path.open("rb")
+    except FileNotFoundError:
+        raise InputError("no evidence blob %s in the blob store" % digest_text) from None
+    with handle:
+        if full:
+            out = sys.stdout.buffer
+            while chunk := handle.read(1 << 20):
+                out.write(chunk)
+            out.flush()
+            return
+        size = path.stat().st_size
+        shown = 0
+        for n, line in enumerate(handle):
+            if n >= lines or shown >= 64 * 1024:
+                click.echo("… truncated: %d of %d bytes shown; --full for all" % (shown, size), err=True)
+                break
+            click.echo(line.decode("utf-8", "replace"), nl=False)
+            shown += len(line)
+
+
+@cli.command()
 @click.option("--task", help="Only entries of this task.")
 @json_option
 @click.pass_context

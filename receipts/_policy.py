@@ -25,9 +25,11 @@ def derive_merge_eligible(
     required: tuple[Tier, ...],
     entries: tuple[TierEntry, ...],
     records: Mapping[Digest, TierRecord],
+    created: int | None = None,
+    max_evidence_age_s: int | None = None,
 ) -> Eligibility:
     """Eligible only if every required tier has a record for this candidate, and every
-    recorded tier passed. A skip, a fail, a missing or unresolvable record all block:
+    recorded tier passed, within the contract's freshness window when it has one. A skip, a fail, a missing or unresolvable record all block:
     whatever cannot be evaluated counts against eligibility."""
     reasons: list[str] = []
     if not required:
@@ -61,4 +63,6 @@ def derive_merge_eligible(
             reasons.append("tier %s record is under a different config" % tier)
         if record.verdict is not Verdict.PASS:
             reasons.append("tier %s verdict is %s" % (tier, record.verdict))
+        if max_evidence_age_s is not None and created is not None and created - record.created > max_evidence_age_s:
+            reasons.append("tier %s record is %d s old; the contract allows %d s" % (tier, created - record.created, max_evidence_age_s))
     return Eligibility(eligible=not reasons, reasons=tuple(reasons))

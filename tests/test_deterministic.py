@@ -293,3 +293,35 @@ def test_ledger_check_cli_prints_the_table_and_exit_codes(tmp_path: Path) -> Non
     broken.write_bytes(contract_bytes().replace(b"check_timeout_s = 20", b'check_timeout_s = "soon"'))
     res = run_cli("check", "TASK-1", "--contract", str(broken), "--key", "ci", cwd=repo, env=keys)
     assert res.returncode == 2 and "broken.toml:12: budgets.check_timeout_s: has the wrong type" in res.stderr
+
+
+def test_stale_evidence_is_not_eligible(env: tuple[Path, Ledger], tmp_path: Path) -> None:
+    repo, ledger = env
+    contract = contract_bytes().replace(b"[budgets]", b"[freshness]\nmax_evidence_age_s = 60\n\n[budgets]")
+    run = check(ledger, repo, contract)
+    for tier, key in ((r.Tier.JUDGE, "judge"), (r.Tier.HUMAN, "alice")):
+        record_tier(ledger, task_id="TASK-1", tier=tier, verdict=r.Verdict.PASS, signer=SIGNERS[key],
+                    config_hash=run.record.config_hash, input_hash=run.record.input_hash)
+    fresh, _ = seal_receipt(ledger, task_id="TASK-1", signer=SIGNERS["sealer"], input_hash=run.record.input_hash)
+    assert fresh.merge_eligible
+    real_time = time.time
+    try:
+        time.time = lambda: real_time() + 3600  # an hour later
+        stale, sealed = seal_receipt(ledger, task_id="TASK-1", signer=SIGNERS["sealer"], input_hash=run.record.input_hash)
+    finally:
+        time.time = real_time
+    assert not stale.merge_eligible
+    result = verify_receipt(LedgerSource.open(tmp_path / "ledger"), str(sealed.body_hash), TrustRoot(frozenset({ADMIN_ID}), "t"))
+    assert result.ok and any("s old; the contract allows 60 s" in x for x in result.eligibility_reasons)
+
+
+def test_large_output_is_stored_whole_and_shown_truncated(env: tuple[Path, Ledger], tmp_path: Path) -> None:
+    repo, ledger = env
+    run = check(ledger, repo, contract_bytes(command="print('\\n'.join(str(i) for i in range(5000)))"))
+    stored = blob(ledger, run, "check:tests:stdout")
+    assert stored.count(b"\n") == 5000
+    ref = next(e for e in run.record.evidence if e.check_id == "check:tests:stdout")
+    shown = run_cli("--dir", str(tmp_path / "ledger"), "blob", str(ref.digest))
+    assert shown.returncode == 0 and shown.stdout.count("\n") == 200 and "truncated" in shown.stderr
+    whole = run_cli("--dir", str(tmp_path / "ledger"), "blob", str(ref.digest), "--full")
+    assert whole.stdout.encode() == stored

@@ -418,6 +418,7 @@ def verify_receipt(source: LedgerSource, target: str, trust: TrustRoot | None = 
     derived = derive_merge_eligible(
         task_id=receipt.task_id, input_hash=receipt.input_hash, config_hash=receipt.config_hash,
         required=receipt.required, entries=receipt.entries, records=records,
+        created=receipt.created, max_evidence_age_s=contract.max_evidence_age_s if contract else None,
     )
     if derived.eligible != receipt.merge_eligible:
         defects.append(Defect("eligibility-mismatch", "receipt claims merge_eligible=%s but the tier verdicts entail %s" % (
