@@ -32,8 +32,9 @@ from receipts import (
     candidate_hash,
     derive_merge_eligible,
     domain_hash,
+    latest_human_decisions,
     new_tier_record,
-    tier_record_hash,
+
 )
 
 from ._errors import InputError
@@ -141,31 +142,35 @@ def seal_receipt(
 ) -> tuple[LadderReceipt, Appended]:
     """Bind the latest tier record of each tier for this candidate into a receipt. The
     contract's required tiers are always required; ``extra_required`` can only add."""
-    records = [r for _, r in ledger.records_for(task_id) if r.input_hash == input_hash]
+    rows = [row for row in ledger.records_for(task_id) if row.record.input_hash == input_hash]
     if config_hash is None:
-        if not records:
+        if not rows:
             raise InputError("task %s has no tier records for candidate %s; pass --config to seal an empty ladder" % (task_id, input_hash.short()))
-        config_hash = records[-1].config_hash
+        config_hash = rows[-1].record.config_hash
     contract = current_contract(ledger, task_id, config_hash)
     required = tuple(t for t in LADDER if t in contract.required_tiers or t in extra_required)
-    latest: dict[Tier, TierRecord] = {}
-    for rec in records:
-        if rec.config_hash == config_hash:
-            latest[rec.tier] = rec  # chain order: the last one wins
+    rows = [row for row in rows if row.record.config_hash == config_hash]
+    by_hash = {row.digest: row.record for row in rows}
+    signers = {row.digest: row.signer for row in rows}
+    chosen: dict[Tier, tuple[Digest, ...]] = {}
+    for row in rows:
+        if row.record.tier is not Tier.HUMAN:
+            chosen[row.record.tier] = (row.digest,)  # chain order: the latest counts
+    human = latest_human_decisions([(row.digest, row.record, row.signer) for row in rows],
+                                   task_id=task_id, input_hash=input_hash, config_hash=config_hash)
+    if human:
+        chosen[Tier.HUMAN] = human
     entries = []
-    by_hash = {}
     for tier in LADDER:
-        if tier in latest:
-            h = tier_record_hash(latest[tier])
-            by_hash[h] = latest[tier]
-            entries.append(TierEntry(tier, record=h))
+        if tier in chosen:
+            entries.append(TierEntry(tier, records=chosen[tier]))
         elif tier in required:
             entries.append(TierEntry(tier, skip_reason="no %s record for this candidate and config" % tier))
     now = int(time.time())
     eligibility = derive_merge_eligible(
         task_id=task_id, input_hash=input_hash, config_hash=config_hash,
-        required=required, entries=tuple(entries), records=by_hash,
-        created=now, max_evidence_age_s=contract.max_evidence_age_s,
+        required=required, entries=tuple(entries), records=by_hash, signers=signers,
+        human_approvals=contract.human_approvals, created=now, max_evidence_age_s=contract.max_evidence_age_s,
     )
     try:
         receipt = LadderReceipt(

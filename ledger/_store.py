@@ -59,10 +59,18 @@ from verify._source import BLOB_DIR, DB_NAME, SCHEMA, StoredEntry, blob_path
 
 from ._errors import InputError, StoreError
 
-__all__ = ["Store", "Ledger", "Appended", "LEDGER_DIRNAME"]
+__all__ = ["Store", "Ledger", "Appended", "RecordRow", "LEDGER_DIRNAME"]
 
 LEDGER_DIRNAME = ".ledger"
 _CHUNK = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class RecordRow:
+    seq: int
+    digest: Digest
+    record: TierRecord
+    signer: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +93,7 @@ class Store(Protocol):
 
     def keyring(self) -> Keyring: ...
 
-    def records_for(self, task: str) -> list[tuple[int, TierRecord]]: ...
+    def records_for(self, task: str) -> list[RecordRow]: ...
 
     def put_blob_file(self, path: Path) -> tuple[Digest, int]: ...
 
@@ -218,13 +226,14 @@ class Ledger:
         except CannotVerify as exc:
             raise StoreError(str(exc)) from None
 
-    def records_for(self, task: str) -> list[tuple[int, TierRecord]]:
+    def records_for(self, task: str) -> list[RecordRow]:
+        """The task's tier records in chain order, with their hashes and signers."""
         out = []
         for stored in self.entries(task=task):
             if stored.kind == EntryKind.TIER_RECORD.value:
                 body = decode_body(EntryKind.TIER_RECORD, stored.body)
                 assert isinstance(body, TierRecord)
-                out.append((stored.seq, body))
+                out.append(RecordRow(stored.seq, Digest(stored.body_hash), body, decode_entry(stored.entry).signer))
         return out
 
     def contract_revisions(self, task: str | None = None) -> list[tuple[int, ContractRevision]]:

@@ -63,7 +63,7 @@ from ._model import (
     TierRecord,
     Verdict,
 )
-from ._policy import Eligibility, derive_merge_eligible
+from ._policy import Eligibility, derive_merge_eligible, latest_human_decisions
 from ._sshsig import (
     Ed25519Signer,
     Signer,
@@ -85,7 +85,7 @@ __all__ = [
     "NO_OP_KINDS", "SIGNAL_TYPES", "Check", "Contract", "ContractError", "ContractRevision", "contract_roles",
     "parse_contract", "weakenings", "sshsig_namespace", "CHECK_RESULT_FORMAT", "CHECK_RESULT_MEDIA_TYPE",
     "NON_TRIVIAL_SIGNALS", "SNAPSHOT_FORMAT", "SNAPSHOT_MEDIA_TYPE", "Outcome", "check_evidence_id", "declared_params",
-    "derive_check", "derive_deterministic", "parse_evidence_json",
+    "derive_check", "derive_deterministic", "parse_evidence_json", "latest_human_decisions",
     "FORMAT_VERSION", "LADDER", "Body", "ContentHasher", "Digest", "Domain", "Ed25519Signer",
     "Eligibility", "Entry", "EntryKind", "EvidenceRef", "FormatError", "Genesis", "KeyAdd",
     "KeyRevoke", "KeySpec", "KeyState", "Keyring", "KeyringError", "LadderReceipt", "ReceiptsError",

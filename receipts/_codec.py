@@ -191,7 +191,7 @@ def new_tier_record(
 # -- receipts ---------------------------------------------------------------------------
 
 _RECEIPT_KEYS = frozenset({"v", "task", "input", "config", "required", "entries", "merge_eligible", "created"})
-_ENTRY_KEYS = frozenset({"tier", "record", "skip"})
+_ENTRY_KEYS = frozenset({"tier", "records", "skip"})
 
 
 def _receipt_map(r: LadderReceipt) -> dict[str, object]:
@@ -202,7 +202,7 @@ def _receipt_map(r: LadderReceipt) -> dict[str, object]:
         "config": r.config_hash.value,
         "required": [t.value for t in r.required],
         "entries": [
-            {"tier": e.tier.value, "record": None if e.record is None else e.record.value, "skip": e.skip_reason}
+            {"tier": e.tier.value, "records": [d.value for d in e.records], "skip": e.skip_reason}
             for e in r.entries
         ],
         "merge_eligible": r.merge_eligible,
@@ -222,7 +222,7 @@ def decode_receipt(data: bytes) -> LadderReceipt:
         entries.append(
             TierEntry(
                 tier=_enum(Tier, e["tier"], "entry tier"),
-                record=_opt(e["record"], _digest, "entry record"),
+                records=tuple(_digest(d, "entry record") for d in _array(e["records"], "entry records")),
                 skip_reason=_opt(e["skip"], lambda v, w: _typed(v, str, w), "entry skip"),
             )
         )

@@ -154,21 +154,32 @@ class TierRecord:
         check_time(self.created, "created")
 
 
+MAX_DECISIONS = 64
+
+
 @dataclass(frozen=True, slots=True)
 class TierEntry:
-    """A receipt's slot for one tier: the record that ruled, or an explicit skip."""
+    """A receipt's slot for one tier: the records that ruled, or an explicit skip. The
+    deterministic and judge tiers have one record; the human tier has each approving or
+    rejecting key's latest decision on the candidate."""
 
     tier: Tier
-    record: Digest | None = None
+    records: tuple[Digest, ...] = ()
     skip_reason: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.tier, Tier):
             raise FormatError("tier must be a Tier")
-        if (self.record is None) == (self.skip_reason is None):
-            raise FormatError("a tier entry holds either a record hash or a skip reason, not both or neither")
-        if self.record is not None:
-            _check_digest(self.record, "tier entry record")
+        if not isinstance(self.records, tuple) or len(self.records) > MAX_DECISIONS:
+            raise FormatError("tier entry records must be a tuple of at most %d digests" % MAX_DECISIONS)
+        if bool(self.records) == (self.skip_reason is not None):
+            raise FormatError("a tier entry holds either record hashes or a skip reason, not both or neither")
+        for digest in self.records:
+            _check_digest(digest, "tier entry record")
+        if len(set(self.records)) != len(self.records):
+            raise FormatError("a tier entry lists a record twice")
+        if self.tier is not Tier.HUMAN and len(self.records) > 1:
+            raise FormatError("the %s tier rules with one record" % self.tier)
         if self.skip_reason is not None:
             check_text(self.skip_reason, "skip reason")
 

@@ -2,19 +2,34 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ._digest import Digest
 from ._model import LADDER, Tier, TierEntry, TierRecord, Verdict
 
-__all__ = ["Eligibility", "derive_merge_eligible"]
+__all__ = ["Eligibility", "derive_merge_eligible", "latest_human_decisions"]
 
 
 @dataclass(frozen=True, slots=True)
 class Eligibility:
     eligible: bool
     reasons: tuple[str, ...]
+
+
+def latest_human_decisions(
+    decisions: Sequence[tuple[Digest, TierRecord, str]], *, task_id: str, input_hash: Digest, config_hash: Digest
+) -> tuple[Digest, ...]:
+    """Each human key's latest decision on this candidate under this contract, from
+    (record hash, record, signer key id) in chain order. A key's later approval withdraws
+    its earlier reject; approving twice counts once."""
+    latest: dict[str, Digest] = {}
+    for digest, record, signer in decisions:
+        if (record.tier is Tier.HUMAN and record.task_id == task_id and record.input_hash == input_hash
+                and record.config_hash == config_hash):
+            latest.pop(signer, None)
+            latest[signer] = digest
+    return tuple(latest.values())
 
 
 def derive_merge_eligible(
@@ -25,12 +40,16 @@ def derive_merge_eligible(
     required: tuple[Tier, ...],
     entries: tuple[TierEntry, ...],
     records: Mapping[Digest, TierRecord],
+    signers: Mapping[Digest, str] | None = None,
+    human_approvals: int = 1,
     created: int | None = None,
     max_evidence_age_s: int | None = None,
 ) -> Eligibility:
-    """Eligible only if every required tier has a record for this candidate, and every
-    recorded tier passed, within the contract's freshness window when it has one. A skip, a fail, a missing or unresolvable record all block:
-    whatever cannot be evaluated counts against eligibility."""
+    """Eligible only if every required tier has records for this candidate and every
+    recorded tier passed: for the human tier, at least ``human_approvals`` distinct keys
+    approve and none rejects; within the contract's freshness window when it has one.
+    A skip, a fail, a missing or unresolvable record, an approval whose signer is
+    unknown: all block, so whatever cannot be evaluated counts against eligibility."""
     reasons: list[str] = []
     if not required:
         reasons.append("no tier is required: an empty ladder proves nothing")
@@ -46,23 +65,34 @@ def derive_merge_eligible(
         slot = by_tier.get(tier)
         if slot is None:
             continue
-        if slot.record is None:
+        if not slot.records:
             reasons.append("tier %s was skipped: %s" % (tier, slot.skip_reason))
             continue
-        record = records.get(slot.record)
-        if record is None:
-            reasons.append("tier %s record %s is not available" % (tier, slot.record.short()))
-            continue
-        if record.tier is not tier:
-            reasons.append("tier %s slot holds a %s record" % (tier, record.tier))
-        if record.task_id != task_id:
-            reasons.append("tier %s record is for task %s" % (tier, record.task_id))
-        if record.input_hash != input_hash:
-            reasons.append("tier %s record is for a different candidate" % tier)
-        if record.config_hash != config_hash:
-            reasons.append("tier %s record is under a different config" % tier)
-        if record.verdict is not Verdict.PASS:
-            reasons.append("tier %s verdict is %s" % (tier, record.verdict))
-        if max_evidence_age_s is not None and created is not None and created - record.created > max_evidence_age_s:
-            reasons.append("tier %s record is %d s old; the contract allows %d s" % (tier, created - record.created, max_evidence_age_s))
+        approvers: set[str] = set()
+        for digest in slot.records:
+            record = records.get(digest)
+            if record is None:
+                reasons.append("tier %s record %s is not available" % (tier, digest.short()))
+                continue
+            if record.tier is not tier:
+                reasons.append("tier %s slot holds a %s record" % (tier, record.tier))
+            if record.task_id != task_id:
+                reasons.append("tier %s record is for task %s" % (tier, record.task_id))
+            if record.input_hash != input_hash:
+                reasons.append("tier %s record is for a different candidate" % tier)
+            if record.config_hash != config_hash:
+                reasons.append("tier %s record is under a different config" % tier)
+            if max_evidence_age_s is not None and created is not None and created - record.created > max_evidence_age_s:
+                reasons.append("tier %s record is %d s old; the contract allows %d s" % (tier, created - record.created, max_evidence_age_s))
+            signer = (signers or {}).get(digest)
+            if tier is Tier.HUMAN and record.verdict is Verdict.PASS:
+                if signer is None:
+                    reasons.append("human approval %s has no known signer" % digest.short())
+                else:
+                    approvers.add(signer)
+            elif record.verdict is not Verdict.PASS:
+                by = " by %s" % signer if tier is Tier.HUMAN and signer else ""
+                reasons.append("tier %s verdict is %s%s" % (tier, record.verdict, by))
+        if tier is Tier.HUMAN and len(approvers) < max(human_approvals, 1):
+            reasons.append("%d of %d required human approvals" % (len(approvers), max(human_approvals, 1)))
     return Eligibility(eligible=not reasons, reasons=tuple(reasons))

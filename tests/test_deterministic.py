@@ -108,7 +108,7 @@ def test_the_latest_run_counts(env: tuple[Path, Ledger], tmp_path: Path) -> None
     assert first.record.input_hash == second.record.input_hash
     receipt, _ = seal_receipt(ledger, task_id="TASK-1", signer=SIGNERS["sealer"], input_hash=second.record.input_hash)
     det = receipt.entry(r.Tier.DETERMINISTIC)
-    assert det is not None and det.record == second.appended.body_hash and not receipt.merge_eligible
+    assert det is not None and det.records == (second.appended.body_hash,) and not receipt.merge_eligible
 
 
 def test_evidence_deleted_after_the_run_is_caught(env: tuple[Path, Ledger], tmp_path: Path) -> None:

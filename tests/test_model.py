@@ -39,7 +39,7 @@ def record(tier: r.Tier = r.Tier.DETERMINISTIC, verdict: r.Verdict = r.Verdict.P
 def test_receipt_round_trips() -> None:
     rec = record()
     receipt = r.LadderReceipt("T-1", CANDIDATE, CONFIG, r.LADDER, (
-        r.TierEntry(r.Tier.DETERMINISTIC, record=r.tier_record_hash(rec)),
+        r.TierEntry(r.Tier.DETERMINISTIC, records=(r.tier_record_hash(rec),)),
         r.TierEntry(r.Tier.JUDGE, skip_reason="deterministic tier failed"),
     ), False, 5)
     assert r.decode_receipt(r.encode_receipt(receipt)) == receipt
@@ -90,13 +90,19 @@ def test_digest_text_form_is_strict(text: str) -> None:
 # -- the eligibility rule ------------------------------------------------------------------
 
 
-def derive(required: tuple[r.Tier, ...], recs: list[r.TierRecord], skips: dict[r.Tier, str] | None = None) -> r.Eligibility:
+def derive(required: tuple[r.Tier, ...], recs: list[r.TierRecord], skips: dict[r.Tier, str] | None = None,
+           signers: dict[r.Digest, str] | None = None, approvals: int = 1) -> r.Eligibility:
     by_hash = {r.tier_record_hash(x): x for x in recs}
-    entries = [r.TierEntry(x.tier, record=h) for h, x in by_hash.items()]
+    slots: dict[r.Tier, tuple[r.Digest, ...]] = {}
+    for h, x in by_hash.items():
+        slots[x.tier] = slots.get(x.tier, ()) + (h,)
+    entries = [r.TierEntry(t, records=hs) for t, hs in slots.items()]
     entries += [r.TierEntry(t, skip_reason=why) for t, why in (skips or {}).items()]
     entries.sort(key=lambda e: r.LADDER.index(e.tier))
+    if signers is None:
+        signers = {h: "key-%s" % x.tier for h, x in by_hash.items()}
     return r.derive_merge_eligible(task_id="T-1", input_hash=CANDIDATE, config_hash=CONFIG, required=required,
-                                   entries=tuple(entries), records=by_hash)
+                                   entries=tuple(entries), records=by_hash, signers=signers, human_approvals=approvals)
 
 
 def test_all_required_tiers_passing_is_eligible() -> None:
@@ -132,5 +138,48 @@ def test_an_empty_ladder_is_never_eligible() -> None:
 def test_an_unresolvable_record_blocks() -> None:
     rec = record()
     e = r.derive_merge_eligible(task_id="T-1", input_hash=CANDIDATE, config_hash=CONFIG, required=(r.Tier.DETERMINISTIC,),
-                                entries=(r.TierEntry(r.Tier.DETERMINISTIC, record=r.tier_record_hash(rec)),), records={})
+                                entries=(r.TierEntry(r.Tier.DETERMINISTIC, records=(r.tier_record_hash(rec),)),), records={})
     assert not e.eligible
+
+
+def human(verdict: r.Verdict = r.Verdict.PASS, created: int = 1) -> r.TierRecord:
+    return dataclasses.replace(record(r.Tier.HUMAN, verdict), created=created)
+
+
+def test_two_approvals_need_two_distinct_keys() -> None:
+    a, b = human(created=1), human(created=2)
+    ha, hb = r.tier_record_hash(a), r.tier_record_hash(b)
+    base = [record(r.Tier.DETERMINISTIC), record(r.Tier.JUDGE)]
+    same = {ha: "alice", hb: "alice", **{r.tier_record_hash(x): "k" for x in base}}
+    two = {ha: "alice", hb: "bob", **{r.tier_record_hash(x): "k" for x in base}}
+    assert not derive(r.LADDER, base + [a, b], signers=same, approvals=2).eligible
+    assert derive(r.LADDER, base + [a, b], signers=two, approvals=2).eligible
+    unknown = {hb: "bob", **{r.tier_record_hash(x): "k" for x in base}}
+    assert not derive(r.LADDER, base + [a, b], signers=unknown, approvals=2).eligible
+
+
+def test_a_reject_blocks_and_a_later_approval_by_the_same_key_withdraws_it() -> None:
+    rej, app_bob, app_alice = human(r.Verdict.FAIL, 1), human(r.Verdict.PASS, 2), human(r.Verdict.PASS, 3)
+    hr, hb, ha = (r.tier_record_hash(x) for x in (rej, app_bob, app_alice))
+    history = [(hr, rej, "alice"), (hb, app_bob, "bob")]
+    latest = r.latest_human_decisions(history, task_id="T-1", input_hash=CANDIDATE, config_hash=CONFIG)
+    assert set(latest) == {hr, hb}
+    base = [record(r.Tier.DETERMINISTIC), record(r.Tier.JUDGE)]
+    signers = {hr: "alice", hb: "bob", ha: "alice", **{r.tier_record_hash(x): "k" for x in base}}
+    assert not derive(r.LADDER, base + [rej, app_bob], signers=signers).eligible
+    latest = r.latest_human_decisions(history + [(ha, app_alice, "alice")], task_id="T-1", input_hash=CANDIDATE, config_hash=CONFIG)
+    assert set(latest) == {hb, ha}
+    assert derive(r.LADDER, base + [app_bob, app_alice], signers=signers, approvals=2).eligible
+
+
+def test_approvals_of_another_candidate_are_not_decisions_on_this_one() -> None:
+    other = record(r.Tier.HUMAN, candidate=OTHER_CANDIDATE)
+    latest = r.latest_human_decisions([(r.tier_record_hash(other), other, "alice")], task_id="T-1", input_hash=CANDIDATE, config_hash=CONFIG)
+    assert latest == ()
+
+
+def test_only_the_human_tier_may_list_several_records() -> None:
+    d1, d2 = r.Digest(b"\x01" * 32), r.Digest(b"\x02" * 32)
+    with pytest.raises(r.FormatError):
+        r.TierEntry(r.Tier.JUDGE, records=(d1, d2))
+    assert r.TierEntry(r.Tier.HUMAN, records=(d1, d2)).records == (d1, d2)

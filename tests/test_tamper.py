@@ -47,7 +47,7 @@ def _retarget_receipt(rows: list[Row], old: r.Digest, new: r.Digest) -> str:
     """Point the receipt at a record's new hash; returns the receipt's new hash."""
     ri = _receipt_index(rows)
     rec = r.decode_receipt(rows[ri].body)
-    entries = tuple(dataclasses.replace(e, record=new) if e.record == old else e for e in rec.entries)
+    entries = tuple(dataclasses.replace(e, records=tuple(new if d == old else d for d in e.records)) for e in rec.entries)
     return _replace_body(rows, ri, dataclasses.replace(rec, entries=entries))
 
 

@@ -42,6 +42,7 @@ from receipts import (
     derive_deterministic,
     derive_merge_eligible,
     entry_hash,
+    latest_human_decisions,
     entry_signed_bytes,
     evidence_list_hash,
     namespace_for,
@@ -101,6 +102,7 @@ class Result:
     entries_checked: int = 0
     weakenings: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    stale: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -108,7 +110,7 @@ class Result:
 
     def as_dict(self) -> dict[str, object]:
         return {
-            "weakenings": list(self.weakenings), "warnings": list(self.warnings),
+            "weakenings": list(self.weakenings), "warnings": list(self.warnings), "stale_approvals": list(self.stale),
             "target": self.target, "verified": self.ok, "trust": self.trust, "task": self.task_id,
             "candidate": self.candidate, "merge_eligible_claimed": self.claimed_eligible,
             "merge_eligible_derived": self.derived_eligible, "eligibility_reasons": list(self.eligibility_reasons),
@@ -340,6 +342,42 @@ def _rederive_deterministic(source: LedgerSource, record: TierRecord, contract: 
     return outcome.verdict, outcome.reasons, outcome.warnings
 
 
+def _resolve_record(walk: _Walk, source: LedgerSource, receipt: LadderReceipt, receipt_seq: int, tier: Tier,
+                    digest: Digest, defects: list[Defect], warnings: list[str]) -> tuple[TierRecord, Entry] | None:
+    """Steps 4 to 6 for one record a receipt relies on."""
+    rec_found = walk.bodies.get(digest.value)
+    rec = rec_found[1] if rec_found else None
+    if rec_found is None or not isinstance(rec, TierRecord):
+        defects.append(Defect("record-missing", "tier %s record %s is not a tier record before the receipt" % (tier, digest.short()), receipt_seq))
+        return None
+    rec_entry = rec_found[0]
+    if digest.value not in walk.signers:
+        walk.check_signature(rec_entry, rec)
+    # 5. The record is for this task, this candidate and this config, in this tier's slot.
+    if rec.tier is not tier:
+        defects.append(Defect("record-tier", "the %s slot holds a %s record" % (tier, rec.tier), rec_entry.seq))
+    if rec.task_id != receipt.task_id:
+        defects.append(Defect("record-task", "tier %s record is for task %s, not %s" % (tier, rec.task_id, receipt.task_id), rec_entry.seq))
+    if rec.input_hash != receipt.input_hash:
+        defects.append(Defect("record-candidate", "tier %s record is for candidate %s, not %s" % (tier, rec.input_hash.short(), receipt.input_hash.short()), rec_entry.seq))
+    if rec.config_hash != receipt.config_hash:
+        defects.append(Defect("record-config", "tier %s record is under config %s, not %s" % (tier, rec.config_hash.short(), receipt.config_hash.short()), rec_entry.seq))
+    # 6. Its evidence list re-hashes, and every blob exists and re-hashes to its digest.
+    _check_evidence(source, rec, tier, defects, rec_entry.seq)
+    # 6b. A deterministic verdict must follow from its recorded evidence under its contract.
+    if tier is Tier.DETERMINISTIC and rec.tier is Tier.DETERMINISTIC:
+        rec_contract = walk.contracts.get((rec.task_id, rec.config_hash.value))
+        if rec_contract is None:
+            defects.append(Defect("config-unregistered", "the deterministic record's config is not a registered contract", rec_entry.seq))
+        else:
+            derived_verdict, why, warned = _rederive_deterministic(source, rec, rec_contract)
+            warnings.extend(warned)
+            if (derived_verdict is Verdict.PASS) != (rec.verdict is Verdict.PASS):
+                defects.append(Defect("verdict-not-entailed", "the deterministic record says %s but its evidence entails %s: %s" % (
+                    rec.verdict, derived_verdict, "; ".join(why) or "all checks passed"), rec_entry.seq))
+    return rec, rec_entry
+
+
 def verify_receipt(source: LedgerSource, target: str, trust: TrustRoot | None = None) -> Result:
     """Verify one receipt; the result lists every defect found. Raises `CannotVerify` only
     when the check cannot run at all."""
@@ -367,8 +405,9 @@ def verify_receipt(source: LedgerSource, target: str, trust: TrustRoot | None = 
             if tier not in receipt.required:
                 defects.append(Defect("required-weakened", "the contract requires tier %s but the receipt does not" % tier, stored_receipt.seq))
     warnings: list[str] = []
-    # 4. Every tier entry resolves to a tier record earlier in the chain, signed by a key with that tier's role.
+    # 4. Every tier entry resolves to tier records earlier in the chain, signed by keys with that tier's role.
     records: dict[Digest, TierRecord] = {}
+    signers: dict[Digest, str] = {}
     lines: list[TierLine] = []
     for tier in LADDER:
         slot = receipt.entry(tier)
@@ -378,46 +417,42 @@ def verify_receipt(source: LedgerSource, target: str, trust: TrustRoot | None = 
                 defects.append(Defect("required-tier-missing", "required tier %s has no entry in the receipt" % tier, stored_receipt.seq))
             lines.append(TierLine(tier, required, "missing", None, None, "no entry"))
             continue
-        if slot.record is None:
+        if not slot.records:
             lines.append(TierLine(tier, required, "skip", None, None, slot.skip_reason or ""))
             continue
-        rec_found = walk.bodies.get(slot.record.value)
-        rec = rec_found[1] if rec_found else None
-        if rec_found is None or not isinstance(rec, TierRecord):
-            defects.append(Defect("record-missing", "tier %s record %s is not a tier record before the receipt" % (tier, slot.record.short()), stored_receipt.seq))
-            lines.append(TierLine(tier, required, "missing", str(slot.record), None, "record not found"))
-            continue
-        rec_entry = rec_found[0]
-        if slot.record.value not in walk.signers:
-            walk.check_signature(rec_entry, rec)
-        # 5. The record is for this task, this candidate and this config, in this tier's slot.
-        if rec.tier is not tier:
-            defects.append(Defect("record-tier", "the %s slot holds a %s record" % (tier, rec.tier), rec_entry.seq))
-        if rec.task_id != receipt.task_id:
-            defects.append(Defect("record-task", "tier %s record is for task %s, not %s" % (tier, rec.task_id, receipt.task_id), rec_entry.seq))
-        if rec.input_hash != receipt.input_hash:
-            defects.append(Defect("record-candidate", "tier %s record is for candidate %s, not %s" % (tier, rec.input_hash.short(), receipt.input_hash.short()), rec_entry.seq))
-        if rec.config_hash != receipt.config_hash:
-            defects.append(Defect("record-config", "tier %s record is under config %s, not %s" % (tier, rec.config_hash.short(), receipt.config_hash.short()), rec_entry.seq))
-        # 6. Its evidence list re-hashes, and every blob exists and re-hashes to its digest.
-        _check_evidence(source, rec, tier, defects, rec_entry.seq)
-        # 6b. A deterministic verdict must follow from its recorded evidence under its contract.
-        if tier is Tier.DETERMINISTIC and rec.tier is Tier.DETERMINISTIC:
-            rec_contract = walk.contracts.get((rec.task_id, rec.config_hash.value))
-            if rec_contract is None:
-                defects.append(Defect("config-unregistered", "the deterministic record's config is not a registered contract", rec_entry.seq))
-            else:
-                derived_verdict, why, warned = _rederive_deterministic(source, rec, rec_contract)
-                warnings.extend(warned)
-                if (derived_verdict is Verdict.PASS) != (rec.verdict is Verdict.PASS):
-                    defects.append(Defect("verdict-not-entailed", "the deterministic record says %s but its evidence entails %s: %s" % (
-                        rec.verdict, derived_verdict, "; ".join(why) or "all checks passed"), rec_entry.seq))
-        records[slot.record] = rec
-        lines.append(TierLine(tier, required, rec.verdict.value, str(slot.record), walk.signers.get(slot.record.value), "%d evidence item(s)" % len(rec.evidence)))
+        for digest in slot.records:
+            found_rec = _resolve_record(walk, source, receipt, stored_receipt.seq, tier, digest, defects, warnings)
+            if found_rec is None:
+                lines.append(TierLine(tier, required, "missing", str(digest), None, "record not found"))
+                continue
+            rec, rec_entry = found_rec
+            records[digest] = rec
+            label = walk.signers.get(digest.value)
+            if label is not None:
+                signers[digest] = rec_entry.signer
+            lines.append(TierLine(tier, required, rec.verdict.value, str(digest), label, "%d evidence item(s)" % len(rec.evidence)))
+    # 5b. The human slot lists exactly each key's latest decision on this candidate: no reject left out.
+    decisions = []
+    stale = []
+    for entry, body in list(walk.bodies.values()):
+        if isinstance(body, TierRecord) and body.tier is Tier.HUMAN and body.task_id == receipt.task_id and entry.seq < stored_receipt.seq:
+            if body.input_hash != receipt.input_hash:
+                stale.append("entry %d: %s by %s is for candidate %s, not this one" % (
+                    entry.seq, "approval" if body.verdict is Verdict.PASS else body.verdict.value, entry.signer, body.input_hash.short()))
+                continue
+            if body.config_hash == receipt.config_hash and walk.check_signature(entry, body) is not None:
+                decisions.append((entry.body_hash, body, entry.signer))
+    expected = set(latest_human_decisions(decisions, task_id=receipt.task_id, input_hash=receipt.input_hash, config_hash=receipt.config_hash))
+    human_slot = receipt.entry(Tier.HUMAN)
+    listed = set(human_slot.records) if human_slot is not None else set()
+    if listed != expected and (expected or listed):
+        defects.append(Defect("human-decisions", "the receipt's human slot lists %d decision(s) but the chain holds %d latest decision(s) by human keys on this candidate" % (
+            len(listed), len(expected)), stored_receipt.seq))
     # 7. merge_eligible is derived again with the sealer's rule and must equal the claim.
     derived = derive_merge_eligible(
         task_id=receipt.task_id, input_hash=receipt.input_hash, config_hash=receipt.config_hash,
         required=receipt.required, entries=receipt.entries, records=records,
+        signers=signers, human_approvals=contract.human_approvals if contract else 1,
         created=receipt.created, max_evidence_age_s=contract.max_evidence_age_s if contract else None,
     )
     if derived.eligible != receipt.merge_eligible:
@@ -428,6 +463,7 @@ def verify_receipt(source: LedgerSource, target: str, trust: TrustRoot | None = 
         candidate=str(receipt.input_hash), claimed_eligible=receipt.merge_eligible, derived_eligible=derived.eligible,
         eligibility_reasons=derived.reasons, tiers=tuple(lines), entries_checked=count,
         weakenings=tuple(d for t, d in walk.weakened if t == receipt.task_id), warnings=tuple(warnings),
+        stale=tuple(stale),
     )
 
 

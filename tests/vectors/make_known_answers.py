@@ -31,7 +31,7 @@ def build() -> dict[str, object]:
     rhash = r.tier_record_hash(record)
     receipt = r.LadderReceipt(
         task_id="TASK-1", input_hash=record.input_hash, config_hash=record.config_hash, required=(r.Tier.DETERMINISTIC,),
-        entries=(r.TierEntry(r.Tier.DETERMINISTIC, record=rhash), r.TierEntry(r.Tier.JUDGE, skip_reason="not configured")),
+        entries=(r.TierEntry(r.Tier.DETERMINISTIC, records=(rhash,)), r.TierEntry(r.Tier.JUDGE, skip_reason="not configured")),
         merge_eligible=False, created=1764633601,
     )
     signer = SIGNERS["ci"]
