@@ -16,11 +16,13 @@ from pathlib import Path
 
 import click
 
-from receipts import Role, Tier, Verdict, config_hash, fingerprint
+from receipts import Role, fingerprint
 from verify import LedgerSource, TrustRoot, verify_receipt
 
 from ._keys import generate_key_file
-from ._ops import Evidence, add_key, record_tier, seal_receipt
+from ._human import decide
+from ._judge import run_judge
+from ._ops import add_key, seal_receipt
 from ._runner import run_deterministic
 from ._render import verify_lines
 from ._store import Ledger
@@ -36,9 +38,14 @@ goal = "greet() returns a friendly greeting"
 kind = "code"
 owned_files = ["greet.py", "test_greet.py"]
 evidence_required = ["tests"]
+deliverables = ["greet() greets by name, politely"]
 
 [policy]
 required_tiers = ["deterministic", "judge", "human"]
+
+[judge]
+backend = "command"
+command = [%s, "-m", "ledger._demo_judge"]    # a scripted example judge, not a model
 
 [[checks]]
 id = "tests"
@@ -55,7 +62,7 @@ id = "greeting"
 type = "file_contains"
 path = "greet.py"
 literal = "Hello"
-""" % json.dumps(sys.executable)).encode()
+""" % (json.dumps(sys.executable), json.dumps(sys.executable))).encode()
 
 
 def _say(text: str) -> None:
@@ -114,7 +121,6 @@ def _demo(work: Path) -> int:
         add_key(ledger, signers["admin"], name, [role], signers[name].public_key_blob)
         click.echo("    %-7s %s" % (name, role.value))
     contract_bytes = (repo / "contracts" / "DEMO-1.toml").read_bytes()
-    contract = config_hash(contract_bytes)
 
     _say("3. The deterministic tier runs the contract's checks for real (ledger check DEMO-1)")
     run = run_deterministic(ledger, repo=repo, task_id=TASK, contract_bytes=contract_bytes, source="contracts/DEMO-1.toml",
@@ -124,29 +130,28 @@ def _demo(work: Path) -> int:
     click.echo("    attribution %s; deterministic %s, record %s" % (run.snapshot.strength, run.outcome.verdict.value, run.appended.body_hash.short()))
     candidate = run.record.input_hash
 
-    _say("4. Judge and human records (recorded by hand until their runners land)")
-    (evidence_dir / "judge-note.txt").write_text("scripted demo judge, not a model: the change is a real fix\n")
-    (evidence_dir / "approval.txt").write_text("alice: reviewed the diff, approve\n")
-    plan = (
-        (Tier.JUDGE, "judge", Verdict.PASS, [Evidence("judge-note", evidence_dir / "judge-note.txt", "text/plain")], 9000),
-        (Tier.HUMAN, "alice", Verdict.PASS, [Evidence("approval", evidence_dir / "approval.txt", "text/plain")], None),
-    )
-    for tier, key, verdict, evidence, confidence in plan:
-        _, appended = record_tier(ledger, task_id=TASK, tier=tier, verdict=verdict, signer=signers[key], config_hash=contract,
-                                  input_hash=candidate, evidence=evidence, confidence_bp=confidence)
-        click.echo("    %-14s %-5s signed by %-6s record %s" % (tier.value, verdict.value, key, appended.body_hash.short()))
+    _say("4. The judge tier asks the contract's judge (here a SCRIPTED EXAMPLE judge, not a model)")
+    judged = run_judge(ledger, task_id=TASK, contract_bytes=contract_bytes, candidate=candidate, signer=signers["judge"])
+    click.echo("    judge %s at confidence %s bp: %s" % (judged.outcome.verdict.value, judged.record.confidence_bp, judged.outcome.reason))
 
-    _say("5. Seal the receipt")
+    _say("5. A human (the demo key 'alice') sees what she approves, and signs")
+    approval = decide(ledger, task_id=TASK, contract_bytes=contract_bytes, candidate=candidate, signer=signers["alice"],
+                      approve=True, note="demo approval", repo=repo,
+                      confirm=_show)
+    assert approval is not None
+    click.echo("    approval %s" % approval.body_hash.short())
+
+    _say("6. Seal the receipt")
     receipt, sealed = seal_receipt(ledger, task_id=TASK, signer=signers["sealer"], input_hash=candidate)
     receipt_hash = str(sealed.body_hash)
     click.echo("    receipt %s merge_eligible=%s" % (receipt_hash, str(receipt.merge_eligible).lower()))
     ledger.close()
 
     trust = TrustRoot(frozenset({fingerprint(signers["admin"].public_key_blob)}), "the demo admin key")
-    _say("6. ledger verify %s --trust <admin key>" % receipt_hash)
+    _say("7. ledger verify %s --trust <admin key>" % receipt_hash)
     accepted = _run_verify(repo / ".ledger", receipt_hash, trust)
 
-    _say("7. A copy of the ledger with one byte changed in the deterministic record, verified again")
+    _say("8. A copy of the ledger with one byte changed in the deterministic record, verified again")
     tampered = work / "tampered-ledger"
     shutil.copytree(repo / ".ledger", tampered)
     conn = sqlite3.connect(tampered / "ledger.db")
@@ -164,3 +169,9 @@ def _demo(work: Path) -> int:
         return 0
     _say("Demo FAILED: accepted=%s rejected=%s" % (accepted, rejected))
     return 1
+
+
+def _show(shown: str) -> bool:
+    """The demo's stand-in for a person at a terminal: print what is signed, and agree."""
+    click.echo("\n".join("    | " + line for line in shown.splitlines()))
+    return True

@@ -28,6 +28,7 @@ from receipts import (
     TierEntry,
     TierRecord,
     Verdict,
+    Waiver,
     canonical_dumps,
     candidate_hash,
     derive_merge_eligible,
@@ -53,6 +54,7 @@ __all__ = [
     "revoke_key",
     "register_contract",
     "current_contract",
+    "waive_check",
 ]
 
 VERSION = "0.1.0"
@@ -223,3 +225,23 @@ def current_contract(store: Store, task_id: str, config: Digest) -> Contract:
         if revision.config_hash == config:
             return revision.parse()
     raise InputError("no registered contract of %s has config %s: register it with `ledger contract set` (or run `ledger check`)" % (task_id, config.short()))
+
+
+def waive_check(store: Store, admin: Signer, task_id: str, check_id: str, reason: str, expires: int,
+                config: Digest | None = None) -> Appended:
+    """Let a named failing check of the task's current contract stop blocking until ``expires``."""
+    if config is None:
+        latest = store.latest_contract(task_id)
+        if latest is None:
+            raise InputError("task %s has no registered contract to waive a check of" % task_id)
+        config = latest.config_hash
+    contract = current_contract(store, task_id, config)
+    if contract.check(check_id) is None:
+        raise InputError("the contract of %s has no check %r" % (task_id, check_id))
+    if expires <= int(time.time()):
+        raise InputError("a waiver must expire in the future")
+    try:
+        body = Waiver(task_id, check_id, config, reason, expires)
+    except FormatError as exc:
+        raise InputError(str(exc)) from None
+    return store.append(body, admin)

@@ -63,6 +63,8 @@ def verify_lines(result: Result) -> list[str]:
         lines.append("WEAKENING: %s" % w)
     for w in result.warnings:
         lines.append("warning: %s" % w)
+    for w in result.waivers:
+        lines.append("waiver in force: %s" % w)
     for w in result.stale:
         lines.append("stale (not counted): %s" % w)
     if result.ok:

@@ -98,12 +98,15 @@ def run_deterministic(
         results[check.id] = stored
         ok, why = derive_check(check, stored)
         rows.append((check.id, "pass" if ok else "fail", why, ref.digest.short()))
-    outcome = derive_deterministic(contract, results, snap_doc)
+    now = int(time.time())
+    waived = {w.check_id: "entry %d: %s until %d: %s" % (seq, signer, w.expires, w.reason)
+              for seq, w, signer in store.waivers(task_id) if w.config_hash == config_hash(contract_bytes) and w.in_force(now)}
+    outcome = derive_deterministic(contract, results, snap_doc, waived)
     try:
         record = new_tier_record(
             task_id=task_id, tier=Tier.DETERMINISTIC, config_hash=config_hash(contract_bytes), input_hash=snapshot.candidate,
             evidence=tuple(refs), verdict=outcome.verdict, verifier=RUNNER_NAME, verifier_version=VERSION,
-            environment=environment_digest(), created=int(time.time()),
+            environment=environment_digest(), created=now,
         )
     except ReceiptsError as exc:
         raise InputError(str(exc)) from None

@@ -39,6 +39,7 @@ from receipts import (
     Role,
     Signer,
     TierRecord,
+    Waiver,
     body_hash,
     body_kind,
     contract_roles,
@@ -102,6 +103,10 @@ class Store(Protocol):
     def contract_revisions(self, task: str | None = None) -> list[tuple[int, ContractRevision]]: ...
 
     def latest_contract(self, task: str) -> ContractRevision | None: ...
+
+    def waivers(self, task: str) -> list[tuple[int, Waiver, str]]: ...
+
+    def blob_path(self, digest: Digest) -> Path: ...
 
 
 def _connect(db: Path) -> sqlite3.Connection:
@@ -246,6 +251,16 @@ class Ledger:
                 out.append((stored.seq, body))
         return out
 
+    def waivers(self, task: str) -> list[tuple[int, Waiver, str]]:
+        """The task's waivers in chain order, with their signers' key ids."""
+        out = []
+        for stored in self.entries(task=task):
+            if stored.kind == EntryKind.WAIVER.value:
+                body = decode_body(EntryKind.WAIVER, stored.body)
+                assert isinstance(body, Waiver)
+                out.append((stored.seq, body, decode_entry(stored.entry).signer))
+        return out
+
     def latest_contract(self, task: str) -> ContractRevision | None:
         revisions = self.contract_revisions(task)
         return revisions[-1][1] if revisions else None
@@ -281,7 +296,7 @@ class Ledger:
         body_bytes = encode_body(body)
         bhash = body_hash(kind, body_bytes)
         key_id = fingerprint(signer.public_key_blob)
-        task = body.task_id if isinstance(body, (TierRecord, LadderReceipt, ContractRevision)) else None
+        task = body.task_id if isinstance(body, (TierRecord, LadderReceipt, ContractRevision, Waiver)) else None
         try:
             self.conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:

@@ -322,6 +322,8 @@ def record(ctx: click.Context, task: str, tier: str, verdict: str, key_name: str
     """Append one tier record by hand (the tier runners call the same API)."""
     if tier == Tier.DETERMINISTIC.value and verdict == Verdict.PASS.value:
         raise InputError("a deterministic pass cannot be recorded by hand (verify would reject it): run `ledger check`")
+    if tier == Tier.JUDGE.value and verdict == Verdict.PASS.value:
+        raise InputError("a judge pass cannot be recorded by hand (verify would reject it): run `ledger judge`")
     ledger = _ledger(ctx)
     found = _contract_file(ctx, task, config)
     if found is None:
@@ -418,6 +420,119 @@ def check(ctx: click.Context, task: str, contract_path: Path | None, key_name: s
             click.echo("warning: %s" % w)
         click.echo("deterministic %s: record %s" % (run.outcome.verdict.value.upper(), run.appended.body_hash))
     sys.exit(0 if run.outcome.verdict is Verdict.PASS else 1)
+
+
+@cli.command()
+@click.argument("task")
+@click.option("--key", "key_name", required=True, help="Judge-role key name or path.")
+@click.option("--contract", "contract_path", type=click.Path(path_type=Path, dir_okay=False), help="Contract file (default .ledger/contracts/TASK.toml).")
+@click.option("--input", "input_spec", default="HEAD", show_default=True, help="Candidate: a git revision or blake3:<hex>.")
+@click.option("--samples", type=click.IntRange(1, 15), help="Ask N times and require a majority (at least the contract's number).")
+@json_option
+@click.pass_context
+def judge(ctx: click.Context, task: str, key_name: str, contract_path: Path | None, input_spec: str, samples: int | None, as_json: bool) -> None:
+    """Run the judge tier: ask the configured independent model about the candidate.
+
+    Exit 0 if the judge passed the candidate, 1 otherwise (review, retry, fail or skip)."""
+    from ._judge import run_judge
+
+    found = _contract_file(ctx, task, contract_path)
+    if found is None:
+        raise InputError("no contract for task %s: pass --contract FILE or add .ledger/contracts/%s.toml" % (task, task))
+    ledger = _ledger(ctx)
+    result = run_judge(ledger, task_id=task, contract_bytes=found[1], candidate=resolve_candidate(input_spec, Path.cwd()),
+                       signer=_signer(key_name), config_toml=ctx.find_root().obj / "config.toml", samples=samples)
+    doc = {"record": str(result.appended.body_hash), "verdict": result.outcome.verdict.value,
+           "confidence_bp": result.record.confidence_bp, "reason": result.outcome.reason, "attempts": result.attempts}
+    if as_json:
+        click.echo(json.dumps(doc, indent=2))
+    else:
+        click.echo("judge %s after %d attempt(s): %s" % (result.outcome.verdict.value.upper(), result.attempts, result.outcome.reason))
+        click.echo("record %s" % result.appended.body_hash)
+    sys.exit(0 if result.outcome.verdict is Verdict.PASS else 1)
+
+
+def _decide(ctx: click.Context, task: str, key_name: str, contract_path: Path | None, input_spec: str, yes: bool,
+            approve: bool, note: str) -> None:
+    from ._human import decide
+
+    found = _contract_file(ctx, task, contract_path)
+    if found is None:
+        raise InputError("no contract for task %s: pass --contract FILE or add .ledger/contracts/%s.toml" % (task, task))
+    ledger = _ledger(ctx)
+    repo = git_root(Path.cwd())
+    candidate = resolve_candidate(input_spec, Path.cwd())
+
+    def confirm(summary: str) -> bool:
+        click.echo(summary, err=True)
+        if yes:
+            return True
+        if not sys.stdin.isatty():
+            raise InputError("refusing to sign without confirmation: run on a terminal, or pass --yes")
+        return click.confirm("Sign this %s?" % ("approval" if approve else "rejection"), err=True)
+
+    appended = decide(ledger, task_id=task, contract_bytes=found[1], candidate=candidate, signer=_signer(key_name),
+                      approve=approve, note=note, repo=repo, confirm=confirm)
+    if appended is None:
+        click.echo("not signed", err=True)
+        sys.exit(1)
+    click.echo(str(appended.body_hash))
+    click.echo("%s recorded at entry %d" % ("approval" if approve else "rejection", appended.seq), err=True)
+
+
+@cli.command()
+@click.argument("task")
+@click.option("--key", "key_name", required=True, help="Human-role key name or path.")
+@click.option("--comment", default="", help="What you checked.")
+@click.option("--contract", "contract_path", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--input", "input_spec", default="HEAD", show_default=True)
+@click.option("--yes", is_flag=True, help="Sign without asking (for scripts).")
+@click.pass_context
+def approve(ctx: click.Context, task: str, key_name: str, comment: str, contract_path: Path | None, input_spec: str, yes: bool) -> None:
+    """Sign an approval of this exact candidate under this exact contract."""
+    _decide(ctx, task, key_name, contract_path, input_spec, yes, True, comment)
+
+
+@cli.command()
+@click.argument("task")
+@click.option("--key", "key_name", required=True, help="Human-role key name or path.")
+@click.option("--reason", required=True, help="Why the candidate is rejected.")
+@click.option("--contract", "contract_path", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--input", "input_spec", default="HEAD", show_default=True)
+@click.option("--yes", is_flag=True, help="Sign without asking (for scripts).")
+@click.pass_context
+def reject(ctx: click.Context, task: str, key_name: str, reason: str, contract_path: Path | None, input_spec: str, yes: bool) -> None:
+    """Sign a rejection: it blocks until a later approval by the same key withdraws it."""
+    _decide(ctx, task, key_name, contract_path, input_spec, yes, False, reason)
+
+
+def _expiry(text: str) -> int:
+    try:
+        if len(text) == 10:
+            day = datetime.date.fromisoformat(text)
+            return int(datetime.datetime(day.year, day.month, day.day, tzinfo=datetime.timezone.utc).timestamp()) + 86400
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise InputError("--expires takes a date (YYYY-MM-DD, valid through that day, UTC) or an ISO date-time") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.timezone.utc)
+    return int(moment.timestamp())
+
+
+@cli.command()
+@click.argument("task")
+@click.argument("check_id", metavar="CHECK")
+@click.option("--key", "key_name", required=True, help="Admin key name or path.")
+@click.option("--reason", required=True, help="Why this failing check may stop blocking.")
+@click.option("--expires", required=True, help="YYYY-MM-DD (through that day, UTC) or an ISO date-time.")
+@click.pass_context
+def waive(ctx: click.Context, task: str, check_id: str, key_name: str, reason: str, expires: str) -> None:
+    """Let a named failing check of the task's current contract stop blocking until it expires."""
+    from ._ops import waive_check
+
+    appended = waive_check(_ledger(ctx), _signer(key_name), task, check_id, reason, _expiry(expires))
+    click.echo(str(appended.body_hash))
+    click.echo("waiver of %s for %s recorded at entry %d" % (check_id, task, appended.seq), err=True)
 
 
 @cli.group(cls=_Group)

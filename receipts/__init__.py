@@ -10,6 +10,8 @@ from ._contract import (
     Contract,
     ContractError,
     ContractRevision,
+    JudgeSettings,
+    Waiver,
     contract_roles,
     parse_contract,
     weakenings,
@@ -51,6 +53,18 @@ from ._deterministic import (
 )
 from ._digest import ContentHasher, Digest, Domain, content_digest, domain_hash
 from ._errors import FormatError, KeyringError, ReceiptsError, SignatureError
+from ._judge import (
+    JUDGE_RUN_FORMAT,
+    JUDGE_RUN_MEDIA_TYPE,
+    Answer,
+    SampleOutcome,
+    attempt_outcome,
+    derive_judge,
+    model_family,
+    parse_answer,
+    reply_text,
+    sample_outcome,
+)
 from ._keyring import Genesis, KeyAdd, Keyring, KeyRevoke, KeySpec, KeyState
 from ._model import (
     FORMAT_VERSION,
@@ -82,7 +96,9 @@ from ._sshsig import (
 )
 
 __all__ = [
-    "NO_OP_KINDS", "SIGNAL_TYPES", "Check", "Contract", "ContractError", "ContractRevision", "contract_roles",
+    "NO_OP_KINDS", "SIGNAL_TYPES", "Check", "Contract", "ContractError", "ContractRevision", "JudgeSettings", "Waiver", "contract_roles", "JUDGE_RUN_FORMAT",
+    "JUDGE_RUN_MEDIA_TYPE", "Answer", "SampleOutcome", "attempt_outcome", "derive_judge", "model_family", "parse_answer",
+    "reply_text", "sample_outcome",
     "parse_contract", "weakenings", "sshsig_namespace", "CHECK_RESULT_FORMAT", "CHECK_RESULT_MEDIA_TYPE",
     "NON_TRIVIAL_SIGNALS", "SNAPSHOT_FORMAT", "SNAPSHOT_MEDIA_TYPE", "Outcome", "check_evidence_id", "declared_params",
     "derive_check", "derive_deterministic", "parse_evidence_json", "latest_human_decisions",

@@ -22,6 +22,7 @@ class EntryKind(enum.StrEnum):
     TIER_RECORD = "tier_record"
     RECEIPT = "receipt"
     CONTRACT = "contract"
+    WAIVER = "waiver"
 
 
 BODY_DOMAIN: dict[EntryKind, Domain] = {
@@ -31,6 +32,7 @@ BODY_DOMAIN: dict[EntryKind, Domain] = {
     EntryKind.TIER_RECORD: Domain.TIER_RECORD,
     EntryKind.RECEIPT: Domain.LADDER_RECEIPT,
     EntryKind.CONTRACT: Domain.CONTRACT_REVISION,
+    EntryKind.WAIVER: Domain.WAIVER,
 }
 
 ADMIN_KINDS = frozenset({EntryKind.GENESIS, EntryKind.KEY_ADD, EntryKind.KEY_REVOKE})

@@ -14,7 +14,7 @@ from ._cbor import canonical_dumps, canonical_loads
 from ._chain import BODY_DOMAIN, Entry, EntryKind
 from ._digest import Digest, Domain, domain_hash
 from ._errors import FormatError
-from ._contract import ContractRevision
+from ._contract import ContractRevision, Waiver
 from ._keyring import Genesis, KeyAdd, KeyRevoke, KeySpec
 from ._model import EvidenceRef, LadderReceipt, Role, Tier, TierEntry, TierRecord, Verdict
 
@@ -41,7 +41,7 @@ __all__ = [
     "required_role",
 ]
 
-Body = TierRecord | LadderReceipt | Genesis | KeyAdd | KeyRevoke | ContractRevision
+Body = TierRecord | LadderReceipt | Genesis | KeyAdd | KeyRevoke | ContractRevision | Waiver
 _E = TypeVar("_E")
 
 
@@ -280,6 +280,9 @@ def _body_map(body: Body) -> dict[str, object]:
     if isinstance(body, ContractRevision):
         return {"v": body.version, "task": body.task_id, "contract": body.contract,
                 "previous": None if body.previous is None else body.previous.value}
+    if isinstance(body, Waiver):
+        return {"v": body.version, "task": body.task_id, "check": body.check_id, "config": body.config_hash.value,
+                "reason": body.reason, "expires": body.expires}
     return {"v": body.version, "key_id": body.key_id, "reason": body.reason}
 
 
@@ -294,6 +297,8 @@ def body_kind(body: Body) -> EntryKind:
         return EntryKind.KEY_ADD
     if isinstance(body, ContractRevision):
         return EntryKind.CONTRACT
+    if isinstance(body, Waiver):
+        return EntryKind.WAIVER
     return EntryKind.KEY_REVOKE
 
 
@@ -328,6 +333,11 @@ def decode_body(kind: EntryKind, data: bytes) -> Body:
         return ContractRevision(version=_int(m["v"], "version"), task_id=_typed(m["task"], str, "task"),
                                 contract=_typed(m["contract"], bytes, "contract"),
                                 previous=_opt(m["previous"], _digest, "previous"))
+    if kind is EntryKind.WAIVER:
+        m = _map(value, frozenset({"v", "task", "check", "config", "reason", "expires"}), "waiver")
+        return Waiver(version=_int(m["v"], "version"), task_id=_typed(m["task"], str, "task"),
+                      check_id=_typed(m["check"], str, "check"), config_hash=_digest(m["config"], "config"),
+                      reason=_typed(m["reason"], str, "reason"), expires=_int(m["expires"], "expires"))
     m = _map(value, frozenset({"v", "key_id", "reason"}), "key_revoke")
     return KeyRevoke(version=_int(m["v"], "version"), key_id=_typed(m["key_id"], str, "key id"),
                      reason=_typed(m["reason"], str, "reason"))
@@ -399,7 +409,7 @@ def required_role(kind: EntryKind, body: Body) -> Role:
     """The role whose key must sign an entry: admin for the keyring, the tier's own role
     for a tier record, seal for a receipt. Contract revisions depend on the revision
     before them: see `contract_roles`."""
-    if kind in (EntryKind.GENESIS, EntryKind.KEY_ADD, EntryKind.KEY_REVOKE):
+    if kind in (EntryKind.GENESIS, EntryKind.KEY_ADD, EntryKind.KEY_REVOKE, EntryKind.WAIVER):
         return Role.ADMIN
     if kind is EntryKind.CONTRACT:
         raise FormatError("a contract revision's role depends on whether it weakens the bar")

@@ -15,7 +15,7 @@ from ._digest import Digest, Domain, domain_hash
 from ._errors import FormatError
 from ._model import FORMAT_VERSION, LADDER, Role, Tier, check_task_id
 
-__all__ = ["ContractRevision", "contract_roles", "Check", "Contract", "ContractError", "parse_contract", "weakenings", "SIGNAL_TYPES", "NO_OP_KINDS"]
+__all__ = ["JudgeSettings", "Waiver", "ContractRevision", "contract_roles", "Check", "Contract", "ContractError", "parse_contract", "weakenings", "SIGNAL_TYPES", "NO_OP_KINDS"]
 
 SIGNAL_TYPES = frozenset({"path_exists", "test_passes", "file_contains", "absence_verified", "schema_valid", "hash_stable"})
 TASK_KINDS = frozenset({"code", "research", "planning"})
@@ -41,6 +41,24 @@ class Check:
 
 
 @dataclass(frozen=True, slots=True)
+class JudgeSettings:
+    """The judge tier's rules (part of the contract, so part of its config hash) and,
+    optionally, its endpoint (which `.ledger/config.toml` may supply instead)."""
+
+    backend: str | None = None
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str | None = None
+    command: tuple[str, ...] = ()
+    timeout_s: int = 60
+    max_retries: int = 2
+    max_tokens: int = 1024
+    max_diff_chars: int = 10000
+    samples: int = 1
+    criteria: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Contract:
     task_id: str
     goal: str
@@ -58,6 +76,8 @@ class Contract:
     max_evidence_age_s: int | None
     secret_env: tuple[str, ...]
     parent: str | None = None
+    author_model: str | None = None
+    judge: JudgeSettings = JudgeSettings()
 
     @property
     def no_op(self) -> bool:
@@ -221,7 +241,7 @@ def parse_contract(data: bytes, source: str = "contract") -> Contract:
     freshness = _get(r, doc, "freshness", dict, {})
     max_age = _get(r, freshness, "max_evidence_age_s", int, None, tname="freshness")
     known = {"version", "task", "goal", "kind", "deliverables", "invariants", "owned_files", "evidence_required",
-             "checks", "policy", "budgets", "freshness", "secret_env", "parent"}
+             "checks", "policy", "budgets", "freshness", "secret_env", "parent", "author_model", "judge"}
     for field in sorted(doc.keys() - known):
         raise r.fail("is not a contract field", field)
     return Contract(
@@ -231,6 +251,32 @@ def parse_contract(data: bytes, source: str = "contract") -> Contract:
         checks=checks, required_tiers=_tiers(r, policy), judge_threshold_bp=round(threshold * 10000),
         human_approvals=approvals, check_timeout_s=check_timeout, total_timeout_s=total_timeout,
         max_evidence_age_s=max_age, secret_env=_strings(r, doc, "secret_env"), parent=_parent(r, doc),
+        author_model=_get(r, doc, "author_model", str, None), judge=_judge(r, _get(r, doc, "judge", dict, {})),
+    )
+
+
+_JUDGE_FIELDS = {"backend", "base_url", "model", "api_key_env", "command", "timeout_s", "max_retries", "max_tokens",
+                 "max_diff_chars", "samples", "criteria"}
+
+
+def _judge(r: _Reader, table: dict[str, Any]) -> JudgeSettings:
+    for field in sorted(table.keys() - _JUDGE_FIELDS):
+        raise r.fail("is not a judge setting", field, "judge")
+    backend = _get(r, table, "backend", str, None, tname="judge")
+    if backend not in (None, "openai", "command"):
+        raise r.fail("must be openai or command", "backend", "judge")
+    ints = {}
+    for name, default, low in (("timeout_s", 60, 1), ("max_retries", 2, 0), ("max_tokens", 1024, 1),
+                               ("max_diff_chars", 10000, 0), ("samples", 1, 1)):
+        value = _get(r, table, name, int, default, tname="judge")
+        if value < low:
+            raise r.fail("must be at least %d" % low, name, "judge")
+        ints[name] = value
+    return JudgeSettings(
+        backend=backend, base_url=_get(r, table, "base_url", str, None, tname="judge"),
+        model=_get(r, table, "model", str, None, tname="judge"),
+        api_key_env=_get(r, table, "api_key_env", str, None, tname="judge"),
+        command=_strings(r, table, "command", "judge"), criteria=_strings(r, table, "criteria", "judge"), **ints,
     )
 
 
@@ -268,6 +314,15 @@ def weakenings(old: Contract, new: Contract) -> tuple[str, ...]:
     for item in old.evidence_required:
         if item not in new.evidence_required:
             found.append("evidence %s is no longer required" % item)
+    if new.judge.max_retries > old.judge.max_retries:
+        found.append("judge retries raised from %d to %d" % (old.judge.max_retries, new.judge.max_retries))
+    if new.judge.samples < old.judge.samples:
+        found.append("judge samples lowered from %d to %d" % (old.judge.samples, new.judge.samples))
+    if old.author_model is not None and new.author_model != old.author_model:
+        found.append("the declared author model changed from %s" % old.author_model)
+    for criterion in old.judge.criteria:
+        if criterion not in new.judge.criteria:
+            found.append("judge criterion dropped: %s" % criterion)
     return tuple(found)
 
 
@@ -308,3 +363,32 @@ def contract_roles(weakening: bool) -> tuple[Role, ...]:
     """Who may sign a contract revision: the deterministic runner or an admin may record
     one that keeps or raises the bar; only an admin may lower it."""
     return (Role.ADMIN,) if weakening else (Role.DETERMINISTIC, Role.ADMIN)
+
+
+@dataclass(frozen=True, slots=True)
+class Waiver:
+    """An admin's decision that one failing check of one contract revision stops blocking
+    a task until ``expires``."""
+
+    task_id: str
+    check_id: str
+    config_hash: Digest
+    reason: str
+    expires: int
+    version: int = FORMAT_VERSION
+
+    def __post_init__(self) -> None:
+        if self.version != FORMAT_VERSION:
+            raise FormatError("unsupported waiver version %r" % (self.version,))
+        check_task_id(self.task_id)
+        if not isinstance(self.check_id, str) or _CHECK_ID.fullmatch(self.check_id) is None:
+            raise FormatError("waiver check id must be 1-64 characters of [A-Za-z0-9._-]")
+        if not isinstance(self.config_hash, Digest):
+            raise FormatError("waiver config must be a Digest")
+        if not isinstance(self.reason, str) or not self.reason.strip() or len(self.reason) > 4096:
+            raise FormatError("a waiver needs a reason")
+        if isinstance(self.expires, bool) or not isinstance(self.expires, int) or not 0 < self.expires < (1 << 40):
+            raise FormatError("waiver expiry must be a positive integer time")
+
+    def in_force(self, at: int) -> bool:
+        return at < self.expires

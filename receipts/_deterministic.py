@@ -45,6 +45,7 @@ class Outcome:
     verdict: Verdict
     reasons: tuple[str, ...]
     warnings: tuple[str, ...]
+    waived: tuple[str, ...] = ()  # failing checks that a waiver kept from blocking
 
 
 def check_evidence_id(check_id: str) -> str:
@@ -153,10 +154,14 @@ def derive_check(check: Check, result: Mapping[str, Any] | None) -> tuple[bool, 
         return False, "malformed facts: %s" % exc
 
 
-def derive_deterministic(contract: Contract, results: Mapping[str, Mapping[str, Any]], snapshot: Mapping[str, Any] | None) -> Outcome:
-    """The deterministic tier's verdict from the contract and the recorded evidence."""
+def derive_deterministic(contract: Contract, results: Mapping[str, Mapping[str, Any]], snapshot: Mapping[str, Any] | None,
+                         waivers: Mapping[str, str] | None = None) -> Outcome:
+    """The deterministic tier's verdict from the contract and the recorded evidence.
+    ``waivers`` maps check ids to a description of the waiver in force for them: such a
+    check may fail without blocking, and the outcome says so."""
     reasons: list[str] = []
     warnings: list[str] = []
+    waived: list[str] = []
     if snapshot is None:
         return Outcome(Verdict.FAIL, ("no candidate snapshot was recorded",), ())
     passed: list[Check] = []
@@ -164,6 +169,9 @@ def derive_deterministic(contract: Contract, results: Mapping[str, Mapping[str, 
         ok, why = derive_check(check, results.get(check.id))
         if ok:
             passed.append(check)
+        elif waivers and check.id in waivers:
+            waived.append(check.id)
+            warnings.append("%s failed (%s) but is waived: %s" % (check.id, why, waivers[check.id]))
         else:
             reasons.append("%s: %s" % (check.id, why))
     for item in contract.evidence_required:
@@ -190,4 +198,4 @@ def derive_deterministic(contract: Contract, results: Mapping[str, Mapping[str, 
             warnings.append("planning task passed on the subtasks it created: %s" % ", ".join(str(s) for s in subtasks))
         else:
             reasons.append("nothing attributed, no non-trivial signal passed and no subtasks were created")
-    return Outcome(Verdict.FAIL if reasons else Verdict.PASS, tuple(reasons), tuple(warnings))
+    return Outcome(Verdict.FAIL if reasons else Verdict.PASS, tuple(reasons), tuple(warnings), tuple(waived))

@@ -57,6 +57,7 @@ class Domain(enum.Enum):
     CONFIG = "receipt-ledger 2026-12-02 config v1"
     ENVIRONMENT = "receipt-ledger 2026-12-02 environment v1"
     CONTRACT_REVISION = "receipt-ledger 2026-12-02 contract-revision v1"
+    WAIVER = "receipt-ledger 2026-12-02 waiver v1"
 
 
 def domain_hash(domain: Domain, data: bytes) -> Digest:

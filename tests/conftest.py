@@ -17,6 +17,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import receipts as r
 from ledger import Evidence, Ledger, add_key, record_tier, seal_receipt
+from ledger._human import decide
+from ledger._judge import run_judge
 from ledger._runner import run_deterministic
 
 KEY_NAMES = ("admin", "ci", "judge", "alice", "sealer", "mallory")
@@ -24,10 +26,23 @@ ROLES = {"ci": r.Role.DETERMINISTIC, "judge": r.Role.JUDGE, "alice": r.Role.HUMA
 TASK = "TASK-1"
 
 
+JUDGE_SCRIPT = str(Path(__file__).parent / "judges" / "scripted_judge.py")
+
+
+def judge_table(*args: str, **settings: object) -> str:
+    """A [judge] table for the scripted command judge, answering as ``args`` say."""
+    command = [sys.executable, JUDGE_SCRIPT, *args]
+    lines = ["[judge]", 'backend = "command"', "command = %s" % json.dumps(command), "timeout_s = 10"]
+    lines += ["%s = %s" % (k, json.dumps(v)) for k, v in settings.items()]
+    return "\n".join(lines) + "\n"
+
+
 def contract_bytes(task: str = TASK, command: str = "print('1 passed')", extra: str = "", kind: str = "code",
-                   owned: tuple[str, ...] = ("app.py",)) -> bytes:
-    """A contract whose one test runs ``command`` with this interpreter."""
+                   owned: tuple[str, ...] = ("app.py",), judge: str | None = None, top: str = "") -> bytes:
+    """A contract whose one test runs ``command`` with this interpreter, judged by the
+    scripted judge (accepting at 0.9 unless ``judge`` says otherwise)."""
     return ("""version = 1
+%s
 task = "%s"
 goal = "a test task"
 kind = "%s"
@@ -41,11 +56,13 @@ required_tiers = ["deterministic", "judge", "human"]
 check_timeout_s = 20
 total_timeout_s = 60
 
+%s
 [[checks]]
 id = "tests"
 type = "test_passes"
 command = [%s, "-c", %s]
-%s""" % (task, kind, json.dumps(list(owned)), json.dumps(sys.executable), json.dumps(command), extra)).encode()
+%s""" % (top, task, kind, json.dumps(list(owned)), judge if judge is not None else judge_table("accept", "0.9"),
+         json.dumps(sys.executable), json.dumps(command), extra)).encode()
 
 
 CONTRACT = contract_bytes()
@@ -104,18 +121,18 @@ def build_sample(tmp: Path, verdicts: dict[r.Tier, r.Verdict] | None = None) -> 
     for name, role in ROLES.items():
         add_key(ledger, SIGNERS["admin"], name, [role], SIGNERS[name].public_key_blob)
     command = "print('1 passed')" if verdicts[r.Tier.DETERMINISTIC] is r.Verdict.PASS else "raise SystemExit(1)"
-    run = run_deterministic(ledger, repo=repo, task_id=TASK, contract_bytes=contract_bytes(command=command), source="c.toml",
-                            signer=SIGNERS["ci"])
+    judge_mode = {r.Verdict.PASS: ("accept", "0.9"), r.Verdict.FAIL: ("reject", "0.9")}[verdicts[r.Tier.JUDGE]]
+    contract = contract_bytes(command=command, judge=judge_table(*judge_mode))
+    run = run_deterministic(ledger, repo=repo, task_id=TASK, contract_bytes=contract, source="c.toml", signer=SIGNERS["ci"])
     assert run.outcome.verdict is verdicts[r.Tier.DETERMINISTIC], run.outcome
     records = {r.Tier.DETERMINISTIC: run.appended.body_hash}
-    key_for = {r.Tier.JUDGE: "judge", r.Tier.HUMAN: "alice"}
-    for tier in (r.Tier.JUDGE, r.Tier.HUMAN):
-        f = ev / ("%s.txt" % tier.value)
-        f.write_text("evidence for %s: %s\n" % (tier.value, verdicts[tier].value))
-        _, appended = record_tier(ledger, task_id=TASK, tier=tier, verdict=verdicts[tier], signer=SIGNERS[key_for[tier]],
-                                  config_hash=run.record.config_hash, input_hash=run.record.input_hash,
-                                  evidence=[Evidence(tier.value, f, "text/plain")])
-        records[tier] = appended.body_hash
+    judged = run_judge(ledger, task_id=TASK, contract_bytes=contract, candidate=run.record.input_hash, signer=SIGNERS["judge"])
+    records[r.Tier.JUDGE] = judged.appended.body_hash
+    assert judged.outcome.verdict is (r.Verdict.SKIP if verdicts[r.Tier.DETERMINISTIC] is not r.Verdict.PASS else verdicts[r.Tier.JUDGE])
+    approval = decide(ledger, task_id=TASK, contract_bytes=contract, candidate=run.record.input_hash, signer=SIGNERS["alice"],
+                      approve=verdicts[r.Tier.HUMAN] is r.Verdict.PASS, note="reviewed", repo=repo, confirm=lambda shown: True)
+    assert approval is not None
+    records[r.Tier.HUMAN] = approval.body_hash
     _, sealed = seal_receipt(ledger, task_id=TASK, signer=SIGNERS["sealer"], input_hash=run.record.input_hash)
     ledger.close()
     return Sample(root, str(sealed.body_hash), records, ev)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from conftest import GIT_ENV
+from conftest import GIT_ENV, judge_table
 from ledger.cli import cli
 
 
@@ -20,6 +20,7 @@ task = "T-1"
 goal = "a.txt exists"
 owned_files = ["a.txt"]
 
+%s
 [[checks]]
 id = "a-file"
 type = "path_exists"
@@ -29,7 +30,7 @@ path = "a.txt"
 id = "tests"
 type = "test_passes"
 command = [%s, "-c", "print('ok')"]
-""" % json.dumps(sys.executable)
+""" % (judge_table("accept", "0.9"), json.dumps(sys.executable))
 
 
 @pytest.fixture
@@ -63,13 +64,14 @@ def setup_keys() -> None:
     assert res.exit_code == 0, res.output
 
 
-def record_all(verdicts: dict[str, str] | None = None) -> None:
-    verdicts = verdicts or {}
+def record_all(human: str = "approve") -> None:
     res = run("check", "T-1", "--key", "ci")
     assert res.exit_code == 0, res.output
-    for tier, key in (("judge", "judge"), ("human", "alice")):
-        res = run("record", "T-1", "--tier", tier, "--verdict", verdicts.get(tier, "pass"), "--key", key, "--evidence", "a.txt")
-        assert res.exit_code == 0, res.output
+    res = run("judge", "T-1", "--key", "judge")
+    assert res.exit_code == 0, res.output
+    args = ("--reason", "not convinced") if human == "reject" else ("--comment", "looks right")
+    res = run(human, "T-1", "--key", "alice", "--yes", *args)
+    assert res.exit_code == 0, res.output
 
 
 def test_init_creates_ledger_at_git_root_with_private_key_outside(repo: Path, tmp_path: Path) -> None:
@@ -104,12 +106,13 @@ def test_full_ladder_seals_an_eligible_receipt_that_verifies(repo: Path) -> None
 
 def test_a_failing_tier_seals_an_honest_non_eligible_receipt(repo: Path) -> None:
     setup_keys()
-    record_all({"judge": "fail"})
+    record_all(human="reject")
     sealed = json.loads(run("seal", "T-1", "--key", "sealer", "--json").stdout)
     assert sealed["body"]["merge_eligible"] is False
     res = run("verify", sealed["receipt"], "--json")
     assert res.exit_code == 0  # the receipt is authentic and its (negative) claim is entailed
-    assert "tier judge verdict is fail" in json.loads(res.stdout)["eligibility_reasons"]
+    reasons = json.loads(res.stdout)["eligibility_reasons"]
+    assert any(x.startswith("tier human verdict is fail by SHA256:") for x in reasons), reasons
 
 
 def test_a_tier_without_a_record_becomes_an_explicit_skip(repo: Path) -> None:
@@ -138,7 +141,9 @@ def test_a_new_commit_is_a_new_candidate(repo: Path) -> None:
 
 def test_a_key_may_sign_only_what_its_role_allows(repo: Path) -> None:
     setup_keys()
-    res = run("record", "T-1", "--tier", "judge", "--verdict", "pass", "--key", "alice")
+    res = run("record", "T-1", "--tier", "judge", "--verdict", "fail", "--key", "alice")
+    assert res.exit_code == 2 and "has no judge role" in res.output
+    res = run("judge", "T-1", "--key", "alice")
     assert res.exit_code == 2 and "has no judge role" in res.output
     res = run("check", "T-1", "--key", "alice")
     assert res.exit_code == 2 and "has no deterministic role" in res.output
@@ -192,7 +197,7 @@ def test_encrypted_key_needs_its_passphrase(repo: Path, monkeypatch: pytest.Monk
     setup_keys()
     res = CliRunner().invoke(cli, ["keys", "generate", "dave", "--role", "human", "--passphrase"], input="s3cret\ns3cret\n")
     assert res.exit_code == 0, res.output
-    args = ["record", "T-1", "--tier", "human", "--verdict", "pass", "--key", "dave"]
+    args = ["approve", "T-1", "--key", "dave", "--yes"]
     assert run(*args).exit_code == 2
     monkeypatch.setenv("RECEIPT_LEDGER_PASSPHRASE", "wrong")
     assert run(*args).exit_code == 2

@@ -13,5 +13,5 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     assert "Traceback" not in res.stderr
     out = res.stdout
     assert out.count("VERIFIED") == 1 and "REJECTED" in out and "[body-hash]" in out
-    assert "recorded by hand" in out
+    assert "SCRIPTED EXAMPLE judge" in out and "APPROVE DEMO-1" in out
     assert (tmp_path / "demo" / "repo" / ".ledger" / "ledger.db").is_file()

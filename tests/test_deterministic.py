@@ -14,6 +14,8 @@ import pytest
 import receipts as r
 from conftest import ADMIN_ID, ROLES, SIGNERS, contract_bytes, git, make_repo, run_cli
 from ledger import Ledger, add_key, record_tier, register_contract, seal_receipt
+from ledger._human import decide
+from ledger._judge import run_judge
 from ledger._runner import CheckRun, run_deterministic
 from ledger._errors import InputError
 from verify import LedgerSource, TrustRoot, verify_receipt
@@ -32,6 +34,15 @@ def env(tmp_path: Path) -> tuple[Path, Ledger]:
 
 def check(ledger: Ledger, repo: Path, contract: bytes, task: str = "TASK-1", **kw: object) -> CheckRun:
     return run_deterministic(ledger, repo=repo, task_id=task, contract_bytes=contract, source="c.toml", signer=SIGNERS["ci"], **kw)  # type: ignore[arg-type]
+
+
+def upper_tiers(ledger: Ledger, repo: Path, run: CheckRun) -> None:
+    """The scripted judge and an approval by alice, on the run's candidate and contract."""
+    contract = next(rev.contract for _, rev in reversed(ledger.contract_revisions(run.record.task_id))
+                    if rev.config_hash == run.record.config_hash)
+    run_judge(ledger, task_id=run.record.task_id, contract_bytes=contract, candidate=run.record.input_hash, signer=SIGNERS["judge"])
+    decide(ledger, task_id=run.record.task_id, contract_bytes=contract, candidate=run.record.input_hash, signer=SIGNERS["alice"],
+           approve=True, note="ok", repo=repo, confirm=lambda shown: True)
 
 
 def reasons(run: CheckRun) -> str:
@@ -53,9 +64,7 @@ def test_a_passing_run_verifies_and_its_verdict_is_rederived(env: tuple[Path, Le
     assert run.outcome.verdict is r.Verdict.PASS, reasons(run)
     assert run.snapshot.strength == "strong" and run.snapshot.files == ("app.py",)
     assert blob(ledger, run, "check:tests:stdout") == b"1 passed\n"
-    for tier, key in ((r.Tier.JUDGE, "judge"), (r.Tier.HUMAN, "alice")):
-        record_tier(ledger, task_id="TASK-1", tier=tier, verdict=r.Verdict.PASS, signer=SIGNERS[key],
-                    config_hash=run.record.config_hash, input_hash=run.record.input_hash)
+    upper_tiers(ledger, repo, run)
     _, sealed = seal_receipt(ledger, task_id="TASK-1", signer=SIGNERS["sealer"], input_hash=run.record.input_hash)
     result = verify_receipt(LedgerSource.open(tmp_path / "ledger"), str(sealed.body_hash), TrustRoot(frozenset({ADMIN_ID}), "t"))
     assert result.ok and result.derived_eligible, result.defects
@@ -134,9 +143,7 @@ def test_dropping_the_failing_check_needs_an_admin_and_is_flagged(env: tuple[Pat
     register_contract(ledger, "TASK-1", lenient, SIGNERS["admin"])
     run = check(ledger, repo, lenient)
     assert run.outcome.verdict is r.Verdict.PASS
-    for tier, key in ((r.Tier.JUDGE, "judge"), (r.Tier.HUMAN, "alice")):
-        record_tier(ledger, task_id="TASK-1", tier=tier, verdict=r.Verdict.PASS, signer=SIGNERS[key],
-                    config_hash=run.record.config_hash, input_hash=run.record.input_hash)
+    upper_tiers(ledger, repo, run)
     _, sealed = seal_receipt(ledger, task_id="TASK-1", signer=SIGNERS["sealer"], input_hash=run.record.input_hash)
     result = verify_receipt(LedgerSource.open(tmp_path / "ledger"), str(sealed.body_hash), TrustRoot(frozenset({ADMIN_ID}), "t"))
     assert result.ok, result.defects
@@ -292,16 +299,15 @@ def test_ledger_check_cli_prints_the_table_and_exit_codes(tmp_path: Path) -> Non
     broken = tmp_path / "broken.toml"
     broken.write_bytes(contract_bytes().replace(b"check_timeout_s = 20", b'check_timeout_s = "soon"'))
     res = run_cli("check", "TASK-1", "--contract", str(broken), "--key", "ci", cwd=repo, env=keys)
-    assert res.returncode == 2 and "broken.toml:12: budgets.check_timeout_s: has the wrong type" in res.stderr
+    line = broken.read_text().splitlines().index('check_timeout_s = "soon"') + 1
+    assert res.returncode == 2 and "broken.toml:%d: budgets.check_timeout_s: has the wrong type" % line in res.stderr
 
 
 def test_stale_evidence_is_not_eligible(env: tuple[Path, Ledger], tmp_path: Path) -> None:
     repo, ledger = env
     contract = contract_bytes().replace(b"[budgets]", b"[freshness]\nmax_evidence_age_s = 60\n\n[budgets]")
     run = check(ledger, repo, contract)
-    for tier, key in ((r.Tier.JUDGE, "judge"), (r.Tier.HUMAN, "alice")):
-        record_tier(ledger, task_id="TASK-1", tier=tier, verdict=r.Verdict.PASS, signer=SIGNERS[key],
-                    config_hash=run.record.config_hash, input_hash=run.record.input_hash)
+    upper_tiers(ledger, repo, run)
     fresh, _ = seal_receipt(ledger, task_id="TASK-1", signer=SIGNERS["sealer"], input_hash=run.record.input_hash)
     assert fresh.merge_eligible
     real_time = time.time

@@ -13,12 +13,15 @@ from dataclasses import dataclass, field
 from receipts import (
     CHECK_RESULT_FORMAT,
     CHECK_RESULT_MEDIA_TYPE,
+    JUDGE_RUN_FORMAT,
+    JUDGE_RUN_MEDIA_TYPE,
     LADDER,
     SNAPSHOT_FORMAT,
     SNAPSHOT_MEDIA_TYPE,
     ContentHasher,
     Contract,
     ContractRevision,
+    Waiver,
     Digest,
     Entry,
     EntryKind,
@@ -31,6 +34,7 @@ from receipts import (
     LadderReceipt,
     ReceiptsError,
     Role,
+    SampleOutcome,
     Tier,
     TierRecord,
     Verdict,
@@ -40,6 +44,7 @@ from receipts import (
     decode_body,
     decode_entry,
     derive_deterministic,
+    derive_judge,
     derive_merge_eligible,
     entry_hash,
     latest_human_decisions,
@@ -103,6 +108,7 @@ class Result:
     weakenings: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     stale: tuple[str, ...] = ()
+    waivers: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -110,7 +116,7 @@ class Result:
 
     def as_dict(self) -> dict[str, object]:
         return {
-            "weakenings": list(self.weakenings), "warnings": list(self.warnings), "stale_approvals": list(self.stale),
+            "weakenings": list(self.weakenings), "warnings": list(self.warnings), "stale_approvals": list(self.stale), "waivers": list(self.waivers),
             "target": self.target, "verified": self.ok, "trust": self.trust, "task": self.task_id,
             "candidate": self.candidate, "merge_eligible_claimed": self.claimed_eligible,
             "merge_eligible_derived": self.derived_eligible, "eligibility_reasons": list(self.eligibility_reasons),
@@ -155,6 +161,7 @@ class _Walk:
     latest_contract: dict[str, tuple[ContractRevision, Contract]] = field(default_factory=dict)
     contracts: dict[tuple[str, bytes], Contract] = field(default_factory=dict)
     weakened: list[tuple[str, str]] = field(default_factory=list)  # (task, description)
+    waivers: list[tuple[int, Waiver, str]] = field(default_factory=list)  # (seq, waiver, signer label)
 
     def defect(self, code: str, message: str, seq: int | None) -> None:
         self.defects.append(Defect(code, message, seq))
@@ -205,6 +212,10 @@ class _Walk:
             return
         if isinstance(body, ContractRevision):
             self._contract(entry, body)
+        elif isinstance(body, Waiver):
+            label = self.check_signature(entry, body)
+            if label is not None:
+                self.waivers.append((entry.seq, body, label))
         elif check_signature or entry.kind in (EntryKind.GENESIS, EntryKind.KEY_ADD, EntryKind.KEY_REVOKE):
             self.check_signature(entry, body)
         # 2f. Keyring changes take effect for the entries after this one.
@@ -306,21 +317,40 @@ def _check_evidence(source: LedgerSource, record: TierRecord, tier: Tier, defect
             defects.append(Defect("evidence-altered", "tier %s: evidence %s no longer hashes to %s" % (tier, ref.check_id, ref.digest.short()), seq))
 
 
-def _evidence_json(source: LedgerSource, digest: Digest, fmt: str) -> dict[str, object] | None:
+def _blob_bytes(source: LedgerSource, digest: Digest) -> bytes | None:
+    """A small blob's bytes, only if they still hash to their digest (step 6 reports the rest)."""
     handle = source.open_blob(digest)
     if handle is None:
         return None
     with handle:
         data = handle.read((4 << 20) + 1)
-    if content_digest(data) != digest:
-        return None  # step 6 reports the altered blob; its content is not used
+    return data if content_digest(data) == digest else None
+
+
+def _evidence_json(source: LedgerSource, digest: Digest, fmt: str) -> dict[str, object] | None:
+    data = _blob_bytes(source, digest)
+    if data is None:
+        return None
     try:
         return parse_evidence_json(data, fmt)
     except ReceiptsError:
         return None
 
 
-def _rederive_deterministic(source: LedgerSource, record: TierRecord, contract: Contract) -> tuple[Verdict, tuple[str, ...], tuple[str, ...]]:
+def _waivers_in_force(walk: _Walk, task: str, config: Digest, before_seq: int, at: int) -> dict[str, list[tuple[int, Waiver, str]]]:
+    found: dict[str, list[tuple[int, Waiver, str]]] = {}
+    for seq, waiver, label in walk.waivers:
+        if seq < before_seq and waiver.task_id == task and waiver.config_hash == config and waiver.in_force(at):
+            found.setdefault(waiver.check_id, []).append((seq, waiver, label))
+    return found
+
+
+def _describe(seq: int, waiver: Waiver, label: str) -> str:
+    return "entry %d: %s waived %s until %d: %s" % (seq, label, waiver.check_id, waiver.expires, waiver.reason)
+
+
+def _rederive_deterministic(source: LedgerSource, record: TierRecord, contract: Contract,
+                            waivers: dict[str, str]) -> tuple[Verdict, tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     snapshot = None
     results: dict[str, dict[str, object]] = {}
     seen: set[str] = set()
@@ -337,9 +367,9 @@ def _rederive_deterministic(source: LedgerSource, record: TierRecord, contract: 
             if doc is not None and doc.get("id") == check_id:
                 results[check_id] = doc
     if snapshot is not None and snapshot.get("candidate") != str(record.input_hash):
-        return Verdict.FAIL, ("the recorded snapshot is of a different candidate",), ()
-    outcome = derive_deterministic(contract, results, snapshot)
-    return outcome.verdict, outcome.reasons, outcome.warnings
+        return Verdict.FAIL, ("the recorded snapshot is of a different candidate",), (), ()
+    outcome = derive_deterministic(contract, results, snapshot, waivers)
+    return outcome.verdict, outcome.reasons, outcome.warnings, outcome.waived
 
 
 def _resolve_record(walk: _Walk, source: LedgerSource, receipt: LadderReceipt, receipt_seq: int, tier: Tier,
@@ -370,12 +400,45 @@ def _resolve_record(walk: _Walk, source: LedgerSource, receipt: LadderReceipt, r
         if rec_contract is None:
             defects.append(Defect("config-unregistered", "the deterministic record's config is not a registered contract", rec_entry.seq))
         else:
-            derived_verdict, why, warned = _rederive_deterministic(source, rec, rec_contract)
+            in_force = _waivers_in_force(walk, rec.task_id, rec.config_hash, rec_entry.seq, rec.created)
+            derived_verdict, why, warned, used = _rederive_deterministic(
+                source, rec, rec_contract, {c: _describe(*ws[-1]) for c, ws in in_force.items()})
             warnings.extend(warned)
+            # 6c. A pass that leans on a waiver needs the waiver still in force when the receipt was sealed.
+            for check_id in used:
+                if not any(w.in_force(receipt.created) for _, w, _ in in_force[check_id]):
+                    defects.append(Defect("waiver-expired", "the deterministic pass relies on a waiver of %s that expired before the receipt was sealed (%s)" % (
+                        check_id, _describe(*in_force[check_id][-1])), rec_entry.seq))
             if (derived_verdict is Verdict.PASS) != (rec.verdict is Verdict.PASS):
                 defects.append(Defect("verdict-not-entailed", "the deterministic record says %s but its evidence entails %s: %s" % (
                     rec.verdict, derived_verdict, "; ".join(why) or "all checks passed"), rec_entry.seq))
+    # 6d. A judge verdict must follow from its stored replies under its contract's rules.
+    if tier is Tier.JUDGE and rec.tier is Tier.JUDGE:
+        rec_contract = walk.contracts.get((rec.task_id, rec.config_hash.value))
+        if rec_contract is None:
+            defects.append(Defect("config-unregistered", "the judge record's config is not a registered contract", rec_entry.seq))
+        else:
+            judged = _rederive_judge(source, rec, rec_contract)
+            if (judged.verdict is Verdict.PASS) != (rec.verdict is Verdict.PASS) or (
+                    rec.verdict is Verdict.PASS and rec.confidence_bp != judged.confidence_bp):
+                defects.append(Defect("verdict-not-entailed", "the judge record says %s (confidence %s) but its stored replies entail %s: %s" % (
+                    rec.verdict, rec.confidence_bp, judged.verdict, judged.reason), rec_entry.seq))
     return rec, rec_entry
+
+
+def _rederive_judge(source: LedgerSource, record: TierRecord, contract: Contract) -> SampleOutcome:
+    run = None
+    replies: dict[str, bytes] = {}
+    for ref in record.evidence:
+        if ref.check_id == "judge:run" and ref.media_type == JUDGE_RUN_MEDIA_TYPE:
+            run = _evidence_json(source, ref.digest, JUDGE_RUN_FORMAT)
+        elif ref.check_id.startswith("judge:reply:"):
+            data = _blob_bytes(source, ref.digest)
+            if data is not None:
+                replies[str(ref.digest)] = data
+    if run is None:
+        return SampleOutcome(Verdict.FAIL, 0, "no judge run was recorded")
+    return derive_judge(run, replies, contract)
 
 
 def verify_receipt(source: LedgerSource, target: str, trust: TrustRoot | None = None) -> Result:
@@ -464,6 +527,8 @@ def verify_receipt(source: LedgerSource, target: str, trust: TrustRoot | None = 
         eligibility_reasons=derived.reasons, tiers=tuple(lines), entries_checked=count,
         weakenings=tuple(d for t, d in walk.weakened if t == receipt.task_id), warnings=tuple(warnings),
         stale=tuple(stale),
+        waivers=tuple(_describe(seq, w, label) for seq, w, label in walk.waivers
+                      if w.task_id == receipt.task_id and seq < stored_receipt.seq and w.in_force(receipt.created)),
     )
 
 

@@ -1,0 +1,95 @@
+"""The human tier: a person's key signs a verdict on the exact candidate and contract,
+after being shown what they sign."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from receipts import (
+    SNAPSHOT_FORMAT,
+    Digest,
+    EvidenceRef,
+    ReceiptsError,
+    Signer,
+    Tier,
+    Verdict,
+    config_hash,
+    latest_human_decisions,
+    new_tier_record,
+    parse_evidence_json,
+)
+
+from ._errors import InputError
+from ._ops import VERSION, current_contract, environment_digest
+from ._store import Appended, Store
+
+__all__ = ["decide", "summary"]
+
+
+def _diffstat(store: Store, repo: Path | None, task_id: str, candidate: Digest, config: Digest) -> tuple[str, dict[str, str]]:
+    verdicts: dict[str, str] = {}
+    base = commit = None
+    rows = [row for row in store.records_for(task_id) if row.record.input_hash == candidate and row.record.config_hash == config]
+    for row in rows:
+        if row.record.tier is not Tier.HUMAN:
+            verdicts[row.record.tier.value] = row.record.verdict.value
+        if row.record.tier is Tier.DETERMINISTIC:
+            for ref in row.record.evidence:
+                if ref.check_id == "snapshot":
+                    try:
+                        doc = parse_evidence_json(store.blob_path(ref.digest).read_bytes(), SNAPSHOT_FORMAT)
+                        base, commit = doc.get("base"), doc.get("commit")
+                    except (OSError, ReceiptsError):
+                        pass
+    human = latest_human_decisions([(row.digest, row.record, row.signer) for row in rows], task_id=task_id,
+                                   input_hash=candidate, config_hash=config)
+    by_digest = {row.digest: row for row in rows}
+    for digest in human:
+        row = by_digest[digest]
+        verdicts["human:" + row.signer] = "approve" if row.record.verdict is Verdict.PASS else "reject"
+    stat = ""
+    if repo is not None and commit:
+        args = ["git", "diff", "--stat", base, commit] if base else ["git", "show", "--stat", "--format=", commit]
+        out = subprocess.run(args, cwd=repo, capture_output=True, text=True, timeout=60)
+        stat = out.stdout.rstrip() if out.returncode == 0 else ""
+    return stat, verdicts
+
+
+def summary(task_id: str, candidate: Digest, verdicts: dict[str, str], stat: str, approve: bool) -> str:
+    lines = ["%s %s" % ("APPROVE" if approve else "REJECT", task_id), "candidate %s" % candidate]
+    for name, verdict in verdicts.items() or [("(no tier has ruled yet)", "")]:
+        lines.append("  %-40s %s" % (name, verdict))
+    lines.append(stat or "(no diff summary: the deterministic tier has not recorded a snapshot)")
+    return "\n".join(lines)
+
+
+def decide(store: Store, *, task_id: str, contract_bytes: bytes, candidate: Digest, signer: Signer, approve: bool,
+           note: str, repo: Path | None, confirm: Callable[[str], bool]) -> Appended | None:
+    """Show the decision, and sign it only if ``confirm`` agrees. None when declined."""
+    config = config_hash(contract_bytes)
+    current_contract(store, task_id, config)
+    if not approve and not note.strip():
+        raise InputError("a rejection needs a reason")
+    stat, verdicts = _diffstat(store, repo, task_id, candidate, config)
+    shown = summary(task_id, candidate, verdicts, stat, approve)
+    if not confirm(shown):
+        return None
+    doc = {"format": "receipt-ledger/human-decision/v1", "decision": "approve" if approve else "reject",
+           "note": note, "shown": shown}
+    data = json.dumps(doc, sort_keys=True, indent=1).encode()
+    digest, size = store.put_blob_stream(io.BytesIO(data))
+    try:
+        record = new_tier_record(
+            task_id=task_id, tier=Tier.HUMAN, config_hash=config, input_hash=candidate,
+            evidence=(EvidenceRef("human:decision", digest, size, "application/json"),),
+            verdict=Verdict.PASS if approve else Verdict.FAIL, verifier="receipt-ledger human decision",
+            verifier_version=VERSION, environment=environment_digest(), created=int(time.time()),
+        )
+    except ReceiptsError as exc:
+        raise InputError(str(exc)) from None
+    return store.append(record, signer)

@@ -1,0 +1,254 @@
+"""The judge tier runner: ask an independent model, record exactly what was asked and
+answered, and let `receipts.derive_judge` turn that into the verdict.
+
+Two backends: any OpenAI-compatible chat-completions endpoint (hosted, or local servers
+such as vLLM, llama.cpp's server and Ollama), and any command that reads the request
+as JSON on stdin and writes its answer as JSON on stdout. Nothing is sent anywhere
+unless an endpoint is configured.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import time
+import tomllib
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from receipts import (
+    JUDGE_RUN_FORMAT,
+    JUDGE_RUN_MEDIA_TYPE,
+    Contract,
+    Digest,
+    EvidenceRef,
+    ReceiptsError,
+    SampleOutcome,
+    Signer,
+    Tier,
+    TierRecord,
+    Verdict,
+    config_hash,
+    derive_judge,
+    new_tier_record,
+    parse_evidence_json,
+)
+
+from ._errors import InputError
+from ._ops import VERSION, current_contract, environment_digest
+from ._store import Appended, Store
+
+__all__ = ["Endpoint", "JudgeRun", "resolve_endpoint", "run_judge", "SYSTEM_PROMPT"]
+
+MAX_REPLY = 1 << 20
+SYSTEM_PROMPT = (
+    "You are an independent reviewer of a code change made by another model. Judge only "
+    "whether the change meets each criterion; a change that silences an error without fixing "
+    "it does not. Answer with one JSON object and nothing else: "
+    '{"verdict": "accept" | "retry" | "reject", "confidence": <number from 0 to 1>, '
+    '"findings": [{"criterion": <text>, "met": <true|false>, "note": <text>}], "reasons": [<text>]}'
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    backend: str
+    url: str
+    model: str
+    api_key: str | None
+    command: tuple[str, ...]
+    timeout_s: int
+    max_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeRun:
+    record: TierRecord
+    appended: Appended
+    outcome: SampleOutcome
+    attempts: int
+
+
+def resolve_endpoint(contract: Contract, config_toml: Path | None, environ: dict[str, str]) -> Endpoint | str:
+    """The endpoint to ask, or why none can be reached. `.ledger/config.toml`'s [judge]
+    table fills in what the contract leaves out."""
+    extra: dict[str, Any] = {}
+    if config_toml is not None and config_toml.is_file():
+        try:
+            extra = tomllib.loads(config_toml.read_text(encoding="utf-8")).get("judge", {})
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise InputError("%s: %s" % (config_toml, exc)) from None
+    j = contract.judge
+
+    def pick(name: str) -> Any:
+        value = getattr(j, name)
+        return value if value not in (None, ()) else extra.get(name)
+
+    backend = pick("backend")
+    timeout = int(extra.get("timeout_s", j.timeout_s)) if j.timeout_s == 60 else j.timeout_s
+    if backend is None:
+        return "no judge backend is configured (contract [judge] or .ledger/config.toml)"
+    if backend == "command":
+        command = tuple(str(c) for c in (pick("command") or ()))
+        if not command:
+            return "the command judge has no command"
+        model = str(pick("model") or "command:" + os.path.basename(command[-1]))
+        return Endpoint("command", command[0], model, None, command, timeout, j.max_tokens)
+    if backend != "openai":
+        return "unknown judge backend %r" % backend
+    url, model, key_env = pick("base_url"), pick("model"), pick("api_key_env")
+    if not url or not model:
+        return "the openai judge needs base_url and model"
+    key = None
+    if key_env:
+        key = environ.get(str(key_env))
+        if not key:
+            return "the judge's API key variable %s is not set" % key_env
+    return Endpoint("openai", str(url).rstrip("/") + "/chat/completions", str(model), key, (), timeout, j.max_tokens)
+
+
+def _criteria(contract: Contract) -> list[str]:
+    return list(contract.judge.criteria or (contract.deliverables + contract.invariants) or (contract.goal or "the change is correct",))
+
+
+def _request(contract: Contract, candidate: Digest, diff: str, sample: int) -> tuple[dict[str, Any], bool]:
+    limit = contract.judge.max_diff_chars
+    criteria = _criteria(contract)
+    if sample % 2 == 1:
+        criteria.reverse()  # swap the order between samples to reduce position bias
+    return {
+        "format": "receipt-ledger/judge-request/v1", "task": contract.task_id, "goal": contract.goal,
+        "criteria": criteria, "candidate": str(candidate), "diff": diff[:limit], "diff_truncated": len(diff) > limit,
+        "diff_chars": len(diff), "sample": sample,
+    }, len(diff) > limit
+
+
+def _ask(endpoint: Endpoint, request: dict[str, Any]) -> tuple[bytes, bytes | None, int | None, str | None]:
+    """(bytes sent, reply bytes, HTTP status or exit code, transport error)."""
+    if endpoint.backend == "command":
+        sent = json.dumps(request, sort_keys=True).encode()
+        try:
+            out = subprocess.run(list(endpoint.command), input=sent, capture_output=True, timeout=endpoint.timeout_s)
+        except subprocess.TimeoutExpired:
+            return sent, None, None, "no answer within %d s" % endpoint.timeout_s
+        except OSError as exc:
+            return sent, None, None, "cannot run the judge command: %s" % (exc.strerror or exc)
+        if out.returncode != 0:
+            return sent, out.stdout[:MAX_REPLY], out.returncode, "the judge command exited %d" % out.returncode
+        return sent, out.stdout[:MAX_REPLY], 0, None
+    body = {
+        "model": endpoint.model, "temperature": 0, "max_tokens": endpoint.max_tokens,
+        "messages": [{"role": "system", "content": SYSTEM_PROMPT},
+                     {"role": "user", "content": json.dumps(request, sort_keys=True)}],
+    }
+    sent = json.dumps(body, sort_keys=True).encode()
+    headers = {"Content-Type": "application/json"}
+    if endpoint.api_key:
+        headers["Authorization"] = "Bearer " + endpoint.api_key
+    req = urllib.request.Request(endpoint.url, data=sent, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=endpoint.timeout_s) as resp:  # noqa: S310 - the user configured it
+            return sent, resp.read(MAX_REPLY), resp.status, None
+    except urllib.error.HTTPError as exc:
+        return sent, exc.read(MAX_REPLY), exc.code, "HTTP %d" % exc.code
+    except (urllib.error.URLError, TimeoutError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return sent, None, None, "no answer: %s" % reason
+
+
+def _prior_attempts(store: Store, task_id: str, candidate: Digest, config: Digest) -> int:
+    total = 0
+    for row in store.records_for(task_id):
+        rec = row.record
+        if rec.tier is Tier.JUDGE and rec.input_hash == candidate and rec.config_hash == config:
+            for ref in rec.evidence:
+                if ref.check_id == "judge:run":
+                    try:
+                        doc = parse_evidence_json(store.blob_path(ref.digest).read_bytes(), JUDGE_RUN_FORMAT)
+                        total += len(doc.get("attempts") or [])
+                    except (OSError, ReceiptsError):
+                        continue
+    return total
+
+
+def _diff(store: Store, task_id: str, candidate: Digest, config: Digest) -> tuple[str | None, str]:
+    """(the skip reason, the candidate's diff) from the latest deterministic record."""
+    latest = None
+    for row in store.records_for(task_id):
+        if row.record.tier is Tier.DETERMINISTIC and row.record.input_hash == candidate and row.record.config_hash == config:
+            latest = row.record
+    if latest is None:
+        return "the deterministic tier has not run on this candidate", ""
+    if latest.verdict is not Verdict.PASS:
+        return "the deterministic tier did not pass (%s): the judge was not asked" % latest.verdict, ""
+    for ref in latest.evidence:
+        if ref.check_id == "diff":
+            try:
+                return None, store.blob_path(ref.digest).read_bytes().decode("utf-8", "replace")
+            except OSError:
+                break
+    return "the deterministic record's diff evidence is missing", ""
+
+
+def run_judge(store: Store, *, task_id: str, contract_bytes: bytes, candidate: Digest, signer: Signer,
+              config_toml: Path | None = None, environ: dict[str, str] | None = None, samples: int | None = None) -> JudgeRun:
+    config = config_hash(contract_bytes)
+    contract = current_contract(store, task_id, config)
+    n_samples = max(samples or 0, contract.judge.samples)
+    env = dict(os.environ if environ is None else environ)
+    refs: list[EvidenceRef] = []
+    replies: dict[str, bytes] = {}
+
+    def put(check_id: str, data: bytes, media_type: str) -> Digest:
+        digest, size = store.put_blob_stream(io.BytesIO(data))
+        refs.append(EvidenceRef(check_id, digest, size, media_type))
+        return digest
+
+    skipped, diff = _diff(store, task_id, candidate, config)
+    endpoint = resolve_endpoint(contract, config_toml, env)
+    if skipped is None and isinstance(endpoint, str):
+        skipped = "the judge backend was never reached: " + endpoint
+    prior = _prior_attempts(store, task_id, candidate, config)
+    run: dict[str, Any] = {
+        "format": JUDGE_RUN_FORMAT, "skipped": skipped, "prior_attempts": prior, "max_retries": contract.judge.max_retries,
+        "backend": endpoint.backend if isinstance(endpoint, Endpoint) else "none",
+        "endpoint": endpoint.url if isinstance(endpoint, Endpoint) else None,
+        "model": endpoint.model if isinstance(endpoint, Endpoint) else "none",
+        "diff_truncated": len(diff) > contract.judge.max_diff_chars, "diff_chars": len(diff), "attempts": [],
+        "samples": n_samples,
+    }
+    if skipped is None and isinstance(endpoint, Endpoint):
+        for attempt in range(max(0, 1 + contract.judge.max_retries - prior)):
+            asked: list[dict[str, Any]] = []
+            for sample in range(n_samples):
+                request, _ = _request(contract, candidate, diff, sample)
+                started = time.monotonic()
+                sent, reply, status, error = _ask(endpoint, request)
+                req_digest = put("judge:request:%d:%d" % (attempt, sample), sent, "application/json")
+                reply_digest = None
+                if reply is not None:
+                    reply_digest = put("judge:reply:%d:%d" % (attempt, sample), reply, "application/octet-stream")
+                    replies[str(reply_digest)] = reply
+                asked.append({"sample": sample, "request": str(req_digest), "reply": None if reply_digest is None else str(reply_digest),
+                                "status": status, "error": error, "elapsed_ms": int((time.monotonic() - started) * 1000)})
+            run["attempts"].append(asked)
+            if derive_judge(run, replies, contract).verdict is not Verdict.RETRY:
+                break
+    data = json.dumps(run, sort_keys=True, indent=1).encode()
+    put("judge:run", data, JUDGE_RUN_MEDIA_TYPE)
+    outcome = derive_judge(json.loads(data), replies, contract)
+    try:
+        record = new_tier_record(
+            task_id=task_id, tier=Tier.JUDGE, config_hash=config, input_hash=candidate, evidence=tuple(refs),
+            verdict=outcome.verdict, verifier="receipt-ledger judge (%s %s)" % (run["backend"], run["model"]),
+            verifier_version=VERSION, environment=environment_digest(), created=int(time.time()),
+            confidence_bp=None if outcome.verdict is Verdict.SKIP else outcome.confidence_bp,
+        )
+    except ReceiptsError as exc:
+        raise InputError(str(exc)) from None
+    return JudgeRun(record, store.append(record, signer), outcome, len(run["attempts"]))

@@ -1,0 +1,198 @@
+"""The judge tier's rules: how a reply is read, and how replies become a verdict.
+
+A judge's answer is a measurement, not a fact. Anything that is not a clear accept at
+or above the contract's confidence threshold, from a judge independent of the author,
+is not a pass. The runner decides with these functions and the verifier re-derives with
+them from the stored reply bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ._contract import Contract
+from ._model import Verdict
+
+__all__ = [
+    "JUDGE_RUN_FORMAT",
+    "JUDGE_RUN_MEDIA_TYPE",
+    "Answer",
+    "SampleOutcome",
+    "reply_text",
+    "parse_answer",
+    "model_family",
+    "sample_outcome",
+    "attempt_outcome",
+    "derive_judge",
+]
+
+JUDGE_RUN_FORMAT = "receipt-ledger/judge-run/v1"
+JUDGE_RUN_MEDIA_TYPE = "application/vnd.receipt-ledger.judge-run+json"
+_VERDICTS = ("accept", "retry", "reject")
+_FENCE = re.compile(r"```(?:json|JSON)?\s*\n(.*?)```", re.DOTALL)
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    verdict: str  # accept, retry or reject
+    confidence_bp: int
+    findings: tuple[Any, ...]
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SampleOutcome:
+    verdict: Verdict
+    confidence_bp: int
+    reason: str
+
+
+def reply_text(backend: str, body: bytes) -> str | None:
+    """The judge's text inside a reply: the first choice's message for an OpenAI-style
+    chat completion, the whole output for a command."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if backend != "openai":
+        return text
+    try:
+        doc = json.loads(text)
+        content = doc["choices"][0]["message"]["content"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+    return content if isinstance(content, str) else None
+
+
+def _candidates(text: str) -> list[str]:
+    out = [text.strip()]
+    out += [m.group(1) for m in _FENCE.finditer(text)]
+    return out
+
+
+def parse_answer(text: str | None) -> Answer | str:
+    """Read a judge's JSON answer out of its reply: tolerant of code fences and prose
+    around it, strict about what it means. Returns the answer or why there is none."""
+    if text is None or not text.strip():
+        return "empty reply"
+    decoder = json.JSONDecoder()
+    found: Any = None
+    for candidate in _candidates(text):
+        try:
+            found = json.loads(candidate)
+            break
+        except ValueError:
+            continue
+    if found is None:
+        for m in re.finditer(r"\{", text):
+            try:
+                found, _ = decoder.raw_decode(text, m.start())
+            except ValueError:
+                continue
+            if isinstance(found, dict) and "verdict" in found:
+                break
+            found = None
+    if not isinstance(found, dict):
+        return "no JSON object in the reply"
+    verdict = found.get("verdict")
+    if not isinstance(verdict, str) or verdict.strip().lower() not in _VERDICTS:
+        return "unknown verdict %r" % (verdict,)
+    confidence = found.get("confidence")
+    if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 <= confidence <= 1:
+        return "confidence %r is not a number in [0, 1]" % (confidence,)
+    findings = found.get("findings", [])
+    reasons = found.get("reasons", [])
+    return Answer(
+        verdict=verdict.strip().lower(), confidence_bp=round(float(confidence) * 10000),
+        findings=tuple(findings) if isinstance(findings, list) else (),
+        reasons=tuple(str(x) for x in reasons) if isinstance(reasons, list) else (str(reasons),),
+    )
+
+
+def model_family(model: str) -> str:
+    """A model's family: the first word of its name after any provider prefix
+    (``anthropic/claude-3-5-sonnet`` and ``claude-sonnet-4`` are both ``claude``)."""
+    name = model.strip().lower().rsplit("/", 1)[-1]
+    m = re.match(r"[a-z]+", name)
+    return m.group(0) if m else name
+
+
+def sample_outcome(answer: Answer | str, *, threshold_bp: int, independent: bool) -> SampleOutcome:
+    if isinstance(answer, str):
+        return SampleOutcome(Verdict.RETRY, 0, "no usable answer (%s): retry, flagged for review" % answer)
+    if answer.verdict == "reject":
+        return SampleOutcome(Verdict.FAIL, answer.confidence_bp, "the judge rejected: %s" % "; ".join(answer.reasons)[:300])
+    if answer.verdict == "retry":
+        return SampleOutcome(Verdict.RETRY, answer.confidence_bp, "the judge asked for a retry")
+    if answer.confidence_bp < threshold_bp:
+        return SampleOutcome(Verdict.REVIEW, answer.confidence_bp, "accepted at confidence %d bp, below the threshold of %d bp" % (answer.confidence_bp, threshold_bp))
+    if not independent:
+        return SampleOutcome(Verdict.REVIEW, answer.confidence_bp, "the judge is of the same model family as the author")
+    return SampleOutcome(Verdict.PASS, answer.confidence_bp, "accepted at confidence %d bp" % answer.confidence_bp)
+
+
+def attempt_outcome(samples: Sequence[SampleOutcome]) -> SampleOutcome:
+    """A strict majority of samples decides; without one the answer needs review."""
+    if not samples:
+        return SampleOutcome(Verdict.RETRY, 0, "no sample")
+    if len(samples) == 1:
+        return samples[0]
+    confidence = sorted(s.confidence_bp for s in samples)[(len(samples) - 1) // 2]
+    for verdict in (Verdict.PASS, Verdict.FAIL, Verdict.RETRY):
+        votes = [s for s in samples if s.verdict is verdict]
+        if len(votes) * 2 > len(samples):
+            return SampleOutcome(verdict, confidence, "%d of %d samples: %s" % (len(votes), len(samples), votes[0].reason))
+    return SampleOutcome(Verdict.REVIEW, confidence, "no majority among %d samples" % len(samples))
+
+
+def derive_judge(run: Mapping[str, Any], replies: Mapping[str, bytes], contract: Contract) -> SampleOutcome:
+    """The judge tier's verdict from a recorded run (see docs/format.md §6b) under its
+    contract. Missing or malformed parts count as unusable answers."""
+    skipped = run.get("skipped")
+    if isinstance(skipped, str) and skipped:
+        return SampleOutcome(Verdict.SKIP, 0, skipped)
+    settings = contract.judge
+    cap = 1 + settings.max_retries
+    prior = run.get("prior_attempts")
+    attempts = run.get("attempts")
+    model = run.get("model")
+    backend = run.get("backend")
+    if not isinstance(prior, int) or isinstance(prior, bool) or prior < 0 or not isinstance(attempts, list) \
+            or not isinstance(model, str) or not isinstance(backend, str):
+        return SampleOutcome(Verdict.FAIL, 0, "the judge run record is malformed")
+    if prior + len(attempts) > cap:
+        return SampleOutcome(Verdict.FAIL, 0, "more attempts than the retry cap allows")
+    wanted = run.get("samples", settings.samples)
+    if not isinstance(wanted, int) or isinstance(wanted, bool) or wanted < settings.samples:
+        return SampleOutcome(Verdict.FAIL, 0, "fewer samples than the contract requires")
+    independent = contract.author_model is None or model_family(model) != model_family(contract.author_model)
+    threshold = contract.judge_threshold_bp
+    last: SampleOutcome | None = None
+    for n, attempt in enumerate(attempts):
+        if last is not None and last.verdict is not Verdict.RETRY:
+            return SampleOutcome(Verdict.FAIL, 0, "an attempt was made after the judge had ruled")
+        samples = []
+        for sample in attempt if isinstance(attempt, list) else []:
+            if not isinstance(sample, dict):
+                samples.append(sample_outcome("malformed sample", threshold_bp=threshold, independent=independent))
+                continue
+            if sample.get("error"):
+                samples.append(sample_outcome("transport: %s" % sample["error"], threshold_bp=threshold, independent=independent))
+                continue
+            body = replies.get(str(sample.get("reply")))
+            answer = parse_answer(reply_text(backend, body)) if body is not None else "reply evidence missing"
+            samples.append(sample_outcome(answer, threshold_bp=threshold, independent=independent))
+        if len(samples) != wanted:
+            samples = [sample_outcome("expected %d sample(s)" % wanted, threshold_bp=threshold, independent=independent)]
+        last = attempt_outcome(samples)
+    if last is None:
+        if prior >= cap:
+            return SampleOutcome(Verdict.FAIL, 0, "retries exhausted: %d attempts were already made for this candidate" % prior)
+        return SampleOutcome(Verdict.FAIL, 0, "the judge was never asked")
+    if last.verdict is Verdict.RETRY and prior + len(attempts) >= cap:
+        return SampleOutcome(Verdict.FAIL, 0, "retries exhausted after %d attempts; last: %s" % (prior + len(attempts), last.reason))
+    return last
