@@ -19,6 +19,7 @@ from receipts import (
     Tier,
     Verdict,
     config_hash,
+    fingerprint,
     latest_human_decisions,
     new_tier_record,
     parse_evidence_json,
@@ -79,8 +80,10 @@ def decide(store: Store, *, task_id: str, contract_bytes: bytes, candidate: Dige
     shown = summary(task_id, candidate, verdicts, stat, approve)
     if not confirm(shown):
         return None
+    # Whose decision it is belongs in the record: two keys' identical decisions must not
+    # collapse into one record hash.
     doc = {"format": "receipt-ledger/human-decision/v1", "decision": "approve" if approve else "reject",
-           "note": note, "shown": shown}
+           "approver": fingerprint(signer.public_key_blob), "note": note, "shown": shown}
     data = json.dumps(doc, sort_keys=True, indent=1).encode()
     digest, size = store.put_blob_stream(io.BytesIO(data))
     try:

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from receipts import (
+    CHECK_RESULT_FORMAT,
+    CHECK_RESULT_MEDIA_TYPE,
     LADDER,
     Contract,
     ContractRevision,
@@ -31,10 +33,12 @@ from receipts import (
     Waiver,
     canonical_dumps,
     candidate_hash,
+    derive_check,
     derive_merge_eligible,
     domain_hash,
     latest_human_decisions,
     new_tier_record,
+    parse_evidence_json,
 
 )
 
@@ -169,6 +173,12 @@ def seal_receipt(
         elif tier in required:
             entries.append(TierEntry(tier, skip_reason="no %s record for this candidate and config" % tier))
     now = int(time.time())
+    det = chosen.get(Tier.DETERMINISTIC)
+    if det is not None and by_hash[det[0]].verdict is Verdict.PASS:
+        expired = _expired_waivers_relied_on(ledger, by_hash[det[0]], contract, now)
+        if expired:
+            raise InputError("the deterministic pass relied on a waiver of %s that has expired: run `ledger check` again"
+                             % ", ".join(expired))
     eligibility = derive_merge_eligible(
         task_id=task_id, input_hash=input_hash, config_hash=config_hash,
         required=required, entries=tuple(entries), records=by_hash, signers=signers,
@@ -245,3 +255,25 @@ def waive_check(store: Store, admin: Signer, task_id: str, check_id: str, reason
     except FormatError as exc:
         raise InputError(str(exc)) from None
     return store.append(body, admin)
+
+
+def _expired_waivers_relied_on(store: Store, record: TierRecord, contract: Contract, now: int) -> list[str]:
+    """Checks that failed in ``record`` and passed only by a waiver no longer in force."""
+    used = [w for _, w, _ in store.waivers(record.task_id)
+            if w.config_hash == record.config_hash and w.in_force(record.created)]
+    if not used:
+        return []
+    expired = []
+    for ref in record.evidence:
+        if not ref.check_id.startswith("check:") or ref.media_type != CHECK_RESULT_MEDIA_TYPE:
+            continue
+        check = contract.check(ref.check_id[6:])
+        if check is None or not any(w.check_id == check.id for w in used):
+            continue
+        try:
+            result = parse_evidence_json(store.blob_path(ref.digest).read_bytes(), CHECK_RESULT_FORMAT)
+        except (OSError, ReceiptsError):
+            result = None
+        if not derive_check(check, result)[0] and not any(w.check_id == check.id and w.in_force(now) for w in used):
+            expired.append(check.id)
+    return expired

@@ -21,8 +21,8 @@ from ledger._human import decide
 from ledger._judge import run_judge
 from ledger._runner import run_deterministic
 
-KEY_NAMES = ("admin", "ci", "judge", "alice", "sealer", "mallory")
-ROLES = {"ci": r.Role.DETERMINISTIC, "judge": r.Role.JUDGE, "alice": r.Role.HUMAN, "sealer": r.Role.SEAL}
+KEY_NAMES = ("admin", "ci", "judge", "alice", "bob", "sealer", "mallory")
+ROLES = {"ci": r.Role.DETERMINISTIC, "judge": r.Role.JUDGE, "alice": r.Role.HUMAN, "bob": r.Role.HUMAN, "sealer": r.Role.SEAL}
 TASK = "TASK-1"
 
 
@@ -107,9 +107,11 @@ class Sample:
     receipt: str
     records: dict[r.Tier, r.Digest]
     evidence_dir: Path
+    repo: Path
+    contract: bytes
 
 
-def build_sample(tmp: Path, verdicts: dict[r.Tier, r.Verdict] | None = None) -> Sample:
+def build_sample(tmp: Path, verdicts: dict[r.Tier, r.Verdict] | None = None, judge: str | None = None) -> Sample:
     """A ledger with keys for every role, a real deterministic run on a real repository
     (passing unless ``verdicts`` says FAIL), hand-made judge and human records, and a receipt."""
     verdicts = verdicts or {t: r.Verdict.PASS for t in r.LADDER}
@@ -122,20 +124,21 @@ def build_sample(tmp: Path, verdicts: dict[r.Tier, r.Verdict] | None = None) -> 
         add_key(ledger, SIGNERS["admin"], name, [role], SIGNERS[name].public_key_blob)
     command = "print('1 passed')" if verdicts[r.Tier.DETERMINISTIC] is r.Verdict.PASS else "raise SystemExit(1)"
     judge_mode = {r.Verdict.PASS: ("accept", "0.9"), r.Verdict.FAIL: ("reject", "0.9")}[verdicts[r.Tier.JUDGE]]
-    contract = contract_bytes(command=command, judge=judge_table(*judge_mode))
+    contract = contract_bytes(command=command, judge=judge or judge_table(*judge_mode))
     run = run_deterministic(ledger, repo=repo, task_id=TASK, contract_bytes=contract, source="c.toml", signer=SIGNERS["ci"])
     assert run.outcome.verdict is verdicts[r.Tier.DETERMINISTIC], run.outcome
     records = {r.Tier.DETERMINISTIC: run.appended.body_hash}
     judged = run_judge(ledger, task_id=TASK, contract_bytes=contract, candidate=run.record.input_hash, signer=SIGNERS["judge"])
     records[r.Tier.JUDGE] = judged.appended.body_hash
-    assert judged.outcome.verdict is (r.Verdict.SKIP if verdicts[r.Tier.DETERMINISTIC] is not r.Verdict.PASS else verdicts[r.Tier.JUDGE])
+    if judge is None:
+        assert judged.outcome.verdict is (r.Verdict.SKIP if verdicts[r.Tier.DETERMINISTIC] is not r.Verdict.PASS else verdicts[r.Tier.JUDGE])
     approval = decide(ledger, task_id=TASK, contract_bytes=contract, candidate=run.record.input_hash, signer=SIGNERS["alice"],
                       approve=verdicts[r.Tier.HUMAN] is r.Verdict.PASS, note="reviewed", repo=repo, confirm=lambda shown: True)
     assert approval is not None
     records[r.Tier.HUMAN] = approval.body_hash
     _, sealed = seal_receipt(ledger, task_id=TASK, signer=SIGNERS["sealer"], input_hash=run.record.input_hash)
     ledger.close()
-    return Sample(root, str(sealed.body_hash), records, ev)
+    return Sample(root, str(sealed.body_hash), records, ev, repo, contract)
 
 
 @pytest.fixture

@@ -13,8 +13,10 @@ import pytest
 
 import receipts as r
 from conftest import (
-    ADMIN_ID, OTHER_CANDIDATE, SIGNERS, TASK, Row, Sample, build_sample, find_row, read_rows, run_cli, write_rows,
+    ADMIN_ID, OTHER_CANDIDATE, SIGNERS, TASK, Row, Sample, judge_table, build_sample, find_row, read_rows, run_cli, write_rows,
 )
+from ledger import Ledger
+from ledger._human import decide
 from verify import LedgerSource, TrustRoot, verify_receipt
 
 VECTORS = json.loads((Path(__file__).parent / "vectors" / "tamper.json").read_text())["cases"]
@@ -389,4 +391,60 @@ def _drops_tier(tmp: Path) -> Sample:
     s.receipt = _replace_body(rows, ri, dataclasses.replace(
         rec, required=(r.Tier.DETERMINISTIC, r.Tier.JUDGE), entries=tuple(e for e in rec.entries if e.tier is not r.Tier.HUMAN)))
     write_rows(s.root, rows, resign_from=ri)
+    return s
+
+
+@mutation("judge-reply-says-retry")
+def _judge_retry(tmp: Path) -> Sample:
+    s = build_sample(tmp, judge=judge_table("retry", "0.5", max_retries=0))
+    rows = read_rows(s.root)
+    i = find_row(rows, s.records[r.Tier.JUDGE])
+    rec = _record_body(rows, i)
+    assert rec.verdict is r.Verdict.FAIL
+    forged = dataclasses.replace(rec, verdict=r.Verdict.PASS, confidence_bp=9000)
+    _replace_body(rows, i, forged)
+    _retarget_receipt(rows, s.records[r.Tier.JUDGE], r.tier_record_hash(forged))
+    ri = _receipt_index(rows)
+    s.receipt = _replace_body(rows, ri, dataclasses.replace(r.decode_receipt(rows[ri].body), merge_eligible=True))
+    write_rows(s.root, rows, resign_from=i)
+    return s
+
+
+@mutation("human-reject-dropped")
+def _reject_dropped(tmp: Path) -> Sample:
+    s = build_sample(tmp)
+    ledger = Ledger.open(s.root)
+    decide(ledger, task_id=TASK, contract_bytes=s.contract, candidate=_record_body(read_rows(s.root), find_row(read_rows(s.root), s.records[r.Tier.HUMAN])).input_hash,
+           signer=SIGNERS["bob"], approve=False, note="not convinced", repo=s.repo, confirm=lambda shown: True)
+    ledger.close()
+    rows = read_rows(s.root)
+    old = rows[_receipt_index(rows)]
+    receipt = r.decode_receipt(old.body)
+    rows.append(Row(old.entry, r.encode_body(dataclasses.replace(receipt, created=receipt.created + 1))))
+    s.receipt = str(r.body_hash(r.EntryKind.RECEIPT, rows[-1].body))
+    write_rows(s.root, rows, resign_from=len(rows) - 1)
+    return s
+
+
+@mutation("receipt-backdated")
+def _backdated_receipt(tmp: Path) -> Sample:
+    s = build_sample(tmp)
+    rows = read_rows(s.root)
+    ri = _receipt_index(rows)
+    receipt = r.decode_receipt(rows[ri].body)
+    s.receipt = _replace_body(rows, ri, dataclasses.replace(receipt, created=receipt.created - 86400))
+    write_rows(s.root, rows, resign_from=ri)
+    return s
+
+
+@mutation("record-postdated-to-look-fresh")
+def _postdated(tmp: Path) -> Sample:
+    s = build_sample(tmp)
+    rows = read_rows(s.root)
+    i = find_row(rows, s.records[r.Tier.HUMAN])
+    rec = _record_body(rows, i)
+    forged = dataclasses.replace(rec, created=rec.created + 3600)
+    _replace_body(rows, i, forged)
+    s.receipt = _retarget_receipt(rows, s.records[r.Tier.HUMAN], r.tier_record_hash(forged))
+    write_rows(s.root, rows, resign_from=i)
     return s

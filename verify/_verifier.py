@@ -65,6 +65,7 @@ from ._trust import TrustRoot
 __all__ = ["Defect", "TierLine", "Result", "ChainResult", "verify_receipt", "verify_receipt_strict", "verify_chain"]
 
 _READ_CHUNK = 1 << 20
+RECEIPT_CLOCK_SKEW = 300  # seconds a receipt's own date may trail the entry that appended it
 
 
 @dataclass(frozen=True, slots=True)
@@ -392,6 +393,9 @@ def _resolve_record(walk: _Walk, source: LedgerSource, receipt: LadderReceipt, r
         defects.append(Defect("record-candidate", "tier %s record is for candidate %s, not %s" % (tier, rec.input_hash.short(), receipt.input_hash.short()), rec_entry.seq))
     if rec.config_hash != receipt.config_hash:
         defects.append(Defect("record-config", "tier %s record is under config %s, not %s" % (tier, rec.config_hash.short(), receipt.config_hash.short()), rec_entry.seq))
+    # 5c. A record cannot claim to be newer than the entry that appended it (it would look fresher).
+    if rec.created > rec_entry.time:
+        defects.append(Defect("record-time", "tier %s record is dated %d, after it was appended at %d" % (tier, rec.created, rec_entry.time), rec_entry.seq))
     # 6. Its evidence list re-hashes, and every blob exists and re-hashes to its digest.
     _check_evidence(source, rec, tier, defects, rec_entry.seq)
     # 6b. A deterministic verdict must follow from its recorded evidence under its contract.
@@ -459,6 +463,10 @@ def verify_receipt(source: LedgerSource, target: str, trust: TrustRoot | None = 
     if not isinstance(receipt, LadderReceipt):
         defects.append(Defect("receipt-malformed", "the receipt entry could not be read", stored_receipt.seq))
         return Result(target, tuple(defects), _trust_label(trust, walk.keyring), entries_checked=count)
+    # 5. A receipt cannot be back-dated to before a waiver expired or evidence went stale.
+    receipt_entry = found[0] if found else None
+    if receipt_entry is not None and receipt_entry.time - receipt.created > RECEIPT_CLOCK_SKEW:
+        defects.append(Defect("receipt-time", "the receipt is dated %d s before it was appended" % (receipt_entry.time - receipt.created), stored_receipt.seq))
     # 5a. The receipt's config is a registered contract of its task, and it requires every tier that contract requires.
     contract = walk.contracts.get((receipt.task_id, receipt.config_hash.value))
     if contract is None:
