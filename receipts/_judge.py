@@ -172,7 +172,7 @@ def derive_judge(run: Mapping[str, Any], replies: Mapping[str, bytes], contract:
     independent = contract.author_model is None or model_family(model) != model_family(contract.author_model)
     threshold = contract.judge_threshold_bp
     last: SampleOutcome | None = None
-    for n, attempt in enumerate(attempts):
+    for attempt in attempts:
         if last is not None and last.verdict is not Verdict.RETRY:
             return SampleOutcome(Verdict.FAIL, 0, "an attempt was made after the judge had ruled")
         samples = []

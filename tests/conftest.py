@@ -16,7 +16,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import receipts as r
-from ledger import Evidence, Ledger, add_key, record_tier, seal_receipt
+from ledger import Ledger, add_key, seal_receipt
 from ledger._human import decide
 from ledger._judge import run_judge
 from ledger._runner import run_deterministic

@@ -13,7 +13,7 @@ import pytest
 
 import receipts as r
 from conftest import ADMIN_ID, ROLES, SIGNERS, contract_bytes, git, make_repo, run_cli
-from ledger import Ledger, add_key, record_tier, register_contract, seal_receipt
+from ledger import Ledger, add_key, register_contract, seal_receipt
 from ledger._human import decide
 from ledger._judge import run_judge
 from ledger._runner import CheckRun, run_deterministic
