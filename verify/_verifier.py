@@ -219,7 +219,7 @@ class _Walk:
                 self.waivers.append((entry.seq, body, label))
         elif check_signature or entry.kind in (EntryKind.GENESIS, EntryKind.KEY_ADD, EntryKind.KEY_REVOKE):
             self.check_signature(entry, body)
-        # 2f. Keyring changes take effect for the entries after this one.
+        # 2g. Keyring changes take effect for the entries after this one.
         try:
             if isinstance(body, KeyAdd):
                 self.keyring = self.keyring.with_added(body.key, seq)
@@ -230,7 +230,7 @@ class _Walk:
         self.bodies.setdefault(entry.body_hash.value, (entry, body))
 
     def _contract(self, entry: Entry, body: ContractRevision) -> None:
-        # A revision that lowers the bar must be an admin's; it is listed, naming the signer.
+        # 2f. A revision that lowers the bar must be an admin's; it is listed, naming the signer.
         try:
             contract = body.parse()
         except ReceiptsError as exc:
@@ -375,7 +375,7 @@ def _rederive_deterministic(source: LedgerSource, record: TierRecord, contract: 
 
 def _resolve_record(walk: _Walk, source: LedgerSource, receipt: LadderReceipt, receipt_seq: int, tier: Tier,
                     digest: Digest, defects: list[Defect], warnings: list[str]) -> tuple[TierRecord, Entry] | None:
-    """Steps 4 to 6 for one record a receipt relies on."""
+    """Step 5 for one record a receipt relies on."""
     rec_found = walk.bodies.get(digest.value)
     rec = rec_found[1] if rec_found else None
     if rec_found is None or not isinstance(rec, TierRecord):
@@ -384,7 +384,7 @@ def _resolve_record(walk: _Walk, source: LedgerSource, receipt: LadderReceipt, r
     rec_entry = rec_found[0]
     if digest.value not in walk.signers:
         walk.check_signature(rec_entry, rec)
-    # 5. The record is for this task, this candidate and this config, in this tier's slot.
+    # 5b. The record is for this task, this candidate and this config, in this tier's slot.
     if rec.tier is not tier:
         defects.append(Defect("record-tier", "the %s slot holds a %s record" % (tier, rec.tier), rec_entry.seq))
     if rec.task_id != receipt.task_id:
@@ -396,9 +396,9 @@ def _resolve_record(walk: _Walk, source: LedgerSource, receipt: LadderReceipt, r
     # 5c. A record cannot claim to be newer than the entry that appended it (it would look fresher).
     if rec.created > rec_entry.time:
         defects.append(Defect("record-time", "tier %s record is dated %d, after it was appended at %d" % (tier, rec.created, rec_entry.time), rec_entry.seq))
-    # 6. Its evidence list re-hashes, and every blob exists and re-hashes to its digest.
+    # 5d. Its evidence list re-hashes, and every blob exists and re-hashes to its digest.
     _check_evidence(source, rec, tier, defects, rec_entry.seq)
-    # 6b. A deterministic verdict must follow from its recorded evidence under its contract.
+    # 5e. A deterministic verdict must follow from its recorded evidence under its contract and waivers.
     if tier is Tier.DETERMINISTIC and rec.tier is Tier.DETERMINISTIC:
         rec_contract = walk.contracts.get((rec.task_id, rec.config_hash.value))
         if rec_contract is None:
@@ -408,7 +408,7 @@ def _resolve_record(walk: _Walk, source: LedgerSource, receipt: LadderReceipt, r
             derived_verdict, why, warned, used = _rederive_deterministic(
                 source, rec, rec_contract, {c: _describe(*ws[-1]) for c, ws in in_force.items()})
             warnings.extend(warned)
-            # 6c. A pass that leans on a waiver needs the waiver still in force when the receipt was sealed.
+            # 5f. A pass that leans on a waiver needs the waiver still in force when the receipt was sealed.
             for check_id in used:
                 if not any(w.in_force(receipt.created) for _, w, _ in in_force[check_id]):
                     defects.append(Defect("waiver-expired", "the deterministic pass relies on a waiver of %s that expired before the receipt was sealed (%s)" % (
@@ -416,7 +416,7 @@ def _resolve_record(walk: _Walk, source: LedgerSource, receipt: LadderReceipt, r
             if (derived_verdict is Verdict.PASS) != (rec.verdict is Verdict.PASS):
                 defects.append(Defect("verdict-not-entailed", "the deterministic record says %s but its evidence entails %s: %s" % (
                     rec.verdict, derived_verdict, "; ".join(why) or "all checks passed"), rec_entry.seq))
-    # 6d. A judge verdict must follow from its stored replies under its contract's rules.
+    # 5g. A judge verdict must follow from its stored replies under its contract's rules.
     if tier is Tier.JUDGE and rec.tier is Tier.JUDGE:
         rec_contract = walk.contracts.get((rec.task_id, rec.config_hash.value))
         if rec_contract is None:
@@ -463,11 +463,11 @@ def verify_receipt(source: LedgerSource, target: str, trust: TrustRoot | None = 
     if not isinstance(receipt, LadderReceipt):
         defects.append(Defect("receipt-malformed", "the receipt entry could not be read", stored_receipt.seq))
         return Result(target, tuple(defects), _trust_label(trust, walk.keyring), entries_checked=count)
-    # 5. A receipt cannot be back-dated to before a waiver expired or evidence went stale.
+    # 4a. A receipt cannot be back-dated to before a waiver expired or evidence went stale.
     receipt_entry = found[0] if found else None
     if receipt_entry is not None and receipt_entry.time - receipt.created > RECEIPT_CLOCK_SKEW:
         defects.append(Defect("receipt-time", "the receipt is dated %d s before it was appended" % (receipt_entry.time - receipt.created), stored_receipt.seq))
-    # 5a. The receipt's config is a registered contract of its task, and it requires every tier that contract requires.
+    # 4b. The receipt's config is a registered contract of its task, and it requires every tier that contract requires.
     contract = walk.contracts.get((receipt.task_id, receipt.config_hash.value))
     if contract is None:
         defects.append(Defect("config-unregistered", "config %s is not a registered contract of %s" % (receipt.config_hash.short(), receipt.task_id), stored_receipt.seq))
@@ -476,7 +476,7 @@ def verify_receipt(source: LedgerSource, target: str, trust: TrustRoot | None = 
             if tier not in receipt.required:
                 defects.append(Defect("required-weakened", "the contract requires tier %s but the receipt does not" % tier, stored_receipt.seq))
     warnings: list[str] = []
-    # 4. Every tier entry resolves to tier records earlier in the chain, signed by keys with that tier's role.
+    # 5a. Every tier entry resolves to tier records earlier in the chain, signed by keys with that tier's role.
     records: dict[Digest, TierRecord] = {}
     signers: dict[Digest, str] = {}
     lines: list[TierLine] = []
@@ -502,7 +502,7 @@ def verify_receipt(source: LedgerSource, target: str, trust: TrustRoot | None = 
             if label is not None:
                 signers[digest] = rec_entry.signer
             lines.append(TierLine(tier, required, rec.verdict.value, str(digest), label, "%d evidence item(s)" % len(rec.evidence)))
-    # 5b. The human slot lists exactly each key's latest decision on this candidate: no reject left out.
+    # 6. The human slot lists exactly each key's latest decision on this candidate: no reject left out.
     decisions = []
     stale = []
     for entry, body in list(walk.bodies.values()):
