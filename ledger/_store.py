@@ -29,6 +29,7 @@ from receipts import (
     Digest,
     Entry,
     EntryKind,
+    KEYRING_KINDS,
     Genesis,
     KeyAdd,
     Keyring,
@@ -323,7 +324,9 @@ class Ledger:
                     ring.with_revoked(body.key_id, seq, body.reason)
             except ReceiptsError as exc:
                 raise InputError("refused: %s" % exc) from None
-            unsigned = Entry(seq=seq, prev=prev, kind=kind, body_hash=bhash, time=now, signer=key_id, signature=b"-")
+            ring_ptr, task_prev = self._pointers(task) if seq else (None, None)
+            unsigned = Entry(seq=seq, prev=prev, kind=kind, body_hash=bhash, time=now, signer=key_id, signature=b"-",
+                             ring=ring_ptr, task_prev=task_prev)
             signature = sshsig_sign(signer, namespace_for(role), entry_signed_bytes(unsigned))
             entry = dataclasses.replace(unsigned, signature=signature)
             entry_bytes = encode_entry(entry)
@@ -342,6 +345,17 @@ class Ledger:
                 raise StoreError("cannot append to the ledger: %s" % exc) from None
             raise
         return Appended(seq, ehash, bhash, entry)
+
+    def _pointers(self, task: str | None) -> tuple[Digest, Digest | None]:
+        """The latest keyring entry's hash, and the task's latest entry's hash (in-transaction)."""
+        kinds = tuple(k.value for k in KEYRING_KINDS)
+        row = self.conn.execute("SELECT hash FROM entries WHERE kind IN (?, ?, ?) ORDER BY seq DESC LIMIT 1", kinds).fetchone()
+        if row is None:
+            raise StoreError("the ledger has no genesis entry")
+        task_row = None
+        if task is not None:
+            task_row = self.conn.execute("SELECT hash FROM entries WHERE task = ? ORDER BY seq DESC LIMIT 1", (task,)).fetchone()
+        return Digest(row[0]), None if task_row is None else Digest(task_row[0])
 
     # -- blobs ---------------------------------------------------------------------------
 

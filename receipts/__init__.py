@@ -2,7 +2,7 @@
 merge-eligibility rule of receipt-ledger. Pure: no file, database or network I/O."""
 
 from ._cbor import canonical_dumps, canonical_loads
-from ._chain import Entry, EntryKind
+from ._chain import KEYRING_KINDS, TASK_KINDS, Entry, EntryKind
 from ._contract import (
     NO_OP_KINDS,
     SIGNAL_TYPES,
@@ -96,6 +96,7 @@ from ._sshsig import (
 )
 
 __all__ = [
+    "KEYRING_KINDS", "TASK_KINDS",
     "NO_OP_KINDS", "SIGNAL_TYPES", "Check", "Contract", "ContractError", "ContractRevision", "JudgeSettings", "Waiver", "contract_roles", "JUDGE_RUN_FORMAT",
     "JUDGE_RUN_MEDIA_TYPE", "Answer", "SampleOutcome", "attempt_outcome", "derive_judge", "model_family", "parse_answer",
     "reply_text", "sample_outcome",

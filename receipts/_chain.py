@@ -10,7 +10,7 @@ from ._digest import Digest, Domain
 from ._errors import FormatError
 from ._model import FORMAT_VERSION, Role, check_time
 
-__all__ = ["EntryKind", "Entry", "BODY_DOMAIN", "ADMIN_KINDS"]
+__all__ = ["EntryKind", "Entry", "BODY_DOMAIN", "ADMIN_KINDS", "KEYRING_KINDS", "TASK_KINDS"]
 
 _KEY_ID = re.compile(r"SHA256:[A-Za-z0-9+/]{43}")
 
@@ -36,6 +36,8 @@ BODY_DOMAIN: dict[EntryKind, Domain] = {
 }
 
 ADMIN_KINDS = frozenset({EntryKind.GENESIS, EntryKind.KEY_ADD, EntryKind.KEY_REVOKE})
+KEYRING_KINDS = ADMIN_KINDS  # the entries a `ring` pointer names
+TASK_KINDS = frozenset({EntryKind.CONTRACT, EntryKind.WAIVER, EntryKind.TIER_RECORD, EntryKind.RECEIPT})
 SEAL_ROLE = Role.SEAL
 
 
@@ -51,6 +53,10 @@ class Entry:
     time: int
     signer: str
     signature: bytes
+    # Back-pointers that let a sparse copy (a bundle) prove it left nothing out: the latest
+    # keyring entry before this one, and the previous entry of the same task.
+    ring: Digest | None = None
+    task_prev: Digest | None = None
     version: int = FORMAT_VERSION
 
     def __post_init__(self) -> None:
@@ -66,6 +72,10 @@ class Entry:
             raise FormatError("kind must be an EntryKind")
         if (self.kind is EntryKind.GENESIS) != (self.seq == 0):
             raise FormatError("the genesis entry is entry 0, and only it")
+        if (self.ring is None) != (self.seq == 0) or (self.ring is not None and not isinstance(self.ring, Digest)):
+            raise FormatError("every entry after genesis names the latest keyring entry before it")
+        if self.task_prev is not None and not isinstance(self.task_prev, Digest):
+            raise FormatError("task_prev must be a Digest")
         if not isinstance(self.body_hash, Digest):
             raise FormatError("body hash must be a Digest")
         check_time(self.time, "entry time")

@@ -345,7 +345,7 @@ def decode_body(kind: EntryKind, data: bytes) -> Body:
 
 # -- chain entries ----------------------------------------------------------------------
 
-_ENTRY_FIELDS = frozenset({"v", "seq", "prev", "kind", "body", "time", "signer", "sig"})
+_ENTRY_FIELDS = frozenset({"v", "seq", "prev", "kind", "body", "time", "signer", "ring", "tprev", "sig"})
 
 
 def _entry_unsigned_map(e: Entry) -> dict[str, object]:
@@ -357,6 +357,8 @@ def _entry_unsigned_map(e: Entry) -> dict[str, object]:
         "body": e.body_hash.value,
         "time": e.time,
         "signer": e.signer,
+        "ring": None if e.ring is None else e.ring.value,
+        "tprev": None if e.task_prev is None else e.task_prev.value,
     }
 
 
@@ -382,6 +384,8 @@ def decode_entry(data: bytes) -> Entry:
         time=_int(m["time"], "time"),
         signer=_typed(m["signer"], str, "signer"),
         signature=_typed(m["sig"], bytes, "sig"),
+        ring=_opt(m["ring"], _digest, "ring"),
+        task_prev=_opt(m["tprev"], _digest, "tprev"),
     )
 
 

@@ -172,16 +172,24 @@ def write_rows(root: Path, rows: list[Row], resign_from: int = 0, role: Callable
     attacker holding every key would. Rows before ``resign_from`` are written as given."""
     out = []
     prev: r.Digest | None = None
+    ring: r.Digest | None = None
+    last_task: dict[str, r.Digest] = {}
     for i, row in enumerate(rows):
         entry = row.entry
+        task = _task_of(entry.kind, row.body)
         if i >= resign_from:
             kind = entry.kind
-            entry = dataclasses.replace(entry, seq=i, prev=prev, body_hash=r.body_hash(kind, row.body))
+            entry = dataclasses.replace(entry, seq=i, prev=prev, body_hash=r.body_hash(kind, row.body), ring=ring,
+                                        task_prev=last_task.get(task) if task else None)
             signer = BY_KEY_ID[entry.signer]
             ns = r.namespace_for((role(row) if role else _safe_role(kind, row.body)).value)
             entry = dataclasses.replace(entry, signature=r.sshsig_sign(signer, ns, r.entry_signed_bytes(entry)))
         data = r.encode_entry(entry)
         prev = r.entry_hash(data)
+        if entry.kind in r.KEYRING_KINDS:
+            ring = prev
+        if task:
+            last_task[task] = prev
         out.append((entry, data, row.body))
     conn = sqlite3.connect(root / "ledger.db")
     with conn:
@@ -197,6 +205,15 @@ def write_rows(root: Path, rows: list[Row], resign_from: int = 0, role: Callable
             conn.execute("INSERT INTO entries (seq, hash, kind, body_hash, task, entry, body) VALUES (?,?,?,?,?,?,?)",
                          (i, r.entry_hash(data).value, entry.kind.value, entry.body_hash.value, task, data, body))
     conn.close()
+
+
+def _task_of(kind: r.EntryKind, body: bytes) -> str | None:
+    if kind not in r.TASK_KINDS:
+        return None
+    try:
+        return getattr(r.decode_body(kind, body), "task_id", None)
+    except r.ReceiptsError:
+        return None
 
 
 def _safe_role(kind: r.EntryKind, body: bytes) -> r.Role:

@@ -214,7 +214,7 @@ def _inserted(tmp: Path) -> Sample:
     rows = _raw_rows(s.root)
     extra = r.KeyAdd(r.KeySpec("mallory", (r.Role.DETERMINISTIC,), SIGNERS["mallory"].public_key_blob))
     entry = r.Entry(seq=3, prev=r.Digest(rows[2][1]), kind=r.EntryKind.KEY_ADD, body_hash=r.body_hash(r.EntryKind.KEY_ADD, r.encode_body(extra)),
-                    time=r.decode_entry(rows[2][5]).time, signer=ADMIN_ID, signature=b"-")
+                    time=r.decode_entry(rows[2][5]).time, signer=ADMIN_ID, signature=b"-", ring=r.Digest(rows[2][1]))
     entry = dataclasses.replace(entry, signature=r.sshsig_sign(SIGNERS["admin"], r.namespace_for("admin"), r.entry_signed_bytes(entry)))
     data = r.encode_entry(entry)
     new = (3, r.entry_hash(data).value, "key_add", entry.body_hash.value, None, data, r.encode_body(extra))

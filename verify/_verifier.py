@@ -14,6 +14,8 @@ from receipts import (
     CHECK_RESULT_FORMAT,
     CHECK_RESULT_MEDIA_TYPE,
     JUDGE_RUN_FORMAT,
+    KEYRING_KINDS,
+    TASK_KINDS,
     JUDGE_RUN_MEDIA_TYPE,
     LADDER,
     SNAPSHOT_FORMAT,
@@ -163,6 +165,8 @@ class _Walk:
     contracts: dict[tuple[str, bytes], Contract] = field(default_factory=dict)
     weakened: list[tuple[str, str]] = field(default_factory=list)  # (task, description)
     waivers: list[tuple[int, Waiver, str]] = field(default_factory=list)  # (seq, waiver, signer label)
+    last_ring: Digest | None = None
+    last_task: dict[str, Digest] = field(default_factory=dict)
 
     def defect(self, code: str, message: str, seq: int | None) -> None:
         self.defects.append(Defect(code, message, seq))
@@ -201,6 +205,16 @@ class _Walk:
         self.prev_time = max(self.prev_time, entry.time)
         if body is None:
             return
+        # 2d'. Its back-pointers name the latest keyring entry and the task's previous entry.
+        task = getattr(body, "task_id", None) if entry.kind in TASK_KINDS else None
+        if entry.ring != self.last_ring:
+            self.defect("ring-link", "entry %d does not name the latest keyring entry before it" % seq, seq)
+        if entry.task_prev != (self.last_task.get(task) if task is not None else None):
+            self.defect("task-link", "entry %d does not name the previous entry of its task" % seq, seq)
+        if entry.kind in KEYRING_KINDS:
+            self.last_ring = this_hash
+        if task is not None:
+            self.last_task[task] = this_hash
         # 2e. Its signer may sign this kind now, and the signature verifies (keyring entries always checked).
         if entry.kind is EntryKind.GENESIS:
             assert isinstance(body, Genesis)

@@ -36,7 +36,8 @@ def build() -> dict[str, object]:
     )
     signer = SIGNERS["ci"]
     entry = r.Entry(seq=5, prev=r.Digest(bytes(range(32))), kind=r.EntryKind.TIER_RECORD, body_hash=rhash,
-                    time=1764633600, signer=r.fingerprint(signer.public_key_blob), signature=b"-")
+                    time=1764633600, signer=r.fingerprint(signer.public_key_blob), signature=b"-",
+                    ring=r.Digest(bytes([1]) * 32), task_prev=r.Digest(bytes([2]) * 32))
     signed = r.entry_signed_bytes(entry)
     sig = r.sshsig_sign(signer, r.namespace_for("deterministic"), signed)
     entry = dataclasses.replace(entry, signature=sig)
