@@ -66,6 +66,31 @@ from ._judge import (
     sample_outcome,
 )
 from ._keyring import Genesis, KeyAdd, Keyring, KeyRevoke, KeySpec, KeyState
+from ._merkle import (
+    EMPTY_ROOT,
+    MemoryTree,
+    Nodes,
+    consistency_proof,
+    inclusion_proof,
+    leaf_hash,
+    node_hash,
+    tree_root,
+    verify_consistency,
+    verify_inclusion,
+)
+from ._note import (
+    Checkpoint,
+    NoteSignature,
+    SignedNote,
+    checkpoint_text,
+    cosign_note,
+    note_key_id,
+    parse_checkpoint,
+    parse_note,
+    sign_note,
+    verify_cosignature,
+    verify_note,
+)
 from ._model import (
     FORMAT_VERSION,
     LADDER,
@@ -96,6 +121,9 @@ from ._sshsig import (
 )
 
 __all__ = [
+    "EMPTY_ROOT", "MemoryTree", "Nodes", "consistency_proof", "inclusion_proof", "leaf_hash", "node_hash", "tree_root",
+    "verify_consistency", "verify_inclusion", "Checkpoint", "NoteSignature", "SignedNote", "checkpoint_text", "cosign_note",
+    "note_key_id", "parse_checkpoint", "parse_note", "sign_note", "verify_cosignature", "verify_note",
     "KEYRING_KINDS", "TASK_KINDS",
     "NO_OP_KINDS", "SIGNAL_TYPES", "Check", "Contract", "ContractError", "ContractRevision", "JudgeSettings", "Waiver", "contract_roles", "JUDGE_RUN_FORMAT",
     "JUDGE_RUN_MEDIA_TYPE", "Answer", "SampleOutcome", "attempt_outcome", "derive_judge", "model_family", "parse_answer",

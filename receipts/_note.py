@@ -1,0 +1,179 @@
+"""C2SP signed notes (Ed25519), transparency-log checkpoints, and Ed25519 witness
+cosignatures (tlog-cosignature v1)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import re
+import struct
+from dataclasses import dataclass
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from ._errors import FormatError
+from ._sshsig import Signer, parse_public_key_blob
+
+__all__ = [
+    "NoteSignature",
+    "SignedNote",
+    "Checkpoint",
+    "note_key_id",
+    "parse_note",
+    "sign_note",
+    "verify_note",
+    "cosign_note",
+    "verify_cosignature",
+    "checkpoint_text",
+    "parse_checkpoint",
+]
+
+_DASH = "\u2014"
+_MAX_NOTE = 1 << 20
+_MAX_SIGNATURES = 100
+ED25519_TYPE = 0x01
+COSIGNATURE_TYPE = 0x04
+_SIZE = re.compile(r"0|[1-9][0-9]{0,18}")
+
+
+def note_key_id(name: str, sig_type: int, public_key: bytes) -> bytes:
+    """SHA-256(name || 0x0A || type || public key)[:4], as signed-note recommends."""
+    return hashlib.sha256(name.encode("utf-8") + b"\n" + bytes([sig_type]) + public_key).digest()[:4]
+
+
+def _check_name(name: str) -> None:
+    if not name or any(c.isspace() for c in name) or "+" in name:
+        raise FormatError("a note key name is non-empty, with no spaces and no '+': %r" % name)
+
+
+@dataclass(frozen=True, slots=True)
+class NoteSignature:
+    name: str
+    key_id: bytes
+    signature: bytes
+
+    def line(self) -> str:
+        return "%s %s %s\n" % (_DASH, self.name, base64.b64encode(self.key_id + self.signature).decode("ascii"))
+
+
+@dataclass(frozen=True, slots=True)
+class SignedNote:
+    text: str  # ends with a newline
+    signatures: tuple[NoteSignature, ...]
+
+    def encode(self) -> str:
+        return self.text + "\n" + "".join(s.line() for s in self.signatures)
+
+    def with_signature(self, sig: NoteSignature) -> SignedNote:
+        return SignedNote(self.text, self.signatures + (sig,))
+
+
+def parse_note(data: str | bytes) -> SignedNote:
+    if isinstance(data, bytes):
+        if len(data) > _MAX_NOTE:
+            raise FormatError("note larger than %d bytes" % _MAX_NOTE)
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise FormatError("a note is UTF-8 text") from None
+    if len(data) > _MAX_NOTE:
+        raise FormatError("note larger than %d bytes" % _MAX_NOTE)
+    if any(ord(c) < 0x20 and c != "\n" for c in data) or "\x7f" in data:
+        raise FormatError("a note holds no control characters but newlines")
+    split = data.rfind("\n\n")
+    if split < 0 or not data.endswith("\n"):
+        raise FormatError("a note is text, a blank line, and signature lines, each ending in a newline")
+    text, block = data[: split + 1], data[split + 2 :]
+    sigs = []
+    for line in block[:-1].split("\n"):
+        parts = line.split(" ")
+        if len(parts) != 3 or parts[0] != _DASH:
+            raise FormatError("malformed note signature line: %r" % line[:80])
+        _check_name(parts[1])
+        try:
+            raw = base64.b64decode(parts[2], validate=True)
+        except (binascii.Error, ValueError):
+            raise FormatError("note signature is not base64") from None
+        if len(raw) < 5:
+            raise FormatError("note signature too short")
+        sigs.append(NoteSignature(parts[1], raw[:4], raw[4:]))
+    if not sigs or len(sigs) > _MAX_SIGNATURES:
+        raise FormatError("a note carries 1 to %d signatures" % _MAX_SIGNATURES)
+    return SignedNote(text, tuple(sigs))
+
+
+def sign_note(text: str, name: str, signer: Signer) -> NoteSignature:
+    _check_name(name)
+    raw = parse_public_key_blob(signer.public_key_blob)
+    return NoteSignature(name, note_key_id(name, ED25519_TYPE, raw), signer.sign_raw(text.encode("utf-8")))
+
+
+def _ed25519_ok(public_key: bytes, signature: bytes, message: bytes) -> bool:
+    try:
+        Ed25519PublicKey.from_public_bytes(public_key).verify(signature, message)
+    except (InvalidSignature, ValueError):
+        return False
+    return True
+
+
+def verify_note(note: SignedNote, name: str, public_key: bytes) -> bool:
+    """True if a signature line with this name and key id verifies. Lines of other keys
+    are ignored; a matching line that fails makes the whole note fail."""
+    key_id = note_key_id(name, ED25519_TYPE, public_key)
+    matching = [s for s in note.signatures if s.name == name and s.key_id == key_id]
+    return bool(matching) and all(len(s.signature) == 64 and _ed25519_ok(public_key, s.signature, note.text.encode("utf-8")) for s in matching)
+
+
+def _cosigned_message(text: str, timestamp: int) -> bytes:
+    return ("cosignature/v1\ntime %d\n" % timestamp).encode("ascii") + text.encode("utf-8")
+
+
+def cosign_note(text: str, name: str, signer: Signer, timestamp: int) -> NoteSignature:
+    _check_name(name)
+    if not 0 <= timestamp < (1 << 63):
+        raise FormatError("cosignature timestamp out of range")
+    raw = parse_public_key_blob(signer.public_key_blob)
+    sig = signer.sign_raw(_cosigned_message(text, timestamp))
+    return NoteSignature(name, note_key_id(name, COSIGNATURE_TYPE, raw), struct.pack(">Q", timestamp) + sig)
+
+
+def verify_cosignature(note: SignedNote, name: str, public_key: bytes) -> int | None:
+    """The timestamp of this witness's valid cosignature on the note, or None."""
+    key_id = note_key_id(name, COSIGNATURE_TYPE, public_key)
+    for s in note.signatures:
+        if s.name == name and s.key_id == key_id and len(s.signature) == 72:
+            (timestamp,) = struct.unpack(">Q", s.signature[:8])
+            if timestamp < (1 << 63) and _ed25519_ok(public_key, s.signature[8:], _cosigned_message(note.text, timestamp)):
+                return int(timestamp)
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    origin: str
+    size: int
+    root: bytes
+    extensions: tuple[str, ...] = ()
+
+
+def checkpoint_text(cp: Checkpoint) -> str:
+    return "%s\n%d\n%s\n%s" % (cp.origin, cp.size, base64.b64encode(cp.root).decode("ascii"),
+                               "".join(e + "\n" for e in cp.extensions))
+
+
+def parse_checkpoint(text: str) -> Checkpoint:
+    lines = text.split("\n")
+    if len(lines) < 4 or lines[-1] != "" or any(not line for line in lines[:-1]):
+        raise FormatError("a checkpoint is at least three non-empty lines")
+    origin, size, root = lines[0], lines[1], lines[2]
+    if _SIZE.fullmatch(size) is None:
+        raise FormatError("checkpoint tree size is not a decimal without leading zeros")
+    try:
+        raw = base64.b64decode(root, validate=True)
+    except (binascii.Error, ValueError):
+        raise FormatError("checkpoint root hash is not base64") from None
+    if len(raw) != 32:
+        raise FormatError("checkpoint root hash is not 32 bytes")
+    return Checkpoint(origin, int(size), raw, tuple(lines[3:-1]))

@@ -1,0 +1,111 @@
+"""RFC 6962 Merkle trees: the published 8-leaf test tree, and proofs that must fail."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import receipts as r
+
+V = json.loads((Path(__file__).parent / "vectors" / "rfc6962.json").read_text())
+LEAVES = [r.leaf_hash(bytes.fromhex(x)) for x in V["leaves"]]
+ROOTS = [bytes.fromhex(x) for x in V["roots"]]
+
+
+def tree(size: int) -> r.MemoryTree:
+    return r.MemoryTree(LEAVES[:size])
+
+
+def test_roots_of_the_rfc6962_test_tree() -> None:
+    assert r.tree_root(tree(0), 0) == r.EMPTY_ROOT
+    for size in range(1, 9):
+        assert r.tree_root(tree(size), size) == ROOTS[size - 1], size
+
+
+@pytest.mark.parametrize("case", V["inclusion"], ids=lambda c: "%d-of-%d" % (c["leaf_index"], c["size"]))
+def test_inclusion_proofs_match_and_verify(case: dict) -> None:  # type: ignore[type-arg]
+    i, n = case["leaf_index"], case["size"]
+    proof = [bytes.fromhex(p) for p in case["proof"]]
+    assert r.inclusion_proof(tree(n), i, n) == proof
+    assert r.verify_inclusion(LEAVES[i], i, n, proof, ROOTS[n - 1])
+    # The same proof for the wrong index, size, leaf or root, or altered, must fail.
+    assert not r.verify_inclusion(LEAVES[i], i + 1, n, proof, ROOTS[n - 1])
+    if i > 0:
+        assert not r.verify_inclusion(LEAVES[i], i - 1, n, proof, ROOTS[n - 1])
+    assert not r.verify_inclusion(LEAVES[i], i, n * 2, proof, ROOTS[n - 1])
+    assert not r.verify_inclusion(r.leaf_hash(b"wrong"), i, n, proof, ROOTS[n - 1])
+    assert not r.verify_inclusion(LEAVES[i], i, n, proof, r.EMPTY_ROOT)
+    assert not r.verify_inclusion(LEAVES[i], i, n, proof + [ROOTS[n - 1]], ROOTS[n - 1])
+    for k in range(len(proof)):
+        bad = list(proof)
+        bad[k] = bytes([bad[k][0] ^ 8]) + bad[k][1:]
+        assert not r.verify_inclusion(LEAVES[i], i, n, bad, ROOTS[n - 1])
+    if proof:
+        assert not r.verify_inclusion(LEAVES[i], i, n, proof[:-1], ROOTS[n - 1])
+
+
+@pytest.mark.parametrize("case", V["consistency"], ids=lambda c: "%d-to-%d" % (c["size1"], c["size2"]))
+def test_consistency_proofs_match_and_verify(case: dict) -> None:  # type: ignore[type-arg]
+    m, n = case["size1"], case["size2"]
+    proof = [bytes.fromhex(p) for p in case["proof"]]
+    assert r.consistency_proof(tree(n), m, n) == proof
+    assert r.verify_consistency(m, n, ROOTS[m - 1], ROOTS[n - 1], proof)
+    if m < n:
+        assert not r.verify_consistency(m, n, ROOTS[m - 1], r.leaf_hash(b"rewritten"), proof)
+        assert not r.verify_consistency(m, n, r.leaf_hash(b"rewritten"), ROOTS[n - 1], proof)
+        # (sizes whose proof paths share a shape are told apart by the signed checkpoint, not the proof)
+        assert not r.verify_consistency(m, n * 2, ROOTS[m - 1], ROOTS[n - 1], proof)
+        for k in range(len(proof)):
+            bad = list(proof)
+            bad[k] = bytes([bad[k][0] ^ 8]) + bad[k][1:]
+            assert not r.verify_consistency(m, n, ROOTS[m - 1], ROOTS[n - 1], bad)
+
+
+@given(st.integers(1, 70), st.data())
+def test_every_proof_of_every_tree_verifies(size: int, data: st.DataObject) -> None:
+    leaves = [r.leaf_hash(i.to_bytes(4, "big")) for i in range(size)]
+    t = r.MemoryTree(leaves)
+    root = r.tree_root(t, size)
+    i = data.draw(st.integers(0, size - 1))
+    assert r.verify_inclusion(leaves[i], i, size, r.inclusion_proof(t, i, size), root)
+    m = data.draw(st.integers(1, size))
+    old_root = r.tree_root(r.MemoryTree(leaves[:m]), m)
+    assert r.verify_consistency(m, size, old_root, root, r.consistency_proof(t, m, size))
+
+
+def test_signed_note_checkpoint_and_cosignature_round_trip() -> None:
+    from conftest import SIGNERS
+
+    cp = r.Checkpoint("receipt-ledger/0123abcd", 8, ROOTS[7])
+    text = r.checkpoint_text(cp)
+    assert text == "receipt-ledger/0123abcd\n8\nXcnaeacGWamtVZy3Ad7ZoqudgjqtL0lgz+Nw7/RgQyg=\n"
+    note = r.SignedNote(text, (r.sign_note(text, cp.origin, SIGNERS["sealer"]),))
+    parsed = r.parse_note(note.encode())
+    assert parsed == note and r.parse_checkpoint(parsed.text) == cp
+    log_key = r.parse_public_key_blob(SIGNERS["sealer"].public_key_blob)
+    assert r.verify_note(parsed, cp.origin, log_key)
+    assert not r.verify_note(parsed, cp.origin, r.parse_public_key_blob(SIGNERS["mallory"].public_key_blob))
+    cosigned = parsed.with_signature(r.cosign_note(text, "witness.example/w1", SIGNERS["bob"], 1700000000))
+    again = r.parse_note(cosigned.encode())
+    assert r.verify_cosignature(again, "witness.example/w1", r.parse_public_key_blob(SIGNERS["bob"].public_key_blob)) == 1700000000
+    assert r.verify_cosignature(again, "witness.example/w2", r.parse_public_key_blob(SIGNERS["bob"].public_key_blob)) is None
+    # the key id follows signed-note: SHA-256(name || 0x0A || 0x01 || key)[:4]
+    import hashlib
+    assert parsed.signatures[0].key_id == hashlib.sha256(cp.origin.encode() + b"\n\x01" + log_key).digest()[:4]
+
+
+@pytest.mark.parametrize("bad", [
+    "origin\n8\nroot\n\n— origin AAAA\n",
+    "origin\n08\nXcnaeacGWamtVZy3Ad7ZoqudgjqtL0lgz+Nw7/RgQyg=\n",
+    "origin\n8\n\n",
+    "origin\n8\nXcnaeacGWamtVZy3Ad7Zoqudgjqtm0lgz+Nw7/RgQ==\n",
+])
+def test_malformed_checkpoints_and_notes_are_format_errors(bad: str) -> None:
+    with pytest.raises(r.FormatError):
+        r.parse_checkpoint(bad)
+    with pytest.raises(r.FormatError):
+        r.parse_note(bad + "tail-without-signature")
