@@ -59,6 +59,8 @@ def verify_lines(result: Result) -> list[str]:
         lines.append("merge_eligible: claimed %s, re-derived %s" % (_yn(result.claimed_eligible), _yn(result.derived_eligible)))
         for reason in result.eligibility_reasons:
             lines.append("  not eligible because: %s" % reason)
+    if result.checkpoint:
+        lines.append("checkpoint %s" % result.checkpoint)
     for w in result.weakenings:
         lines.append("WEAKENING: %s" % w)
     for w in result.warnings:

@@ -30,7 +30,18 @@ from receipts import (
     Entry,
     EntryKind,
     KEYRING_KINDS,
+    Checkpoint,
     Genesis,
+    SignedNote,
+    checkpoint_text,
+    consistency_proof,
+    leaf_hash,
+    node_hash,
+    parse_checkpoint,
+    parse_note,
+    sign_note,
+    tree_root,
+    verify_consistency,
     KeyAdd,
     Keyring,
     KeyRevoke,
@@ -145,7 +156,13 @@ class Ledger:
     def open(cls, root: Path) -> Ledger:
         if not (root / DB_NAME).is_file():
             raise InputError("no ledger at %s: run `ledger init` first" % root)
-        return cls(root, _connect(root / DB_NAME))
+        ledger = cls(root, _connect(root / DB_NAME))
+        try:
+            ledger.conn.executescript(SCHEMA)  # tables added since the ledger was made
+            ledger._sync_tree()
+        except sqlite3.Error as exc:
+            raise StoreError("cannot prepare ledger database %s: %s" % (root / DB_NAME, exc)) from None
+        return ledger
 
     @classmethod
     def create(cls, root: Path, admin: Signer, admin_name: str, now: int | None = None) -> Ledger:
@@ -335,6 +352,7 @@ class Ledger:
                 "INSERT INTO entries (seq, hash, kind, body_hash, task, entry, body) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (seq, ehash.value, kind.value, bhash.value, task, entry_bytes, body_bytes),
             )
+            self._add_leaf(seq, leaf_hash(entry_bytes))
             self.conn.execute("COMMIT")
         except BaseException as exc:
             try:
@@ -345,6 +363,82 @@ class Ledger:
                 raise StoreError("cannot append to the ledger: %s" % exc) from None
             raise
         return Appended(seq, ehash, bhash, entry)
+
+    # -- the Merkle tree over entries --------------------------------------------------------
+
+    def _add_leaf(self, index: int, digest: bytes) -> None:
+        """Store leaf ``index`` and every perfect subtree it completes (in-transaction)."""
+        level, h = 0, digest
+        self.conn.execute("INSERT OR REPLACE INTO tree (level, idx, hash) VALUES (0, ?, ?)", (index, h))
+        while index & 1:
+            left = self.node(level, index - 1)
+            h = node_hash(left, h)
+            level, index = level + 1, index >> 1
+            self.conn.execute("INSERT OR REPLACE INTO tree (level, idx, hash) VALUES (?, ?, ?)", (level, index, h))
+
+    def node(self, level: int, index: int) -> bytes:
+        row = self.conn.execute("SELECT hash FROM tree WHERE level = ? AND idx = ?", (level, index)).fetchone()
+        if row is None:
+            raise StoreError("the ledger's Merkle tree lacks node (%d, %d): the store is damaged" % (level, index))
+        return bytes(row[0])
+
+    def _sync_tree(self) -> None:
+        """Fill in tree nodes for entries appended before the tree existed (older ledgers)."""
+        leaves = self.conn.execute("SELECT count(*) FROM tree WHERE level = 0").fetchone()[0]
+        if leaves >= self.reader.count():
+            return
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            leaves = self.conn.execute("SELECT count(*) FROM tree WHERE level = 0").fetchone()[0]
+            for seq, data in self.conn.execute("SELECT seq, entry FROM entries WHERE seq >= ? ORDER BY seq", (leaves,)).fetchall():
+                self._add_leaf(seq, leaf_hash(bytes(data)))
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+
+    def tree_size(self) -> int:
+        return self.reader.count()
+
+    def root_hash(self, size: int) -> bytes:
+        return tree_root(self, size)
+
+    def origin(self) -> str:
+        stored = self.reader.by_seq(0)
+        if stored is None:
+            raise StoreError("the ledger has no genesis entry")
+        genesis = decode_body(EntryKind.GENESIS, stored.body)
+        assert isinstance(genesis, Genesis)
+        return "receipt-ledger/" + genesis.ledger_id
+
+    def checkpoints(self) -> list[tuple[int, SignedNote]]:
+        return [(size, parse_note(note)) for size, note in self.reader.checkpoints()]
+
+    def checkpoint(self, signer: Signer) -> SignedNote:
+        """Sign the current tree head as a C2SP checkpoint and store it. Only a seal or
+        admin key that is active may sign; a head inconsistent with the last one is refused."""
+        ring = self.keyring()
+        state = ring.get(fingerprint(signer.public_key_blob))
+        if state is None or state.revoked_at is not None or not ({Role.SEAL, Role.ADMIN} & set(state.spec.roles)):
+            raise InputError("refused: a checkpoint must be signed by an active seal or admin key of this ledger")
+        size = self.tree_size()
+        root = self.root_hash(size)
+        previous = self.checkpoints()
+        if previous:
+            old_size, old_note = previous[-1]
+            old = parse_checkpoint(old_note.text)
+            if old_size == size:
+                return old_note
+            if not verify_consistency(old.size, size, old.root, root, consistency_proof(self, old.size, size) if old.size else []):
+                raise StoreError("the ledger is not consistent with its last checkpoint: its history was rewritten")
+        text = checkpoint_text(Checkpoint(self.origin(), size, root))
+        note = SignedNote(text, (sign_note(text, self.origin(), signer),))
+        try:
+            with self.conn:
+                self.conn.execute("INSERT OR REPLACE INTO checkpoints (size, note) VALUES (?, ?)", (size, note.encode()))
+        except sqlite3.Error as exc:
+            raise StoreError("cannot store the checkpoint: %s" % exc) from None
+        return note
 
     def _pointers(self, task: str | None) -> tuple[Digest, Digest | None]:
         """The latest keyring entry's hash, and the task's latest entry's hash (in-transaction)."""

@@ -7,6 +7,7 @@ or could not run.
 
 from __future__ import annotations
 
+import base64
 import datetime
 import json
 import os
@@ -33,11 +34,12 @@ from receipts import (
     entry_signed_bytes,
     fingerprint,
     namespace_for,
+    parse_public_key_blob,
     parse_public_key_line,
     public_key_line,
     ReceiptsError,
 )
-from verify import CannotVerify, LedgerSource, TrustRoot, verify_chain, verify_receipt
+from verify import CannotVerify, LedgerSource, Transparency, TrustRoot, WitnessKey, verify_chain, verify_receipt
 
 from . import _render
 from ._errors import InputError, LedgerError
@@ -669,31 +671,64 @@ def log(ctx: click.Context, task: str | None, as_json: bool) -> None:
         click.echo("%5d  %-11s %-20s %s  %s" % (r["seq"], r["kind"], r["task"] or "-", r["hash"], r["summary"]))  # type: ignore[str-format]
 
 
+def _witness_keys(values: Sequence[str]) -> tuple[WitnessKey, ...]:
+    keys = []
+    for value in values:
+        name, _, line = value.strip().partition(" ")
+        if not name or not line:
+            raise InputError("--witness takes 'NAME ssh-ed25519 AAAA...' (or 'NAME PATH.pub')")
+        if not line.startswith("ssh-"):
+            try:
+                line = Path(line).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise InputError("cannot read witness key %s: %s" % (line, exc)) from None
+        blob, _ = parse_public_key_line(line)
+        keys.append(WitnessKey(name, parse_public_key_blob(blob)))
+    return tuple(keys)
+
+
+def _read_text(path: Path, what: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError("cannot read %s %s: %s" % (what, path, exc)) from None
+
+
 @cli.command("verify")
 @click.argument("hash_text", metavar="[HASH]", required=False)
 @click.option("--chain", is_flag=True, help="Audit the whole chain instead of one receipt.")
 @click.option("--trust", help="Pin the admin key: a SHA256 fingerprint or an allowed_signers file.")
+@click.option("--since", "since", type=click.Path(path_type=Path, dir_okay=False), help="A checkpoint you kept: prove the ledger only grew since.")
+@click.option("--require-checkpoint", is_flag=True, help="Reject unless a signed checkpoint covers the receipt.")
+@click.option("--witness", "witnesses", multiple=True, help="A trusted witness: 'NAME ssh-ed25519 AAAA...'; repeatable.")
+@click.option("--witness-quorum", default=0, type=click.IntRange(0, 64), help="Cosignatures required from --witness keys.")
 @json_option
 @click.pass_context
-def verify_cmd(ctx: click.Context, hash_text: str | None, chain: bool, trust: str | None, as_json: bool) -> None:
+def verify_cmd(ctx: click.Context, hash_text: str | None, chain: bool, trust: str | None, since: Path | None,
+               require_checkpoint: bool, witnesses: Sequence[str], witness_quorum: int, as_json: bool) -> None:
     """Recompute every hash and signature and re-derive merge_eligible.
 
     Exit 0 verified, 1 rejected, 2 cannot run."""
     if chain == (hash_text is not None):
         raise InputError("give either a receipt HASH or --chain")
     root = TrustRoot.from_argument(trust) if trust else None
+    keys = _witness_keys(witnesses)
+    if witness_quorum > len(keys):
+        raise InputError("--witness-quorum %d needs at least that many --witness keys" % witness_quorum)
+    policy = Transparency(since=_read_text(since, "checkpoint") if since else None, require_checkpoint=require_checkpoint,
+                          witnesses=keys, quorum=witness_quorum)
     source = LedgerSource.open(ctx.find_root().obj)
     try:
         if chain:
             if sys.stderr.isatty() and not as_json:
                 with click.progressbar(length=source.count(), label="verifying chain", file=sys.stderr) as bar:
-                    cres = verify_chain(source, root, progress=bar.update)
+                    cres = verify_chain(source, root, progress=bar.update, transparency=policy)
             else:
-                cres = verify_chain(source, root)
+                cres = verify_chain(source, root, transparency=policy)
             ok, doc, lines = cres.ok, cres.as_dict(), _render.chain_lines(cres)
         else:
             assert hash_text is not None
-            res = verify_receipt(source, hash_text, root)
+            res = verify_receipt(source, hash_text, root, policy)
             ok, doc, lines = res.ok, res.as_dict(), _render.verify_lines(res)
     finally:
         source.close()
@@ -704,6 +739,93 @@ def verify_cmd(ctx: click.Context, hash_text: str | None, chain: bool, trust: st
     else:
         click.echo("\n".join(lines))
     sys.exit(0 if ok else 1)
+
+
+# -- transparency -------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--key", "key_name", help="Seal or admin key that signs the tree head.")
+@click.option("--show", is_flag=True, help="Print the latest checkpoint instead of making one.")
+@click.pass_context
+def checkpoint(ctx: click.Context, key_name: str | None, show: bool) -> None:
+    """Sign the current tree head as a C2SP checkpoint (a signed note)."""
+    ledger = _ledger(ctx)
+    if show:
+        stored = ledger.checkpoints()
+        if not stored:
+            raise InputError("this ledger has no checkpoint yet: run `ledger checkpoint --key NAME`")
+        click.echo(stored[-1][1].encode(), nl=False)
+        return
+    if key_name is None:
+        raise InputError("give --key NAME (a seal or admin key), or --show")
+    note = ledger.checkpoint(_signer(key_name))
+    click.echo(note.encode(), nl=False)
+
+
+@cli.command()
+@click.argument("hash_text", metavar="HASH")
+@click.pass_context
+def prove(ctx: click.Context, hash_text: str) -> None:
+    """An inclusion proof for an entry against the latest checkpoint, as a C2SP tlog-proof."""
+    from receipts import inclusion_proof
+
+    ledger = _ledger(ctx)
+    stored = ledger.find(_digest_arg(hash_text))
+    if stored is None:
+        raise InputError("no entry with hash %s" % hash_text)
+    checkpoints = ledger.checkpoints()
+    if not checkpoints or checkpoints[-1][0] <= stored.seq:
+        raise InputError("entry %d is not yet covered by a checkpoint: run `ledger checkpoint --key NAME`" % stored.seq)
+    size, note = checkpoints[-1]
+    lines = ["c2sp.org/tlog-proof@v1", "index %d" % stored.seq]
+    lines += [base64.b64encode(h).decode("ascii") for h in inclusion_proof(ledger, stored.seq, size)]
+    click.echo("\n".join(lines) + "\n\n" + note.encode(), nl=False)
+
+
+@cli.command()
+@click.argument("old_size", type=click.IntRange(1))
+@click.pass_context
+def consistency(ctx: click.Context, old_size: int) -> None:
+    """A consistency proof from an earlier tree size to the latest checkpoint."""
+    from receipts import consistency_proof
+
+    ledger = _ledger(ctx)
+    checkpoints = ledger.checkpoints()
+    if not checkpoints or checkpoints[-1][0] < old_size:
+        raise InputError("no checkpoint at or beyond size %d" % old_size)
+    size, note = checkpoints[-1]
+    lines = ["receipt-ledger/consistency-proof@v1", "old %d" % old_size, "new %d" % size]
+    lines += [base64.b64encode(h).decode("ascii") for h in consistency_proof(ledger, old_size, size)]
+    click.echo("\n".join(lines) + "\n\n" + note.encode(), nl=False)
+
+
+@cli.group(cls=_Group)
+def witness() -> None:
+    """Witness a ledger: cosign checkpoints only after checking they extend what you saw."""
+
+
+@witness.command("cosign")
+@click.argument("checkpoint_file", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--key", "key_name", required=True, help="The witness's own Ed25519 key (name or path).")
+@click.option("--name", "witness_name", required=True, help="The witness's key name, e.g. witness.example/w1.")
+@click.option("--log-key", required=True, help="The log's checkpoint key: 'ssh-ed25519 AAAA...' or a .pub file.")
+@click.option("--state", type=click.Path(path_type=Path, dir_okay=False), help="The witness's state file (default ~/.config/receipt-ledger/witness-state.json).")
+@click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False), help="Write the cosigned checkpoint here (default: stdout).")
+@click.pass_context
+def witness_cosign(ctx: click.Context, checkpoint_file: Path, key_name: str, witness_name: str, log_key: str,
+                   state: Path | None, output: Path | None) -> None:
+    """Add a tlog-cosignature to a checkpoint after proving it consistent with the last one seen."""
+    from ._witness import cosign
+
+    text = cosign(ledger_dir=ctx.find_root().obj, checkpoint=_read_text(checkpoint_file, "checkpoint"),
+                  signer=_signer(key_name), name=witness_name, log_key=_witness_keys(["log " + log_key])[0].public_key,
+                  state_path=state)
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        output.write_text(text, encoding="utf-8")
+        click.echo("cosigned checkpoint written to %s" % output, err=True)
 
 
 @cli.command()

@@ -36,6 +36,16 @@ CREATE TABLE IF NOT EXISTS entries (
 );
 CREATE INDEX IF NOT EXISTS entries_body_hash ON entries(body_hash);
 CREATE INDEX IF NOT EXISTS entries_task ON entries(task, kind);
+CREATE TABLE IF NOT EXISTS tree (
+    level INTEGER NOT NULL,
+    idx INTEGER NOT NULL,
+    hash BLOB NOT NULL,
+    PRIMARY KEY (level, idx)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS checkpoints (
+    size INTEGER PRIMARY KEY,
+    note TEXT NOT NULL
+);
 """
 
 
@@ -130,6 +140,23 @@ class LedgerSource:
                 stored = _row(row)
                 assert stored is not None
                 yield stored
+        except sqlite3.Error as exc:
+            raise CannotVerify("cannot read ledger database: %s" % exc) from None
+
+    def checkpoints(self) -> list[tuple[int, str]]:
+        """Stored checkpoint notes, by tree size (an older ledger may have none)."""
+        try:
+            return [(int(size), str(note)) for size, note in self.conn.execute("SELECT size, note FROM checkpoints ORDER BY size")]
+        except sqlite3.OperationalError:
+            return []
+        except sqlite3.Error as exc:
+            raise CannotVerify("cannot read ledger database: %s" % exc) from None
+
+    def entry_bytes(self, upto: int) -> Iterator[bytes]:
+        """Entry bytes in sequence order, for seq < upto: the Merkle tree's leaves."""
+        try:
+            for (data,) in self.conn.execute("SELECT entry FROM entries WHERE seq < ? ORDER BY seq", (upto,)):
+                yield bytes(data)
         except sqlite3.Error as exc:
             raise CannotVerify("cannot read ledger database: %s" % exc) from None
 

@@ -62,6 +62,7 @@ from receipts import (
 
 from ._errors import CannotVerify, VerificationFailed
 from ._source import LedgerSource, StoredEntry
+from ._transparency import Transparency, check_transparency
 from ._trust import TrustRoot
 
 __all__ = ["Defect", "TierLine", "Result", "ChainResult", "verify_receipt", "verify_receipt_strict", "verify_chain"]
@@ -112,6 +113,7 @@ class Result:
     warnings: tuple[str, ...] = ()
     stale: tuple[str, ...] = ()
     waivers: tuple[str, ...] = ()
+    checkpoint: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -119,7 +121,7 @@ class Result:
 
     def as_dict(self) -> dict[str, object]:
         return {
-            "weakenings": list(self.weakenings), "warnings": list(self.warnings), "stale_approvals": list(self.stale), "waivers": list(self.waivers),
+            "weakenings": list(self.weakenings), "warnings": list(self.warnings), "stale_approvals": list(self.stale), "waivers": list(self.waivers), "checkpoint": self.checkpoint,
             "target": self.target, "verified": self.ok, "trust": self.trust, "task": self.task_id,
             "candidate": self.candidate, "merge_eligible_claimed": self.claimed_eligible,
             "merge_eligible_derived": self.derived_eligible, "eligibility_reasons": list(self.eligibility_reasons),
@@ -166,6 +168,7 @@ class _Walk:
     weakened: list[tuple[str, str]] = field(default_factory=list)  # (task, description)
     waivers: list[tuple[int, Waiver, str]] = field(default_factory=list)  # (seq, waiver, signer label)
     last_ring: Digest | None = None
+    origin: str | None = None
     last_task: dict[str, Digest] = field(default_factory=dict)
 
     def defect(self, code: str, message: str, seq: int | None) -> None:
@@ -219,6 +222,7 @@ class _Walk:
         if entry.kind is EntryKind.GENESIS:
             assert isinstance(body, Genesis)
             self.keyring = Keyring.from_genesis(body)
+            self.origin = "receipt-ledger/" + body.ledger_id
             # 3. The trust root: the genesis signer is pinned, or trust is on first use.
             if self.trust is not None and entry.signer not in self.trust.admin_key_ids:
                 self.defect("trust-root", "genesis is signed by %s, which the trust root (%s) does not pin" % (entry.signer, self.trust.source), seq)
@@ -459,7 +463,8 @@ def _rederive_judge(source: LedgerSource, record: TierRecord, contract: Contract
     return derive_judge(run, replies, contract)
 
 
-def verify_receipt(source: LedgerSource, target: str, trust: TrustRoot | None = None) -> Result:
+def verify_receipt(source: LedgerSource, target: str, trust: TrustRoot | None = None,
+                   transparency: Transparency | None = None) -> Result:
     """Verify one receipt; the result lists every defect found. Raises `CannotVerify` only
     when the check cannot run at all."""
     # 1. Resolve the target to a receipt entry.
@@ -543,6 +548,12 @@ def verify_receipt(source: LedgerSource, target: str, trust: TrustRoot | None = 
     if derived.eligible != receipt.merge_eligible:
         defects.append(Defect("eligibility-mismatch", "receipt claims merge_eligible=%s but the tier verdicts entail %s" % (
             str(receipt.merge_eligible).lower(), str(derived.eligible).lower()), stored_receipt.seq))
+    # 8. The entries sit in a tree whose head the ledger signed, and the ledger only grew since a kept checkpoint.
+    checkpoint = None
+    if walk.origin is not None:
+        found_defects, found_warnings, checkpoint = check_transparency(source, walk.origin, stored_receipt.seq, transparency or Transparency())
+        defects.extend(Defect(code, message, None) for code, message in found_defects)
+        warnings.extend(found_warnings)
     return Result(
         target=target, defects=tuple(defects), trust=_trust_label(trust, walk.keyring), task_id=receipt.task_id,
         candidate=str(receipt.input_hash), claimed_eligible=receipt.merge_eligible, derived_eligible=derived.eligible,
@@ -551,6 +562,7 @@ def verify_receipt(source: LedgerSource, target: str, trust: TrustRoot | None = 
         stale=tuple(stale),
         waivers=tuple(_describe(seq, w, label) for seq, w, label in walk.waivers
                       if w.task_id == receipt.task_id and seq < stored_receipt.seq and w.in_force(receipt.created)),
+        checkpoint=checkpoint,
     )
 
 
@@ -562,7 +574,8 @@ def verify_receipt_strict(source: LedgerSource, target: str, trust: TrustRoot | 
     return result
 
 
-def verify_chain(source: LedgerSource, trust: TrustRoot | None = None, progress: Callable[[int], None] | None = None) -> ChainResult:
+def verify_chain(source: LedgerSource, trust: TrustRoot | None = None, progress: Callable[[int], None] | None = None,
+                 transparency: Transparency | None = None) -> ChainResult:
     """Audit every entry: steps 2 and 3 for the whole chain, every signature checked."""
     walk = _Walk(trust)
     count = 0
@@ -575,4 +588,8 @@ def verify_chain(source: LedgerSource, trust: TrustRoot | None = None, progress:
             progress(1)
     if count == 0:
         walk.defect("empty-ledger", "the ledger has no entries, not even a genesis", None)
+    elif walk.origin is not None:
+        # 8. The newest checkpoint (and a kept one) must match the entries.
+        found, _, _ = check_transparency(source, walk.origin, -1, transparency or Transparency())
+        walk.defects.extend(Defect(code, message, None) for code, message in found)
     return ChainResult(count, tuple(walk.defects), _trust_label(trust, walk.keyring), head)

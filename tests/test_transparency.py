@@ -1,0 +1,181 @@
+"""Transparency (issue 5): checkpoints, proofs, witnesses, and history rewrites caught."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+import receipts as r
+from conftest import ADMIN_ID, SIGNERS, Sample, build_sample, read_rows, run_cli, write_rows
+from ledger import Ledger
+from verify import LedgerSource, Transparency, TrustRoot, WitnessKey, parse_tlog_proof, verify_receipt, verify_tlog_proof
+
+TRUST = TrustRoot(frozenset({ADMIN_ID}), "t")
+W1 = WitnessKey("witness.example/w1", r.parse_public_key_blob(SIGNERS["bob"].public_key_blob))
+
+
+def checkpointed(tmp: Path) -> tuple[Sample, r.SignedNote]:
+    s = build_sample(tmp)
+    ledger = Ledger.open(s.root)
+    note = ledger.checkpoint(SIGNERS["sealer"])
+    ledger.close()
+    return s, note
+
+
+def verify(s: Sample, **policy: object) -> object:
+    return verify_receipt(LedgerSource.open(s.root), s.receipt, TRUST, Transparency(**policy))  # type: ignore[arg-type]
+
+
+def test_a_checkpoint_covers_the_receipt_and_verifies(tmp_path: Path) -> None:
+    s, note = checkpointed(tmp_path)
+    cp = r.parse_checkpoint(note.text)
+    assert cp.origin.startswith("receipt-ledger/") and cp.size == len(read_rows(s.root))
+    result = verify(s, require_checkpoint=True)
+    assert result.ok and "size %d signed by sealer" % cp.size in result.checkpoint  # type: ignore[attr-defined]
+    assert run_cli("--dir", str(s.root), "checkpoint", "--show").stdout == note.encode()
+
+
+def test_without_a_checkpoint_transparency_is_not_claimed(tmp_path: Path) -> None:
+    s = build_sample(tmp_path)
+    assert any("no signed checkpoint" in w for w in verify(s).warnings)  # type: ignore[attr-defined]
+    assert [d.code for d in verify(s, require_checkpoint=True).defects] == ["no-checkpoint"]  # type: ignore[attr-defined]
+
+
+def test_inclusion_proof_verifies_and_fails_for_the_wrong_index(tmp_path: Path) -> None:
+    s, note = checkpointed(tmp_path)
+    text = run_cli("--dir", str(s.root), "prove", s.receipt).stdout
+    assert text.startswith("c2sp.org/tlog-proof@v1\nindex ")
+    proof = parse_tlog_proof(text)
+    assert proof.checkpoint_note == note.encode()
+    cp = r.parse_checkpoint(r.parse_note(proof.checkpoint_note).text)
+    entry = next(row for row in read_rows(s.root) if str(row.entry.body_hash) == s.receipt)
+    data = r.encode_entry(entry.entry)
+    assert verify_tlog_proof(proof, data, cp)
+    for wrong in (proof.index - 1, proof.index + 1):
+        assert not verify_tlog_proof(type(proof)(wrong, proof.proof, proof.checkpoint_note), data, cp)
+
+
+def test_a_checkpoint_signed_by_an_unknown_key_is_rejected(tmp_path: Path) -> None:
+    s, note = checkpointed(tmp_path)
+    forged = r.SignedNote(note.text, (r.sign_note(note.text, r.parse_checkpoint(note.text).origin, SIGNERS["mallory"]),))
+    conn = sqlite3.connect(s.root / "ledger.db")
+    with conn:
+        conn.execute("UPDATE checkpoints SET note = ?", (forged.encode(),))
+    conn.close()
+    assert [d.code for d in verify(s).defects] == ["checkpoint-signature"]  # type: ignore[attr-defined]
+
+
+def test_a_truncated_ledger_fails_its_checkpoint(tmp_path: Path) -> None:
+    s = build_sample(tmp_path)
+    ledger = Ledger.open(s.root)
+    ledger.append(r.KeyAdd(r.KeySpec("extra", (r.Role.HUMAN,), SIGNERS["mallory"].public_key_blob)), SIGNERS["admin"])
+    ledger.checkpoint(SIGNERS["sealer"])
+    ledger.close()
+    conn = sqlite3.connect(s.root / "ledger.db")
+    with conn:
+        conn.execute("DELETE FROM entries WHERE seq = (SELECT max(seq) FROM entries)")
+    conn.close()
+    assert [d.code for d in verify(s).defects] == ["checkpoint-root"]  # type: ignore[attr-defined]
+
+
+def _rewrite_history(s: Sample) -> None:
+    """Re-date the receipt by a second and re-sign it, as a forger with every key would:
+    every link and signature holds, but the history differs from what was checkpointed."""
+    import dataclasses
+    rows = read_rows(s.root)
+    ri = max(n for n, row in enumerate(rows) if row.entry.kind is r.EntryKind.RECEIPT)
+    receipt = r.decode_receipt(rows[ri].body)
+    rows[ri].body = r.encode_body(dataclasses.replace(receipt, created=receipt.created - 1))
+    s.receipt = str(r.body_hash(r.EntryKind.RECEIPT, rows[ri].body))
+    write_rows(s.root, rows, resign_from=ri)
+    conn = sqlite3.connect(s.root / "ledger.db")
+    with conn:
+        conn.execute("DELETE FROM tree")
+        conn.execute("DELETE FROM checkpoints")
+    conn.close()
+    ledger = Ledger.open(s.root)  # rebuilds the tree over the rewritten entries
+    ledger.checkpoint(SIGNERS["sealer"])
+    ledger.close()
+
+
+def test_a_rewritten_history_fails_against_a_kept_checkpoint(tmp_path: Path) -> None:
+    s, kept = checkpointed(tmp_path)
+    assert verify(s, since=kept.encode()).ok  # type: ignore[attr-defined]
+    _rewrite_history(s)
+    rewritten = verify(s)
+    assert rewritten.ok  # every hash link and signature was recomputed by the forger ...
+    codes = [d.code for d in verify(s, since=kept.encode()).defects]  # type: ignore[attr-defined]
+    assert codes == ["history-rewritten"]  # ... but the auditor's old checkpoint catches it
+    kept_file = tmp_path / "kept.checkpoint"
+    kept_file.write_text(kept.encode())
+    cli = run_cli("--dir", str(s.root), "verify", s.receipt, "--since", str(kept_file), "--json")
+    assert cli.returncode == 1 and json.loads(cli.stdout)["defects"][0]["code"] == "history-rewritten"
+    # and the consistency proof the rewritten ledger offers does not verify against the kept root
+    old = r.parse_checkpoint(kept.text)
+    proof_text = run_cli("--dir", str(s.root), "consistency", str(old.size)).stdout.split("\n\n")[0].splitlines()[3:]
+    new = r.parse_checkpoint(r.parse_note(run_cli("--dir", str(s.root), "checkpoint", "--show").stdout).text)
+    import base64
+    assert not r.verify_consistency(old.size, new.size, old.root, new.root, [base64.b64decode(x) for x in proof_text])
+
+
+def test_witness_cosigns_consistent_checkpoints_and_refuses_a_rewrite(tmp_path: Path) -> None:
+    s, first = checkpointed(tmp_path)
+    keys = {"RECEIPT_LEDGER_KEYS": str(tmp_path / "keys")}
+    (tmp_path / "keys").mkdir()
+    for name in ("bob", "sealer"):
+        from cryptography.hazmat.primitives import serialization
+        from conftest import seeded_signer
+        key = seeded_signer(name)._key  # noqa: SLF001 - the test's own fixed key
+        (tmp_path / "keys" / name).write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()))
+        (tmp_path / "keys" / name).chmod(0o600)
+    log_key = r.public_key_line(SIGNERS["sealer"].public_key_blob)
+    state = tmp_path / "witness-state.json"
+
+    def cosign(note: r.SignedNote) -> tuple[int, str, str]:
+        path = tmp_path / "cp"
+        path.write_text(note.encode())
+        res = run_cli("--dir", str(s.root), "witness", "cosign", str(path), "--key", "bob", "--name", W1.name,
+                      "--log-key", log_key, "--state", str(state), env=keys)
+        return res.returncode, res.stdout, res.stderr
+
+    code, out, err = cosign(first)
+    assert code == 0, err
+    assert r.verify_cosignature(r.parse_note(out), W1.name, W1.public_key) is not None
+    ledger = Ledger.open(s.root)
+    ledger.append(r.KeyAdd(r.KeySpec("extra", (r.Role.HUMAN,), SIGNERS["mallory"].public_key_blob)), SIGNERS["admin"])
+    second = ledger.checkpoint(SIGNERS["sealer"])
+    ledger.close()
+    code, out, err = cosign(second)
+    assert code == 0, err
+    conn = sqlite3.connect(s.root / "ledger.db")
+    with conn:
+        conn.execute("UPDATE checkpoints SET note = ? WHERE size = ?", (out, r.parse_checkpoint(second.text).size))
+    conn.close()
+    quorum = verify(s, witnesses=(W1,), quorum=1)
+    assert quorum.ok and "witness.example/w1" in quorum.checkpoint  # type: ignore[attr-defined]
+    unwitnessed = WitnessKey("witness.example/w2", W1.public_key)
+    assert [d.code for d in verify(s, witnesses=(W1, unwitnessed), quorum=2).defects] == ["witness-quorum"]  # type: ignore[attr-defined]
+    _rewrite_history(s)
+    rewritten = Ledger.open(s.root).checkpoints()[-1][1]
+    code, _, err = cosign(rewritten)
+    assert code == 2 and "not consistent" in err
+
+
+def test_chain_audit_checks_the_latest_checkpoint(tmp_path: Path) -> None:
+    s, _ = checkpointed(tmp_path)
+    assert run_cli("--dir", str(s.root), "verify", "--chain").returncode == 0
+    conn = sqlite3.connect(s.root / "ledger.db")
+    with conn:
+        conn.execute("DELETE FROM entries WHERE seq = (SELECT max(seq) FROM entries)")
+    conn.close()
+    res = run_cli("--dir", str(s.root), "verify", "--chain", "--json")
+    assert res.returncode == 1 and "checkpoint-root" in res.stdout
+
+
+@pytest.mark.parametrize("bad", ["", "c2sp.org/tlog-proof@v1\n", "c2sp.org/tlog-proof@v1\nindex 01\n\n", "c2sp.org/tlog-proof@v1\nindex 1\nnot-base64!\n\n"])
+def test_malformed_proofs_are_format_errors(bad: str) -> None:
+    with pytest.raises(r.FormatError):
+        parse_tlog_proof(bad)
