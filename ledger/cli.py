@@ -671,6 +671,51 @@ def log(ctx: click.Context, task: str | None, as_json: bool) -> None:
         click.echo("%5d  %-11s %-20s %s  %s" % (r["seq"], r["kind"], r["task"] or "-", r["hash"], r["summary"]))  # type: ignore[str-format]
 
 
+def _verify_bundle(path: Path, hash_text: str | None, trust: str | None, witnesses: Sequence[str], quorum: int, as_json: bool) -> None:
+    from verify import BundleSource
+
+    root = TrustRoot.from_argument(trust) if trust else None
+    keys = _witness_keys(witnesses)
+    source = BundleSource(path)
+    try:
+        if hash_text is None:
+            try:
+                hash_text = str(json.loads(source.read("manifest.json"))["receipt"])
+            except (ValueError, KeyError, TypeError):
+                raise InputError("the bundle's manifest names no receipt: give its HASH") from None
+        res = verify_receipt(source, hash_text, root, Transparency(require_checkpoint=True, witnesses=keys, quorum=quorum))
+    finally:
+        source.close()
+    if root is None:
+        click.echo("warning: no --trust given; the admin key is trusted on first use", err=True)
+    click.echo(json.dumps(res.as_dict(), indent=2) if as_json else "\n".join(_render.verify_lines(res)))
+    sys.exit(0 if res.ok else 1)
+
+
+@cli.command()
+@click.argument("hash_text", metavar="HASH")
+@click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False), required=True, help="Where to write it.")
+@click.option("--format", "fmt", type=click.Choice(["bundle", "intoto"]), default="bundle", show_default=True,
+              help="A zip that verifies offline, or an in-toto Statement in a DSSE envelope.")
+@click.option("--key", "key_name", help="Seal key that signs the DSSE envelope (intoto only).")
+@click.pass_context
+def export(ctx: click.Context, hash_text: str, output: Path, fmt: str, key_name: str | None) -> None:
+    """Export a receipt: as an evidence bundle, or as a signed in-toto attestation."""
+    ledger = _ledger(ctx)
+    if fmt == "bundle":
+        from ._export import export_bundle
+
+        manifest = export_bundle(ledger, _digest_arg(hash_text), output)
+        click.echo("wrote %s: %s, %d entries, final status %s" % (output, manifest["task"], len(manifest["entries"]), manifest["final_status"]), err=True)
+        return
+    from ._intoto import export_intoto
+
+    if key_name is None:
+        raise InputError("--format intoto needs --key: the seal key that signs the envelope")
+    export_intoto(ledger, _digest_arg(hash_text), _signer(key_name), output)
+    click.echo("wrote %s (DSSE envelope, payloadType application/vnd.in-toto+json)" % output, err=True)
+
+
 def _witness_keys(values: Sequence[str]) -> tuple[WitnessKey, ...]:
     keys = []
     for value in values:
@@ -697,6 +742,7 @@ def _read_text(path: Path, what: str) -> str:
 @cli.command("verify")
 @click.argument("hash_text", metavar="[HASH]", required=False)
 @click.option("--chain", is_flag=True, help="Audit the whole chain instead of one receipt.")
+@click.option("--bundle", type=click.Path(path_type=Path, dir_okay=False), help="Verify an exported evidence bundle, offline.")
 @click.option("--trust", help="Pin the admin key: a SHA256 fingerprint or an allowed_signers file.")
 @click.option("--since", "since", type=click.Path(path_type=Path, dir_okay=False), help="A checkpoint you kept: prove the ledger only grew since.")
 @click.option("--require-checkpoint", is_flag=True, help="Reject unless a signed checkpoint covers the receipt.")
@@ -704,11 +750,16 @@ def _read_text(path: Path, what: str) -> str:
 @click.option("--witness-quorum", default=0, type=click.IntRange(0, 64), help="Cosignatures required from --witness keys.")
 @json_option
 @click.pass_context
-def verify_cmd(ctx: click.Context, hash_text: str | None, chain: bool, trust: str | None, since: Path | None,
+def verify_cmd(ctx: click.Context, hash_text: str | None, chain: bool, bundle: Path | None, trust: str | None, since: Path | None,
                require_checkpoint: bool, witnesses: Sequence[str], witness_quorum: int, as_json: bool) -> None:
     """Recompute every hash and signature and re-derive merge_eligible.
 
     Exit 0 verified, 1 rejected, 2 cannot run."""
+    if bundle is not None:
+        if chain:
+            raise InputError("--chain audits a ledger, not a bundle")
+        _verify_bundle(bundle, hash_text, trust, witnesses, witness_quorum, as_json)
+        return
     if chain == (hash_text is not None):
         raise InputError("give either a receipt HASH or --chain")
     root = TrustRoot.from_argument(trust) if trust else None

@@ -10,13 +10,13 @@ import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from receipts import Digest
 
 from ._errors import CannotVerify
 
-__all__ = ["SCHEMA", "StoredEntry", "LedgerSource", "blob_path", "DB_NAME", "BLOB_DIR"]
+__all__ = ["SCHEMA", "Source", "StoredEntry", "LedgerSource", "blob_path", "DB_NAME", "BLOB_DIR"]
 
 DB_NAME = "ledger.db"
 BLOB_DIR = "blobs"
@@ -73,12 +73,32 @@ def _row(row: tuple[object, ...] | None) -> StoredEntry | None:
     return StoredEntry(seq, h, kind, bh, task, entry, body)
 
 
+class Source(Protocol):
+    """What the verifier reads: a whole ledger, or the sparse copy in a bundle."""
+
+    sparse: bool
+
+    def by_body_hash(self, digest: Digest) -> StoredEntry | None: ...
+
+    def by_hash(self, digest: Digest) -> StoredEntry | None: ...
+
+    def iter_entries(self, upto: int | None = None, task: str | None = None) -> Iterator[StoredEntry]: ...
+
+    def open_blob(self, digest: Digest) -> BinaryIO | None: ...
+
+    def checkpoints(self) -> list[tuple[int, str]]: ...
+
+    def count(self) -> int: ...
+
+
 def blob_path(root: Path, digest: Digest) -> Path:
     return root / BLOB_DIR / digest.hex[:2] / digest.hex
 
 
 class LedgerSource:
     """A ledger directory opened read-only. Every SQLite failure becomes `CannotVerify`."""
+
+    sparse = False  # every entry is here; a bundle holds only some
 
     def __init__(self, conn: sqlite3.Connection, root: Path) -> None:
         self.conn = conn

@@ -61,7 +61,8 @@ from receipts import (
 )
 
 from ._errors import CannotVerify, VerificationFailed
-from ._source import LedgerSource, StoredEntry
+from ._bundle import BundleSource, bundle_transparency
+from ._source import LedgerSource, Source, StoredEntry
 from ._transparency import Transparency, check_transparency
 from ._trust import TrustRoot
 
@@ -156,6 +157,7 @@ class _Walk:
     """State while replaying the chain in order (steps 2 and 3)."""
 
     trust: TrustRoot | None
+    sparse: bool = False
     defects: list[Defect] = field(default_factory=list)
     keyring: Keyring | None = None
     prev_hash: Digest | None = None
@@ -183,14 +185,16 @@ class _Walk:
             self.defect("entry-malformed", "entry %d does not decode: %s" % (seq, exc), seq)
             self._lose_link(stored)
             return
-        if entry.seq != self.expected_seq or seq != self.expected_seq:
+        # A sparse copy (a bundle) may skip entries; its inclusion proofs fix each entry's place.
+        contiguous = seq == self.expected_seq
+        if entry.seq != seq or (not self.sparse and not contiguous):
             self.defect("chain-gap", "expected entry %d, found entry %d stored at %d" % (self.expected_seq, entry.seq, seq), seq)
         self.expected_seq = seq + 1
         this_hash = entry_hash(stored.entry)
         if stored.hash != this_hash.value or stored.kind != entry.kind.value or stored.body_hash != entry.body_hash.value:
             self.defect("index-mismatch", "entry %d: stored index columns disagree with its bytes" % seq, seq)
         # 2b. It links to the entry before it.
-        if entry.prev != self.prev_hash:
+        if (contiguous or not self.sparse) and entry.prev != self.prev_hash:
             self.defect("chain-link", "entry %d does not link to the entry before it" % seq, seq)
         self.prev_hash = this_hash
         # 2c. Its body re-hashes to the body hash it commits to, and decodes canonically.
@@ -307,7 +311,7 @@ def _trust_label(trust: TrustRoot | None, keyring: Keyring | None) -> str:
     return "trust on first use: genesis admin key(s) %s not pinned; pass --trust to pin" % ", ".join(admins or ["?"])
 
 
-def _resolve(source: LedgerSource, target: str) -> StoredEntry:
+def _resolve(source: Source, target: str) -> StoredEntry:
     try:
         digest = Digest.parse(target)
     except FormatError as exc:
@@ -320,7 +324,7 @@ def _resolve(source: LedgerSource, target: str) -> StoredEntry:
     return stored
 
 
-def _check_evidence(source: LedgerSource, record: TierRecord, tier: Tier, defects: list[Defect], seq: int) -> None:
+def _check_evidence(source: Source, record: TierRecord, tier: Tier, defects: list[Defect], seq: int) -> None:
     if evidence_list_hash(record.evidence) != record.evidence_hash:
         defects.append(Defect("evidence-hash", "tier %s: evidence_hash does not match the record's evidence list" % tier, seq))
     for ref in record.evidence:
@@ -336,7 +340,7 @@ def _check_evidence(source: LedgerSource, record: TierRecord, tier: Tier, defect
             defects.append(Defect("evidence-altered", "tier %s: evidence %s no longer hashes to %s" % (tier, ref.check_id, ref.digest.short()), seq))
 
 
-def _blob_bytes(source: LedgerSource, digest: Digest) -> bytes | None:
+def _blob_bytes(source: Source, digest: Digest) -> bytes | None:
     """A small blob's bytes, only if they still hash to their digest (step 6 reports the rest)."""
     handle = source.open_blob(digest)
     if handle is None:
@@ -346,7 +350,7 @@ def _blob_bytes(source: LedgerSource, digest: Digest) -> bytes | None:
     return data if content_digest(data) == digest else None
 
 
-def _evidence_json(source: LedgerSource, digest: Digest, fmt: str) -> dict[str, object] | None:
+def _evidence_json(source: Source, digest: Digest, fmt: str) -> dict[str, object] | None:
     data = _blob_bytes(source, digest)
     if data is None:
         return None
@@ -368,7 +372,7 @@ def _describe(seq: int, waiver: Waiver, label: str) -> str:
     return "entry %d: %s waived %s until %d: %s" % (seq, label, waiver.check_id, waiver.expires, waiver.reason)
 
 
-def _rederive_deterministic(source: LedgerSource, record: TierRecord, contract: Contract,
+def _rederive_deterministic(source: Source, record: TierRecord, contract: Contract,
                             waivers: dict[str, str]) -> tuple[Verdict, tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     snapshot = None
     results: dict[str, dict[str, object]] = {}
@@ -391,7 +395,7 @@ def _rederive_deterministic(source: LedgerSource, record: TierRecord, contract: 
     return outcome.verdict, outcome.reasons, outcome.warnings, outcome.waived
 
 
-def _resolve_record(walk: _Walk, source: LedgerSource, receipt: LadderReceipt, receipt_seq: int, tier: Tier,
+def _resolve_record(walk: _Walk, source: Source, receipt: LadderReceipt, receipt_seq: int, tier: Tier,
                     digest: Digest, defects: list[Defect], warnings: list[str]) -> tuple[TierRecord, Entry] | None:
     """Step 5 for one record a receipt relies on."""
     rec_found = walk.bodies.get(digest.value)
@@ -448,7 +452,7 @@ def _resolve_record(walk: _Walk, source: LedgerSource, receipt: LadderReceipt, r
     return rec, rec_entry
 
 
-def _rederive_judge(source: LedgerSource, record: TierRecord, contract: Contract) -> SampleOutcome:
+def _rederive_judge(source: Source, record: TierRecord, contract: Contract) -> SampleOutcome:
     run = None
     replies: dict[str, bytes] = {}
     for ref in record.evidence:
@@ -463,13 +467,13 @@ def _rederive_judge(source: LedgerSource, record: TierRecord, contract: Contract
     return derive_judge(run, replies, contract)
 
 
-def verify_receipt(source: LedgerSource, target: str, trust: TrustRoot | None = None,
+def verify_receipt(source: Source, target: str, trust: TrustRoot | None = None,
                    transparency: Transparency | None = None) -> Result:
     """Verify one receipt; the result lists every defect found. Raises `CannotVerify` only
     when the check cannot run at all."""
     # 1. Resolve the target to a receipt entry.
     stored_receipt = _resolve(source, target)
-    walk = _Walk(trust)
+    walk = _Walk(trust, sparse=source.sparse)
     # 2-3. Replay the chain from genesis up to the receipt: links, bodies, keyring, trust root.
     # Tier records are signature-checked in step 4, only those this receipt relies on.
     count = 0
@@ -551,7 +555,12 @@ def verify_receipt(source: LedgerSource, target: str, trust: TrustRoot | None = 
     # 8. The entries sit in a tree whose head the ledger signed, and the ledger only grew since a kept checkpoint.
     checkpoint = None
     if walk.origin is not None:
-        found_defects, found_warnings, checkpoint = check_transparency(source, walk.origin, stored_receipt.seq, transparency or Transparency())
+        policy = transparency or Transparency()
+        if isinstance(source, BundleSource):
+            found_defects, found_warnings, checkpoint = bundle_transparency(source, walk.keyring, walk.origin, stored_receipt.seq, policy)
+        else:
+            assert isinstance(source, LedgerSource)
+            found_defects, found_warnings, checkpoint = check_transparency(source, walk.origin, stored_receipt.seq, policy)
         defects.extend(Defect(code, message, None) for code, message in found_defects)
         warnings.extend(found_warnings)
     return Result(
@@ -566,7 +575,7 @@ def verify_receipt(source: LedgerSource, target: str, trust: TrustRoot | None = 
     )
 
 
-def verify_receipt_strict(source: LedgerSource, target: str, trust: TrustRoot | None = None) -> Result:
+def verify_receipt_strict(source: Source, target: str, trust: TrustRoot | None = None) -> Result:
     """As `verify_receipt`, but raise `VerificationFailed` unless the receipt verified."""
     result = verify_receipt(source, target, trust)
     if not result.ok:

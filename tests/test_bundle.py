@@ -1,0 +1,230 @@
+"""Evidence bundles that verify offline, and the in-toto/DSSE export (issue 5)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import stat
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import receipts as r
+from conftest import ADMIN_ID, SIGNERS, Sample, build_sample, run_cli
+from ledger import Ledger
+from ledger._export import export_bundle
+from ledger._human import decide
+from ledger._intoto import PAYLOAD_TYPE, export_intoto
+from verify import BundleSource, CannotVerify, Transparency, TrustRoot, verify_receipt
+
+TRUST = TrustRoot(frozenset({ADMIN_ID}), "t")
+
+
+def exported(tmp: Path, name: str = "bundle.zip") -> tuple[Sample, Path]:
+    s = build_sample(tmp)
+    ledger = Ledger.open(s.root)
+    ledger.checkpoint(SIGNERS["sealer"])
+    out = tmp / name
+    export_bundle(ledger, r.Digest.parse(s.receipt), out)
+    ledger.close()
+    return s, out
+
+
+def verify_bundle(path: Path, receipt: str) -> object:
+    source = BundleSource(path)
+    try:
+        return verify_receipt(source, receipt, TRUST, Transparency(require_checkpoint=True))
+    finally:
+        source.close()
+
+
+def rezip(src: Path, dst: Path, drop: tuple[str, ...] = (), replace: dict[str, bytes] | None = None,
+          extra: list[tuple[zipfile.ZipInfo, bytes]] | None = None) -> Path:
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
+        for info in zin.infolist():
+            if info.filename in drop:
+                continue
+            zout.writestr(info, (replace or {}).get(info.filename, zin.read(info)))
+        for info, data in extra or []:
+            zout.writestr(info, data)
+    return dst
+
+
+def test_a_bundle_verifies_offline_with_public_keys_only(tmp_path: Path) -> None:
+    s, bundle = exported(tmp_path)
+    result = verify_bundle(bundle, s.receipt)
+    assert result.ok and result.derived_eligible, result.defects  # type: ignore[attr-defined]
+    allowed = tmp_path / "allowed_signers"
+    allowed.write_text(run_cli("--dir", str(s.root), "keys", "export-allowed-signers").stdout)
+    # Offline: no ledger at all, only the bundle and the trust file.
+    cli = run_cli("--dir", str(tmp_path / "nowhere"), "verify", "--bundle", str(bundle), "--trust", str(allowed), "--json")
+    assert cli.returncode == 0, cli.stdout + cli.stderr
+    assert json.loads(cli.stdout)["checkpoint"].startswith("size ")
+    with zipfile.ZipFile(bundle) as zf:
+        manifest = json.loads(zf.read("manifest.json"))
+        html_report = zf.read("report.html").decode()
+        names = zf.namelist()
+    assert manifest["final_status"] == "verified" and manifest["task"] == "TASK-1"
+    assert manifest["input_snapshot"]["commit"] and manifest["checks"][0]["exit_status"] == 0
+    assert {"skipped_tiers", "stale_approvals", "flaky_checks", "unverified_assumptions"} <= set(manifest["unresolved"])
+    assert "deterministic" in html_report and "http" not in html_report.lower().replace("https://", "")
+    assert "src=" not in html_report and "<link" not in html_report
+    assert names == sorted(names)
+
+
+def test_the_same_receipt_exports_to_the_same_bytes(tmp_path: Path) -> None:
+    s, first = exported(tmp_path)
+    ledger = Ledger.open(s.root)
+    second = tmp_path / "again.zip"
+    time.sleep(1.1)  # a different wall clock must not change a byte
+    export_bundle(ledger, r.Digest.parse(s.receipt), second)
+    ledger.close()
+    assert first.read_bytes() == second.read_bytes()
+
+
+def test_bundle_size_does_not_grow_with_the_ledger(tmp_path: Path) -> None:
+    s, small = exported(tmp_path)
+    ledger = Ledger.open(s.root)
+    # Grow the ledger with another task's entries: the bundle carries this task's history only.
+    from conftest import contract_bytes
+    from ledger import register_contract
+    for i in range(60):
+        register_contract(ledger, "OTHER-%d" % i, contract_bytes(task="OTHER-%d" % i), SIGNERS["ci"])
+    ledger.checkpoint(SIGNERS["sealer"])
+    big = tmp_path / "big.zip"
+    export_bundle(ledger, r.Digest.parse(s.receipt), big)
+    ledger.close()
+    assert abs(big.stat().st_size - small.stat().st_size) < 4096, (small.stat().st_size, big.stat().st_size)
+    assert verify_bundle(big, s.receipt).ok  # type: ignore[attr-defined]
+
+
+def _blob_names(bundle: Path) -> list[str]:
+    with zipfile.ZipFile(bundle) as zf:
+        return [n for n in zf.namelist() if n.startswith("blobs/")]
+
+
+def test_a_bundle_with_a_missing_blob_is_rejected(tmp_path: Path) -> None:
+    s, bundle = exported(tmp_path)
+    broken = rezip(bundle, tmp_path / "missing.zip", drop=(_blob_names(bundle)[0],))
+    codes = {d.code for d in verify_bundle(broken, s.receipt).defects}  # type: ignore[attr-defined]
+    assert "evidence-missing" in codes
+
+
+def test_a_bundle_with_a_swapped_blob_is_rejected(tmp_path: Path) -> None:
+    s, bundle = exported(tmp_path)
+    a, b = _blob_names(bundle)[:2]
+    with zipfile.ZipFile(bundle) as zf:
+        swapped = rezip(bundle, tmp_path / "swapped.zip", replace={a: zf.read(b), b: zf.read(a)})
+    codes = {d.code for d in verify_bundle(swapped, s.receipt).defects}  # type: ignore[attr-defined]
+    assert "evidence-altered" in codes
+
+
+@pytest.mark.parametrize("name", ["../../evil.txt", "/etc/passwd", "blobs/../../x", "entries\\1.entry", "C:/x"])
+def test_a_zip_slip_member_is_refused(tmp_path: Path, name: str) -> None:
+    s, bundle = exported(tmp_path)
+    evil = rezip(bundle, tmp_path / "slip.zip", extra=[(zipfile.ZipInfo(name), b"owned")])
+    with pytest.raises(CannotVerify, match="not a name a bundle may hold"):
+        BundleSource(evil)
+    cli = run_cli("verify", "--bundle", str(evil), s.receipt, cwd=tmp_path)
+    assert cli.returncode == 2 and "Traceback" not in cli.stderr
+    assert not (tmp_path.parent / "evil.txt").exists()
+
+
+def test_a_symlink_member_is_refused(tmp_path: Path) -> None:
+    _, bundle = exported(tmp_path)
+    link = zipfile.ZipInfo("report.md")
+    link.create_system = 3
+    link.external_attr = (stat.S_IFLNK | 0o777) << 16
+    evil = rezip(bundle, tmp_path / "link.zip", drop=("report.md",), extra=[(link, b"/etc/passwd")])
+    with pytest.raises(CannotVerify, match="link or special file"):
+        BundleSource(evil)
+
+
+def test_duplicate_member_names_are_refused(tmp_path: Path) -> None:
+    _, bundle = exported(tmp_path)
+    with zipfile.ZipFile(bundle) as zf:
+        manifest = zf.read("manifest.json")
+    with pytest.warns(UserWarning):
+        evil = rezip(bundle, tmp_path / "dup.zip", extra=[(zipfile.ZipInfo("manifest.json"), manifest)])
+    with pytest.raises(CannotVerify, match="two members named"):
+        BundleSource(evil)
+
+
+def test_a_1gb_zip_bomb_is_rejected_quickly_without_unpacking(tmp_path: Path) -> None:
+    bomb = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(bomb, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
+        with zf.open("blobs/" + "ab" * 32, "w", force_zip64=True) as fh:
+            chunk = bytes(1 << 22)
+            for _ in range(256):  # 1 GiB of zeros
+                fh.write(chunk)
+    assert bomb.stat().st_size < 8 << 20
+    started = time.monotonic()
+    with pytest.raises(CannotVerify, match="zip bomb"):
+        BundleSource(bomb)
+    assert time.monotonic() - started < 1.0
+
+
+def test_omitting_a_decision_or_a_key_change_from_a_bundle_is_caught(tmp_path: Path) -> None:
+    s = build_sample(tmp_path)
+    ledger = Ledger.open(s.root)
+    candidate = r.decode_tier_record(next(e for e in ledger.entries(task="TASK-1") if e.kind == "tier_record").body).input_hash
+    decide(ledger, task_id="TASK-1", contract_bytes=s.contract, candidate=candidate, signer=SIGNERS["bob"],
+           approve=False, note="no", repo=s.repo, confirm=lambda shown: True)
+    from ledger import seal_receipt
+    _, sealed = seal_receipt(ledger, task_id="TASK-1", signer=SIGNERS["sealer"], input_hash=candidate)
+    ledger.checkpoint(SIGNERS["sealer"])
+    bundle = tmp_path / "b.zip"
+    export_bundle(ledger, sealed.body_hash, bundle)
+    rows = {e.seq: e for e in ledger.entries()}
+    ledger.close()
+    receipt = str(sealed.body_hash)
+    assert verify_bundle(bundle, receipt).ok  # type: ignore[attr-defined]
+    reject_seq = max(seq for seq, e in rows.items() if e.kind == "tier_record")
+    hidden = rezip(bundle, tmp_path / "hidden.zip", drop=("entries/%d.entry" % reject_seq, "entries/%d.body" % reject_seq,
+                                                         "proofs/%d.tlog-proof" % reject_seq))
+    assert "task-link" in {d.code for d in verify_bundle(hidden, receipt).defects}  # type: ignore[attr-defined]
+    key_seq = max(seq for seq, e in rows.items() if e.kind == "key_add")
+    no_key = rezip(bundle, tmp_path / "nokey.zip", drop=("entries/%d.entry" % key_seq, "entries/%d.body" % key_seq,
+                                                        "proofs/%d.tlog-proof" % key_seq))
+    assert "ring-link" in {d.code for d in verify_bundle(no_key, receipt).defects}  # type: ignore[attr-defined]
+
+
+def test_an_entry_not_proven_into_the_checkpoint_is_rejected(tmp_path: Path) -> None:
+    s, bundle = exported(tmp_path)
+    with zipfile.ZipFile(bundle) as zf:
+        proof_name = sorted(n for n in zf.namelist() if n.startswith("proofs/"))[-1]
+        text = zf.read(proof_name).decode()
+    lines = text.split("\n")
+    lines[2] = base64.b64encode(bytes(32)).decode()
+    bad = rezip(bundle, tmp_path / "badproof.zip", replace={proof_name: "\n".join(lines).encode()})
+    assert "inclusion" in {d.code for d in verify_bundle(bad, s.receipt).defects}  # type: ignore[attr-defined]
+
+
+def test_the_dsse_envelope_verifies_with_securesystemslib(tmp_path: Path) -> None:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+    from securesystemslib.dsse import Envelope
+    from securesystemslib.signer import SSlibKey
+
+    s = build_sample(tmp_path)
+    ledger = Ledger.open(s.root)
+    out = tmp_path / "receipt.intoto.json"
+    export_intoto(ledger, r.Digest.parse(s.receipt), SIGNERS["sealer"], out)
+    ledger.close()
+    doc = json.loads(out.read_text())
+    envelope = Envelope.from_dict(json.loads(out.read_text()))  # from_dict mutates its argument
+    key_id = r.fingerprint(SIGNERS["sealer"].public_key_blob)
+    public = Ed25519PublicKey.from_public_bytes(r.parse_public_key_blob(SIGNERS["sealer"].public_key_blob))
+    key = SSlibKey.from_crypto(public, keyid=key_id)
+    assert key_id in envelope.verify([key], 1)
+    statement = json.loads(base64.b64decode(doc["payload"]))
+    assert doc["payloadType"] == PAYLOAD_TYPE and statement["_type"] == "https://in-toto.io/Statement/v1"
+    digests = statement["subject"][0]["digest"]
+    assert set(digests) == {"sha256", "blake3"} and statement["predicate"]["receipt"] == s.receipt
+    assert any("gitCommit" in subject["digest"] for subject in statement["subject"])
+    # A changed payload no longer verifies with the independent implementation.
+    tampered = dict(json.loads(out.read_text()), payload=base64.b64encode(base64.b64decode(doc["payload"]).replace(b"true", b"fals")).decode())
+    from securesystemslib.exceptions import VerificationError
+    with pytest.raises(VerificationError):
+        Envelope.from_dict(tampered).verify([key], 1)

@@ -1,0 +1,210 @@
+"""Evidence bundles read offline. The zip is hostile until proven otherwise: its names,
+sizes, compression ratios and links are checked from the central directory before a
+byte is read, nothing is extracted to disk, and every read is capped."""
+
+from __future__ import annotations
+
+import io
+import re
+import stat
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from receipts import (
+    Digest,
+    Keyring,
+    ReceiptsError,
+    decode_body,
+    decode_entry,
+    entry_hash,
+    parse_checkpoint,
+    parse_note,
+    verify_cosignature,
+)
+
+from ._errors import CannotVerify
+from ._source import StoredEntry
+from ._transparency import Transparency, TlogProof, checkpoint_signer, parse_tlog_proof, verify_tlog_proof
+
+__all__ = ["BundleSource", "BUNDLE_FORMAT", "bundle_transparency", "LIMITS"]
+
+BUNDLE_FORMAT = "receipt-ledger/bundle/v1"
+_NAME = re.compile(r"(manifest\.json|checkpoint|report\.html|report\.md|allowed_signers|"
+                   r"entries/[0-9]{1,15}\.(entry|body)|proofs/[0-9]{1,15}\.tlog-proof|blobs/[0-9a-f]{64})")
+LIMITS = {
+    "members": 100_000,
+    "small": 4 << 20,  # an entry, body, proof, checkpoint or manifest
+    "blob": 1 << 30,  # one evidence blob
+    "total": 8 << 30,  # everything, uncompressed
+    "ratio": 200,  # uncompressed / compressed, for members over 1 MiB
+}
+
+
+def _check_members(zf: zipfile.ZipFile) -> dict[str, zipfile.ZipInfo]:
+    infos = zf.infolist()
+    if len(infos) > LIMITS["members"]:
+        raise CannotVerify("bundle has %d members; at most %d are allowed" % (len(infos), LIMITS["members"]))
+    members: dict[str, zipfile.ZipInfo] = {}
+    total = 0
+    for info in infos:
+        name = info.filename
+        if name in members:
+            raise CannotVerify("bundle has two members named %r" % name)
+        if _NAME.fullmatch(name) is None:
+            raise CannotVerify("bundle member %r is not a name a bundle may hold (absolute, traversing or unknown path)" % name)
+        kind = stat.S_IFMT(info.external_attr >> 16)  # 0 when the archiver recorded no file type
+        if kind and kind != stat.S_IFREG:
+            raise CannotVerify("bundle member %r is a link or special file" % name)
+        if info.flag_bits & 0x1:
+            raise CannotVerify("bundle member %r is encrypted" % name)
+        cap = LIMITS["blob"] if name.startswith("blobs/") else LIMITS["small"]
+        if info.file_size > cap:
+            raise CannotVerify("bundle member %r declares %d bytes; at most %d are allowed" % (name, info.file_size, cap))
+        if info.file_size > (1 << 20) and info.file_size > LIMITS["ratio"] * max(info.compress_size, 1):
+            raise CannotVerify("bundle member %r is compressed %d:1, beyond the %d:1 allowed (a zip bomb?)" % (
+                name, info.file_size // max(info.compress_size, 1), LIMITS["ratio"]))
+        total += info.file_size
+        if total > LIMITS["total"]:
+            raise CannotVerify("bundle declares more than %d bytes in all" % LIMITS["total"])
+        members[name] = info
+    return members
+
+
+class _Capped(io.RawIOBase):
+    """A member stream that refuses to yield more than its declared size."""
+
+    def __init__(self, inner: BinaryIO, limit: int) -> None:
+        self._inner, self._left = inner, limit
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf: bytearray | memoryview) -> int:  # type: ignore[override]
+        data = self._inner.read(min(len(buf), self._left + 1))
+        if len(data) > self._left:
+            raise CannotVerify("a bundle member holds more bytes than it declares")
+        self._left -= len(data)
+        buf[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self._inner.close()
+        super().close()
+
+
+class BundleSource:
+    """The sparse copy of a ledger inside an evidence bundle."""
+
+    sparse = True
+
+    def __init__(self, path: Path) -> None:
+        try:
+            self._zip = zipfile.ZipFile(path)
+        except (OSError, zipfile.BadZipFile, ValueError) as exc:
+            raise CannotVerify("cannot open bundle %s: %s" % (path, exc)) from None
+        self.members = _check_members(self._zip)
+        self.entries: dict[int, StoredEntry] = {}
+        self.proofs: dict[int, TlogProof] = {}
+        for name in self.members:
+            if name.startswith("entries/") and name.endswith(".entry"):
+                seq = int(name[8:-6])
+                entry_bytes = self.read(name)
+                body = self.read("entries/%d.body" % seq)
+                self.entries[seq] = self._stored(seq, entry_bytes, body)
+            elif name.startswith("proofs/"):
+                try:
+                    self.proofs[int(name[7:-11])] = parse_tlog_proof(self.read(name).decode("utf-8"))
+                except (ReceiptsError, UnicodeDecodeError) as exc:
+                    raise CannotVerify("bundle proof %s is malformed: %s" % (name, exc)) from None
+        if "checkpoint" not in self.members or not self.entries:
+            raise CannotVerify("bundle has no checkpoint or no entries")
+        self.checkpoint_text = self.read("checkpoint").decode("utf-8", "replace")
+
+    @staticmethod
+    def _stored(seq: int, entry_bytes: bytes, body: bytes) -> StoredEntry:
+        # Index columns are recomputed here; a malformed entry keeps empty ones, and the walk names it.
+        try:
+            entry = decode_entry(entry_bytes)
+            kind, body_hash = entry.kind.value, entry.body_hash.value
+            task = getattr(decode_body(entry.kind, body), "task_id", None)
+        except ReceiptsError:
+            kind, body_hash, task = "", b"", None
+        return StoredEntry(seq, entry_hash(entry_bytes).value, kind, body_hash, task, entry_bytes, body)
+
+    def read(self, name: str) -> bytes:
+        info = self.members.get(name)
+        if info is None:
+            raise CannotVerify("bundle lacks %s" % name)
+        try:
+            with self._zip.open(info) as fh:
+                data = fh.read(info.file_size + 1)
+        except (zipfile.BadZipFile, OSError, RuntimeError, ValueError) as exc:
+            raise CannotVerify("cannot read bundle member %s: %s" % (name, exc)) from None
+        if len(data) != info.file_size:
+            raise CannotVerify("bundle member %s holds %d bytes but declares %d" % (name, len(data), info.file_size))
+        return data
+
+    def close(self) -> None:
+        self._zip.close()
+
+    # -- the Source interface ---------------------------------------------------------------
+
+    def by_body_hash(self, digest: Digest) -> StoredEntry | None:
+        return next((e for _, e in sorted(self.entries.items()) if e.body_hash == digest.value), None)
+
+    def by_hash(self, digest: Digest) -> StoredEntry | None:
+        return next((e for e in self.entries.values() if e.hash == digest.value), None)
+
+    def iter_entries(self, upto: int | None = None, task: str | None = None) -> Iterator[StoredEntry]:
+        for seq in sorted(self.entries):
+            if (upto is None or seq <= upto) and (task is None or self.entries[seq].task == task):
+                yield self.entries[seq]
+
+    def open_blob(self, digest: Digest) -> BinaryIO | None:
+        name = "blobs/" + digest.hex
+        info = self.members.get(name)
+        if info is None:
+            return None
+        try:
+            return io.BufferedReader(_Capped(self._zip.open(info), info.file_size))  # type: ignore[arg-type]
+        except (zipfile.BadZipFile, OSError, RuntimeError) as exc:
+            raise CannotVerify("cannot read bundle member %s: %s" % (name, exc)) from None
+
+    def checkpoints(self) -> list[tuple[int, str]]:
+        try:
+            return [(parse_checkpoint(parse_note(self.checkpoint_text).text).size, self.checkpoint_text)]
+        except ReceiptsError:
+            return []
+
+    def count(self) -> int:
+        return max(self.entries) + 1
+
+
+def bundle_transparency(source: BundleSource, ring: Keyring | None, origin: str, receipt_seq: int,
+                        policy: Transparency) -> tuple[list[tuple[str, str]], list[str], str | None]:
+    """Step 8 offline: every entry in the bundle is proven into the signed checkpoint."""
+    defects: list[tuple[str, str]] = []
+    if policy.since is not None:
+        raise CannotVerify("--since needs the ledger itself: a bundle holds no consistency proof")
+    try:
+        note = parse_note(source.checkpoint_text)
+        cp = parse_checkpoint(note.text)
+    except ReceiptsError as exc:
+        return [("checkpoint-malformed", "malformed checkpoint: %s" % exc)], [], None
+    if cp.origin != origin:
+        defects.append(("checkpoint-malformed", "the checkpoint is for log %r, not %r" % (cp.origin, origin)))
+    signer = checkpoint_signer(ring, note, origin, cp.size)
+    if signer is None:
+        defects.append(("checkpoint-signature", "the bundle's checkpoint is not signed by a valid seal or admin key of this ledger"))
+    if cp.size <= receipt_seq:
+        defects.append(("checkpoint-root", "the checkpoint (size %d) does not cover the receipt (entry %d)" % (cp.size, receipt_seq)))
+    for seq, stored in sorted(source.entries.items()):
+        proof = source.proofs.get(seq)
+        if proof is None or proof.index != seq or not verify_tlog_proof(proof, stored.entry, cp):
+            defects.append(("inclusion", "entry %d is not proven into the checkpoint at size %d" % (seq, cp.size)))
+    witnessed = [w.name for w in policy.witnesses if verify_cosignature(note, w.name, w.public_key) is not None]
+    if len(witnessed) < policy.quorum:
+        defects.append(("witness-quorum", "the checkpoint has %d valid witness cosignature(s); %d are required" % (len(witnessed), policy.quorum)))
+    return defects, [], "size %d signed by %s; witnessed by %s" % (cp.size, signer or "nobody valid", ", ".join(witnessed) or "none")
