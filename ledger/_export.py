@@ -195,7 +195,7 @@ def export_bundle(ledger: Ledger, receipt_digest: Digest, out: Path) -> dict[str
     checkpoint_text = note.encode()
     entries = _history(ledger, stored)
     records: dict[str, tuple[TierRecord, str]] = {}
-    for seq, e in entries.items():
+    for e in entries.values():
         if e.kind == EntryKind.TIER_RECORD.value:
             rec = decode_body(EntryKind.TIER_RECORD, e.body)
             assert isinstance(rec, TierRecord)
