@@ -56,6 +56,7 @@ from ._ops import (
     seal_receipt,
 )
 from ._git import git_root
+from ._git import resolve_commit as resolve_commit_fields
 from ._store import Ledger
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -671,6 +672,32 @@ def log(ctx: click.Context, task: str | None, as_json: bool) -> None:
         click.echo("%5d  %-11s %-20s %s  %s" % (r["seq"], r["kind"], r["task"] or "-", r["hash"], r["summary"]))  # type: ignore[str-format]
 
 
+def _repo() -> Path:
+    repo = git_root(Path.cwd())
+    if repo is None:
+        raise InputError("this command runs in a git repository")
+    return repo
+
+
+def _verify_commit(ctx: click.Context, rev: str, trust: str | None, require_checkpoint: bool, as_json: bool) -> None:
+    from ._notes import attached
+
+    hashes = attached(_repo(), rev)
+    if not hashes:
+        raise InputError("no receipt is attached to %s (git notes %s)" % (rev, "refs/notes/receipts"))
+    root = TrustRoot.from_argument(trust) if trust else None
+    source = LedgerSource.open(ctx.find_root().obj)
+    try:
+        results = [verify_receipt(source, h, root, Transparency(require_checkpoint=require_checkpoint)) for h in hashes]
+    finally:
+        source.close()
+    if as_json:
+        click.echo(json.dumps([res.as_dict() for res in results], indent=2))
+    else:
+        click.echo("\n\n".join("\n".join(_render.verify_lines(res)) for res in results))
+    sys.exit(0 if all(res.ok for res in results) else 1)
+
+
 def _verify_bundle(path: Path, hash_text: str | None, trust: str | None, witnesses: Sequence[str], quorum: int, as_json: bool) -> None:
     from verify import BundleSource
 
@@ -743,6 +770,7 @@ def _read_text(path: Path, what: str) -> str:
 @click.argument("hash_text", metavar="[HASH]", required=False)
 @click.option("--chain", is_flag=True, help="Audit the whole chain instead of one receipt.")
 @click.option("--bundle", type=click.Path(path_type=Path, dir_okay=False), help="Verify an exported evidence bundle, offline.")
+@click.option("--commit", "commit_rev", help="Verify the receipts attached to this commit (git notes).")
 @click.option("--trust", help="Pin the admin key: a SHA256 fingerprint or an allowed_signers file.")
 @click.option("--since", "since", type=click.Path(path_type=Path, dir_okay=False), help="A checkpoint you kept: prove the ledger only grew since.")
 @click.option("--require-checkpoint", is_flag=True, help="Reject unless a signed checkpoint covers the receipt.")
@@ -750,8 +778,8 @@ def _read_text(path: Path, what: str) -> str:
 @click.option("--witness-quorum", default=0, type=click.IntRange(0, 64), help="Cosignatures required from --witness keys.")
 @json_option
 @click.pass_context
-def verify_cmd(ctx: click.Context, hash_text: str | None, chain: bool, bundle: Path | None, trust: str | None, since: Path | None,
-               require_checkpoint: bool, witnesses: Sequence[str], witness_quorum: int, as_json: bool) -> None:
+def verify_cmd(ctx: click.Context, hash_text: str | None, chain: bool, bundle: Path | None, commit_rev: str | None, trust: str | None,
+               since: Path | None, require_checkpoint: bool, witnesses: Sequence[str], witness_quorum: int, as_json: bool) -> None:
     """Recompute every hash and signature and re-derive merge_eligible.
 
     Exit 0 verified, 1 rejected, 2 cannot run."""
@@ -759,6 +787,9 @@ def verify_cmd(ctx: click.Context, hash_text: str | None, chain: bool, bundle: P
         if chain:
             raise InputError("--chain audits a ledger, not a bundle")
         _verify_bundle(bundle, hash_text, trust, witnesses, witness_quorum, as_json)
+        return
+    if commit_rev is not None:
+        _verify_commit(ctx, commit_rev, trust, require_checkpoint, as_json)
         return
     if chain == (hash_text is not None):
         raise InputError("give either a receipt HASH or --chain")
@@ -877,6 +908,88 @@ def witness_cosign(ctx: click.Context, checkpoint_file: Path, key_name: str, wit
     else:
         output.write_text(text, encoding="utf-8")
         click.echo("cosigned checkpoint written to %s" % output, err=True)
+
+
+# -- receipts on pull requests --------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("hash_text", metavar="HASH")
+@click.option("--commit", "rev", help="The candidate commit (default: the one the deterministic tier snapshotted).")
+@click.pass_context
+def attach(ctx: click.Context, hash_text: str, rev: str | None) -> None:
+    """Attach a receipt to its candidate commit as a git note (refs/notes/receipts)."""
+    from ._notes import attach as attach_note
+
+    commit = attach_note(_ledger(ctx), _repo(), _digest_arg(hash_text), rev)
+    click.echo(commit)
+    click.echo("attached; share it with: git push origin refs/notes/receipts", err=True)
+
+
+@cli.command()
+@click.argument("rev", default="HEAD")
+@click.option("--trust", help="Pin the admin key: a SHA256 fingerprint or an allowed_signers file.")
+@click.option("--require-checkpoint", is_flag=True, help="Also require a signed checkpoint covering the receipt.")
+@json_option
+@click.pass_context
+def gate(ctx: click.Context, rev: str, trust: str | None, require_checkpoint: bool, as_json: bool) -> None:
+    """Exit 0 only if REV has a verified, merge-eligible receipt for its exact tree.
+
+    The command a CI job runs before merge; a commit without one fails closed."""
+    from receipts import candidate_hash
+
+    from ._notes import attached
+
+    repo = _repo()
+    fields = resolve_commit_fields(rev, repo)
+    candidate = candidate_hash(fields)
+    root = TrustRoot.from_argument(trust) if trust else None
+    reasons, passed = [], None
+    hashes = attached(repo, rev)
+    if hashes:
+        source = LedgerSource.open(ctx.find_root().obj)
+        try:
+            for h in hashes:
+                res = verify_receipt(source, h, root, Transparency(require_checkpoint=require_checkpoint))
+                if res.candidate != str(candidate):
+                    reasons.append("%s is stale: it is for candidate %s, not this commit's tree" % (h, (res.candidate or "?")[:19]))
+                elif not res.ok:
+                    reasons.append("%s does not verify: %s" % (h, res.defects[0].message))
+                elif not res.derived_eligible:
+                    reasons.append("%s is not merge-eligible: %s" % (h, "; ".join(res.eligibility_reasons)))
+                else:
+                    passed = h
+                    break
+        finally:
+            source.close()
+    else:
+        reasons.append("no receipt is attached to %s" % fields["commit"][:12])
+    if as_json:
+        click.echo(json.dumps({"commit": fields["commit"], "tree": fields["tree"], "candidate": str(candidate),
+                               "pass": passed is not None, "receipt": passed, "reasons": reasons}, indent=2))
+    elif passed:
+        click.echo("GATE PASS: %s has verified, merge-eligible receipt %s" % (fields["commit"][:12], passed))
+    else:
+        click.echo("GATE FAIL: %s" % fields["commit"][:12])
+        for reason in reasons:
+            click.echo("  %s" % reason)
+    sys.exit(0 if passed else 1)
+
+
+@cli.command("pr-comment")
+@click.argument("hash_text", metavar="HASH")
+@click.option("--trust", help="Pin the admin key: a SHA256 fingerprint or an allowed_signers file.")
+@click.pass_context
+def pr_comment_cmd(ctx: click.Context, hash_text: str, trust: str | None) -> None:
+    """Markdown for a pull-request comment: the ladder, the verdict, how to verify."""
+    from ._notes import pr_comment
+
+    source = LedgerSource.open(ctx.find_root().obj)
+    try:
+        res = verify_receipt(source, hash_text, TrustRoot.from_argument(trust) if trust else None)
+    finally:
+        source.close()
+    click.echo(pr_comment(res, hash_text), nl=False)
 
 
 @cli.command()

@@ -1,0 +1,96 @@
+"""Receipts on pull requests (issue 5): git notes, verify --commit, gate, pr-comment."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import GIT_ENV, contract_bytes, git, make_repo, run_cli
+
+
+@pytest.fixture
+def flow(tmp_path: Path) -> tuple[Path, dict[str, str], str]:
+    """A repository whose HEAD went through the whole ladder; returns (repo, env, receipt)."""
+    repo = make_repo(tmp_path / "repo")
+    (repo / ".ledger" / "contracts").mkdir(parents=True)
+    (repo / ".ledger" / "contracts" / "TASK-1.toml").write_bytes(contract_bytes())
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "TASK-1: contract")
+    env = {"RECEIPT_LEDGER_KEYS": str(tmp_path / "keys"), **GIT_ENV}
+    steps = [("init",), ("keys", "generate", "ci", "--role", "deterministic"), ("keys", "generate", "judge", "--role", "judge"),
+             ("keys", "generate", "alice", "--role", "human"), ("keys", "generate", "sealer", "--role", "seal"),
+             ("check", "TASK-1", "--key", "ci"), ("judge", "TASK-1", "--key", "judge"),
+             ("approve", "TASK-1", "--key", "alice", "--yes")]
+    for args in steps:
+        res = run_cli(*args, cwd=repo, env=env)
+        assert res.returncode == 0, (args, res.stderr)
+    sealed = run_cli("seal", "TASK-1", "--key", "sealer", cwd=repo, env=env)
+    assert sealed.returncode == 0, sealed.stderr
+    return repo, env, sealed.stdout.strip()
+
+
+def test_attach_shows_in_git_log_and_verify_commit(flow: tuple[Path, dict[str, str], str]) -> None:
+    repo, env, receipt = flow
+    res = run_cli("attach", receipt, cwd=repo, env=env)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == git(repo, "rev-parse", "HEAD")
+    log = git(repo, "log", "-1", "--notes=receipts")
+    assert "receipt-ledger: " + receipt in log and "merge_eligible true" in log
+    assert run_cli("attach", receipt, cwd=repo, env=env).returncode == 0  # idempotent
+    assert git(repo, "notes", "--ref=receipts", "show", "HEAD").count("receipt-ledger: " + receipt) == 1
+    verified = run_cli("verify", "--commit", "HEAD", "--json", cwd=repo, env=env)
+    assert verified.returncode == 0 and json.loads(verified.stdout)[0]["verified"]
+
+
+def test_gate_passes_only_for_the_exact_commit(flow: tuple[Path, dict[str, str], str]) -> None:
+    repo, env, receipt = flow
+    run_cli("attach", receipt, cwd=repo, env=env)
+    passed = run_cli("gate", cwd=repo, env=env)
+    assert passed.returncode == 0 and "GATE PASS" in passed.stdout
+    (repo / "app.py").write_text("print('new head')\n")
+    git(repo, "commit", "-qam", "TASK-1: one more change")
+    head = run_cli("gate", "HEAD", "--json", cwd=repo, env=env)
+    assert head.returncode == 1 and "no receipt is attached" in json.loads(head.stdout)["reasons"][0]
+
+
+def test_gate_fails_on_a_stale_receipt(flow: tuple[Path, dict[str, str], str]) -> None:
+    repo, env, receipt = flow
+    run_cli("attach", receipt, cwd=repo, env=env)
+    old = git(repo, "rev-parse", "HEAD")
+    (repo / "app.py").write_text("print('tree changed after sealing')\n")
+    git(repo, "commit", "-qam", "TASK-1: after the seal")
+    git(repo, "notes", "--ref=receipts", "copy", old, "HEAD")  # as a rebase with notes.rewriteRef would
+    stale = run_cli("gate", "HEAD", "--json", cwd=repo, env=env)
+    assert stale.returncode == 1 and "stale" in json.loads(stale.stdout)["reasons"][0]
+    assert run_cli("attach", receipt, "--commit", "HEAD", cwd=repo, env=env).returncode == 2  # not its candidate
+
+
+def test_gate_fails_on_a_receipt_that_is_not_eligible(flow: tuple[Path, dict[str, str], str]) -> None:
+    repo, env, _ = flow
+    assert run_cli("reject", "TASK-1", "--key", "alice", "--yes", "--reason", "changed my mind", cwd=repo, env=env).returncode == 0
+    receipt = run_cli("seal", "TASK-1", "--key", "sealer", cwd=repo, env=env).stdout.strip()
+    assert run_cli("attach", receipt, cwd=repo, env=env).returncode == 0
+    # the earlier, eligible receipt is not attached; only the honest negative one is
+    gated = run_cli("gate", "--json", cwd=repo, env=env)
+    assert gated.returncode == 1 and "not merge-eligible" in json.loads(gated.stdout)["reasons"][0]
+
+
+def test_pr_comment_is_markdown_with_the_ladder_and_how_to_verify(flow: tuple[Path, dict[str, str], str]) -> None:
+    repo, env, receipt = flow
+    text = run_cli("pr-comment", receipt, cwd=repo, env=env).stdout
+    assert text.startswith("### receipt-ledger: TASK-1 **merge-eligible**")
+    assert "| deterministic | yes | ✅ pass |" in text and "ledger verify %s" % receipt in text
+
+
+def test_verify_commit_without_receipts_is_a_clean_error(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    env = {"RECEIPT_LEDGER_KEYS": str(tmp_path / "keys")}
+    assert run_cli("init", cwd=repo, env=env).returncode == 0
+    res = run_cli("verify", "--commit", "HEAD", cwd=repo, env=env)
+    assert res.returncode == 2 and "no receipt is attached" in res.stderr
+    gated = run_cli("gate", cwd=repo, env=env)
+    assert gated.returncode == 1 and "GATE FAIL" in gated.stdout
+    assert subprocess.run(["git", "notes", "--ref=receipts", "list"], cwd=repo, capture_output=True, text=True).stdout == ""
