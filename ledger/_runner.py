@@ -3,6 +3,7 @@ contract, store what happened as evidence, and seal a signed tier record."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -31,6 +32,7 @@ from receipts import (
 
 from ._errors import InputError
 from ._ops import VERSION, environment_digest, register_contract
+from ._process import process_facts
 from ._redact import Redactor
 from ._signals import Context, evaluate
 from ._snapshot import Snapshot, take_snapshot
@@ -74,6 +76,7 @@ def run_deterministic(
     contract, contract_entry = register_contract(store, task_id, contract_bytes, signer, source)
     subtasks = _subtasks(store, contract)
     snapshot = take_snapshot(repo, contract, base=base, allow_dirty=allow_dirty, subtasks=subtasks)
+    snapshot = dataclasses.replace(snapshot, process=process_facts(store, task_id, contract, snapshot.candidate))
     refs: list[EvidenceRef] = []
     diff_digest, diff_size = store.put_blob_stream(io.BytesIO(snapshot.diff))
     refs.append(EvidenceRef("diff", diff_digest, diff_size, "text/x-diff"))

@@ -67,6 +67,9 @@ class Snapshot:
             fields["dirty"] = str(content_digest(self.dirty))
         return candidate_hash(fields)
 
+    changed: tuple[str, ...] = ()
+    process: dict[str, object] | None = None
+
     def document(self, diff_digest: Digest, dirty_digest: Digest | None) -> dict[str, object]:
         from receipts import SNAPSHOT_FORMAT
 
@@ -76,6 +79,8 @@ class Snapshot:
             "candidate": str(self.candidate),
             "attribution": {"strength": self.strength, "commits": list(self.commits), "files": list(self.files)},
             "subtasks": list(self.subtasks),
+            "changed_files": list(self.changed),
+            **({"process": self.process} if self.process is not None else {}),
         }
 
 
@@ -114,6 +119,7 @@ def take_snapshot(repo: Path, contract: Contract, base: str | None = None, allow
         raise InputError("the working tree has uncommitted changes: commit them, or pass --allow-dirty to include them in the snapshot")
     base_commit = _text(repo, "rev-parse", "--verify", base + "^{commit}") if base else _default_base(repo)
     diff = git(repo, "diff", "--binary", base_commit or _EMPTY_TREE, commit)
+    changed = tuple(sorted(_text(repo, "diff", "--name-only", base_commit or _EMPTY_TREE, commit).splitlines()))
     rng = ("%s..%s" % (base_commit, commit)) if base_commit else commit
     log = _text(repo, "log", "--format=%H%x00%B%x1e", rng)
     strong = tuple(c for c, _, msg in (e.strip().partition("\0") for e in log.split("\x1e") if e.strip())
@@ -122,11 +128,11 @@ def take_snapshot(repo: Path, contract: Contract, base: str | None = None, allow
     if strong:
         for c in strong:
             files.update(_text(repo, "diff-tree", "--no-commit-id", "--name-only", "-r", "--root", c).splitlines())
-        return Snapshot(commit, tree, base_commit, diff, dirty, "strong", strong, tuple(sorted(files)), subtasks)
+        return Snapshot(commit, tree, base_commit, diff, dirty, "strong", strong, tuple(sorted(files)), subtasks, changed)
     if contract.owned_files:
         owned = ["--", *contract.owned_files]
         last = _text(repo, "log", "-1", "--format=%H", rng, *owned)
         if last:
-            changed = _text(repo, "diff", "--name-only", base_commit or _EMPTY_TREE, commit, *owned).splitlines()
-            return Snapshot(commit, tree, base_commit, diff, dirty, "weak", (last,), tuple(sorted(changed)), subtasks)
-    return Snapshot(commit, tree, base_commit, diff, dirty, "none", (), (), subtasks)
+            owned_changed = _text(repo, "diff", "--name-only", base_commit or _EMPTY_TREE, commit, *owned).splitlines()
+            return Snapshot(commit, tree, base_commit, diff, dirty, "weak", (last,), tuple(sorted(owned_changed)), subtasks, changed)
+    return Snapshot(commit, tree, base_commit, diff, dirty, "none", (), (), subtasks, changed)

@@ -50,6 +50,7 @@ from receipts import (
     ReceiptsError,
     Role,
     Signer,
+    TaskEvent,
     TierRecord,
     Waiver,
     body_hash,
@@ -314,7 +315,7 @@ class Ledger:
         body_bytes = encode_body(body)
         bhash = body_hash(kind, body_bytes)
         key_id = fingerprint(signer.public_key_blob)
-        task = body.task_id if isinstance(body, (TierRecord, LadderReceipt, ContractRevision, Waiver)) else None
+        task = body.task_id if isinstance(body, (TierRecord, LadderReceipt, ContractRevision, Waiver, TaskEvent)) else None
         try:
             self.conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:

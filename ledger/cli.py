@@ -930,9 +930,14 @@ def attach(ctx: click.Context, hash_text: str, rev: str | None) -> None:
 @click.argument("rev", default="HEAD")
 @click.option("--trust", help="Pin the admin key: a SHA256 fingerprint or an allowed_signers file.")
 @click.option("--require-checkpoint", is_flag=True, help="Also require a signed checkpoint covering the receipt.")
+@click.option("--mode", type=click.Choice(["enforce", "advisory"]), default="enforce", show_default=True,
+              help="advisory records and prints the would-be decision but never blocks.")
+@click.option("--key", "key_name", help="Seal key that records the decision in the ledger (required for advisory).")
+@click.option("--task", help="Task the decision is recorded for (default: the receipt's, or the only task with a receipt).")
 @json_option
 @click.pass_context
-def gate(ctx: click.Context, rev: str, trust: str | None, require_checkpoint: bool, as_json: bool) -> None:
+def gate(ctx: click.Context, rev: str, trust: str | None, require_checkpoint: bool, mode: str, key_name: str | None,
+         task: str | None, as_json: bool) -> None:
     """Exit 0 only if REV has a verified, merge-eligible receipt for its exact tree.
 
     The command a CI job runs before merge; a commit without one fails closed."""
@@ -964,16 +969,40 @@ def gate(ctx: click.Context, rev: str, trust: str | None, require_checkpoint: bo
             source.close()
     else:
         reasons.append("no receipt is attached to %s" % fields["commit"][:12])
+    decision = "pass" if passed else ("block" if mode == "enforce" else "would-block")
+    if mode == "advisory" and key_name is None:
+        raise InputError("advisory mode records its decision: pass --key (a seal key)")
+    if key_name is not None:
+        from receipts import EventType
+
+        from ._process import record_event
+
+        ledger = _ledger(ctx)
+        task_id = task or _gate_task(ledger, passed, hashes)
+        signer = _signer(key_name)
+        record_event(ledger, signer, task_id, EventType.GATE_DECISION, candidate,
+                     {"mode": mode, "decision": decision, "commit": fields["commit"], "receipt": passed or ""})
+        if passed and mode == "enforce":
+            record_event(ledger, signer, task_id, EventType.SUCCESS_VERIFIED, candidate, {"receipt": passed, "commit": fields["commit"]})
     if as_json:
-        click.echo(json.dumps({"commit": fields["commit"], "tree": fields["tree"], "candidate": str(candidate),
-                               "pass": passed is not None, "receipt": passed, "reasons": reasons}, indent=2))
+        click.echo(json.dumps({"commit": fields["commit"], "tree": fields["tree"], "candidate": str(candidate), "mode": mode,
+                               "decision": decision, "pass": passed is not None, "receipt": passed, "reasons": reasons}, indent=2))
     elif passed:
         click.echo("GATE PASS: %s has verified, merge-eligible receipt %s" % (fields["commit"][:12], passed))
     else:
-        click.echo("GATE FAIL: %s" % fields["commit"][:12])
+        click.echo("GATE %s: %s%s" % ("FAIL" if mode == "enforce" else "WOULD BLOCK (advisory)", fields["commit"][:12],
+                                      "" if mode == "enforce" else "; recorded, not blocking"))
         for reason in reasons:
             click.echo("  %s" % reason)
-    sys.exit(0 if passed else 1)
+    sys.exit(0 if passed or mode == "advisory" else 1)
+
+
+def _gate_task(ledger: Ledger, passed: str | None, hashes: Sequence[str]) -> str:
+    for h in ([passed] if passed else []) + list(hashes):
+        stored = ledger.find(_digest_arg(h))
+        if stored is not None and stored.task:
+            return stored.task
+    raise InputError("cannot tell which task this decision is for: pass --task")
 
 
 @cli.command("pr-comment")
@@ -990,6 +1019,165 @@ def pr_comment_cmd(ctx: click.Context, hash_text: str, trust: str | None) -> Non
     finally:
         source.close()
     click.echo(pr_comment(res, hash_text), nl=False)
+
+
+# -- the completion gate: claims, traces, effects, status ---------------------------------------
+
+
+@cli.command()
+@click.argument("task")
+@click.option("--key", "key_name", required=True, help="The agent's key (role agent).")
+@click.option("--summary", type=click.Path(path_type=Path, dir_okay=False), help="The agent's own summary (stored, never believed).")
+@click.option("--input", "input_spec", default="HEAD", show_default=True, help="The candidate claimed as done.")
+@click.pass_context
+def claim(ctx: click.Context, task: str, key_name: str, summary: Path | None, input_spec: str) -> None:
+    """Record the agent's claim that the task is done (answer_proposed)."""
+    from receipts import EventType
+
+    from ._process import record_event
+
+    appended = record_event(_ledger(ctx), _signer(key_name), task, EventType.ANSWER_PROPOSED,
+                            resolve_candidate(input_spec, Path.cwd()), attachment=summary)
+    click.echo("claim recorded at entry %d: it proves nothing until the ladder runs" % appended.seq)
+
+
+@cli.command()
+@click.argument("task")
+@click.option("--key", "key_name", required=True, help="The agent's key (role agent).")
+@click.option("--reason", default="", help="Why the model stopped (end of turn, budget, error).")
+@click.pass_context
+def stopped(ctx: click.Context, task: str, key_name: str, reason: str) -> None:
+    """Record that the model stopped (which is not a claim of success)."""
+    from receipts import EventType
+
+    from ._process import record_event
+
+    appended = record_event(_ledger(ctx), _signer(key_name), task, EventType.MODEL_STOPPED, None, {"reason": reason})
+    click.echo("model_stopped recorded at entry %d" % appended.seq)
+
+
+@cli.command()
+@click.argument("task")
+@click.argument("trace_file", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--key", "key_name", required=True, help="The deterministic runner's key: it decides each call.")
+@click.option("--contract", "contract_path", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--input", "input_spec", default="HEAD", show_default=True)
+@json_option
+@click.pass_context
+def trace(ctx: click.Context, task: str, trace_file: Path, key_name: str, contract_path: Path | None, input_spec: str, as_json: bool) -> None:
+    """Ingest an agent's tool-call log (JSON Lines) and decide each call against the contract's tool policy.
+
+    Exit 0 if every call was approved, 1 otherwise."""
+    from receipts import ContractRevision
+
+    from ._process import ingest_trace
+
+    found = _contract_file(ctx, task, contract_path)
+    if found is None:
+        raise InputError("no contract for task %s: pass --contract FILE" % task)
+    contract = ContractRevision(task, found[1], None).parse()
+    _, decisions = ingest_trace(_ledger(ctx), _signer(key_name), task, contract, trace_file, resolve_candidate(input_spec, Path.cwd()))
+    if as_json:
+        click.echo(json.dumps(decisions, indent=2))
+    else:
+        for d in decisions:
+            click.echo("%4d  %-16s %-15s %s" % (d["step"], d["tool"] or "-", d["decision"], d["reason"]))
+    sys.exit(0 if all(d["decision"] == "approved" for d in decisions) else 1)
+
+
+@cli.group(cls=_Group)
+def effect() -> None:
+    """Side effects (merge, deploy, message): begun once per idempotency key, then resolved."""
+
+
+@effect.command("begin")
+@click.argument("task")
+@click.option("--kind", required=True, help="merge, deploy, message, ...")
+@click.option("--idempotency-key", "key", required=True, help="A key that names this effect; a second begin is refused.")
+@click.option("--target", default="", help="What the effect acts on.")
+@click.option("--key", "key_name", required=True, help="Seal key.")
+@click.option("--input", "input_spec", default="HEAD", show_default=True, help="The candidate the effect is for.")
+@click.pass_context
+def effect_begin(ctx: click.Context, task: str, kind: str, key: str, target: str, key_name: str, input_spec: str) -> None:
+    """Record an effect about to happen; refused without a verified receipt for this exact candidate."""
+    from ._process import begin_effect
+
+    appended = begin_effect(_ledger(ctx), _signer(key_name), task, kind, key, target, resolve_candidate(input_spec, Path.cwd()))
+    click.echo("effect %s begun at entry %d" % (key, appended.seq))
+
+
+def _end(outcome: str) -> Any:
+    @click.argument("idempotency_key")
+    @click.option("--key", "key_name", required=True, help="Seal key.")
+    @click.option("--note", default="", help="How the outcome was read back.")
+    @click.pass_context
+    def command(ctx: click.Context, idempotency_key: str, key_name: str, note: str) -> None:
+        from ._process import end_effect
+
+        appended = end_effect(_ledger(ctx), _signer(key_name), idempotency_key, outcome, note)
+        click.echo("effect %s %s at entry %d" % (idempotency_key, outcome, appended.seq))
+
+    command.__doc__ = "Record that the effect's outcome is %s." % outcome
+    return command
+
+
+effect.command("confirm")(_end("confirmed"))
+effect.command("fail")(_end("failed"))
+effect.command("unknown")(_end("unknown"))
+
+
+@cli.command()
+@click.argument("task", required=False)
+@click.option("--window", default=50, show_default=True, help="Claims the verification nudge looks back over.")
+@click.option("--threshold", default=0.3, show_default=True, help="Alert when more than this share of claims went unverified.")
+@json_option
+@click.pass_context
+def status(ctx: click.Context, task: str | None, window: int, threshold: float, as_json: bool) -> None:
+    """Each task's state, derived from the chain alone, and the verification nudge."""
+    from ._process import nudge, task_state
+
+    ledger = _ledger(ctx)
+    tasks = [task] if task else sorted({e.task for e in ledger.entries() if e.task})
+    states = {t: task_state(ledger, t) for t in tasks}
+    n = nudge(ledger, window, threshold)
+    if as_json:
+        click.echo(json.dumps({"tasks": {t: {"state": s.state.value, "reason": s.reason, "candidate": s.candidate, "failed_attempts": s.attempts}
+                                         for t, s in states.items()},
+                               "nudge": {"window": n.window, "claims": n.claims, "unverified": n.unverified, "share": round(n.share, 4),
+                                         "threshold": n.threshold, "alert": n.alert, "recent_unverified": list(n.recent_unverified)}}, indent=2))
+        return
+    for t, s in states.items():
+        click.echo("%-24s %-25s %s" % (t, s.state.value, s.reason))
+    click.echo("claims without verification: %d of the last %d (%.0f%%)" % (n.unverified, n.claims, 100 * n.share))
+    if n.alert:
+        click.echo("ALERT: more than %.0f%% of claims were not followed by verification; most recent: %s"
+                   % (100 * n.threshold, ", ".join(n.recent_unverified)))
+
+
+@cli.command()
+@click.option("--task-prefix", default="", help="Only families whose tasks start with this.")
+@click.option("--k", "ks", default="1,5", show_default=True, help="The k of pass@k and pass^k, comma-separated.")
+@json_option
+@click.pass_context
+def stats(ctx: click.Context, task_prefix: str, ks: str, as_json: bool) -> None:
+    """pass@k and pass^k over repeated trials of a task family (tasks named FAMILY@N)."""
+    from ._process import stats as family_stats
+
+    try:
+        k_values = [int(k) for k in ks.split(",") if k.strip()]
+    except ValueError:
+        raise InputError("--k takes whole numbers, comma-separated") from None
+    rows = family_stats(_ledger(ctx), task_prefix, k_values)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    for row in rows:
+        if "note" in row:
+            click.echo("%-24s n=%d successes=%d: %s" % (row["family"], row["trials"], row["successes"], row["note"]))
+            continue
+        figures = "  ".join("%s=%.3f" % (k, v) for k, v in row.items() if k.startswith("pass"))
+        click.echo("%-24s n=%d successes=%d rate=%.3f (95%% CI %.3f-%.3f)  %s" % (
+            row["family"], row["trials"], row["successes"], row["success_rate"], *row["success_rate_95ci"], figures))
 
 
 @cli.command()

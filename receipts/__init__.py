@@ -11,6 +11,7 @@ from ._contract import (
     ContractError,
     ContractRevision,
     JudgeSettings,
+    ToolPolicy,
     Waiver,
     contract_roles,
     parse_contract,
@@ -49,6 +50,7 @@ from ._deterministic import (
     declared_params,
     derive_check,
     derive_deterministic,
+    integrity_failure,
     parse_evidence_json,
 )
 from ._digest import ContentHasher, Digest, Domain, content_digest, domain_hash
@@ -65,6 +67,8 @@ from ._judge import (
     reply_text,
     sample_outcome,
 )
+from ._events import EVENT_ROLES, EffectOutcome, EventType, TaskEvent
+from ._lifecycle import State, Step, TaskState, derive_state
 from ._keyring import Genesis, KeyAdd, Keyring, KeyRevoke, KeySpec, KeyState
 from ._merkle import (
     EMPTY_ROOT,
@@ -121,11 +125,13 @@ from ._sshsig import (
 )
 
 __all__ = [
+    "State", "Step", "TaskState", "derive_state", "integrity_failure",
+    "EVENT_ROLES", "EffectOutcome", "EventType", "TaskEvent",
     "EMPTY_ROOT", "MemoryTree", "Nodes", "consistency_proof", "inclusion_proof", "leaf_hash", "node_hash", "tree_root",
     "verify_consistency", "verify_inclusion", "Checkpoint", "NoteSignature", "SignedNote", "checkpoint_text", "cosign_note",
     "note_key_id", "parse_checkpoint", "parse_note", "sign_note", "verify_cosignature", "verify_note",
     "KEYRING_KINDS", "TASK_KINDS",
-    "NO_OP_KINDS", "SIGNAL_TYPES", "Check", "Contract", "ContractError", "ContractRevision", "JudgeSettings", "Waiver", "contract_roles", "JUDGE_RUN_FORMAT",
+    "NO_OP_KINDS", "SIGNAL_TYPES", "Check", "Contract", "ContractError", "ContractRevision", "JudgeSettings", "ToolPolicy", "Waiver", "contract_roles", "JUDGE_RUN_FORMAT",
     "JUDGE_RUN_MEDIA_TYPE", "Answer", "SampleOutcome", "attempt_outcome", "derive_judge", "model_family", "parse_answer",
     "reply_text", "sample_outcome",
     "parse_contract", "weakenings", "sshsig_namespace", "CHECK_RESULT_FORMAT", "CHECK_RESULT_MEDIA_TYPE",

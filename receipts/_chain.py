@@ -23,6 +23,7 @@ class EntryKind(enum.StrEnum):
     RECEIPT = "receipt"
     CONTRACT = "contract"
     WAIVER = "waiver"
+    EVENT = "event"
 
 
 BODY_DOMAIN: dict[EntryKind, Domain] = {
@@ -33,11 +34,12 @@ BODY_DOMAIN: dict[EntryKind, Domain] = {
     EntryKind.RECEIPT: Domain.LADDER_RECEIPT,
     EntryKind.CONTRACT: Domain.CONTRACT_REVISION,
     EntryKind.WAIVER: Domain.WAIVER,
+    EntryKind.EVENT: Domain.EVENT,
 }
 
 ADMIN_KINDS = frozenset({EntryKind.GENESIS, EntryKind.KEY_ADD, EntryKind.KEY_REVOKE})
 KEYRING_KINDS = ADMIN_KINDS  # the entries a `ring` pointer names
-TASK_KINDS = frozenset({EntryKind.CONTRACT, EntryKind.WAIVER, EntryKind.TIER_RECORD, EntryKind.RECEIPT})
+TASK_KINDS = frozenset({EntryKind.CONTRACT, EntryKind.WAIVER, EntryKind.TIER_RECORD, EntryKind.RECEIPT, EntryKind.EVENT})
 SEAL_ROLE = Role.SEAL
 
 

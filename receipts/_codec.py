@@ -15,6 +15,7 @@ from ._chain import BODY_DOMAIN, Entry, EntryKind
 from ._digest import Digest, Domain, domain_hash
 from ._errors import FormatError
 from ._contract import ContractRevision, Waiver
+from ._events import EVENT_ROLES, EventType, TaskEvent
 from ._keyring import Genesis, KeyAdd, KeyRevoke, KeySpec
 from ._model import EvidenceRef, LadderReceipt, Role, Tier, TierEntry, TierRecord, Verdict
 
@@ -41,7 +42,7 @@ __all__ = [
     "required_role",
 ]
 
-Body = TierRecord | LadderReceipt | Genesis | KeyAdd | KeyRevoke | ContractRevision | Waiver
+Body = TierRecord | LadderReceipt | Genesis | KeyAdd | KeyRevoke | ContractRevision | Waiver | TaskEvent
 _E = TypeVar("_E")
 
 
@@ -126,18 +127,18 @@ def encode_tier_record(rec: TierRecord) -> bytes:
     return canonical_dumps(_record_map(rec))
 
 
+def _evidence_from(item: object) -> EvidenceRef:
+    e = _map(item, _EVIDENCE_KEYS, "evidence reference")
+    return EvidenceRef(
+        check_id=_typed(e["check"], str, "evidence check"),
+        digest=_digest(e["digest"], "evidence digest"),
+        size=_int(e["size"], "evidence size"),
+        media_type=_typed(e["type"], str, "evidence type"),
+    )
+
+
 def _record_from(m: Mapping[str, Any]) -> TierRecord:
-    evidence = []
-    for item in _array(m["evidence"], "evidence"):
-        e = _map(item, _EVIDENCE_KEYS, "evidence reference")
-        evidence.append(
-            EvidenceRef(
-                check_id=_typed(e["check"], str, "evidence check"),
-                digest=_digest(e["digest"], "evidence digest"),
-                size=_int(e["size"], "evidence size"),
-                media_type=_typed(e["type"], str, "evidence type"),
-            )
-        )
+    evidence = [_evidence_from(item) for item in _array(m["evidence"], "evidence")]
     return TierRecord(
         version=_int(m["v"], "version"),
         task_id=_typed(m["task"], str, "task"),
@@ -283,6 +284,10 @@ def _body_map(body: Body) -> dict[str, object]:
     if isinstance(body, Waiver):
         return {"v": body.version, "task": body.task_id, "check": body.check_id, "config": body.config_hash.value,
                 "reason": body.reason, "expires": body.expires}
+    if isinstance(body, TaskEvent):
+        return {"v": body.version, "task": body.task_id, "type": body.type.value,
+                "candidate": None if body.candidate is None else body.candidate.value,
+                "fields": dict(body.fields), "evidence": [_evidence_map(e) for e in body.evidence], "created": body.created}
     return {"v": body.version, "key_id": body.key_id, "reason": body.reason}
 
 
@@ -299,6 +304,8 @@ def body_kind(body: Body) -> EntryKind:
         return EntryKind.CONTRACT
     if isinstance(body, Waiver):
         return EntryKind.WAIVER
+    if isinstance(body, TaskEvent):
+        return EntryKind.EVENT
     return EntryKind.KEY_REVOKE
 
 
@@ -333,6 +340,16 @@ def decode_body(kind: EntryKind, data: bytes) -> Body:
         return ContractRevision(version=_int(m["v"], "version"), task_id=_typed(m["task"], str, "task"),
                                 contract=_typed(m["contract"], bytes, "contract"),
                                 previous=_opt(m["previous"], _digest, "previous"))
+    if kind is EntryKind.EVENT:
+        m = _map(value, frozenset({"v", "task", "type", "candidate", "fields", "evidence", "created"}), "event")
+        raw_fields = _typed(m["fields"], dict, "event fields")
+        return TaskEvent(
+            version=_int(m["v"], "version"), task_id=_typed(m["task"], str, "task"), type=_enum(EventType, m["type"], "event type"),
+            candidate=_opt(m["candidate"], _digest, "candidate"),
+            fields=tuple(sorted((k, _typed(v, str, "event field")) for k, v in raw_fields.items())),
+            evidence=tuple(_evidence_from(e) for e in _array(m["evidence"], "event evidence")),
+            created=_int(m["created"], "created"),
+        )
     if kind is EntryKind.WAIVER:
         m = _map(value, frozenset({"v", "task", "check", "config", "reason", "expires"}), "waiver")
         return Waiver(version=_int(m["v"], "version"), task_id=_typed(m["task"], str, "task"),
@@ -415,6 +432,8 @@ def required_role(kind: EntryKind, body: Body) -> Role:
     before them: see `contract_roles`."""
     if kind in (EntryKind.GENESIS, EntryKind.KEY_ADD, EntryKind.KEY_REVOKE, EntryKind.WAIVER):
         return Role.ADMIN
+    if isinstance(body, TaskEvent):
+        return EVENT_ROLES[body.type]
     if kind is EntryKind.CONTRACT:
         raise FormatError("a contract revision's role depends on whether it weakens the bar")
     if isinstance(body, TierRecord):

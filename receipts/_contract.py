@@ -15,7 +15,7 @@ from ._digest import Digest, Domain, domain_hash
 from ._errors import FormatError
 from ._model import FORMAT_VERSION, LADDER, Role, Tier, check_task_id
 
-__all__ = ["JudgeSettings", "Waiver", "ContractRevision", "contract_roles", "Check", "Contract", "ContractError", "parse_contract", "weakenings", "SIGNAL_TYPES", "NO_OP_KINDS"]
+__all__ = ["ToolPolicy", "JudgeSettings", "Waiver", "ContractRevision", "contract_roles", "Check", "Contract", "ContractError", "parse_contract", "weakenings", "SIGNAL_TYPES", "NO_OP_KINDS"]
 
 SIGNAL_TYPES = frozenset({"path_exists", "test_passes", "file_contains", "absence_verified", "schema_valid", "hash_stable"})
 TASK_KINDS = frozenset({"code", "research", "planning"})
@@ -59,6 +59,17 @@ class JudgeSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolPolicy:
+    """What an agent may do while working on the task (checked against its trace)."""
+
+    allowed: tuple[str, ...] = ()  # empty: any tool not denied
+    denied: tuple[str, ...] = ()
+    requires_human: tuple[str, ...] = ()
+    max_steps: int | None = None
+    schemas: tuple[tuple[str, Any], ...] = ()  # (tool, JSON Schema) pairs, frozen
+
+
+@dataclass(frozen=True, slots=True)
 class Contract:
     task_id: str
     goal: str
@@ -78,6 +89,10 @@ class Contract:
     parent: str | None = None
     author_model: str | None = None
     judge: JudgeSettings = JudgeSettings()
+    protected_paths: tuple[str, ...] = ()
+    tools: ToolPolicy = ToolPolicy()
+    repair_attempts: int = 5
+    no_progress_after: int = 3
 
     @property
     def no_op(self) -> bool:
@@ -147,6 +162,8 @@ def _strings(r: _Reader, table: dict[str, Any], field: str, tname: str | None = 
         raise r.fail("must be a list of strings", field, tname, index)
     return tuple(value)
 
+
+_BUDGET_FIELDS = {"check_timeout_s", "total_timeout_s", "repair_attempts", "no_progress_after"}
 
 _CHECK_FIELDS = {
     "path_exists": ({"path"}, set()),
@@ -238,10 +255,13 @@ def parse_contract(data: bytes, source: str = "contract") -> Contract:
     total_timeout = _get(r, budgets, "total_timeout_s", int, 1800, tname="budgets")
     if not 0 < check_timeout <= total_timeout:
         raise r.fail("must be positive and at most total_timeout_s", "check_timeout_s", "budgets")
+    for field in sorted(budgets.keys() - _BUDGET_FIELDS):
+        raise r.fail("is not a budget", field, "budgets")
     freshness = _get(r, doc, "freshness", dict, {})
     max_age = _get(r, freshness, "max_evidence_age_s", int, None, tname="freshness")
     known = {"version", "task", "goal", "kind", "deliverables", "invariants", "owned_files", "evidence_required",
-             "checks", "policy", "budgets", "freshness", "secret_env", "parent", "author_model", "judge"}
+             "checks", "policy", "budgets", "freshness", "secret_env", "parent", "author_model", "judge",
+             "protected_paths", "tools"}
     for field in sorted(doc.keys() - known):
         raise r.fail("is not a contract field", field)
     return Contract(
@@ -252,6 +272,32 @@ def parse_contract(data: bytes, source: str = "contract") -> Contract:
         human_approvals=approvals, check_timeout_s=check_timeout, total_timeout_s=total_timeout,
         max_evidence_age_s=max_age, secret_env=_strings(r, doc, "secret_env"), parent=_parent(r, doc),
         author_model=_get(r, doc, "author_model", str, None), judge=_judge(r, _get(r, doc, "judge", dict, {})),
+        protected_paths=_strings(r, doc, "protected_paths"), tools=_tools(r, _get(r, doc, "tools", dict, {})),
+        repair_attempts=_positive(r, budgets, "repair_attempts", 5), no_progress_after=_positive(r, budgets, "no_progress_after", 3),
+    )
+
+
+def _positive(r: _Reader, table: dict[str, Any], name: str, default: int) -> int:
+    value: int = _get(r, table, name, int, default, tname="budgets")
+    if value < 1:
+        raise r.fail("must be at least 1", name, "budgets")
+    return value
+
+
+def _tools(r: _Reader, table: dict[str, Any]) -> ToolPolicy:
+    for field in sorted(table.keys() - {"allowed", "denied", "requires_human", "max_steps", "schemas"}):
+        raise r.fail("is not a tool policy setting", field, "tools")
+    schemas = _get(r, table, "schemas", dict, {}, tname="tools")
+    for tool, schema in schemas.items():
+        if not isinstance(schema, dict):
+            raise r.fail("must be a table holding a JSON Schema", tool, "tools.schemas")
+    max_steps = _get(r, table, "max_steps", int, None, tname="tools")
+    if max_steps is not None and max_steps < 1:
+        raise r.fail("must be at least 1", "max_steps", "tools")
+    return ToolPolicy(
+        allowed=_strings(r, table, "allowed", "tools"), denied=_strings(r, table, "denied", "tools"),
+        requires_human=_strings(r, table, "requires_human", "tools"), max_steps=max_steps,
+        schemas=tuple(sorted((t, _freeze(s)) for t, s in schemas.items())),
     )
 
 
@@ -323,6 +369,26 @@ def weakenings(old: Contract, new: Contract) -> tuple[str, ...]:
     for criterion in old.judge.criteria:
         if criterion not in new.judge.criteria:
             found.append("judge criterion dropped: %s" % criterion)
+    for path in old.protected_paths:
+        if path not in new.protected_paths:
+            found.append("protected path dropped: %s" % path)
+    ot, nt = old.tools, new.tools
+    for name in ot.denied:
+        if name not in nt.denied:
+            found.append("tool %s is no longer denied" % name)
+    for name in ot.requires_human:
+        if name not in nt.requires_human:
+            found.append("tool %s no longer requires a human" % name)
+    if ot.allowed and (not nt.allowed or set(nt.allowed) - set(ot.allowed)):
+        found.append("more tools are allowed")
+    if ot.max_steps is not None and (nt.max_steps is None or nt.max_steps > ot.max_steps):
+        found.append("the step limit was raised")
+    old_schemas, new_schemas = dict(ot.schemas), dict(nt.schemas)
+    for name, schema in old_schemas.items():
+        if new_schemas.get(name) != schema:
+            found.append("the argument schema of tool %s was changed or dropped" % name)
+    if new.repair_attempts > old.repair_attempts:
+        found.append("the repair budget was raised from %d to %d" % (old.repair_attempts, new.repair_attempts))
     return tuple(found)
 
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._contract import Check, Contract
+from ._contract import Check, Contract, ToolPolicy
 from ._errors import FormatError
 from ._model import Verdict
 
@@ -29,6 +29,7 @@ __all__ = [
     "parse_evidence_json",
     "derive_check",
     "derive_deterministic",
+    "integrity_failure",
 ]
 
 CHECK_RESULT_FORMAT = "receipt-ledger/check-result/v1"
@@ -177,6 +178,22 @@ def derive_deterministic(contract: Contract, results: Mapping[str, Mapping[str, 
     for item in contract.evidence_required:
         if item not in results:
             reasons.append("required evidence %s was not recorded" % item)
+    # Integrity: the process, not only the result. These fail the tier whatever else passed.
+    for path in _protected_changes(contract, snapshot):
+        reasons.append("integrity: the candidate changes protected path %s" % path)
+    process = snapshot.get("process")
+    if contract.tools != ToolPolicy() and (not isinstance(process, dict) or process.get("trace") is None):
+        reasons.append("the contract sets a tool policy but no agent trace was checked")
+    if isinstance(process, dict):
+        rejected = process.get("rejected_calls")
+        unapproved = process.get("unapproved_human_calls")
+        if not isinstance(rejected, int) or not isinstance(unapproved, int):
+            reasons.append("integrity: the recorded process facts are malformed")
+        else:
+            if rejected:
+                reasons.append("integrity: the agent's trace has %d rejected tool call(s)" % rejected)
+            if unapproved:
+                reasons.append("integrity: %d tool call(s) needed a human approval that was not recorded" % unapproved)
     attribution = snapshot.get("attribution")
     strength = attribution.get("strength") if isinstance(attribution, dict) else None
     subtasks = snapshot.get("subtasks") if isinstance(snapshot.get("subtasks"), list) else []
@@ -199,3 +216,19 @@ def derive_deterministic(contract: Contract, results: Mapping[str, Mapping[str, 
         else:
             reasons.append("nothing attributed, no non-trivial signal passed and no subtasks were created")
     return Outcome(Verdict.FAIL if reasons else Verdict.PASS, tuple(reasons), tuple(warnings), tuple(waived))
+
+
+def _protected_changes(contract: Contract, snapshot: Mapping[str, Any]) -> list[str]:
+    if not contract.protected_paths:
+        return []
+    changed = snapshot.get("changed_files")
+    if not isinstance(changed, list):
+        return ["(the snapshot does not list the changed files)"]
+    import fnmatch
+
+    return [str(p) for p in changed if any(fnmatch.fnmatchcase(str(p), g) for g in contract.protected_paths)]
+
+
+def integrity_failure(reasons: tuple[str, ...]) -> bool:
+    """True when a deterministic outcome failed on the process (protected paths, trace)."""
+    return any(r.startswith("integrity:") for r in reasons)

@@ -55,6 +55,7 @@ class Role(enum.StrEnum):
     JUDGE = "judge"
     HUMAN = "human"
     SEAL = "seal"
+    AGENT = "agent"
 
 
 def check_task_id(task_id: object) -> str:

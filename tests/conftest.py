@@ -21,8 +21,9 @@ from ledger._human import decide
 from ledger._judge import run_judge
 from ledger._runner import run_deterministic
 
-KEY_NAMES = ("admin", "ci", "judge", "alice", "bob", "sealer", "mallory")
-ROLES = {"ci": r.Role.DETERMINISTIC, "judge": r.Role.JUDGE, "alice": r.Role.HUMAN, "bob": r.Role.HUMAN, "sealer": r.Role.SEAL}
+KEY_NAMES = ("admin", "ci", "judge", "alice", "bob", "sealer", "agent", "mallory")
+ROLES = {"ci": r.Role.DETERMINISTIC, "judge": r.Role.JUDGE, "alice": r.Role.HUMAN, "bob": r.Role.HUMAN, "sealer": r.Role.SEAL,
+         "agent": r.Role.AGENT}
 TASK = "TASK-1"
 
 
