@@ -64,8 +64,9 @@ def _summary(ledger: Ledger, receipt_hash: str, receipt: LadderReceipt) -> str:
         verdicts = []
         for digest in slot.records:
             stored = ledger.find(digest)
-            if stored is not None:
-                verdicts.append(decode_body(EntryKind.TIER_RECORD, stored.body).verdict.value)
+            record = decode_body(EntryKind.TIER_RECORD, stored.body) if stored is not None else None
+            if isinstance(record, TierRecord):
+                verdicts.append(record.verdict.value)
         tiers.append("%s %s" % (slot.tier.value, "/".join(verdicts) if verdicts else "skip"))
     return "receipt-ledger: %s\n  task %s, merge_eligible %s, %s\n  verify: ledger verify %s\n" % (
         receipt_hash, receipt.task_id, str(receipt.merge_eligible).lower(), ", ".join(tiers), receipt_hash)
