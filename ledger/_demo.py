@@ -22,7 +22,12 @@ from verify import LedgerSource, TrustRoot, verify_receipt
 from ._keys import generate_key_file
 from ._human import decide
 from ._judge import run_judge
-from ._ops import add_key, seal_receipt
+from receipts import EventType
+
+from ._errors import InputError
+from ._notes import attach, gate_check
+from ._ops import add_key, resolve_candidate, seal_receipt
+from ._process import begin_effect, end_effect, record_event, task_state
 from ._runner import run_deterministic
 from ._render import verify_lines
 from ._store import Ledger
@@ -122,7 +127,14 @@ def _demo(work: Path) -> int:
         click.echo("    %-7s %s" % (name, role.value))
     contract_bytes = (repo / "contracts" / "DEMO-1.toml").read_bytes()
 
-    _say("3. The deterministic tier runs the contract's checks for real (ledger check DEMO-1)")
+    signers["agent"] = generate_key_file(keydir / "agent", "agent")
+    add_key(ledger, signers["admin"], "agent", [Role.AGENT], signers["agent"].public_key_blob)
+    _say("3. The agent claims it is done (ledger claim): recorded, and believed by nobody")
+    head = resolve_candidate("HEAD", repo)
+    record_event(ledger, signers["agent"], TASK, EventType.ANSWER_PROPOSED, head, {"summary": "greeting fixed, tests pass"})
+    click.echo("    status: %s" % _status(ledger))
+
+    _say("4. The deterministic tier runs the contract's checks for real (ledger check DEMO-1)")
     run = run_deterministic(ledger, repo=repo, task_id=TASK, contract_bytes=contract_bytes, source="contracts/DEMO-1.toml",
                             signer=signers["ci"])
     for cid, status, why, digest in run.rows:
@@ -130,28 +142,45 @@ def _demo(work: Path) -> int:
     click.echo("    attribution %s; deterministic %s, record %s" % (run.snapshot.strength, run.outcome.verdict.value, run.appended.body_hash.short()))
     candidate = run.record.input_hash
 
-    _say("4. The judge tier asks the contract's judge (here a SCRIPTED EXAMPLE judge, not a model)")
+    _say("5. The judge tier asks the contract's judge (here a SCRIPTED EXAMPLE judge, not a model)")
     judged = run_judge(ledger, task_id=TASK, contract_bytes=contract_bytes, candidate=candidate, signer=signers["judge"])
     click.echo("    judge %s at confidence %s bp: %s" % (judged.outcome.verdict.value, judged.record.confidence_bp, judged.outcome.reason))
 
-    _say("5. A human (the demo key 'alice') sees what she approves, and signs")
+    _say("6. A human (the demo key 'alice') sees what she approves, and signs")
     approval = decide(ledger, task_id=TASK, contract_bytes=contract_bytes, candidate=candidate, signer=signers["alice"],
                       approve=True, note="demo approval", repo=repo,
                       confirm=_show)
     assert approval is not None
     click.echo("    approval %s" % approval.body_hash.short())
 
-    _say("6. Seal the receipt")
+    _say("7. Seal the receipt")
     receipt, sealed = seal_receipt(ledger, task_id=TASK, signer=signers["sealer"], input_hash=candidate)
     receipt_hash = str(sealed.body_hash)
-    click.echo("    receipt %s merge_eligible=%s" % (receipt_hash, str(receipt.merge_eligible).lower()))
-    ledger.close()
+    click.echo("    receipt %s merge_eligible=%s; status: %s" % (receipt_hash, str(receipt.merge_eligible).lower(), _status(ledger)))
+    note = ledger.checkpoint(signers["sealer"])
+    click.echo("    signed checkpoint: %s" % " / ".join(note.text.strip().splitlines()))
 
     trust = TrustRoot(frozenset({fingerprint(signers["admin"].public_key_blob)}), "the demo admin key")
-    _say("7. ledger verify %s --trust <admin key>" % receipt_hash)
+    _say("8. ledger verify %s --trust <admin key>" % receipt_hash)
     accepted = _run_verify(repo / ".ledger", receipt_hash, trust)
 
-    _say("8. A copy of the ledger with one byte changed in the deterministic record, verified again")
+    _say("9. Attach the receipt to the commit, gate it, and merge exactly once")
+    attach(ledger, repo, sealed.body_hash, None)
+    passed, reasons, gate_candidate, _ = gate_check(ledger, repo, "HEAD", trust)
+    click.echo("    ledger gate HEAD: %s" % ("PASS" if passed else "FAIL: " + "; ".join(reasons)))
+    if passed:
+        record_event(ledger, signers["sealer"], TASK, EventType.SUCCESS_VERIFIED, gate_candidate, {"receipt": passed})
+        begin_effect(ledger, signers["sealer"], TASK, "merge", "demo-merge-1", "main", gate_candidate)
+        click.echo("    effect demo-merge-1 begun; status: %s" % _status(ledger))
+        end_effect(ledger, signers["sealer"], "demo-merge-1", "confirmed", "read back: main contains the candidate")
+        click.echo("    effect confirmed; status: %s" % _status(ledger))
+        try:
+            begin_effect(ledger, signers["sealer"], TASK, "merge", "demo-merge-1", "main", gate_candidate)
+        except InputError as exc:
+            click.echo("    a second merge with the same key: %s" % exc)
+    ledger.close()
+
+    _say("10. A copy of the ledger with one byte changed in the deterministic record, verified again")
     tampered = work / "tampered-ledger"
     shutil.copytree(repo / ".ledger", tampered)
     conn = sqlite3.connect(tampered / "ledger.db")
@@ -164,7 +193,7 @@ def _demo(work: Path) -> int:
     click.echo("    flipped the last byte of entry %d's body" % row[0])
     rejected = not _run_verify(tampered, receipt_hash, trust)
 
-    if accepted and rejected:
+    if accepted and rejected and passed:
         _say("Demo complete: the honest receipt verified, the tampered copy was rejected.")
         return 0
     _say("Demo FAILED: accepted=%s rejected=%s" % (accepted, rejected))
@@ -175,3 +204,8 @@ def _show(shown: str) -> bool:
     """The demo's stand-in for a person at a terminal: print what is signed, and agree."""
     click.echo("\n".join("    | " + line for line in shown.splitlines()))
     return True
+
+
+def _status(ledger: Ledger) -> str:
+    state = task_state(ledger, TASK)
+    return "%s (%s)" % (state.state.value, state.reason)

@@ -19,13 +19,13 @@ from receipts import (
     decode_body,
     parse_evidence_json,
 )
-from verify import Result
+from verify import LedgerSource, Result, Transparency, TrustRoot, verify_receipt
 
 from ._errors import InputError
 from ._git import resolve_commit
 from ._store import Ledger
 
-__all__ = ["NOTES_REF", "attach", "attached", "receipt_commit", "pr_comment"]
+__all__ = ["NOTES_REF", "attach", "attached", "receipt_commit", "pr_comment", "gate_check"]
 
 NOTES_REF = "refs/notes/receipts"
 _LINE = re.compile(r"^receipt-ledger: (blake3:[0-9a-f]{64})$", re.MULTILINE)
@@ -119,3 +119,27 @@ def pr_comment(result: Result, receipt_hash: str) -> str:
               "", "Verify it yourself:", "", "```sh", "git fetch origin refs/notes/receipts:refs/notes/receipts",
               "ledger verify %s --trust ALLOWED_SIGNERS" % receipt_hash, "```", ""]
     return "\n".join(lines)
+
+
+def gate_check(ledger: Ledger, repo: Path, rev: str, trust: TrustRoot | None = None,
+               require_checkpoint: bool = False) -> tuple[str | None, list[str], Digest, dict[str, str]]:
+    """(the receipt that lets REV through or None, why others did not, REV's candidate, its commit and tree).
+    Only a verified, merge-eligible receipt for REV's exact commit and tree lets it through."""
+    fields = resolve_commit(rev, repo)
+    candidate = candidate_hash(fields)
+    reasons: list[str] = []
+    hashes = attached(repo, rev)
+    if not hashes:
+        return None, ["no receipt is attached to %s" % fields["commit"][:12]], candidate, fields
+    source = LedgerSource(ledger.conn, ledger.root)
+    for h in hashes:
+        res = verify_receipt(source, h, trust, Transparency(require_checkpoint=require_checkpoint))
+        if res.candidate != str(candidate):
+            reasons.append("%s is stale: it is for candidate %s, not this commit's tree" % (h, (res.candidate or "?")[:19]))
+        elif not res.ok:
+            reasons.append("%s does not verify: %s" % (h, res.defects[0].message))
+        elif not res.derived_eligible:
+            reasons.append("%s is not merge-eligible: %s" % (h, "; ".join(res.eligibility_reasons)))
+        else:
+            return h, reasons, candidate, fields
+    return None, reasons, candidate, fields

@@ -56,7 +56,6 @@ from ._ops import (
     seal_receipt,
 )
 from ._git import git_root
-from ._git import resolve_commit as resolve_commit_fields
 from ._store import Ledger
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -941,34 +940,12 @@ def gate(ctx: click.Context, rev: str, trust: str | None, require_checkpoint: bo
     """Exit 0 only if REV has a verified, merge-eligible receipt for its exact tree.
 
     The command a CI job runs before merge; a commit without one fails closed."""
-    from receipts import candidate_hash
-
-    from ._notes import attached
+    from ._notes import attached, gate_check
 
     repo = _repo()
-    fields = resolve_commit_fields(rev, repo)
-    candidate = candidate_hash(fields)
     root = TrustRoot.from_argument(trust) if trust else None
-    reasons, passed = [], None
+    passed, reasons, candidate, fields = gate_check(_ledger(ctx), repo, rev, root, require_checkpoint)
     hashes = attached(repo, rev)
-    if hashes:
-        source = LedgerSource.open(ctx.find_root().obj)
-        try:
-            for h in hashes:
-                res = verify_receipt(source, h, root, Transparency(require_checkpoint=require_checkpoint))
-                if res.candidate != str(candidate):
-                    reasons.append("%s is stale: it is for candidate %s, not this commit's tree" % (h, (res.candidate or "?")[:19]))
-                elif not res.ok:
-                    reasons.append("%s does not verify: %s" % (h, res.defects[0].message))
-                elif not res.derived_eligible:
-                    reasons.append("%s is not merge-eligible: %s" % (h, "; ".join(res.eligibility_reasons)))
-                else:
-                    passed = h
-                    break
-        finally:
-            source.close()
-    else:
-        reasons.append("no receipt is attached to %s" % fields["commit"][:12])
     decision = "pass" if passed else ("block" if mode == "enforce" else "would-block")
     if mode == "advisory" and key_name is None:
         raise InputError("advisory mode records its decision: pass --key (a seal key)")
