@@ -15,6 +15,7 @@ from typing import Any
 from receipts import (
     CHECK_RESULT_FORMAT,
     CHECK_RESULT_MEDIA_TYPE,
+    JUDGE_RUN_FORMAT,
     SNAPSHOT_FORMAT,
     SNAPSHOT_MEDIA_TYPE,
     Contract,
@@ -371,6 +372,14 @@ def stats(ledger: Ledger, prefix: str = "", ks: Sequence[int] = (1, 5), min_tria
                         ms = (doc.get("facts") or {}).get("duration_ms")
                         if isinstance(ms, int):
                             timings["deterministic"].append(ms)
+                    elif ref.check_id == "judge:run":
+                        try:
+                            run = parse_evidence_json(ledger.blob_path(ref.digest).read_bytes(), JUDGE_RUN_FORMAT)
+                        except (OSError, ReceiptsError):
+                            continue
+                        elapsed = [s.get("elapsed_ms") for a in run.get("attempts") or [] for s in a if isinstance(s, dict)]
+                        if elapsed and all(isinstance(e, int) for e in elapsed):
+                            timings["judge"].append(sum(elapsed))
         n, c = len(trials), successes
         row: dict[str, Any] = {"family": family, "trials": n, "successes": c}
         if n < min_trials:

@@ -266,3 +266,4 @@ def test_stats_pass_at_k_and_pass_power_k(env: tuple[Path, Ledger]) -> None:
     assert low < 0.6 < high
     (few,) = stats(ledger, "FIX", min_trials=6)
     assert "too few trials" in few["note"] and "pass@1" not in few
+    assert row["time_ms"]["deterministic"] is not None and row["time_ms"]["judge"] is not None
