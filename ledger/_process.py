@@ -378,8 +378,9 @@ def stats(ledger: Ledger, prefix: str = "", ks: Sequence[int] = (1, 5), min_tria
                         except (OSError, ReceiptsError):
                             continue
                         elapsed = [s.get("elapsed_ms") for a in run.get("attempts") or [] for s in a if isinstance(s, dict)]
-                        if elapsed and all(isinstance(e, int) for e in elapsed):
-                            timings["judge"].append(sum(elapsed))
+                        counted = [e for e in elapsed if isinstance(e, int)]
+                        if counted and len(counted) == len(elapsed):
+                            timings["judge"].append(sum(counted))
         n, c = len(trials), successes
         row: dict[str, Any] = {"family": family, "trials": n, "successes": c}
         if n < min_trials:
