@@ -202,7 +202,9 @@ def bundle_transparency(source: BundleSource, ring: Keyring | None, origin: str,
         defects.append(("checkpoint-root", "the checkpoint (size %d) does not cover the receipt (entry %d)" % (cp.size, receipt_seq)))
     for seq, stored in sorted(source.entries.items()):
         proof = source.proofs.get(seq)
-        if proof is None or proof.index != seq or not verify_tlog_proof(proof, stored.entry, cp):
+        # A tlog-proof carries its checkpoint: it must be the very one the bundle is verified against.
+        if proof is None or proof.index != seq or proof.checkpoint_note != source.checkpoint_text \
+                or not verify_tlog_proof(proof, stored.entry, cp):
             defects.append(("inclusion", "entry %d is not proven into the checkpoint at size %d" % (seq, cp.size)))
     witnessed = [w.name for w in policy.witnesses if verify_cosignature(note, w.name, w.public_key) is not None]
     if len(witnessed) < policy.quorum:
