@@ -112,7 +112,9 @@ from ._sshsig import (
     Signer,
     armor,
     dearmor,
+    ed25519_verify,
     fingerprint,
+    is_weak_ed25519_key,
     namespace_for,
     parse_public_key_blob,
     parse_public_key_line,
@@ -125,6 +127,7 @@ from ._sshsig import (
 )
 
 __all__ = [
+    "ed25519_verify", "is_weak_ed25519_key",
     "State", "Step", "TaskState", "derive_state", "integrity_failure",
     "EVENT_ROLES", "EffectOutcome", "EventType", "TaskEvent",
     "EMPTY_ROOT", "MemoryTree", "Nodes", "consistency_proof", "inclusion_proof", "leaf_hash", "node_hash", "tree_root",

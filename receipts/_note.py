@@ -10,11 +10,8 @@ import re
 import struct
 from dataclasses import dataclass
 
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
 from ._errors import FormatError
-from ._sshsig import Signer, parse_public_key_blob
+from ._sshsig import Signer, ed25519_verify, parse_public_key_blob
 
 __all__ = [
     "NoteSignature",
@@ -110,20 +107,12 @@ def sign_note(text: str, name: str, signer: Signer) -> NoteSignature:
     return NoteSignature(name, note_key_id(name, ED25519_TYPE, raw), signer.sign_raw(text.encode("utf-8")))
 
 
-def _ed25519_ok(public_key: bytes, signature: bytes, message: bytes) -> bool:
-    try:
-        Ed25519PublicKey.from_public_bytes(public_key).verify(signature, message)
-    except (InvalidSignature, ValueError):
-        return False
-    return True
-
-
 def verify_note(note: SignedNote, name: str, public_key: bytes) -> bool:
     """True if a signature line with this name and key id verifies. Lines of other keys
     are ignored; a matching line that fails makes the whole note fail."""
     key_id = note_key_id(name, ED25519_TYPE, public_key)
     matching = [s for s in note.signatures if s.name == name and s.key_id == key_id]
-    return bool(matching) and all(len(s.signature) == 64 and _ed25519_ok(public_key, s.signature, note.text.encode("utf-8")) for s in matching)
+    return bool(matching) and all(len(s.signature) == 64 and ed25519_verify(public_key, s.signature, note.text.encode("utf-8")) for s in matching)
 
 
 def _cosigned_message(text: str, timestamp: int) -> bytes:
@@ -145,7 +134,7 @@ def verify_cosignature(note: SignedNote, name: str, public_key: bytes) -> int | 
     for s in note.signatures:
         if s.name == name and s.key_id == key_id and len(s.signature) == 72:
             (timestamp,) = struct.unpack(">Q", s.signature[:8])
-            if timestamp < (1 << 63) and _ed25519_ok(public_key, s.signature[8:], _cosigned_message(note.text, timestamp)):
+            if timestamp < (1 << 63) and ed25519_verify(public_key, s.signature[8:], _cosigned_message(note.text, timestamp)):
                 return int(timestamp)
     return None
 

@@ -33,6 +33,8 @@ __all__ = [
     "sshsig_namespace",
     "armor",
     "dearmor",
+    "ed25519_verify",
+    "is_weak_ed25519_key",
 ]
 
 _MAGIC = b"SSHSIG"
@@ -85,6 +87,60 @@ class _Reader:
             raise FormatError("trailing bytes after SSH wire data")
 
 
+# Edwards25519 arithmetic, only to refuse small-order public keys (RFC 8032 §5.1.3 decoding).
+_P = 2**255 - 19
+_D = (-121665 * pow(121666, -1, _P)) % _P
+_SQRT_M1 = pow(2, (_P - 1) // 4, _P)
+
+
+def _decode_point(raw: bytes) -> tuple[int, int] | None:
+    y = int.from_bytes(raw, "little")
+    sign, y = y >> 255, y & ((1 << 255) - 1)
+    if y >= _P:
+        return None
+    u, v = (y * y - 1) % _P, (_D * y * y + 1) % _P
+    x = (u * pow(v, 3, _P) * pow(u * pow(v, 7, _P), (_P - 5) // 8, _P)) % _P
+    if (v * x * x) % _P == (-u) % _P:
+        x = (x * _SQRT_M1) % _P
+    elif (v * x * x) % _P != u:
+        return None
+    if x == 0 and sign:
+        return None
+    if (x & 1) != sign:
+        x = _P - x
+    return x, y
+
+
+def _double(pt: tuple[int, int]) -> tuple[int, int]:
+    x, y = pt
+    t = _D * x * x * y * y % _P
+    return (2 * x * y * pow(1 + t, -1, _P) % _P, (y * y + x * x) * pow(1 - t, -1, _P) % _P)
+
+
+def is_weak_ed25519_key(raw: bytes) -> bool:
+    """True for an encoding that is not a curve point, or a point of small order (8A = 0).
+    A small-order key verifies forged signatures (R = identity, S = 0 verifies any message
+    under the identity key with OpenSSL), so no such key may enter a keyring."""
+    pt = _decode_point(raw)
+    if pt is None:
+        return True
+    for _ in range(3):
+        pt = _double(pt)
+    return pt == (0, 1)
+
+
+def ed25519_verify(public_key: bytes, signature: bytes, message: bytes) -> bool:
+    """The one Ed25519 check every signature goes through: no weak keys, 64-byte signatures,
+    canonical S (enforced by the library, tested with Wycheproof vectors)."""
+    if len(public_key) != 32 or len(signature) != 64 or is_weak_ed25519_key(public_key):
+        return False
+    try:
+        Ed25519PublicKey.from_public_bytes(public_key).verify(signature, message)
+    except (InvalidSignature, ValueError):
+        return False
+    return True
+
+
 def public_key_blob(raw: bytes) -> bytes:
     """RFC 8709 encoding of an Ed25519 public key: string "ssh-ed25519", string key."""
     if len(raw) != 32:
@@ -101,6 +157,8 @@ def parse_public_key_blob(blob: bytes) -> bytes:
     reader.end()
     if len(raw) != 32:
         raise FormatError("an Ed25519 public key is 32 bytes")
+    if is_weak_ed25519_key(raw):
+        raise FormatError("the Ed25519 public key is not a point of large order: refused")
     return raw
 
 
@@ -226,11 +284,8 @@ def sshsig_verify(key_blob: bytes, namespace: str, message: bytes, sig_blob: byt
         raise SignatureError("signature was made with a different key")
     if claimed_ns != ns:
         raise SignatureError("signature namespace %r is not %r" % (claimed_ns.decode("utf-8", "replace"), namespace))
-    public = Ed25519PublicKey.from_public_bytes(parse_public_key_blob(key_blob))
-    try:
-        public.verify(raw_sig, _signed_data(ns, hash_alg, message))
-    except InvalidSignature:
-        raise SignatureError("Ed25519 signature does not verify") from None
+    if not ed25519_verify(parse_public_key_blob(key_blob), raw_sig, _signed_data(ns, hash_alg, message)):
+        raise SignatureError("Ed25519 signature does not verify")
 
 
 def armor(sig_blob: bytes) -> str:
