@@ -122,10 +122,17 @@ class Store(Protocol):
     def blob_path(self, digest: Digest) -> Path: ...
 
 
+def _busy_timeout_ms() -> int:
+    try:
+        return max(0, int(os.environ.get("RECEIPT_LEDGER_BUSY_TIMEOUT_MS", "60000")))
+    except ValueError:
+        return 60000
+
+
 def _connect(db: Path) -> sqlite3.Connection:
     try:
-        conn = sqlite3.connect(db, isolation_level=None, timeout=60)
-        conn.execute("PRAGMA busy_timeout = 60000")
+        conn = sqlite3.connect(db, isolation_level=None, timeout=_busy_timeout_ms() / 1000)
+        conn.execute("PRAGMA busy_timeout = %d" % _busy_timeout_ms())
         # FULL makes a committed WAL transaction survive power loss, not only a process crash.
         conn.execute("PRAGMA synchronous = FULL")
         conn.execute("SELECT count(*) FROM entries").fetchone()

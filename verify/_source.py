@@ -109,13 +109,30 @@ class LedgerSource:
         db = root / DB_NAME
         if not db.is_file():
             raise CannotVerify("no ledger at %s (missing %s)" % (root, DB_NAME))
+        uri = "file:%s?mode=ro" % db.resolve().as_posix()
         try:
-            conn = sqlite3.connect("file:%s?mode=ro" % db.resolve().as_posix(), uri=True, timeout=30)
-            conn.execute("PRAGMA query_only = ON")
-            conn.execute("SELECT count(*) FROM entries").fetchone()
+            conn = cls._connect(uri)
+        except sqlite3.OperationalError as exc:
+            # On read-only media SQLite cannot create its WAL index; the immutable mode reads
+            # the main file only, which is complete exactly when no WAL data is waiting.
+            wal = db.with_name(db.name + "-wal")
+            if wal.exists() and wal.stat().st_size > 0:
+                raise CannotVerify("cannot read %s (%s), and its write-ahead log holds changes that a read-only copy cannot"
+                                   " include: copy the ledger somewhere writable to verify it" % (db, exc)) from None
+            try:
+                conn = cls._connect(uri + "&immutable=1")
+            except sqlite3.Error as exc2:
+                raise CannotVerify("cannot read ledger database %s: %s" % (db, exc2)) from None
         except sqlite3.Error as exc:
             raise CannotVerify("cannot read ledger database %s: %s" % (db, exc)) from None
         return cls(conn, root)
+
+    @staticmethod
+    def _connect(uri: str) -> sqlite3.Connection:
+        conn = sqlite3.connect(uri, uri=True, timeout=30)
+        conn.execute("PRAGMA query_only = ON")
+        conn.execute("SELECT count(*) FROM entries").fetchone()
+        return conn
 
     def close(self) -> None:
         self.conn.close()

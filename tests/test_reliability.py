@@ -1,0 +1,184 @@
+"""Reliability (issue 7): crashes at random moments, concurrent writers with readers,
+and resource faults. Each leaves a ledger that verifies, and a clean error."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ADMIN_ID, ROLES, SIGNERS, build_sample, run_cli
+from ledger import Ledger, add_key
+from verify import LedgerSource, TrustRoot, verify_chain
+
+TRUST = TrustRoot(frozenset({ADMIN_ID}), "t")
+CRASH_TRIALS = int(os.environ.get("RECEIPT_LEDGER_CRASH_TRIALS", "12"))
+
+# A child that appends human records as fast as it can, printing each committed seq.
+APPENDER = r"""
+import sys
+sys.path.insert(0, sys.argv[2])
+from pathlib import Path
+import receipts as r
+from conftest import SIGNERS
+from ledger import Ledger, record_tier
+ledger = Ledger.open(Path(sys.argv[1]))
+cfg = r.config_hash(b"crash")
+cand = r.candidate_hash({"commit": "c" * 40})
+while True:
+    _, appended = record_tier(ledger, task_id="CRASH-" + sys.argv[3], tier=r.Tier.HUMAN, verdict=r.Verdict.PASS,
+                              signer=SIGNERS["alice"], config_hash=cfg, input_hash=cand)
+    print(appended.seq, flush=True)
+"""
+
+
+@pytest.fixture
+def ledger_dir(tmp_path: Path) -> Path:
+    root = tmp_path / "ledger"
+    ledger = Ledger.create(root, SIGNERS["admin"], "admin")
+    for name, role in ROLES.items():
+        add_key(ledger, SIGNERS["admin"], name, [role], SIGNERS[name].public_key_blob)
+    ledger.close()
+    return root
+
+
+def _spawn(root: Path, tag: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", APPENDER, str(root), str(Path(__file__).parent), tag],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+
+def _committed(proc: subprocess.Popen[str]) -> list[int]:
+    out = proc.stdout.read() if proc.stdout else ""
+    return [int(line) for line in out.split() if line.isdigit()]
+
+
+def test_sigkill_at_random_moments_never_loses_or_tears_an_entry(ledger_dir: Path) -> None:
+    rng = random.Random(1202)
+    reported: list[int] = []
+    for trial in range(CRASH_TRIALS):
+        proc = _spawn(ledger_dir, str(trial))
+        time.sleep(rng.uniform(0.3, 0.9))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        reported += _committed(proc)
+        result = verify_chain(LedgerSource.open(ledger_dir), TRUST)
+        assert result.ok, (trial, result.defects[:3])
+    conn = sqlite3.connect(ledger_dir / "ledger.db")
+    present = {seq for (seq,) in conn.execute("SELECT seq FROM entries")}
+    conn.close()
+    assert reported and set(reported) <= present  # every append reported as committed is there
+    assert present == set(range(len(present)))  # and there is no gap
+
+
+def test_writers_and_readers_at_once_see_one_linear_chain(ledger_dir: Path) -> None:
+    writers = [_spawn(ledger_dir, "w%d" % i) for i in range(4)]
+    reader = subprocess.Popen([sys.executable, "-m", "ledger", "--dir", str(ledger_dir), "verify", "--chain", "--trust", ADMIN_ID],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    torn = 0
+    deadline = time.monotonic() + 4
+    while time.monotonic() < deadline:
+        if reader.poll() is not None:
+            torn += reader.returncode != 0
+            reader = subprocess.Popen([sys.executable, "-m", "ledger", "--dir", str(ledger_dir), "verify", "--chain", "--trust", ADMIN_ID],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.05)
+    for w in writers:
+        w.send_signal(signal.SIGTERM)
+    reader.wait()
+    reported = [seq for w in writers for seq in _committed(w)]
+    for w in writers:
+        w.wait()
+    assert torn == 0, "a reader saw a torn chain"
+    assert len(reported) == len(set(reported)) and len(reported) > 20  # none duplicated, and they did write
+    result = verify_chain(LedgerSource.open(ledger_dir), TRUST)
+    assert result.ok and result.entries >= max(reported) + 1
+
+
+def test_a_lock_held_too_long_is_a_clean_error_and_a_dead_holder_frees_it(ledger_dir: Path, tmp_path: Path) -> None:
+    holder = subprocess.Popen([sys.executable, "-c", "import sqlite3, sys, time; c = sqlite3.connect(sys.argv[1], isolation_level=None); "
+                               "c.execute('BEGIN IMMEDIATE'); print('held', flush=True); time.sleep(60)", str(ledger_dir / "ledger.db")],
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    pub = tmp_path / "k.pub"
+    from receipts import public_key_line
+    pub.write_text(public_key_line(SIGNERS["mallory"].public_key_blob))
+    keys = {"RECEIPT_LEDGER_KEYS": str(tmp_path / "keys"), "RECEIPT_LEDGER_BUSY_TIMEOUT_MS": "300"}
+    (tmp_path / "keys").mkdir()
+    from cryptography.hazmat.primitives import serialization
+    from conftest import seeded_signer
+    (tmp_path / "keys" / "admin").write_bytes(seeded_signer("admin")._key.private_bytes(  # noqa: SLF001
+        serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()))
+    locked = run_cli("--dir", str(ledger_dir), "keys", "add", "m", str(pub), "--role", "human", env=keys)
+    assert locked.returncode == 2 and "locked" in locked.stderr and "Traceback" not in locked.stderr
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    freed = run_cli("--dir", str(ledger_dir), "keys", "add", "m", str(pub), "--role", "human", env=keys)
+    assert freed.returncode == 0, freed.stderr
+    assert verify_chain(LedgerSource.open(ledger_dir), TRUST).ok
+
+
+def test_a_missing_blob_store_is_a_clean_error(tmp_path: Path) -> None:
+    s = build_sample(tmp_path)
+    import shutil
+    shutil.rmtree(s.root / "blobs")
+    evidence = tmp_path / "e.txt"
+    evidence.write_text("x")
+    res = run_cli("--dir", str(s.root), "verify", s.receipt, "--json")
+    assert res.returncode == 1 and "evidence-missing" in res.stdout and "Traceback" not in res.stderr
+    code = ("import sys; sys.path.insert(0, sys.argv[2]); from pathlib import Path; import receipts as r; from conftest import SIGNERS; "
+            "from ledger import Ledger, Evidence, record_tier; from ledger._errors import LedgerError\n"
+            "try:\n    record_tier(Ledger.open(Path(sys.argv[1])), task_id='T-1', tier=r.Tier.HUMAN, verdict=r.Verdict.PASS, "
+            "signer=SIGNERS['alice'], config_hash=r.config_hash(b'x'), input_hash=r.config_hash(b'y'), evidence=[Evidence('e', Path(sys.argv[3]))])\n"
+            "except LedgerError as exc:\n    print('clean:', exc)")
+    out = subprocess.run([sys.executable, "-c", code, str(s.root), str(Path(__file__).parent), str(evidence)], capture_output=True, text=True)
+    assert out.stdout.startswith("clean: cannot write to the blob store"), out.stdout + out.stderr
+    assert verify_chain(LedgerSource.open(s.root), TRUST).ok
+
+
+def test_a_full_disk_is_a_clean_error_and_leaves_the_ledger_intact(ledger_dir: Path, tmp_path: Path) -> None:
+    big = tmp_path / "big.bin"
+    big.write_bytes(os.urandom(256 * 1024))
+    before = sqlite3.connect(ledger_dir / "ledger.db").execute("SELECT count(*) FROM entries").fetchone()[0]
+    code = ("import resource, signal, sys; sys.path.insert(0, sys.argv[2]); signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))\n"
+            "from pathlib import Path; import receipts as r; from conftest import SIGNERS\n"
+            "from ledger import Ledger, Evidence, record_tier; from ledger._errors import LedgerError\n"
+            "try:\n    record_tier(Ledger.open(Path(sys.argv[1])), task_id='T-1', tier=r.Tier.HUMAN, verdict=r.Verdict.PASS, "
+            "signer=SIGNERS['alice'], config_hash=r.config_hash(b'x'), input_hash=r.config_hash(b'y'), evidence=[Evidence('e', Path(sys.argv[3]))])\n"
+            "    print('written')\n"
+            "except LedgerError as exc:\n    print('clean:', exc)")
+    out = subprocess.run([sys.executable, "-c", code, str(ledger_dir), str(Path(__file__).parent), str(big)], capture_output=True, text=True)
+    assert out.stdout.startswith("clean:"), out.stdout + out.stderr
+    assert not list((ledger_dir / "blobs").rglob(".incoming-*"))  # no half-written blob left behind
+    assert sqlite3.connect(ledger_dir / "ledger.db").execute("SELECT count(*) FROM entries").fetchone()[0] == before
+    assert verify_chain(LedgerSource.open(ledger_dir), TRUST).ok
+
+
+def test_a_read_only_ledger_is_a_clean_error(tmp_path: Path) -> None:
+    mnt = tmp_path / "ro"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mnt)], capture_output=True).returncode != 0:
+        pytest.skip("this machine does not let the tests mount a filesystem")
+    try:
+        s = build_sample(mnt)
+        assert subprocess.run(["mount", "-o", "remount,ro", str(mnt)], capture_output=True).returncode == 0
+        res = run_cli("--dir", str(s.root), "checkpoint", "--key", str(tmp_path / "no-such-key"))
+        assert res.returncode == 2 and "Traceback" not in res.stderr
+        code = ("import sys; sys.path.insert(0, sys.argv[2]); from pathlib import Path; import receipts as r; from conftest import SIGNERS\n"
+                "from ledger import Ledger; from ledger._errors import LedgerError\n"
+                "try:\n    Ledger.open(Path(sys.argv[1])).checkpoint(SIGNERS['sealer']); print('written')\n"
+                "except LedgerError as exc:\n    print('clean:', exc)")
+        out = subprocess.run([sys.executable, "-c", code, str(s.root), str(Path(__file__).parent)], capture_output=True, text=True)
+        assert out.stdout.startswith("clean:"), out.stdout + out.stderr
+        verified = run_cli("--dir", str(s.root), "verify", s.receipt, "--trust", ADMIN_ID, "--json")
+        assert verified.returncode == 0 and json.loads(verified.stdout)["verified"], verified.stderr
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
