@@ -80,3 +80,97 @@ def test_public_key_lines_and_digests_parse_or_format_error(text: str) -> None:
             parse(text)
         except r.FormatError:
             pass
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=400) | st.sampled_from([
+    "receipt-ledger/x\n8\nXcnaeacGWamtVZy3Ad7ZoqudgjqtL0lgz+Nw7/RgQyg=\n\n\u2014 receipt-ledger/x AAAAAAAA\n",
+    "c2sp.org/tlog-proof@v1\nindex 3\nAAAA\n\nx\n",
+]))
+def test_notes_checkpoints_and_proofs_parse_or_format_error(text: str) -> None:
+    from verify import parse_tlog_proof
+
+    for parse in (r.parse_note, r.parse_checkpoint, parse_tlog_proof):
+        try:
+            parse(text)
+        except r.FormatError:
+            pass
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=600) | st.text(max_size=600).map(lambda t: ("version = 1\ntask = \"T-1\"\n" + t).encode()))
+def test_contracts_parse_or_contract_error(data: bytes) -> None:
+    try:
+        r.parse_contract(data, "fuzz.toml")
+    except r.FormatError:
+        pass
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.binary(max_size=80) | st.dictionaries(st.sampled_from(["tool", "arguments", "x"]),
+                                                          st.text(max_size=10) | st.integers(), max_size=3).map(
+    lambda d: json.dumps(d).encode()), max_size=6))
+def test_trace_decisions_never_raise(lines: list[bytes]) -> None:
+    from ledger._process import decide_calls
+
+    policy = r.ToolPolicy(allowed=("calc",), denied=("shell",), max_steps=3,
+                          schemas=(("calc", (("type", "object"),)),))
+    decisions = decide_calls(policy, lines)
+    assert len(decisions) == len(lines) and all(d["decision"] in ("approved", "rejected", "requires_human") for d in decisions)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.binary(max_size=2000))
+def test_bundles_open_or_cannot_verify(data: bytes) -> None:
+    import tempfile
+
+    from verify import BundleSource, CannotVerify
+
+    with tempfile.NamedTemporaryFile(suffix=".zip") as fh:
+        fh.write(data)
+        fh.flush()
+        try:
+            BundleSource(Path(fh.name)).close()
+        except CannotVerify:
+            pass
+
+
+_BUNDLE: dict[str, object] = {}
+
+
+def _real_bundle() -> tuple[bytes, str]:
+    if not _BUNDLE:
+        import tempfile
+
+        from conftest import SIGNERS, build_sample
+        from ledger import Ledger
+        from ledger._export import export_bundle
+
+        tmp = Path(tempfile.mkdtemp(prefix="fuzz-bundle-"))
+        s = build_sample(tmp)
+        ledger = Ledger.open(s.root)
+        ledger.checkpoint(SIGNERS["sealer"])
+        export_bundle(ledger, r.Digest.parse(s.receipt), tmp / "b.zip")
+        ledger.close()
+        _BUNDLE.update(data=(tmp / "b.zip").read_bytes(), receipt=s.receipt)
+    return _BUNDLE["data"], _BUNDLE["receipt"]  # type: ignore[return-value]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.data())
+def test_mutated_real_bundles_verify_reject_or_refuse(data: st.DataObject) -> None:
+    import tempfile
+
+    from verify import BundleSource, CannotVerify, verify_receipt
+
+    valid, receipt = _real_bundle()
+    blob = data.draw(mutated(valid))
+    with tempfile.NamedTemporaryFile(suffix=".zip") as fh:
+        fh.write(blob)
+        fh.flush()
+        try:
+            source = BundleSource(Path(fh.name))
+            verify_receipt(source, receipt)
+            source.close()
+        except (CannotVerify, r.FormatError):
+            pass

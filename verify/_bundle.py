@@ -8,6 +8,7 @@ import io
 import re
 import stat
 import zipfile
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -40,6 +41,10 @@ LIMITS = {
     "total": 8 << 30,  # everything, uncompressed
     "ratio": 200,  # uncompressed / compressed, for members over 1 MiB
 }
+
+
+# Everything a damaged zip can raise while a member is opened or read.
+_UNREADABLE = (zipfile.BadZipFile, zlib.error, EOFError, OSError, RuntimeError, ValueError, NotImplementedError)
 
 
 def _check_members(zf: zipfile.ZipFile) -> dict[str, zipfile.ZipInfo]:
@@ -82,7 +87,10 @@ class _Capped(io.RawIOBase):
         return True
 
     def readinto(self, buf: bytearray | memoryview) -> int:  # type: ignore[override]
-        data = self._inner.read(min(len(buf), self._left + 1))
+        try:
+            data = self._inner.read(min(len(buf), self._left + 1))
+        except _UNREADABLE as exc:
+            raise CannotVerify("a bundle member does not decompress: %s" % exc) from None
         if len(data) > self._left:
             raise CannotVerify("a bundle member holds more bytes than it declares")
         self._left -= len(data)
@@ -102,7 +110,7 @@ class BundleSource:
     def __init__(self, path: Path) -> None:
         try:
             self._zip = zipfile.ZipFile(path)
-        except (OSError, zipfile.BadZipFile, ValueError) as exc:
+        except _UNREADABLE as exc:
             raise CannotVerify("cannot open bundle %s: %s" % (path, exc)) from None
         self.members = _check_members(self._zip)
         self.entries: dict[int, StoredEntry] = {}
@@ -140,7 +148,7 @@ class BundleSource:
         try:
             with self._zip.open(info) as fh:
                 data = fh.read(info.file_size + 1)
-        except (zipfile.BadZipFile, OSError, RuntimeError, ValueError) as exc:
+        except _UNREADABLE as exc:
             raise CannotVerify("cannot read bundle member %s: %s" % (name, exc)) from None
         if len(data) != info.file_size:
             raise CannotVerify("bundle member %s holds %d bytes but declares %d" % (name, len(data), info.file_size))
@@ -169,7 +177,7 @@ class BundleSource:
             return None
         try:
             return io.BufferedReader(_Capped(self._zip.open(info), info.file_size))  # type: ignore[arg-type]
-        except (zipfile.BadZipFile, OSError, RuntimeError) as exc:
+        except _UNREADABLE as exc:
             raise CannotVerify("cannot read bundle member %s: %s" % (name, exc)) from None
 
     def checkpoints(self) -> list[tuple[int, str]]:
