@@ -124,7 +124,7 @@ def main() -> None:
         t0 = time.perf_counter()
         for i in range(proofs):
             index = (i * 104729) % size
-            proof = r.inclusion_proof(ledger, index, size)
+            r.inclusion_proof(ledger, index, size)
         per_proof = (time.perf_counter() - t0) / proofs
         entry = ledger.reader.by_seq(receipt_seq)
         assert entry is not None

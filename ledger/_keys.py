@@ -6,7 +6,6 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from receipts import Ed25519Signer, public_key_line
@@ -35,6 +34,8 @@ def key_path(name_or_path: str) -> Path:
 
 def generate_key_file(path: Path, comment: str, passphrase: bytes | None = None) -> Ed25519Signer:
     """Write a new OpenSSH Ed25519 key pair (private file mode 0600); never overwrite."""
+    from cryptography.hazmat.primitives import serialization  # loaded only by commands that touch key files
+
     if path.exists() or path.with_name(path.name + ".pub").exists():
         raise InputError("refusing to overwrite existing key file %s" % path)
     key = Ed25519PrivateKey.generate()
@@ -56,6 +57,8 @@ def generate_key_file(path: Path, comment: str, passphrase: bytes | None = None)
 
 def load_signer(name_or_path: str, ask: Callable[[str], bytes] | None = None) -> Ed25519Signer:
     """Load a private key; an encrypted one takes its passphrase from the environment or ``ask``."""
+    from cryptography.hazmat.primitives import serialization
+
     path = key_path(name_or_path)
     try:
         data = path.read_bytes()

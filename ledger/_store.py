@@ -8,6 +8,7 @@ crash leaves at worst an unreferenced blob.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import secrets
@@ -15,12 +16,10 @@ import shutil
 import sqlite3
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Protocol
-
-import sqlite_utils
 
 from receipts import (
     Body,
@@ -76,7 +75,7 @@ from ._errors import InputError, StoreError
 __all__ = ["Store", "Ledger", "Appended", "RecordRow", "LEDGER_DIRNAME"]
 
 LEDGER_DIRNAME = ".ledger"
-_CHUNK = 1 << 20
+_CHUNK = 8 << 20  # large enough for BLAKE3 to use every core, small enough to bound memory
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,8 +154,8 @@ class Ledger:
     def __init__(self, root: Path, conn: sqlite3.Connection) -> None:
         self.root = root
         self.conn = conn
-        self.db = sqlite_utils.Database(conn)
         self.reader = LedgerSource(conn, root)
+        self._ring_cache: tuple[int | None, Keyring] | None = None
 
     # -- opening and creating ------------------------------------------------------------
 
@@ -192,6 +191,8 @@ class Ledger:
             (staging / BLOB_DIR).mkdir()
             # Only contracts are versioned with the code; the chain, evidence and this file are not.
             (staging / ".gitignore").write_text("*\n!contracts/\n!contracts/**\n")
+            import sqlite_utils  # only creating a ledger needs it: keep `ledger verify` quick to start
+
             db = sqlite_utils.Database(staging / DB_NAME)
             db.execute("PRAGMA journal_mode = WAL")
             db.executescript(SCHEMA)
@@ -220,7 +221,19 @@ class Ledger:
     # -- reading -------------------------------------------------------------------------
 
     def keyring(self) -> Keyring:
-        """The keyring at the head, replayed from the keyring entries."""
+        """The keyring at the head, replayed from the keyring entries (reused until one is added)."""
+        try:
+            last = self.conn.execute("SELECT max(seq) FROM entries WHERE kind IN (?, ?, ?)",
+                                     (EntryKind.GENESIS.value, EntryKind.KEY_ADD.value, EntryKind.KEY_REVOKE.value)).fetchone()[0]
+        except sqlite3.Error as exc:
+            raise StoreError("cannot read ledger database: %s" % exc) from None
+        if self._ring_cache is not None and self._ring_cache[0] == last:
+            return self._ring_cache[1]
+        ring = self._replay_keyring()
+        self._ring_cache = (last, ring)
+        return ring
+
+    def _replay_keyring(self) -> Keyring:
         ring: Keyring | None = None
         try:
             rows = self.conn.execute(
@@ -317,50 +330,28 @@ class Ledger:
             raise InputError("a ledger has exactly one genesis entry")
         return self._append(body, signer, seq=None, prev=None, now=None)
 
-    def _append(self, body: Body, signer: Signer, seq: int | None, prev: Digest | None, now: int | None) -> Appended:
-        kind = body_kind(body)
-        body_bytes = encode_body(body)
-        bhash = body_hash(kind, body_bytes)
-        key_id = fingerprint(signer.public_key_blob)
-        task = body.task_id if isinstance(body, (TierRecord, LadderReceipt, ContractRevision, Waiver, TaskEvent)) else None
+    def append_many(self, bodies: Sequence[Body], signer: Signer) -> list[Appended]:
+        """Append several bodies signed by one key, all or nothing, in one write transaction."""
+        if any(isinstance(b, Genesis) for b in bodies):
+            raise InputError("a ledger has exactly one genesis entry")
+        with self._write():
+            ring = self.keyring()
+            out = []
+            for body in bodies:
+                appended = self._append_locked(body, signer, ring)
+                out.append(appended)
+                if isinstance(body, (KeyAdd, KeyRevoke)):
+                    ring = self.keyring()
+            return out
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[None]:
         try:
             self.conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             raise StoreError("cannot start a write transaction: %s" % exc) from None
         try:
-            if seq is None:
-                head = self.reader.head()
-                if head is None:
-                    raise StoreError("the ledger has no genesis entry")
-                head_entry = decode_entry(head.entry)
-                seq, prev = head.seq + 1, Digest(head.hash)
-                # Never date an entry before its predecessor: verify rejects time running backwards.
-                now = max(int(time.time()), head_entry.time)
-                ring = self.keyring()
-            else:
-                assert isinstance(body, Genesis) and now is not None
-                ring = Keyring.from_genesis(body)
-            role = self._contract_role(body, ring, key_id) if isinstance(body, ContractRevision) else required_role(kind, body)
-            try:
-                ring.authorize(key_id, role, seq, now)
-                if isinstance(body, KeyAdd):
-                    ring.with_added(body.key, seq)
-                elif isinstance(body, KeyRevoke):
-                    ring.with_revoked(body.key_id, seq, body.reason)
-            except ReceiptsError as exc:
-                raise InputError("refused: %s" % exc) from None
-            ring_ptr, task_prev = self._pointers(task) if seq else (None, None)
-            unsigned = Entry(seq=seq, prev=prev, kind=kind, body_hash=bhash, time=now, signer=key_id, signature=b"-",
-                             ring=ring_ptr, task_prev=task_prev)
-            signature = sshsig_sign(signer, namespace_for(role), entry_signed_bytes(unsigned))
-            entry = dataclasses.replace(unsigned, signature=signature)
-            entry_bytes = encode_entry(entry)
-            ehash = entry_hash(entry_bytes)
-            self.conn.execute(
-                "INSERT INTO entries (seq, hash, kind, body_hash, task, entry, body) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (seq, ehash.value, kind.value, bhash.value, task, entry_bytes, body_bytes),
-            )
-            self._add_leaf(seq, leaf_hash(entry_bytes))
+            yield
             self.conn.execute("COMMIT")
         except BaseException as exc:
             try:
@@ -370,6 +361,50 @@ class Ledger:
             if isinstance(exc, sqlite3.Error):
                 raise StoreError("cannot append to the ledger: %s" % exc) from None
             raise
+
+    def _append(self, body: Body, signer: Signer, seq: int | None, prev: Digest | None, now: int | None) -> Appended:
+        with self._write():
+            if seq is None:
+                return self._append_locked(body, signer, self.keyring())
+            assert isinstance(body, Genesis) and now is not None
+            return self._append_locked(body, signer, Keyring.from_genesis(body), genesis_time=now)
+
+    def _append_locked(self, body: Body, signer: Signer, ring: Keyring, genesis_time: int | None = None) -> Appended:
+        """Sign and insert one entry; the caller holds the write transaction."""
+        kind = body_kind(body)
+        body_bytes = encode_body(body)
+        bhash = body_hash(kind, body_bytes)
+        key_id = fingerprint(signer.public_key_blob)
+        task = body.task_id if isinstance(body, (TierRecord, LadderReceipt, ContractRevision, Waiver, TaskEvent)) else None
+        if genesis_time is None:
+            head = self.reader.head()
+            if head is None:
+                raise StoreError("the ledger has no genesis entry")
+            seq, prev = head.seq + 1, Digest(head.hash)
+            # Never date an entry before its predecessor: verify rejects time running backwards.
+            now = max(int(time.time()), decode_entry(head.entry).time)
+        else:
+            seq, prev, now = 0, None, genesis_time
+        role = self._contract_role(body, ring, key_id) if isinstance(body, ContractRevision) else required_role(kind, body)
+        try:
+            ring.authorize(key_id, role, seq, now)
+            if isinstance(body, KeyAdd):
+                ring.with_added(body.key, seq)
+            elif isinstance(body, KeyRevoke):
+                ring.with_revoked(body.key_id, seq, body.reason)
+        except ReceiptsError as exc:
+            raise InputError("refused: %s" % exc) from None
+        ring_ptr, task_prev = self._pointers(task) if seq else (None, None)
+        unsigned = Entry(seq=seq, prev=prev, kind=kind, body_hash=bhash, time=now, signer=key_id, signature=b"-",
+                         ring=ring_ptr, task_prev=task_prev)
+        entry = dataclasses.replace(unsigned, signature=sshsig_sign(signer, namespace_for(role), entry_signed_bytes(unsigned)))
+        entry_bytes = encode_entry(entry)
+        ehash = entry_hash(entry_bytes)
+        self.conn.execute(
+            "INSERT INTO entries (seq, hash, kind, body_hash, task, entry, body) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (seq, ehash.value, kind.value, bhash.value, task, entry_bytes, body_bytes),
+        )
+        self._add_leaf(seq, leaf_hash(entry_bytes))
         return Appended(seq, ehash, bhash, entry)
 
     # -- the Merkle tree over entries --------------------------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import struct
 from typing import Protocol, runtime_checkable
@@ -117,6 +118,7 @@ def _double(pt: tuple[int, int]) -> tuple[int, int]:
     return (2 * x * y * pow(1 + t, -1, _P) % _P, (y * y + x * x) * pow(1 - t, -1, _P) % _P)
 
 
+@functools.lru_cache(maxsize=4096)  # a ledger has few keys and checks them on every signature
 def is_weak_ed25519_key(raw: bytes) -> bool:
     """True for an encoding that is not a curve point, or a point of small order (8A = 0).
     A small-order key verifies forged signatures (R = identity, S = 0 verifies any message

@@ -7,6 +7,7 @@ again from the tier verdicts with the same rule the sealer used.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -171,6 +172,8 @@ class _Walk:
     waivers: list[tuple[int, Waiver, str]] = field(default_factory=list)  # (seq, waiver, signer label)
     last_ring: Digest | None = None
     origin: str | None = None
+    # When set, signatures are queued (authorization is still judged in order) and checked in parallel after the walk.
+    deferred: list[tuple[bytes, str, bytes, bytes, int, str]] | None = None
     last_task: dict[str, Digest] = field(default_factory=dict)
 
     def defect(self, code: str, message: str, seq: int | None) -> None:
@@ -289,12 +292,15 @@ class _Walk:
         except KeyringError as exc:
             self.defect("signer-unauthorized", "entry %d: %s" % (entry.seq, exc), entry.seq)
             return None
+        label = "%s (%s)" % (state.spec.name, state.key_id)
+        if self.deferred is not None:
+            self.deferred.append((state.spec.public_key, namespace_for(role), entry_signed_bytes(entry), entry.signature, entry.seq, state.spec.name))
+            return label
         try:
             sshsig_verify(state.spec.public_key, namespace_for(role), entry_signed_bytes(entry), entry.signature)
         except ReceiptsError as exc:
             self.defect("signature-invalid", "entry %d: signature by %s: %s" % (entry.seq, state.spec.name, exc), entry.seq)
             return None
-        label = "%s (%s)" % (state.spec.name, state.key_id)
         self.signers[entry.body_hash.value] = label
         return label
 
@@ -583,10 +589,33 @@ def verify_receipt_strict(source: Source, target: str, trust: TrustRoot | None =
     return result
 
 
+def _signature_ok(item: tuple[bytes, str, bytes, bytes]) -> str | None:
+    try:
+        sshsig_verify(*item)
+    except ReceiptsError as exc:
+        return str(exc)
+    return None
+
+
+def _check_signatures(items: list[tuple[bytes, str, bytes, bytes, int, str]], workers: int) -> list[Defect]:
+    """Ed25519 is the audit's cost: spread it over every core (in order for small chains)."""
+    args = [item[:4] for item in items]
+    if workers > 1 and len(items) >= 2000:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(workers) as pool:
+            outcomes = list(pool.map(_signature_ok, args, chunksize=max(256, len(args) // (workers * 8))))
+    else:
+        outcomes = [_signature_ok(a) for a in args]
+    return [Defect("signature-invalid", "entry %d: signature by %s: %s" % (item[4], item[5], why), item[4])
+            for item, why in zip(items, outcomes, strict=True) if why is not None]
+
+
 def verify_chain(source: LedgerSource, trust: TrustRoot | None = None, progress: Callable[[int], None] | None = None,
-                 transparency: Transparency | None = None) -> ChainResult:
-    """Audit every entry: steps 2 and 3 for the whole chain, every signature checked."""
-    walk = _Walk(trust)
+                 transparency: Transparency | None = None, workers: int | None = None) -> ChainResult:
+    """Audit every entry: steps 2 and 3 for the whole chain, every signature checked
+    (on ``workers`` processes, default every core)."""
+    walk = _Walk(trust, deferred=[])
     count = 0
     head: str | None = None
     for stored in source.iter_entries():
@@ -595,6 +624,9 @@ def verify_chain(source: LedgerSource, trust: TrustRoot | None = None, progress:
         head = str(entry_hash(stored.entry))
         if progress is not None:
             progress(1)
+    assert walk.deferred is not None
+    walk.defects.extend(_check_signatures(walk.deferred, workers or os.cpu_count() or 1))
+    walk.defects.sort(key=lambda d: (d.seq if d.seq is not None else -1))
     if count == 0:
         walk.defect("empty-ledger", "the ledger has no entries, not even a genesis", None)
     elif walk.origin is not None:
