@@ -78,6 +78,17 @@ LEDGER_DIRNAME = ".ledger"
 _CHUNK = 8 << 20  # large enough for BLAKE3 to use every core, small enough to bound memory
 
 
+@dataclass(slots=True)
+class _Cursor:
+    """The head of the chain as a batch of appends moves it."""
+
+    seq: int
+    prev: Digest
+    time: int
+    ring: Digest | None
+    tasks: dict[str, Digest]
+
+
 @dataclass(frozen=True, slots=True)
 class RecordRow:
     seq: int
@@ -336,9 +347,15 @@ class Ledger:
             raise InputError("a ledger has exactly one genesis entry")
         with self._write():
             ring = self.keyring()
+            head = self.reader.head()
+            if head is None:
+                raise StoreError("the ledger has no genesis entry")
+            ring_ptr, _ = self._pointers(None)
+            # Within one transaction the batch knows its own head and pointers: no re-reading them per entry.
+            cursor = _Cursor(head.seq, Digest(head.hash), decode_entry(head.entry).time, ring_ptr, {})
             out = []
             for body in bodies:
-                appended = self._append_locked(body, signer, ring)
+                appended = self._append_locked(body, signer, ring, cursor=cursor)
                 out.append(appended)
                 if isinstance(body, (KeyAdd, KeyRevoke)):
                     ring = self.keyring()
@@ -369,14 +386,17 @@ class Ledger:
             assert isinstance(body, Genesis) and now is not None
             return self._append_locked(body, signer, Keyring.from_genesis(body), genesis_time=now)
 
-    def _append_locked(self, body: Body, signer: Signer, ring: Keyring, genesis_time: int | None = None) -> Appended:
+    def _append_locked(self, body: Body, signer: Signer, ring: Keyring, genesis_time: int | None = None,
+                       cursor: _Cursor | None = None) -> Appended:
         """Sign and insert one entry; the caller holds the write transaction."""
         kind = body_kind(body)
         body_bytes = encode_body(body)
         bhash = body_hash(kind, body_bytes)
         key_id = fingerprint(signer.public_key_blob)
         task = body.task_id if isinstance(body, (TierRecord, LadderReceipt, ContractRevision, Waiver, TaskEvent)) else None
-        if genesis_time is None:
+        if cursor is not None:
+            seq, prev, now = cursor.seq + 1, cursor.prev, max(int(time.time()), cursor.time)
+        elif genesis_time is None:
             head = self.reader.head()
             if head is None:
                 raise StoreError("the ledger has no genesis entry")
@@ -394,7 +414,11 @@ class Ledger:
                 ring.with_revoked(body.key_id, seq, body.reason)
         except ReceiptsError as exc:
             raise InputError("refused: %s" % exc) from None
-        ring_ptr, task_prev = self._pointers(task) if seq else (None, None)
+        if cursor is not None:
+            ring_ptr = cursor.ring
+            task_prev = cursor.tasks[task] if task in cursor.tasks else (self._pointers(task)[1] if task else None)
+        else:
+            ring_ptr, task_prev = self._pointers(task) if seq else (None, None)
         unsigned = Entry(seq=seq, prev=prev, kind=kind, body_hash=bhash, time=now, signer=key_id, signature=b"-",
                          ring=ring_ptr, task_prev=task_prev)
         entry = dataclasses.replace(unsigned, signature=sshsig_sign(signer, namespace_for(role), entry_signed_bytes(unsigned)))
@@ -405,6 +429,12 @@ class Ledger:
             (seq, ehash.value, kind.value, bhash.value, task, entry_bytes, body_bytes),
         )
         self._add_leaf(seq, leaf_hash(entry_bytes))
+        if cursor is not None:
+            cursor.seq, cursor.prev, cursor.time = seq, ehash, now
+            if kind in KEYRING_KINDS:
+                cursor.ring = ehash
+            if task is not None:
+                cursor.tasks[task] = ehash
         return Appended(seq, ehash, bhash, entry)
 
     # -- the Merkle tree over entries --------------------------------------------------------

@@ -182,3 +182,26 @@ def test_a_read_only_ledger_is_a_clean_error(tmp_path: Path) -> None:
         assert verified.returncode == 0 and json.loads(verified.stdout)["verified"], verified.stderr
     finally:
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def test_batched_appends_build_the_same_verifiable_chain(ledger_dir: Path) -> None:
+    import receipts as r
+    from ledger._errors import InputError
+
+    ledger = Ledger.open(ledger_dir)
+    cfg, env = r.config_hash(b"batch"), r.domain_hash(r.Domain.ENVIRONMENT, b"e")
+
+    def rec(i: int) -> r.TierRecord:
+        return r.new_tier_record(task_id="B-%d" % (i % 3), tier=r.Tier.HUMAN, config_hash=cfg, input_hash=cfg, evidence=(),
+                                 verdict=r.Verdict.PASS, verifier="t", verifier_version="1", environment=env, created=1)
+
+    first = ledger.append_many([rec(i) for i in range(40)], SIGNERS["alice"])
+    ledger.append(rec(40), SIGNERS["alice"])
+    second = ledger.append_many([rec(i) for i in range(41, 60)], SIGNERS["alice"])
+    assert [a.seq for a in first + second] == list(range(first[0].seq, first[0].seq + 40)) + list(range(second[0].seq, second[0].seq + 19))
+    with pytest.raises(InputError):  # one refused body refuses the whole batch
+        ledger.append_many([rec(60), rec(61)], SIGNERS["ci"])
+    count = len(list(ledger.entries()))
+    ledger.close()
+    result = verify_chain(LedgerSource.open(ledger_dir), TRUST, workers=1)
+    assert result.ok and result.entries == count == second[-1].seq + 1
