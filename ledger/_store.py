@@ -233,11 +233,7 @@ class Ledger:
 
     def keyring(self) -> Keyring:
         """The keyring at the head, replayed from the keyring entries (reused until one is added)."""
-        try:
-            last = self.conn.execute("SELECT max(seq) FROM entries WHERE kind IN (?, ?, ?)",
-                                     (EntryKind.GENESIS.value, EntryKind.KEY_ADD.value, EntryKind.KEY_REVOKE.value)).fetchone()[0]
-        except sqlite3.Error as exc:
-            raise StoreError("cannot read ledger database: %s" % exc) from None
+        last = self._last_keyring_seq()
         if self._ring_cache is not None and self._ring_cache[0] == last:
             return self._ring_cache[1]
         ring = self._replay_keyring()
@@ -513,10 +509,19 @@ class Ledger:
             raise StoreError("cannot store the checkpoint: %s" % exc) from None
         return note
 
+    def _last_keyring_seq(self) -> int | None:
+        """One indexed probe per keyring kind: O(log n) however long the chain."""
+        try:
+            seqs = [self.conn.execute("SELECT max(seq) FROM entries WHERE kind = ?", (k.value,)).fetchone()[0] for k in KEYRING_KINDS]
+        except sqlite3.Error as exc:
+            raise StoreError("cannot read ledger database: %s" % exc) from None
+        found = [s for s in seqs if s is not None]
+        return max(found) if found else None
+
     def _pointers(self, task: str | None) -> tuple[Digest, Digest | None]:
         """The latest keyring entry's hash, and the task's latest entry's hash (in-transaction)."""
-        kinds = tuple(k.value for k in KEYRING_KINDS)
-        row = self.conn.execute("SELECT hash FROM entries WHERE kind IN (?, ?, ?) ORDER BY seq DESC LIMIT 1", kinds).fetchone()
+        last = self._last_keyring_seq()
+        row = None if last is None else self.conn.execute("SELECT hash FROM entries WHERE seq = ?", (last,)).fetchone()
         if row is None:
             raise StoreError("the ledger has no genesis entry")
         task_row = None

@@ -36,6 +36,8 @@ CREATE TABLE IF NOT EXISTS entries (
 );
 CREATE INDEX IF NOT EXISTS entries_body_hash ON entries(body_hash);
 CREATE INDEX IF NOT EXISTS entries_task ON entries(task, kind);
+CREATE INDEX IF NOT EXISTS entries_task_seq ON entries(task, seq);
+CREATE INDEX IF NOT EXISTS entries_kind_seq ON entries(kind, seq);
 CREATE TABLE IF NOT EXISTS tree (
     level INTEGER NOT NULL,
     idx INTEGER NOT NULL,
