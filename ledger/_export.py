@@ -179,11 +179,7 @@ def _report_html(m: dict[str, Any]) -> str:
 
 
 def export_bundle(ledger: Ledger, receipt_digest: Digest, out: Path) -> dict[str, Any]:
-    stored = ledger.find(receipt_digest)
-    if stored is None or stored.kind != EntryKind.RECEIPT.value:
-        raise InputError("no receipt with hash %s" % receipt_digest)
-    receipt = decode_body(EntryKind.RECEIPT, stored.body)
-    assert isinstance(receipt, LadderReceipt)
+    stored, receipt = ledger.receipt(receipt_digest)
     receipt_hash = str(Digest(stored.body_hash))
     result = verify_receipt(LedgerSource(ledger.conn, ledger.root), receipt_hash)
     if not result.ok:

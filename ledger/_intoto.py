@@ -81,15 +81,11 @@ def _statement(ledger: Ledger, stored_body: bytes, receipt: LadderReceipt, recei
 
 
 def export_intoto(ledger: Ledger, receipt_digest: Digest, signer: Signer, out: Path) -> dict[str, Any]:
-    stored = ledger.find(receipt_digest)
-    if stored is None or stored.kind != EntryKind.RECEIPT.value:
-        raise InputError("no receipt with hash %s" % receipt_digest)
+    stored, receipt = ledger.receipt(receipt_digest)
     receipt_hash = str(Digest(stored.body_hash))
     result = verify_receipt(LedgerSource(ledger.conn, ledger.root), receipt_hash)
     if not result.ok:
         raise InputError("refusing to attest a receipt that does not verify: %s" % result.defects[0].message)
-    receipt = decode_body(EntryKind.RECEIPT, stored.body)
-    assert isinstance(receipt, LadderReceipt)
     key_id = fingerprint(signer.public_key_blob)
     state = ledger.keyring().get(key_id)
     if state is None or state.revoked_at is not None or "seal" not in [r.value for r in state.spec.roles]:

@@ -74,11 +74,7 @@ def _summary(ledger: Ledger, receipt_hash: str, receipt: LadderReceipt) -> str:
 
 def attach(ledger: Ledger, repo: Path, receipt_digest: Digest, rev: str | None) -> str:
     """Add the receipt to the note of its candidate commit; return the commit id."""
-    stored = ledger.find(receipt_digest)
-    if stored is None or stored.kind != EntryKind.RECEIPT.value:
-        raise InputError("no receipt with hash %s" % receipt_digest)
-    receipt = decode_body(EntryKind.RECEIPT, stored.body)
-    assert isinstance(receipt, LadderReceipt)
+    stored, receipt = ledger.receipt(receipt_digest)
     receipt_hash = str(Digest(stored.body_hash))
     commit = rev or receipt_commit(ledger, receipt)
     if commit is None:

@@ -117,6 +117,8 @@ class Store(Protocol):
 
     def keyring(self) -> Keyring: ...
 
+    def receipt(self, digest: Digest) -> tuple[StoredEntry, LadderReceipt]: ...
+
     def records_for(self, task: str) -> list[RecordRow]: ...
 
     def put_blob_file(self, path: Path) -> tuple[Digest, int]: ...
@@ -276,6 +278,15 @@ class Ledger:
             return self.reader.by_body_hash(digest) or self.reader.by_hash(digest)
         except CannotVerify as exc:
             raise StoreError(str(exc)) from None
+
+    def receipt(self, digest: Digest) -> tuple[StoredEntry, LadderReceipt]:
+        """The receipt with this hash (receipt hash or entry hash), or a clean refusal."""
+        stored = self.find(digest)
+        if stored is None or stored.kind != EntryKind.RECEIPT.value:
+            raise InputError("no receipt with hash %s" % digest)
+        receipt = decode_body(EntryKind.RECEIPT, stored.body)
+        assert isinstance(receipt, LadderReceipt)
+        return stored, receipt
 
     def records_for(self, task: str) -> list[RecordRow]:
         """The task's tier records in chain order, with their hashes and signers."""

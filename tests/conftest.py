@@ -143,6 +143,16 @@ def build_sample(tmp: Path, verdicts: dict[r.Tier, r.Verdict] | None = None, jud
 
 
 @pytest.fixture
+def env(tmp_path: Path) -> tuple[Path, Ledger]:
+    """A real repository (tests/conftest.make_repo) and a ledger with a key for every role."""
+    repo = make_repo(tmp_path / "repo")
+    ledger = Ledger.create(tmp_path / "ledger", SIGNERS["admin"], "admin")
+    for name, role in ROLES.items():
+        add_key(ledger, SIGNERS["admin"], name, [role], SIGNERS[name].public_key_blob)
+    return repo, ledger
+
+
+@pytest.fixture
 def sample(tmp_path: Path) -> Sample:
     return build_sample(tmp_path)
 

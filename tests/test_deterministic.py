@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import receipts as r
-from conftest import ADMIN_ID, ROLES, SIGNERS, contract_bytes, git, make_repo, run_cli
-from ledger import Ledger, add_key, register_contract, seal_receipt
+from conftest import ADMIN_ID, SIGNERS, contract_bytes, git, make_repo, run_cli
+from ledger import Ledger, register_contract, seal_receipt
 from ledger._human import decide
 from ledger._judge import run_judge
 from ledger._runner import CheckRun, run_deterministic
@@ -21,15 +21,6 @@ from ledger._errors import InputError
 from verify import LedgerSource, TrustRoot, verify_receipt
 
 PY = json.dumps(sys.executable)
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> tuple[Path, Ledger]:
-    repo = make_repo(tmp_path / "repo")
-    ledger = Ledger.create(tmp_path / "ledger", SIGNERS["admin"], "admin")
-    for name, role in ROLES.items():
-        add_key(ledger, SIGNERS["admin"], name, [role], SIGNERS[name].public_key_blob)
-    return repo, ledger
 
 
 def check(ledger: Ledger, repo: Path, contract: bytes, task: str = "TASK-1", **kw: object) -> CheckRun:

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 import receipts as r
-from conftest import ADMIN_ID, ROLES, SIGNERS, contract_bytes, git, make_repo, run_cli
-from ledger import Ledger, add_key, seal_receipt
+from conftest import ADMIN_ID, SIGNERS, contract_bytes, git, make_repo, run_cli
+from ledger import Ledger, seal_receipt
 from ledger._errors import InputError
 from ledger._human import decide
 from ledger._judge import run_judge
@@ -24,15 +24,6 @@ def two_approvals() -> bytes:
     base = contract_bytes().decode()
     assert "[policy]\n" in base
     return base.replace("[policy]\n", "[policy]\nhuman_approvals = 2\n").encode()
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> tuple[Path, Ledger]:
-    repo = make_repo(tmp_path / "repo")
-    ledger = Ledger.create(tmp_path / "ledger", SIGNERS["admin"], "admin")
-    for name, role in ROLES.items():
-        add_key(ledger, SIGNERS["admin"], name, [role], SIGNERS[name].public_key_blob)
-    return repo, ledger
 
 
 def lower_tiers(env: tuple[Path, Ledger], contract: bytes) -> CheckRun:

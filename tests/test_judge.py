@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 import receipts as r
-from conftest import ADMIN_ID, ROLES, SIGNERS, contract_bytes, judge_table, make_repo
-from ledger import Ledger, add_key, seal_receipt
+from conftest import ADMIN_ID, SIGNERS, contract_bytes, judge_table
+from ledger import Ledger, seal_receipt
 from ledger._human import decide
 from ledger._judge import JudgeRun, run_judge
 from ledger._runner import run_deterministic
@@ -74,15 +74,6 @@ def openai_table(url: str, model: str = "llama-3.1-8b-instruct", **settings: obj
     lines = ["[judge]", 'backend = "openai"', "base_url = %s" % json.dumps(url), "model = %s" % json.dumps(model)]
     lines += ["%s = %s" % (k, json.dumps(v)) for k, v in settings.items()]
     return "\n".join(lines) + "\n"
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> tuple[Path, Ledger]:
-    repo = make_repo(tmp_path / "repo")
-    ledger = Ledger.create(tmp_path / "ledger", SIGNERS["admin"], "admin")
-    for name, role in ROLES.items():
-        add_key(ledger, SIGNERS["admin"], name, [role], SIGNERS[name].public_key_blob)
-    return repo, ledger
 
 
 def judged(env: tuple[Path, Ledger], judge: str, command: str = "print('1 passed')", top: str = "", **kw: Any) -> tuple[JudgeRun, bytes]:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import receipts as r
-from conftest import GIT_ENV, ROLES, SIGNERS, contract_bytes, git, make_repo, run_cli
-from ledger import Ledger, add_key, seal_receipt
+from conftest import GIT_ENV, SIGNERS, contract_bytes, git, make_repo, run_cli
+from ledger import Ledger, seal_receipt
 from ledger._errors import InputError
 from ledger._human import decide
 from ledger._judge import run_judge
@@ -33,15 +33,6 @@ additionalProperties = false
 type = "string"
 pattern = "^[0-9+*/() .-]+$"
 '''
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> tuple[Path, Ledger]:
-    repo = make_repo(tmp_path / "repo")
-    ledger = Ledger.create(tmp_path / "ledger", SIGNERS["admin"], "admin")
-    for name, role in ROLES.items():
-        add_key(ledger, SIGNERS["admin"], name, [role], SIGNERS[name].public_key_blob)
-    return repo, ledger
 
 
 def with_tools() -> bytes:
