@@ -70,7 +70,7 @@ def final_status(result: Result) -> str:
     statuses = {t.tier.value: t.status for t in result.tiers}
     if statuses.get("deterministic") == "fail":
         return "failed"
-    if any(s in ("fail",) for s in statuses.values()):
+    if "fail" in statuses.values():
         return "blocked"
     return "partial"
 

@@ -90,7 +90,7 @@ def resolve_endpoint(contract: Contract, config_toml: Path | None, environ: dict
         return value if value not in (None, ()) else extra.get(name)
 
     backend = pick("backend")
-    timeout = int(extra.get("timeout_s", j.timeout_s)) if j.timeout_s == 60 else j.timeout_s
+    timeout = int(pick("timeout_s") or 60)
     if backend is None:
         return "no judge backend is configured (contract [judge] or .ledger/config.toml)"
     if backend == "command":

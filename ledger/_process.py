@@ -40,6 +40,7 @@ from receipts import (
     derive_state,
     integrity_failure,
     parse_evidence_json,
+    thaw,
 )
 from verify import LedgerSource, verify_receipt
 
@@ -83,7 +84,7 @@ def decide_calls(policy: ToolPolicy, lines: Sequence[bytes]) -> list[dict[str, A
     """One decision per call: approved, rejected or requires_human, with the reason."""
     import jsonschema
 
-    schemas = {tool: _thaw(schema) for tool, schema in policy.schemas}
+    schemas = {tool: thaw(schema) for tool, schema in policy.schemas}
     decisions = []
     for step, raw in enumerate(lines, start=1):
         try:
@@ -111,14 +112,6 @@ def decide_calls(policy: ToolPolicy, lines: Sequence[bytes]) -> list[dict[str, A
     return decisions
 
 
-def _thaw(value: Any) -> Any:
-    if isinstance(value, tuple) and value and all(isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], str) for v in value):
-        return {k: _thaw(v) for k, v in value}
-    if isinstance(value, tuple):
-        return [_thaw(v) for v in value]
-    return value
-
-
 def ingest_trace(store: Store, signer: Signer, task: str, contract: Contract, trace: Path, candidate: Digest | None) -> tuple[Appended, list[dict[str, Any]]]:
     try:
         data = trace.read_bytes()
@@ -139,13 +132,7 @@ def ingest_trace(store: Store, signer: Signer, task: str, contract: Contract, tr
 
 
 def _events(store: Store, task: str | None = None) -> list[tuple[int, TaskEvent, str]]:
-    out = []
-    for stored in store.entries(task=task):
-        if stored.kind == EntryKind.EVENT.value:
-            body = decode_body(EntryKind.EVENT, stored.body)
-            assert isinstance(body, TaskEvent)
-            out.append((stored.seq, body, decode_entry(stored.entry).signer))
-    return out
+    return [(stored.seq, body, signer) for stored, body, signer in store.bodies(EntryKind.EVENT, task) if isinstance(body, TaskEvent)]
 
 
 def process_facts(store: Store, task: str, contract: Contract, candidate: Digest) -> dict[str, Any] | None:

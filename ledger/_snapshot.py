@@ -7,7 +7,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from receipts import Contract, candidate_hash, content_digest, Digest
+from receipts import SNAPSHOT_FORMAT, Contract, Digest, candidate_hash, content_digest
 
 from ._errors import InputError
 
@@ -71,8 +71,6 @@ class Snapshot:
     process: dict[str, object] | None = None
 
     def document(self, diff_digest: Digest, dirty_digest: Digest | None) -> dict[str, object]:
-        from receipts import SNAPSHOT_FORMAT
-
         return {
             "format": SNAPSHOT_FORMAT, "commit": self.commit, "tree": self.tree, "base": self.base,
             "diff": str(diff_digest), "diff_empty": not self.diff, "dirty": None if dirty_digest is None else str(dirty_digest),

@@ -131,6 +131,8 @@ class Store(Protocol):
 
     def waivers(self, task: str) -> list[tuple[int, Waiver, str]]: ...
 
+    def bodies(self, kind: EntryKind, task: str | None = None) -> list[tuple[StoredEntry, Body, str]]: ...
+
     def blob_path(self, digest: Digest) -> Path: ...
 
 
@@ -288,35 +290,26 @@ class Ledger:
         assert isinstance(receipt, LadderReceipt)
         return stored, receipt
 
+    def bodies(self, kind: EntryKind, task: str | None = None) -> list[tuple[StoredEntry, Body, str]]:
+        """Entries of one kind (of one task, or of all) in chain order: (stored, decoded body, signer key id)."""
+        try:
+            rows = list(self.reader.iter_entries(task=task, kind=kind.value))
+        except CannotVerify as exc:
+            raise StoreError(str(exc)) from None
+        return [(stored, decode_body(kind, stored.body), decode_entry(stored.entry).signer) for stored in rows]
+
     def records_for(self, task: str) -> list[RecordRow]:
         """The task's tier records in chain order, with their hashes and signers."""
-        out = []
-        for stored in self.entries(task=task):
-            if stored.kind == EntryKind.TIER_RECORD.value:
-                body = decode_body(EntryKind.TIER_RECORD, stored.body)
-                assert isinstance(body, TierRecord)
-                out.append(RecordRow(stored.seq, Digest(stored.body_hash), body, decode_entry(stored.entry).signer))
-        return out
+        return [RecordRow(stored.seq, Digest(stored.body_hash), body, signer)
+                for stored, body, signer in self.bodies(EntryKind.TIER_RECORD, task) if isinstance(body, TierRecord)]
 
     def contract_revisions(self, task: str | None = None) -> list[tuple[int, ContractRevision]]:
         """Contract revisions in chain order, of one task or of all."""
-        out = []
-        for stored in self.entries(task=task):
-            if stored.kind == EntryKind.CONTRACT.value:
-                body = decode_body(EntryKind.CONTRACT, stored.body)
-                assert isinstance(body, ContractRevision)
-                out.append((stored.seq, body))
-        return out
+        return [(stored.seq, body) for stored, body, _ in self.bodies(EntryKind.CONTRACT, task) if isinstance(body, ContractRevision)]
 
     def waivers(self, task: str) -> list[tuple[int, Waiver, str]]:
         """The task's waivers in chain order, with their signers' key ids."""
-        out = []
-        for stored in self.entries(task=task):
-            if stored.kind == EntryKind.WAIVER.value:
-                body = decode_body(EntryKind.WAIVER, stored.body)
-                assert isinstance(body, Waiver)
-                out.append((stored.seq, body, decode_entry(stored.entry).signer))
-        return out
+        return [(stored.seq, body, signer) for stored, body, signer in self.bodies(EntryKind.WAIVER, task) if isinstance(body, Waiver)]
 
     def latest_contract(self, task: str) -> ContractRevision | None:
         revisions = self.contract_revisions(task)

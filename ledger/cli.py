@@ -613,7 +613,7 @@ def show(ctx: click.Context, hash_text: str, signed_bytes: bool, signature: bool
     doc = {"entry": {"seq": entry.seq, "hash": str(Digest(stored.hash)), "prev": str(entry.prev) if entry.prev else None,
                      "kind": entry.kind.value, "body_hash": str(entry.body_hash), "time": entry.time, "signer": entry.signer},
            "body": _render.jsonable(body)}
-    click.echo(json.dumps(doc, indent=2, sort_keys=not as_json))
+    click.echo(json.dumps(doc, indent=2, sort_keys=True))
 
 
 @cli.command()
@@ -1115,6 +1115,8 @@ def status(ctx: click.Context, task: str | None, window: int, threshold: float, 
 
     ledger = _ledger(ctx)
     tasks = [task] if task else sorted({e.task for e in ledger.entries() if e.task})
+    if task and not any(True for _ in ledger.entries(task=task)):
+        raise InputError("task %s has no entries in this ledger" % task)
     states = {t: task_state(ledger, t) for t in tasks}
     n = nudge(ledger, window, threshold)
     if as_json:

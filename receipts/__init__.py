@@ -15,6 +15,7 @@ from ._contract import (
     Waiver,
     contract_roles,
     parse_contract,
+    thaw,
     weakenings,
 )
 from ._codec import (
@@ -127,6 +128,7 @@ from ._sshsig import (
 )
 
 __all__ = [
+    "thaw",
     "ed25519_verify", "is_weak_ed25519_key",
     "State", "Step", "TaskState", "derive_state", "integrity_failure",
     "EVENT_ROLES", "EffectOutcome", "EventType", "TaskEvent",

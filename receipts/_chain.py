@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 from ._digest import Digest, Domain
 from ._errors import FormatError
-from ._model import FORMAT_VERSION, Role, check_time
+from ._model import FORMAT_VERSION, check_time
 
-__all__ = ["EntryKind", "Entry", "BODY_DOMAIN", "ADMIN_KINDS", "KEYRING_KINDS", "TASK_KINDS"]
+__all__ = ["EntryKind", "Entry", "BODY_DOMAIN", "KEYRING_KINDS", "TASK_KINDS"]
 
 _KEY_ID = re.compile(r"SHA256:[A-Za-z0-9+/]{43}")
 
@@ -37,10 +37,8 @@ BODY_DOMAIN: dict[EntryKind, Domain] = {
     EntryKind.EVENT: Domain.EVENT,
 }
 
-ADMIN_KINDS = frozenset({EntryKind.GENESIS, EntryKind.KEY_ADD, EntryKind.KEY_REVOKE})
-KEYRING_KINDS = ADMIN_KINDS  # the entries a `ring` pointer names
+KEYRING_KINDS = frozenset({EntryKind.GENESIS, EntryKind.KEY_ADD, EntryKind.KEY_REVOKE})  # what a `ring` pointer names
 TASK_KINDS = frozenset({EntryKind.CONTRACT, EntryKind.WAIVER, EntryKind.TIER_RECORD, EntryKind.RECEIPT, EntryKind.EVENT})
-SEAL_ROLE = Role.SEAL
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from ._digest import Digest, Domain, domain_hash
 from ._errors import FormatError
 from ._model import FORMAT_VERSION, LADDER, Role, Tier, check_task_id
 
-__all__ = ["ToolPolicy", "JudgeSettings", "Waiver", "ContractRevision", "contract_roles", "Check", "Contract", "ContractError", "parse_contract", "weakenings", "SIGNAL_TYPES", "NO_OP_KINDS"]
+__all__ = ["thaw", "ToolPolicy", "JudgeSettings", "Waiver", "ContractRevision", "contract_roles", "Check", "Contract", "ContractError", "parse_contract", "weakenings", "SIGNAL_TYPES", "NO_OP_KINDS"]
 
 SIGNAL_TYPES = frozenset({"path_exists", "test_passes", "file_contains", "absence_verified", "schema_valid", "hash_stable"})
 TASK_KINDS = frozenset({"code", "research", "planning"})
@@ -50,7 +50,7 @@ class JudgeSettings:
     model: str | None = None
     api_key_env: str | None = None
     command: tuple[str, ...] = ()
-    timeout_s: int = 60
+    timeout_s: int | None = None  # unset: .ledger/config.toml's, else 60
     max_retries: int = 2
     max_tokens: int = 1024
     max_diff_chars: int = 10000
@@ -103,6 +103,15 @@ class Contract:
             if c.id == check_id:
                 return c
         return None
+
+
+def thaw(value: Any) -> Any:
+    """The inverse of `_freeze`: a frozen contract value back as JSON-like dicts and lists."""
+    if isinstance(value, tuple) and value and all(isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], str) for v in value):
+        return {k: thaw(v) for k, v in value}
+    if isinstance(value, tuple):
+        return [thaw(v) for v in value]
+    return value
 
 
 def _freeze(value: Any) -> Any:
@@ -312,7 +321,10 @@ def _judge(r: _Reader, table: dict[str, Any]) -> JudgeSettings:
     if backend not in (None, "openai", "command"):
         raise r.fail("must be openai or command", "backend", "judge")
     ints = {}
-    for name, default, low in (("timeout_s", 60, 1), ("max_retries", 2, 0), ("max_tokens", 1024, 1),
+    timeout = _get(r, table, "timeout_s", int, None, tname="judge")
+    if timeout is not None and timeout < 1:
+        raise r.fail("must be at least 1", "timeout_s", "judge")
+    for name, default, low in (("max_retries", 2, 0), ("max_tokens", 1024, 1),
                                ("max_diff_chars", 10000, 0), ("samples", 1, 1)):
         value = _get(r, table, name, int, default, tname="judge")
         if value < low:
@@ -322,7 +334,7 @@ def _judge(r: _Reader, table: dict[str, Any]) -> JudgeSettings:
         backend=backend, base_url=_get(r, table, "base_url", str, None, tname="judge"),
         model=_get(r, table, "model", str, None, tname="judge"),
         api_key_env=_get(r, table, "api_key_env", str, None, tname="judge"),
-        command=_strings(r, table, "command", "judge"), criteria=_strings(r, table, "criteria", "judge"), **ints,
+        command=_strings(r, table, "command", "judge"), criteria=_strings(r, table, "criteria", "judge"), timeout_s=timeout, **ints,
     )
 
 

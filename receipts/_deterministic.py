@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._contract import Check, Contract, ToolPolicy
+from ._contract import Check, Contract, ToolPolicy, thaw
 from ._errors import FormatError
 from ._model import Verdict
 
@@ -53,17 +53,9 @@ def check_evidence_id(check_id: str) -> str:
     return "check:" + check_id
 
 
-def _thaw(value: Any) -> Any:
-    if isinstance(value, tuple) and all(isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], str) for v in value) and value:
-        return {k: _thaw(v) for k, v in value}
-    if isinstance(value, tuple):
-        return [_thaw(v) for v in value]
-    return value
-
-
 def declared_params(check: Check) -> dict[str, Any]:
     """A check's parameters as JSON values, exactly as the contract declares them."""
-    return {k: _thaw(v) for k, v in check.params}
+    return {k: thaw(v) for k, v in check.params}
 
 
 def parse_evidence_json(data: bytes, expected_format: str) -> dict[str, Any]:

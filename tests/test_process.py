@@ -95,6 +95,11 @@ def test_three_unverified_claims_out_of_five_alert(env: tuple[Path, Ledger]) -> 
     assert "ALERT" in run_cli("--dir", str(env[1].root), "status").stdout
 
 
+def test_status_of_an_unknown_task_is_a_clean_error(env: tuple[Path, Ledger]) -> None:
+    res = run_cli("--dir", str(env[1].root), "status", "NO-SUCH-TASK")
+    assert res.returncode == 2 and res.stderr.startswith("ledger: error: task NO-SUCH-TASK has no entries")
+
+
 def test_exactly_thirty_percent_does_not_alert(env: tuple[Path, Ledger]) -> None:
     _claims(env, verified=7, unverified=3)
     n = nudge(env[1])

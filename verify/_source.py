@@ -164,9 +164,12 @@ class LedgerSource:
             raise CannotVerify("cannot read ledger database: %s" % exc) from None
         return int(n)
 
-    def iter_entries(self, upto: int | None = None, task: str | None = None) -> Iterator[StoredEntry]:
+    def iter_entries(self, upto: int | None = None, task: str | None = None, kind: str | None = None) -> Iterator[StoredEntry]:
         where: list[str] = []
         args: list[object] = []
+        if kind is not None:
+            where.append("kind = ?")
+            args.append(kind)
         if upto is not None:
             where.append("seq <= ?")
             args.append(upto)
