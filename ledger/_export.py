@@ -28,7 +28,7 @@ from receipts import (
     parse_evidence_json,
     public_key_line,
 )
-from verify import LedgerSource, Result, verify_receipt
+from verify import LedgerSource, Result, tlog_proof_text, verify_receipt
 from verify._bundle import BUNDLE_FORMAT
 from verify._source import StoredEntry
 
@@ -209,8 +209,7 @@ def export_bundle(ledger: Ledger, receipt_digest: Digest, out: Path) -> dict[str
     for seq, e in entries.items():
         members["entries/%d.entry" % seq] = e.entry
         members["entries/%d.body" % seq] = e.body
-        proof = [base64.b64encode(h).decode("ascii") for h in inclusion_proof(ledger, seq, size)]
-        members["proofs/%d.tlog-proof" % seq] = ("\n".join(["c2sp.org/tlog-proof@v1", "index %d" % seq, *proof]) + "\n\n" + checkpoint_text).encode()
+        members["proofs/%d.tlog-proof" % seq] = tlog_proof_text(seq, inclusion_proof(ledger, seq, size), checkpoint_text).encode()
     for rec, _ in records.values():
         for ref in rec.evidence:
             path = ledger.blob_path(ref.digest)

@@ -14,6 +14,7 @@ from receipts import (
     MemoryTree,
     ReceiptsError,
     Signer,
+    b64decode_canonical,
     consistency_proof,
     cosign_note,
     leaf_hash,
@@ -47,9 +48,14 @@ def cosign(*, ledger_dir: Path, checkpoint: str, signer: Signer, name: str, log_
         state = json.loads(path.read_text()) if path.exists() else {}
     except (OSError, ValueError) as exc:
         raise InputError("cannot read witness state %s: %s" % (path, exc)) from None
+    if not isinstance(state, dict):
+        raise InputError("witness state %s is not a JSON object" % path)
     seen = state.get(cp.origin)
     if seen is not None:
-        old_size, old_root = int(seen["size"]), base64.b64decode(seen["root"])
+        try:
+            old_size, old_root = int(seen["size"]), b64decode_canonical(seen["root"], "the kept root")
+        except (KeyError, TypeError, ValueError, ReceiptsError):
+            raise InputError("witness state %s is corrupt for log %r" % (path, cp.origin)) from None
         if cp.size < old_size:
             raise InputError("refused: the checkpoint (size %d) is older than one this witness cosigned (size %d)" % (cp.size, old_size))
         # The witness computes the proof from the ledger and checks it against both roots.

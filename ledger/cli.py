@@ -39,7 +39,7 @@ from receipts import (
     public_key_line,
     ReceiptsError,
 )
-from verify import CannotVerify, LedgerSource, Transparency, TrustRoot, WitnessKey, verify_chain, verify_receipt
+from verify import CannotVerify, LedgerSource, Transparency, TrustRoot, WitnessKey, tlog_proof_text, verify_chain, verify_receipt
 
 from . import _render
 from ._errors import InputError, LedgerError
@@ -859,9 +859,7 @@ def prove(ctx: click.Context, hash_text: str) -> None:
     if not checkpoints or checkpoints[-1][0] <= stored.seq:
         raise InputError("entry %d is not yet covered by a checkpoint: run `ledger checkpoint --key NAME`" % stored.seq)
     size, note = checkpoints[-1]
-    lines = ["c2sp.org/tlog-proof@v1", "index %d" % stored.seq]
-    lines += [base64.b64encode(h).decode("ascii") for h in inclusion_proof(ledger, stored.seq, size)]
-    click.echo("\n".join(lines) + "\n\n" + note.encode(), nl=False)
+    click.echo(tlog_proof_text(stored.seq, inclusion_proof(ledger, stored.seq, size), note.encode()), nl=False)
 
 
 @cli.command()

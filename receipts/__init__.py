@@ -1,6 +1,7 @@
 """receipts: the frozen data model, canonical bytes, hashes, signatures and the
 merge-eligibility rule of receipt-ledger. Pure: no file, database or network I/O."""
 
+from ._b64 import b64decode_canonical
 from ._cbor import canonical_dumps, canonical_loads
 from ._chain import KEYRING_KINDS, TASK_KINDS, Entry, EntryKind
 from ._contract import (
@@ -128,6 +129,7 @@ from ._sshsig import (
 )
 
 __all__ = [
+    "b64decode_canonical",
     "thaw",
     "ed25519_verify", "is_weak_ed25519_key",
     "State", "Step", "TaskState", "derive_state", "integrity_failure",

@@ -4,12 +4,12 @@ cosignatures (tlog-cosignature v1)."""
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import re
 import struct
 from dataclasses import dataclass
 
+from ._b64 import b64decode_canonical
 from ._errors import FormatError
 from ._sshsig import Signer, ed25519_verify, parse_public_key_blob
 
@@ -89,10 +89,7 @@ def parse_note(data: str | bytes) -> SignedNote:
         if len(parts) != 3 or parts[0] != _DASH:
             raise FormatError("malformed note signature line: %r" % line[:80])
         _check_name(parts[1])
-        try:
-            raw = base64.b64decode(parts[2], validate=True)
-        except (binascii.Error, ValueError):
-            raise FormatError("note signature is not base64") from None
+        raw = b64decode_canonical(parts[2], "a note signature")
         if len(raw) < 5:
             raise FormatError("note signature too short")
         sigs.append(NoteSignature(parts[1], raw[:4], raw[4:]))
@@ -159,10 +156,7 @@ def parse_checkpoint(text: str) -> Checkpoint:
     origin, size, root = lines[0], lines[1], lines[2]
     if _SIZE.fullmatch(size) is None:
         raise FormatError("checkpoint tree size is not a decimal without leading zeros")
-    try:
-        raw = base64.b64decode(root, validate=True)
-    except (binascii.Error, ValueError):
-        raise FormatError("checkpoint root hash is not base64") from None
+    raw = b64decode_canonical(root, "the checkpoint root hash")
     if len(raw) != 32:
         raise FormatError("checkpoint root hash is not 32 bytes")
     return Checkpoint(origin, int(size), raw, tuple(lines[3:-1]))

@@ -7,7 +7,6 @@ in hardware can all sign; this module never touches a file.
 from __future__ import annotations
 
 import base64
-import binascii
 import functools
 import hashlib
 import struct
@@ -16,6 +15,7 @@ from typing import Protocol, runtime_checkable
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from ._b64 import b64decode_canonical
 from ._errors import FormatError, SignatureError
 
 __all__ = [
@@ -171,10 +171,7 @@ def parse_public_key_line(line: str) -> tuple[bytes, str]:
         raise FormatError("not an OpenSSH public key line (expected 'ssh-ed25519 <base64> [comment]')")
     if parts[0] != _KEY_TYPE.decode():
         raise FormatError("unsupported key type %r: only ssh-ed25519 keys can sign" % parts[0])
-    try:
-        blob = base64.b64decode(parts[1], validate=True)
-    except (binascii.Error, ValueError):
-        raise FormatError("public key is not valid base64") from None
+    blob = b64decode_canonical(parts[1], "the public key")
     parse_public_key_blob(blob)
     return blob, parts[2] if len(parts) == 3 else ""
 
@@ -300,7 +297,4 @@ def dearmor(text: str) -> bytes:
     lines = [line.strip() for line in text.strip().splitlines()]
     if len(lines) < 3 or lines[0] != _ARMOR_BEGIN or lines[-1] != _ARMOR_END:
         raise FormatError("not an armored SSH signature")
-    try:
-        return base64.b64decode("".join(lines[1:-1]), validate=True)
-    except (binascii.Error, ValueError):
-        raise FormatError("armored SSH signature is not valid base64") from None
+    return b64decode_canonical("".join(lines[1:-1]), "the armored SSH signature")

@@ -202,6 +202,21 @@ def test_an_entry_not_proven_into_the_checkpoint_is_rejected(tmp_path: Path) -> 
     assert "inclusion" in {d.code for d in verify_bundle(bad, s.receipt).defects}  # type: ignore[attr-defined]
 
 
+def test_a_proof_hash_in_non_canonical_base64_is_refused(tmp_path: Path) -> None:
+    s, bundle = exported(tmp_path)
+    with zipfile.ZipFile(bundle) as zf:
+        proof_name = sorted(n for n in zf.namelist() if n.startswith("proofs/"))[-1]
+        text = zf.read(proof_name).decode()
+    lines = text.split("\n")
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    last = lines[2][42]  # a 32-byte hash is 43 characters and '=': two pad bits in the 43rd
+    lines[2] = lines[2][:42] + alphabet[alphabet.index(last) ^ 1] + "="
+    assert base64.b64decode(lines[2]) == base64.b64decode(text.split("\n")[2])  # same bytes, other text
+    bad = rezip(bundle, tmp_path / "padbit.zip", replace={proof_name: "\n".join(lines).encode()})
+    with pytest.raises(CannotVerify, match="canonical"):
+        verify_bundle(bad, s.receipt)
+
+
 def test_the_dsse_envelope_verifies_with_securesystemslib(tmp_path: Path) -> None:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
     from securesystemslib.dsse import Envelope

@@ -11,7 +11,7 @@ import pytest
 import receipts as r
 from conftest import ADMIN_ID, SIGNERS, Sample, build_sample, read_rows, run_cli, write_rows
 from ledger import Ledger
-from verify import LedgerSource, Transparency, TrustRoot, WitnessKey, parse_tlog_proof, verify_receipt, verify_tlog_proof
+from verify import LedgerSource, Transparency, TrustRoot, WitnessKey, parse_tlog_proof, tlog_proof_text, verify_receipt, verify_tlog_proof
 
 TRUST = TrustRoot(frozenset({ADMIN_ID}), "t")
 W1 = WitnessKey("witness.example/w1", r.parse_public_key_blob(SIGNERS["bob"].public_key_blob))
@@ -179,3 +179,22 @@ def test_chain_audit_checks_the_latest_checkpoint(tmp_path: Path) -> None:
 def test_malformed_proofs_are_format_errors(bad: str) -> None:
     with pytest.raises(r.FormatError):
         parse_tlog_proof(bad)
+
+
+def test_no_bit_flip_of_a_tlog_proof_parses_to_the_same_proof() -> None:
+    """A proof's text has exactly one meaning: the bundle sweep once found a proof hash
+    whose base64 pad bit could be set without changing the decoded hash."""
+    hashes = [bytes([i]) * 32 for i in range(1, 4)]
+    text = tlog_proof_text(5, hashes, "origin\n8\nXcnaeacGWamtVZy3Ad7ZoqudgjqtL0lgz+Nw7/RgQyg=\n\n— origin AAAAAA==\n")
+    proof = parse_tlog_proof(text)
+    assert proof.index == 5 and proof.proof == tuple(hashes)
+    data = text.encode()
+    for i in range(len(data)):
+        for bit in range(8):
+            flipped = bytearray(data)
+            flipped[i] ^= 1 << bit
+            try:
+                other = parse_tlog_proof(flipped.decode())
+            except (r.FormatError, UnicodeDecodeError):
+                continue
+            assert other != proof, "byte %d bit %d changed the text but not the proof" % (i, bit)

@@ -44,3 +44,15 @@ def test_known_answers_decode_and_verify_independently() -> None:
     blob, _ = r.parse_public_key_line(ka["signer_public_key"])
     r.sshsig_verify(blob, ka["entry"]["namespace"], r.entry_signed_bytes(entry), entry.signature)
     assert r.fingerprint(blob) == ka["signer_key_id"] == entry.signer
+
+
+def test_base64_is_read_only_in_its_canonical_form() -> None:
+    doc = json.loads((HERE / "base64.json").read_text())
+    for case in doc["valid"]:
+        assert r.b64decode_canonical(case["text"], "x") == bytes.fromhex(case["bytes"])
+    for case in doc["invalid"]:
+        try:
+            r.b64decode_canonical(case["text"], "x")
+        except r.FormatError:
+            continue
+        raise AssertionError("accepted %s: %r" % (case["name"], case["text"]))

@@ -4,7 +4,6 @@ ledger only ever grew since a checkpoint the auditor kept."""
 from __future__ import annotations
 
 import base64
-import binascii
 from dataclasses import dataclass
 
 from receipts import (
@@ -16,6 +15,7 @@ from receipts import (
     KeyRevoke,
     MemoryTree,
     ReceiptsError,
+    b64decode_canonical,
     Role,
     SignedNote,
     decode_body,
@@ -35,7 +35,7 @@ from receipts import (
 
 from ._source import LedgerSource
 
-__all__ = ["Transparency", "WitnessKey", "TlogProof", "parse_tlog_proof", "verify_tlog_proof", "check_transparency", "checkpoint_signer"]
+__all__ = ["Transparency", "WitnessKey", "TlogProof", "parse_tlog_proof", "tlog_proof_text", "verify_tlog_proof", "check_transparency", "checkpoint_signer"]
 
 PROOF_HEADER = "c2sp.org/tlog-proof@v1"
 
@@ -163,6 +163,12 @@ class TlogProof:
     extra: bytes | None = None
 
 
+def tlog_proof_text(index: int, proof: list[bytes] | tuple[bytes, ...], checkpoint_note: str) -> str:
+    """Render a C2SP tlog-proof: the inverse of parse_tlog_proof."""
+    lines = [PROOF_HEADER, "index %d" % index, *(base64.b64encode(h).decode("ascii") for h in proof)]
+    return "\n".join(lines) + "\n\n" + checkpoint_note
+
+
 def parse_tlog_proof(text: str) -> TlogProof:
     """Parse a C2SP tlog-proof; raises ReceiptsError's FormatError on malformed input."""
     from receipts import FormatError
@@ -173,7 +179,7 @@ def parse_tlog_proof(text: str) -> TlogProof:
     pos, extra = 1, None
     try:
         if lines[pos].startswith("extra "):
-            extra = base64.b64decode(lines[pos][6:], validate=True)
+            extra = b64decode_canonical(lines[pos][6:], "the proof's extra data")
             pos += 1
         if not lines[pos].startswith("index ") or not lines[pos][6:].isdigit() or (lines[pos][6:] != "0" and lines[pos][6] == "0"):
             raise FormatError("the proof's index line is malformed")
@@ -181,15 +187,15 @@ def parse_tlog_proof(text: str) -> TlogProof:
         pos += 1
         hashes = []
         while lines[pos]:
-            raw = base64.b64decode(lines[pos], validate=True)
+            raw = b64decode_canonical(lines[pos], "a proof hash")
             if len(raw) != 32:
                 raise FormatError("a proof hash is 32 bytes")
             hashes.append(raw)
             pos += 1
     except IndexError:
         raise FormatError("the proof is truncated") from None
-    except (binascii.Error, ValueError):
-        raise FormatError("a proof line is not base64") from None
+    except ValueError:  # str.isdigit admits digits int() refuses, such as superscripts
+        raise FormatError("the proof's index line is malformed") from None
     return TlogProof(index, tuple(hashes), "\n".join(lines[pos + 1 :]), extra)
 
 

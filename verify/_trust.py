@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from receipts import FormatError, Role, fingerprint, namespace_for, parse_public_key_blob
+from receipts import FormatError, Role, b64decode_canonical, fingerprint, namespace_for, parse_public_key_blob
 
 from ._errors import CannotVerify
 
@@ -85,9 +83,9 @@ def parse_allowed_signers(text: str) -> set[str]:
         if namespaces is not None and admin_ns not in namespaces:
             continue
         try:
-            blob = base64.b64decode(rest[1], validate=True)
+            blob = b64decode_canonical(rest[1], "the key")
             parse_public_key_blob(blob)
-        except (binascii.Error, ValueError, FormatError):
+        except FormatError:
             raise CannotVerify("allowed_signers holds a malformed ssh-ed25519 key: %r" % rest[1][:40]) from None
         ids.add(fingerprint(blob))
     return ids
