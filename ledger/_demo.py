@@ -35,7 +35,8 @@ from ._store import Ledger
 __all__ = ["run_demo"]
 
 TASK = "DEMO-1"
-def _contract() -> bytes:
+def _contract(test_runs: int = 1) -> bytes:
+    # test_runs > 1 repeats the test check; the cold-verify benchmark uses it to reach 20 evidence blobs.
     return ("""# Completion contract for DEMO-1
 version = 1
 task = "DEMO-1"
@@ -67,7 +68,12 @@ id = "greeting"
 type = "file_contains"
 path = "greet.py"
 literal = "Hello"
-""" % (json.dumps(sys.executable), json.dumps(sys.executable))).encode()
+""" % (json.dumps(sys.executable), json.dumps(sys.executable)) + "".join("""
+[[checks]]
+id = "tests-%d"
+type = "test_passes"
+command = [%s, "-c", "import sys, greet; assert greet.greet('Ada') == 'Hello, Ada!'; print('run %d passed'); print('run %d', file=sys.stderr)"]
+""" % (i, json.dumps(sys.executable), i, i) for i in range(2, test_runs + 1))).encode()
 
 
 def _say(text: str) -> None:
@@ -90,11 +96,11 @@ def _run_verify(root: Path, receipt: str, trust: TrustRoot) -> bool:
     return result.ok
 
 
-def run_demo(keep: Path | None) -> int:
+def run_demo(keep: Path | None, test_runs: int = 1) -> int:
     work = keep if keep is not None else Path(tempfile.mkdtemp(prefix="receipt-ledger-demo-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        return _demo(work)
+        return _demo(work, test_runs)
     finally:
         if keep is None:
             shutil.rmtree(work, ignore_errors=True)
@@ -102,14 +108,14 @@ def run_demo(keep: Path | None) -> int:
             click.echo("workspace kept at %s" % work, err=True)
 
 
-def _demo(work: Path) -> int:
+def _demo(work: Path, test_runs: int) -> int:
     repo, keydir, evidence_dir = work / "repo", work / "keys", work / "evidence"
     for d in (repo, keydir, evidence_dir):
         d.mkdir()
     _say("1. A repository with a small change by an agent")
     _git(repo, "init", "-q", "-b", "main")
     (repo / "contracts").mkdir()
-    (repo / "contracts" / "DEMO-1.toml").write_bytes(_contract())
+    (repo / "contracts" / "DEMO-1.toml").write_bytes(_contract(test_runs))
     (repo / "greet.py").write_text("def greet(name):\n    return 'hi ' + name\n")
     _git(repo, "add", "-A")
     _git(repo, "commit", "-qm", "initial")
