@@ -17,7 +17,7 @@ import sqlite3
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
@@ -87,6 +87,14 @@ class _Cursor:
     time: int
     ring: Digest | None
     tasks: dict[str, Digest]
+    # Rows not yet inserted, and the tree nodes they make; flushed (in the same transaction)
+    # before anything reads the entries table, so that a batch costs two executemany calls.
+    rows: list[tuple[object, ...]] = field(default_factory=list)
+    nodes: dict[tuple[int, int], bytes] = field(default_factory=dict)
+
+
+# Bodies whose append reads nothing that an earlier entry of the same batch could change.
+_DEFERRABLE = (TierRecord, LadderReceipt, TaskEvent)
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,11 +363,23 @@ class Ledger:
             cursor = _Cursor(head.seq, Digest(head.hash), decode_entry(head.entry).time, ring_ptr, {})
             out = []
             for body in bodies:
+                if not isinstance(body, _DEFERRABLE):
+                    self._flush(cursor)
                 appended = self._append_locked(body, signer, ring, cursor=cursor)
                 out.append(appended)
                 if isinstance(body, (KeyAdd, KeyRevoke)):
+                    self._flush(cursor)
                     ring = self.keyring()
+            self._flush(cursor)
             return out
+
+    def _flush(self, cursor: _Cursor) -> None:
+        self.conn.executemany(
+            "INSERT INTO entries (seq, hash, kind, body_hash, task, entry, body) VALUES (?, ?, ?, ?, ?, ?, ?)", cursor.rows)
+        self.conn.executemany("INSERT OR REPLACE INTO tree (level, idx, hash) VALUES (?, ?, ?)",
+                              [(level, idx, h) for (level, idx), h in cursor.nodes.items()])
+        cursor.rows.clear()
+        cursor.nodes.clear()
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[None]:
@@ -424,11 +444,13 @@ class Ledger:
         entry = dataclasses.replace(unsigned, signature=sshsig_sign(signer, namespace_for(role), entry_signed_bytes(unsigned)))
         entry_bytes = encode_entry(entry)
         ehash = entry_hash(entry_bytes)
-        self.conn.execute(
-            "INSERT INTO entries (seq, hash, kind, body_hash, task, entry, body) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (seq, ehash.value, kind.value, bhash.value, task, entry_bytes, body_bytes),
-        )
-        self._add_leaf(seq, leaf_hash(entry_bytes))
+        row = (seq, ehash.value, kind.value, bhash.value, task, entry_bytes, body_bytes)
+        if cursor is not None:
+            cursor.rows.append(row)
+            self._add_leaf(seq, leaf_hash(entry_bytes), cursor.nodes)
+        else:
+            self.conn.execute("INSERT INTO entries (seq, hash, kind, body_hash, task, entry, body) VALUES (?, ?, ?, ?, ?, ?, ?)", row)
+            self._add_leaf(seq, leaf_hash(entry_bytes))
         if cursor is not None:
             cursor.seq, cursor.prev, cursor.time = seq, ehash, now
             if kind in KEYRING_KINDS:
@@ -439,15 +461,21 @@ class Ledger:
 
     # -- the Merkle tree over entries --------------------------------------------------------
 
-    def _add_leaf(self, index: int, digest: bytes) -> None:
-        """Store leaf ``index`` and every perfect subtree it completes (in-transaction)."""
+    def _add_leaf(self, index: int, digest: bytes, pending: dict[tuple[int, int], bytes] | None = None) -> None:
+        """Store leaf ``index`` and every perfect subtree it completes (in-transaction), or
+        add them to ``pending`` for the batch to insert."""
         level, h = 0, digest
-        self.conn.execute("INSERT OR REPLACE INTO tree (level, idx, hash) VALUES (0, ?, ?)", (index, h))
+        made = {(0, index): h}
         while index & 1:
-            left = self.node(level, index - 1)
-            h = node_hash(left, h)
+            left = pending.get((level, index - 1)) if pending is not None else None
+            h = node_hash(left if left is not None else self.node(level, index - 1), h)
             level, index = level + 1, index >> 1
-            self.conn.execute("INSERT OR REPLACE INTO tree (level, idx, hash) VALUES (?, ?, ?)", (level, index, h))
+            made[(level, index)] = h
+        if pending is not None:
+            pending.update(made)
+        else:
+            self.conn.executemany("INSERT OR REPLACE INTO tree (level, idx, hash) VALUES (?, ?, ?)",
+                                  [(lv, i, node) for (lv, i), node in made.items()])
 
     def node(self, level: int, index: int) -> bytes:
         row = self.conn.execute("SELECT hash FROM tree WHERE level = ? AND idx = ?", (level, index)).fetchone()

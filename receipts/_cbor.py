@@ -23,9 +23,24 @@ _INT_MIN = -(1 << 64)
 _INT_MAX = (1 << 64) - 1
 
 
+_LEAVES = frozenset({str, bytes, bool, type(None)})
+
+
 def _check(value: object, depth: int = 0) -> None:
     if depth > _MAX_DEPTH:
         raise FormatError("CBOR nesting deeper than %d" % _MAX_DEPTH)
+    # Exact-type tests first: this runs on every encode and decode, and records are mostly leaves.
+    kind = type(value)
+    if kind in _LEAVES:
+        return
+    if kind is dict:
+        leaves_ok = depth < _MAX_DEPTH  # a leaf one level down is as deep as the limit allows
+        for key, item in value.items():  # type: ignore[attr-defined]
+            if type(key) is not str and not isinstance(key, str):
+                raise FormatError("CBOR map key is not a text string")
+            if not (leaves_ok and type(item) in _LEAVES):
+                _check(item, depth + 1)
+        return
     if value is None or isinstance(value, (bool, str, bytes)):
         return
     if isinstance(value, int):

@@ -182,6 +182,7 @@ def public_key_line(blob: bytes, comment: str = "") -> str:
     return line + (" " + comment if comment else "")
 
 
+@functools.lru_cache(maxsize=4096)  # the same few keys are named on every entry
 def fingerprint(blob: bytes) -> str:
     """The key id: OpenSSH's SHA256 fingerprint, as ``ssh-keygen -l`` prints it."""
     return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode("ascii").rstrip("=")

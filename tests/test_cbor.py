@@ -67,3 +67,20 @@ def test_encoder_refuses_floats_and_non_text_keys() -> None:
         r.canonical_dumps({"x": 1.5})
     with pytest.raises(r.FormatError):
         r.canonical_dumps({1: "x"})
+
+
+@pytest.mark.parametrize("wrap", [lambda v: [v], lambda v: {"k": v}], ids=["array", "map"])
+@pytest.mark.parametrize("leaf", [1, "s", b"b", None, True])
+def test_nesting_limit_is_sixteen_containers_deep_for_every_leaf(wrap: object, leaf: object) -> None:
+    def nest(levels: int) -> object:
+        value = leaf
+        for _ in range(levels):
+            value = wrap(value)  # type: ignore[operator]
+        return value
+
+    data = r.canonical_dumps(nest(16))
+    assert r.canonical_loads(data) == nest(16)
+    with pytest.raises(r.FormatError, match="deeper"):
+        r.canonical_dumps(nest(17))
+    with pytest.raises(r.FormatError, match="deeper"):
+        r.canonical_loads(bytes([0x81 if isinstance(nest(1), list) else 0xA1]) + (b"" if isinstance(nest(1), list) else b"\x61k") + data)

@@ -184,6 +184,43 @@ def test_a_read_only_ledger_is_a_clean_error(tmp_path: Path) -> None:
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
 
+def test_a_batch_mixing_keyring_contract_and_record_entries_keeps_tree_and_pointers(ledger_dir: Path) -> None:
+    """A batch defers its inserts; a body whose append reads the table (keyring, contract)
+    must see the batch's earlier entries, and the Merkle tree must match the entries."""
+    import receipts as r
+    from conftest import TASK, contract_bytes, seeded_signer
+    from ledger._errors import InputError
+    from verify import Transparency
+
+    ledger = Ledger.open(ledger_dir)
+    add_key(ledger, SIGNERS["admin"], "multi", [r.Role.ADMIN, r.Role.DETERMINISTIC, r.Role.HUMAN], SIGNERS["mallory"].public_key_blob)
+    cfg, env = r.config_hash(b"batch"), r.domain_hash(r.Domain.ENVIRONMENT, b"e")
+
+    def rec(i: int) -> r.TierRecord:
+        return r.new_tier_record(task_id=TASK if i % 2 else "B-0", tier=r.Tier.HUMAN, config_hash=cfg, input_hash=cfg, evidence=(),
+                                 verdict=r.Verdict.PASS, verifier="t", verifier_version="1", environment=env, created=1)
+
+    strong = r.ContractRevision(TASK, contract_bytes(extra='\n[[checks]]\nid = "more"\ntype = "path_exists"\npath = "app.py"\n'), None)
+    weak = r.ContractRevision(TASK, contract_bytes(), strong.config_hash)
+    spec = r.KeySpec("carol", (r.Role.HUMAN,), seeded_signer("carol").public_key_blob)
+    batch: list[r.Body] = [rec(0), rec(1), r.KeyAdd(spec), rec(2), strong, rec(3), weak, rec(4),
+                           r.KeyRevoke(r.fingerprint(spec.public_key), "test"), rec(5), *[rec(i) for i in range(6, 37)]]
+    done = ledger.append_many(batch, SIGNERS["mallory"])  # an admin may weaken: the batch is accepted
+    assert ledger.latest_contract(TASK) == weak and ledger.keyring().get(r.fingerprint(spec.public_key)).revoked_at == done[8].seq  # type: ignore[union-attr]
+    # Without the admin role the second revision weakens the first one of the same batch: refused, nothing written.
+    dave = seeded_signer("dave")
+    add_key(ledger, SIGNERS["admin"], "dave", [r.Role.DETERMINISTIC, r.Role.HUMAN], dave.public_key_blob)
+    before = len(list(ledger.entries()))
+    again = r.ContractRevision(TASK, strong.contract, weak.config_hash)
+    with pytest.raises(InputError, match="weakens"):
+        ledger.append_many([rec(40), again, rec(41), r.ContractRevision(TASK, weak.contract, again.config_hash)], dave)
+    assert len(list(ledger.entries())) == before
+    ledger.checkpoint(SIGNERS["sealer"])
+    ledger.close()
+    result = verify_chain(LedgerSource.open(ledger_dir), TRUST, transparency=Transparency(require_checkpoint=True), workers=1)
+    assert result.ok, result.defects
+
+
 def test_batched_appends_build_the_same_verifiable_chain(ledger_dir: Path) -> None:
     import receipts as r
     from ledger._errors import InputError
