@@ -8,6 +8,7 @@ keys, indefinite lengths and tags on decode; re-encoding and comparing rejects t
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import cbor2
@@ -29,35 +30,30 @@ _LEAVES = frozenset({str, bytes, bool, type(None)})
 def _check(value: object, depth: int = 0) -> None:
     if depth > _MAX_DEPTH:
         raise FormatError("CBOR nesting deeper than %d" % _MAX_DEPTH)
-    # Exact-type tests first: this runs on every encode and decode, and records are mostly leaves.
-    kind = type(value)
-    if kind in _LEAVES:
+    if type(value) in _LEAVES:
         return
-    if kind is dict:
-        leaves_ok = depth < _MAX_DEPTH  # a leaf one level down is as deep as the limit allows
-        for key, item in value.items():  # type: ignore[attr-defined]
-            if type(key) is not str and not isinstance(key, str):
-                raise FormatError("CBOR map key is not a text string")
-            if not (leaves_ok and type(item) in _LEAVES):
-                _check(item, depth + 1)
-        return
-    if value is None or isinstance(value, (bool, str, bytes)):
-        return
+    children: Iterable[object]
     if isinstance(value, int):
         if not _INT_MIN <= value <= _INT_MAX:
             raise FormatError("integer outside the CBOR major type 0/1 range")
         return
-    if isinstance(value, (list, tuple)):
-        for item in value:
-            _check(item, depth + 1)
-        return
     if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
+        for key in value:
+            if type(key) is not str and not isinstance(key, str):
                 raise FormatError("CBOR map key is not a text string")
-            _check(item, depth + 1)
+        children = value.values()
+    elif isinstance(value, (list, tuple)):
+        children = value
+    elif isinstance(value, (str, bytes)):
         return
-    raise FormatError("value of type %s is not allowed in canonical CBOR" % type(value).__name__)
+    else:
+        raise FormatError("value of type %s is not allowed in canonical CBOR" % type(value).__name__)
+    # This runs on every encode and decode: an exact-type test skips the call for a leaf,
+    # unless that leaf would sit deeper than the limit.
+    leaves_ok = depth < _MAX_DEPTH
+    for item in children:
+        if not (leaves_ok and type(item) in _LEAVES):
+            _check(item, depth + 1)
 
 
 def canonical_dumps(value: object) -> bytes:

@@ -221,6 +221,56 @@ def test_a_batch_mixing_keyring_contract_and_record_entries_keeps_tree_and_point
     assert result.ok, result.defects
 
 
+def _die(chunk: list[object]) -> list[object]:
+    os._exit(3)  # a signature worker that dies mid-audit
+
+
+def _chain_with_forged_signatures(ledger_dir: Path, bad: tuple[int, ...]) -> None:
+    """Give entries ``bad`` a valid SSHSIG by the wrong key (mallory's, same namespace)."""
+    import dataclasses
+
+    import receipts as r
+    from conftest import read_rows
+
+    ledger = Ledger.open(ledger_dir)
+    cfg = r.config_hash(b"q")
+    ledger.append_many([r.new_tier_record(task_id="Q-1", tier=r.Tier.HUMAN, config_hash=cfg, input_hash=cfg, evidence=(),
+                                          verdict=r.Verdict.PASS, verifier="t", verifier_version="1", environment=cfg, created=1)
+                        for _ in range(40)], SIGNERS["alice"])
+    ledger.close()
+    rows = read_rows(ledger_dir)
+    conn = sqlite3.connect(ledger_dir / "ledger.db")
+    with conn:
+        for seq in bad:
+            entry = rows[seq].entry
+            forged = r.sshsig_sign(SIGNERS["mallory"], r.sshsig_namespace(entry.signature), r.entry_signed_bytes(entry))
+            data = r.encode_entry(dataclasses.replace(entry, signature=forged))
+            conn.execute("UPDATE entries SET entry = ?, hash = ? WHERE seq = ?", (data, r.entry_hash(data).value, seq))
+    conn.close()
+
+
+def test_signature_checks_on_worker_processes_find_every_forgery(ledger_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import verify._verifier as verifier
+
+    monkeypatch.setattr(verifier._SignatureQueue, "CHUNK", 8)  # several chunks go to the workers, the tail stays here
+    assert verify_chain(LedgerSource.open(ledger_dir), TRUST, workers=2).ok
+    _chain_with_forged_signatures(ledger_dir, (9, 30, 45))
+    for workers in (1, 2):
+        result = verify_chain(LedgerSource.open(ledger_dir), TRUST, workers=workers)
+        assert sorted(d.seq for d in result.defects if d.code == "signature-invalid") == [9, 30, 45], (workers, result.defects)
+
+
+def test_a_dead_signature_worker_means_could_not_verify(ledger_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import verify._verifier as verifier
+    from verify import CannotVerify
+
+    _chain_with_forged_signatures(ledger_dir, ())
+    monkeypatch.setattr(verifier._SignatureQueue, "CHUNK", 8)
+    monkeypatch.setattr(verifier, "_signatures_ok", _die)
+    with pytest.raises(CannotVerify, match="signature checks could not run"):
+        verify_chain(LedgerSource.open(ledger_dir), TRUST, workers=2)
+
+
 def test_batched_appends_build_the_same_verifiable_chain(ledger_dir: Path) -> None:
     import receipts as r
     from ledger._errors import InputError

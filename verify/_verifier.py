@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from receipts import (
     CHECK_RESULT_FORMAT,
@@ -66,6 +67,9 @@ from ._bundle import BundleSource, bundle_transparency
 from ._source import LedgerSource, Source, StoredEntry
 from ._transparency import Transparency, check_transparency
 from ._trust import TrustRoot
+
+if TYPE_CHECKING:  # a single-receipt verify never starts processes: keep its start-up light
+    from concurrent.futures import Future, ProcessPoolExecutor
 
 __all__ = ["Defect", "TierLine", "Result", "ChainResult", "verify_receipt", "verify_receipt_strict", "verify_chain"]
 
@@ -173,7 +177,7 @@ class _Walk:
     last_ring: Digest | None = None
     origin: str | None = None
     # When set, signatures are queued (authorization is still judged in order) and checked in parallel after the walk.
-    deferred: list[tuple[bytes, str, bytes, bytes, int, str]] | None = None
+    deferred: _SignatureQueue | None = None
     last_task: dict[str, Digest] = field(default_factory=dict)
 
     def defect(self, code: str, message: str, seq: int | None) -> None:
@@ -597,35 +601,77 @@ def _signature_ok(item: tuple[bytes, str, bytes, bytes]) -> str | None:
     return None
 
 
-def _check_signatures(items: list[tuple[bytes, str, bytes, bytes, int, str]], workers: int) -> list[Defect]:
-    """Ed25519 is the audit's cost: spread it over every core (in order for small chains)."""
-    args = [item[:4] for item in items]
-    if workers > 1 and len(items) >= 2000:
-        from concurrent.futures import ProcessPoolExecutor
+_Queued = tuple[bytes, str, bytes, bytes, int, str]  # key, namespace, signed bytes, signature, seq, signer name
 
-        with ProcessPoolExecutor(workers) as pool:
-            outcomes = list(pool.map(_signature_ok, args, chunksize=max(256, len(args) // (workers * 8))))
-    else:
-        outcomes = [_signature_ok(a) for a in args]
-    return [Defect("signature-invalid", "entry %d: signature by %s: %s" % (item[4], item[5], why), item[4])
-            for item, why in zip(items, outcomes, strict=True) if why is not None]
+
+def _signatures_ok(chunk: list[tuple[bytes, str, bytes, bytes]]) -> list[str | None]:
+    return [_signature_ok(item) for item in chunk]
+
+
+def _not_run(exc: Exception) -> CannotVerify:
+    # A worker died (killed, out of memory): its signatures were not checked, so nothing is verified.
+    return CannotVerify("signature checks could not run: %s" % (str(exc) or type(exc).__name__))
+
+
+class _SignatureQueue:
+    """Ed25519 is most of an audit's cost. Checks are queued in chunks that worker
+    processes verify while the ordered walk goes on; a chain too short to repay the
+    processes is checked in this one."""
+
+    CHUNK = 2000
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self.pending: list[_Queued] = []
+        self.sent: list[tuple[list[_Queued], Future[list[str | None]]]] = []
+        self.pool: ProcessPoolExecutor | None = None
+
+    def append(self, item: _Queued) -> None:
+        self.pending.append(item)
+        if self.workers > 1 and len(self.pending) >= self.CHUNK:
+            if self.pool is None:
+                from concurrent.futures import ProcessPoolExecutor
+
+                self.pool = ProcessPoolExecutor(self.workers)
+            try:
+                self.sent.append((self.pending, self.pool.submit(_signatures_ok, [i[:4] for i in self.pending])))
+            except Exception as exc:
+                raise _not_run(exc) from None
+            self.pending = []
+
+    def defects(self) -> list[Defect]:
+        try:
+            done = [(items, future.result()) for items, future in self.sent]
+        except Exception as exc:
+            raise _not_run(exc) from None
+        done.append((self.pending, _signatures_ok([i[:4] for i in self.pending])))
+        return [Defect("signature-invalid", "entry %d: signature by %s: %s" % (item[4], item[5], why), item[4])
+                for items, outcomes in done for item, why in zip(items, outcomes, strict=True) if why is not None]
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
 
 
 def verify_chain(source: LedgerSource, trust: TrustRoot | None = None, progress: Callable[[int], None] | None = None,
                  transparency: Transparency | None = None, workers: int | None = None) -> ChainResult:
     """Audit every entry: steps 2 and 3 for the whole chain, every signature checked
     (on ``workers`` processes, default every core)."""
-    walk = _Walk(trust, deferred=[])
+    queue = _SignatureQueue(workers or os.cpu_count() or 1)
+    walk = _Walk(trust, deferred=queue)
     count = 0
-    head: str | None = None
-    for stored in source.iter_entries():
-        walk.step(stored, check_signature=True)
-        count += 1
-        head = str(entry_hash(stored.entry))
-        if progress is not None:
-            progress(1)
-    assert walk.deferred is not None
-    walk.defects.extend(_check_signatures(walk.deferred, workers or os.cpu_count() or 1))
+    last: StoredEntry | None = None
+    try:
+        for stored in source.iter_entries():
+            walk.step(stored, check_signature=True)
+            count += 1
+            last = stored
+            if progress is not None:
+                progress(1)
+        walk.defects.extend(queue.defects())
+    finally:
+        queue.close()
+    head = None if last is None else str(entry_hash(last.entry))
     walk.defects.sort(key=lambda d: (d.seq if d.seq is not None else -1))
     if count == 0:
         walk.defect("empty-ledger", "the ledger has no entries, not even a genesis", None)
