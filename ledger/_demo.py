@@ -35,6 +35,8 @@ from ._store import Ledger
 __all__ = ["run_demo"]
 
 TASK = "DEMO-1"
+
+
 def _contract(test_runs: int = 1) -> bytes:
     # test_runs > 1 repeats the test check; the cold-verify benchmark uses it to reach 20 evidence blobs.
     return ("""# Completion contract for DEMO-1

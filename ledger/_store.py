@@ -95,6 +95,8 @@ class _Cursor:
 
 # Bodies whose append reads nothing that an earlier entry of the same batch could change.
 _DEFERRABLE = (TierRecord, LadderReceipt, TaskEvent)
+_INSERT_ENTRY = "INSERT INTO entries (seq, hash, kind, body_hash, task, entry, body) VALUES (?, ?, ?, ?, ?, ?, ?)"
+_INSERT_NODE = "INSERT OR REPLACE INTO tree (level, idx, hash) VALUES (?, ?, ?)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -374,10 +376,8 @@ class Ledger:
             return out
 
     def _flush(self, cursor: _Cursor) -> None:
-        self.conn.executemany(
-            "INSERT INTO entries (seq, hash, kind, body_hash, task, entry, body) VALUES (?, ?, ?, ?, ?, ?, ?)", cursor.rows)
-        self.conn.executemany("INSERT OR REPLACE INTO tree (level, idx, hash) VALUES (?, ?, ?)",
-                              [(level, idx, h) for (level, idx), h in cursor.nodes.items()])
+        self.conn.executemany(_INSERT_ENTRY, cursor.rows)
+        self.conn.executemany(_INSERT_NODE, [(level, idx, h) for (level, idx), h in cursor.nodes.items()])
         cursor.rows.clear()
         cursor.nodes.clear()
 
@@ -445,13 +445,12 @@ class Ledger:
         entry_bytes = encode_entry(entry)
         ehash = entry_hash(entry_bytes)
         row = (seq, ehash.value, kind.value, bhash.value, task, entry_bytes, body_bytes)
-        if cursor is not None:
+        if cursor is None:
+            self.conn.execute(_INSERT_ENTRY, row)
+            self._add_leaf(seq, leaf_hash(entry_bytes))
+        else:
             cursor.rows.append(row)
             self._add_leaf(seq, leaf_hash(entry_bytes), cursor.nodes)
-        else:
-            self.conn.execute("INSERT INTO entries (seq, hash, kind, body_hash, task, entry, body) VALUES (?, ?, ?, ?, ?, ?, ?)", row)
-            self._add_leaf(seq, leaf_hash(entry_bytes))
-        if cursor is not None:
             cursor.seq, cursor.prev, cursor.time = seq, ehash, now
             if kind in KEYRING_KINDS:
                 cursor.ring = ehash
@@ -474,8 +473,7 @@ class Ledger:
         if pending is not None:
             pending.update(made)
         else:
-            self.conn.executemany("INSERT OR REPLACE INTO tree (level, idx, hash) VALUES (?, ?, ?)",
-                                  [(lv, i, node) for (lv, i), node in made.items()])
+            self.conn.executemany(_INSERT_NODE, [(lv, i, node) for (lv, i), node in made.items()])
 
     def node(self, level: int, index: int) -> bytes:
         row = self.conn.execute("SELECT hash FROM tree WHERE level = ? AND idx = ?", (level, index)).fetchone()

@@ -176,7 +176,7 @@ class _Walk:
     waivers: list[tuple[int, Waiver, str]] = field(default_factory=list)  # (seq, waiver, signer label)
     last_ring: Digest | None = None
     origin: str | None = None
-    # When set, signatures are queued (authorization is still judged in order) and checked in parallel after the walk.
+    # When set, signatures are queued (authorization is still judged in order) and checked on worker processes.
     deferred: _SignatureQueue | None = None
     last_task: dict[str, Digest] = field(default_factory=dict)
 
