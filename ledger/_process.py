@@ -332,6 +332,18 @@ def family_of(task: str) -> str:
     return task.rsplit("@", 1)[0]
 
 
+def _reply_tokens(ledger: Ledger, reply: object) -> int | None:
+    """The total_tokens an OpenAI-compatible reply reports in its usage, if it does."""
+    if not isinstance(reply, str):
+        return None
+    try:
+        usage = json.loads(ledger.blob_path(Digest.parse(reply)).read_bytes()).get("usage")
+    except (OSError, ValueError, AttributeError, ReceiptsError):
+        return None
+    total = usage.get("total_tokens") if isinstance(usage, dict) else None
+    return total if isinstance(total, int) and not isinstance(total, bool) and total >= 0 else None
+
+
 def stats(ledger: Ledger, prefix: str = "", ks: Sequence[int] = (1, 5), min_trials: int = 5) -> list[dict[str, Any]]:
     tasks: dict[str, list[str]] = {}
     for stored in ledger.entries():
@@ -344,30 +356,39 @@ def stats(ledger: Ledger, prefix: str = "", ks: Sequence[int] = (1, 5), min_tria
     for family, trials in sorted(tasks.items()):
         successes = 0
         timings: dict[str, list[int]] = {"deterministic": [], "judge": []}
+        judge_tokens: list[int] = []  # per judge run, only where every reply reported its usage
         for task in trials:
             receipts = [s for s in ledger.entries(task=task) if s.kind == EntryKind.RECEIPT.value]
             if receipts:
                 res = verify_receipt(source, str(Digest(receipts[-1].body_hash)))
                 successes += bool(res.ok and res.derived_eligible)
             for rr in ledger.records_for(task):
+                check_ms: list[int | None] = []
                 for ref in rr.record.evidence:
                     if ref.check_id.startswith("check:") and ref.check_id.count(":") == 1:
                         try:
                             doc = parse_evidence_json(ledger.blob_path(ref.digest).read_bytes(), CHECK_RESULT_FORMAT)
                         except (OSError, ReceiptsError):
+                            check_ms.append(None)
                             continue
                         ms = (doc.get("facts") or {}).get("duration_ms")
-                        if isinstance(ms, int):
-                            timings["deterministic"].append(ms)
+                        check_ms.append(ms if isinstance(ms, int) else None)
                     elif ref.check_id == "judge:run":
                         try:
                             run = parse_evidence_json(ledger.blob_path(ref.digest).read_bytes(), JUDGE_RUN_FORMAT)
                         except (OSError, ReceiptsError):
                             continue
-                        elapsed = [s.get("elapsed_ms") for a in run.get("attempts") or [] for s in a if isinstance(s, dict)]
+                        asked = [s for a in run.get("attempts") or [] for s in a if isinstance(s, dict)]
+                        elapsed = [s.get("elapsed_ms") for s in asked]
                         counted = [e for e in elapsed if isinstance(e, int)]
                         if counted and len(counted) == len(elapsed):
                             timings["judge"].append(sum(counted))
+                        tokens = [_reply_tokens(ledger, s.get("reply")) for s in asked]
+                        if tokens and all(t is not None for t in tokens):
+                            judge_tokens.append(sum(t for t in tokens if t is not None))
+                # A run's time is the sum of its checks' durations; a check without one leaves it unknown.
+                if check_ms and all(ms is not None for ms in check_ms):
+                    timings["deterministic"].append(sum(ms for ms in check_ms if ms is not None))
         n, c = len(trials), successes
         row: dict[str, Any] = {"family": family, "trials": n, "successes": c}
         if n < min_trials:
@@ -381,6 +402,7 @@ def stats(ledger: Ledger, prefix: str = "", ks: Sequence[int] = (1, 5), min_tria
                     row["pass@%d" % k] = round(1 - _comb(n - c, k) / _comb(n, k), 4)
                     row["pass^%d" % k] = round(_comb(c, k) / _comb(n, k), 4)
         row["time_ms"] = {tier: (round(sum(v) / len(v)) if v else None) for tier, v in timings.items()}
-        row["cost"] = "not recorded"
+        # The judge's token usage is the only cost a record carries; None when no reply reported it.
+        row["cost"] = {"judge_tokens_per_run": round(sum(judge_tokens) / len(judge_tokens)) if judge_tokens else None}
         out.append(row)
     return out

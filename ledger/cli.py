@@ -1148,13 +1148,19 @@ def stats(ctx: click.Context, task_prefix: str, ks: str, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
+    def shown(value: object, unit: str = "") -> str:
+        return "not recorded" if value is None else "%s%s" % (value, unit)
+
     for row in rows:
+        costs = "  mean time per run: deterministic %s, judge %s; judge tokens per run: %s" % (
+            shown(row["time_ms"]["deterministic"], " ms"), shown(row["time_ms"]["judge"], " ms"),
+            shown(row["cost"]["judge_tokens_per_run"]))
         if "note" in row:
-            click.echo("%-24s n=%d successes=%d: %s" % (row["family"], row["trials"], row["successes"], row["note"]))
+            click.echo("%-24s n=%d successes=%d: %s\n%s" % (row["family"], row["trials"], row["successes"], row["note"], costs))
             continue
         figures = "  ".join("%s=%.3f" % (k, v) for k, v in row.items() if k.startswith("pass"))
-        click.echo("%-24s n=%d successes=%d rate=%.3f (95%% CI %.3f-%.3f)  %s" % (
-            row["family"], row["trials"], row["successes"], row["success_rate"], *row["success_rate_95ci"], figures))
+        click.echo("%-24s n=%d successes=%d rate=%.3f (95%% CI %.3f-%.3f)  %s\n%s" % (
+            row["family"], row["trials"], row["successes"], row["success_rate"], *row["success_rate_95ci"], figures, costs))
 
 
 @cli.command()

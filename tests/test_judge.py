@@ -40,7 +40,8 @@ class ChatServer:
                 if status == 200 and not isinstance(content, bytes):
                     text = content if isinstance(content, str) else json.dumps(content)
                     content = json.dumps({"id": "x", "object": "chat.completion", "choices": [
-                        {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}).encode()
+                        {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                        "usage": {"prompt_tokens": 100, "completion_tokens": 12, "total_tokens": 112}}).encode()
                 data = content if isinstance(content, bytes) else json.dumps(content).encode()
                 try:
                     self.send_response(status)
@@ -155,6 +156,21 @@ def test_openai_backend_speaks_chat_completions(env: tuple[Path, Ledger], chat: 
     assert body["temperature"] == 0 and body["max_tokens"] == 1024 and body["model"] == "llama-3.1-8b-instruct"
     request = json.loads(body["messages"][1]["content"])
     assert request["task"] == "TASK-1" and "app.py" in request["diff"] and request["diff_truncated"] is False
+
+
+def test_stats_report_judge_tokens_only_where_the_replies_carry_them(env: tuple[Path, Ledger], chat: ChatServer) -> None:
+    from conftest import run_cli
+    from ledger._process import stats
+
+    _, ledger = env
+    judged(env, judge_table("accept", "0.9"))  # the scripted command judge reports no usage
+    (row,) = stats(ledger, "TASK-1", min_trials=1)
+    assert row["cost"] == {"judge_tokens_per_run": None} and row["time_ms"]["judge"] is not None
+    judged(env, openai_table(chat.url, samples=2))  # two samples, 112 tokens each
+    (row,) = stats(ledger, "TASK-1", min_trials=1)
+    assert row["cost"] == {"judge_tokens_per_run": 224}  # the run without usage is not counted as zero
+    shown = run_cli("--dir", str(ledger.root), "stats", "--task-prefix", "TASK-1")
+    assert shown.returncode == 0 and "judge tokens per run: 224" in shown.stdout, shown.stdout + shown.stderr
 
 
 def test_http_500_is_retried_then_fails(env: tuple[Path, Ledger], chat: ChatServer) -> None:
