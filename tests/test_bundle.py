@@ -7,6 +7,7 @@ import json
 import stat
 import time
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -191,30 +192,33 @@ def test_omitting_a_decision_or_a_key_change_from_a_bundle_is_caught(tmp_path: P
     assert "ring-link" in {d.code for d in verify_bundle(no_key, receipt).defects}  # type: ignore[attr-defined]
 
 
-def test_an_entry_not_proven_into_the_checkpoint_is_rejected(tmp_path: Path) -> None:
-    s, bundle = exported(tmp_path)
+def _with_first_proof_hash(tmp: Path, bundle: Path, change: Callable[[str], str]) -> Path:
+    """The bundle with the first hash line of its last entry's tlog-proof changed."""
     with zipfile.ZipFile(bundle) as zf:
         proof_name = sorted(n for n in zf.namelist() if n.startswith("proofs/"))[-1]
-        text = zf.read(proof_name).decode()
-    lines = text.split("\n")
-    lines[2] = base64.b64encode(bytes(32)).decode()
-    bad = rezip(bundle, tmp_path / "badproof.zip", replace={proof_name: "\n".join(lines).encode()})
+        lines = zf.read(proof_name).decode().split("\n")
+    lines[2] = change(lines[2])
+    return rezip(bundle, tmp / "changed-proof.zip", replace={proof_name: "\n".join(lines).encode()})
+
+
+def test_an_entry_not_proven_into_the_checkpoint_is_rejected(tmp_path: Path) -> None:
+    s, bundle = exported(tmp_path)
+    bad = _with_first_proof_hash(tmp_path, bundle, lambda line: base64.b64encode(bytes(32)).decode())
     assert "inclusion" in {d.code for d in verify_bundle(bad, s.receipt).defects}  # type: ignore[attr-defined]
 
 
 def test_a_proof_hash_in_non_canonical_base64_is_refused(tmp_path: Path) -> None:
     s, bundle = exported(tmp_path)
-    with zipfile.ZipFile(bundle) as zf:
-        proof_name = sorted(n for n in zf.namelist() if n.startswith("proofs/"))[-1]
-        text = zf.read(proof_name).decode()
-    lines = text.split("\n")
     alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-    last = lines[2][42]  # a 32-byte hash is 43 characters and '=': two pad bits in the 43rd
-    lines[2] = lines[2][:42] + alphabet[alphabet.index(last) ^ 1] + "="
-    assert base64.b64decode(lines[2]) == base64.b64decode(text.split("\n")[2])  # same bytes, other text
-    bad = rezip(bundle, tmp_path / "padbit.zip", replace={proof_name: "\n".join(lines).encode()})
+
+    def set_pad_bit(line: str) -> str:
+        # a 32-byte hash is 43 characters and '=': the 43rd carries two bits that must be zero
+        changed = line[:42] + alphabet[alphabet.index(line[42]) ^ 1] + "="
+        assert base64.b64decode(changed) == base64.b64decode(line)  # the same bytes, another text
+        return changed
+
     with pytest.raises(CannotVerify, match="canonical"):
-        verify_bundle(bad, s.receipt)
+        verify_bundle(_with_first_proof_hash(tmp_path, bundle, set_pad_bit), s.receipt)
 
 
 def test_the_dsse_envelope_verifies_with_securesystemslib(tmp_path: Path) -> None:
