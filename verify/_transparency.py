@@ -4,11 +4,13 @@ ledger only ever grew since a checkpoint the auditor kept."""
 from __future__ import annotations
 
 import base64
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from receipts import (
     KEYRING_KINDS,
     Checkpoint,
+    FormatError,
     Genesis,
     KeyAdd,
     Keyring,
@@ -163,7 +165,7 @@ class TlogProof:
     extra: bytes | None = None
 
 
-def tlog_proof_text(index: int, proof: list[bytes] | tuple[bytes, ...], checkpoint_note: str) -> str:
+def tlog_proof_text(index: int, proof: Sequence[bytes], checkpoint_note: str) -> str:
     """Render a C2SP tlog-proof: the inverse of parse_tlog_proof."""
     lines = [PROOF_HEADER, "index %d" % index, *(base64.b64encode(h).decode("ascii") for h in proof)]
     return "\n".join(lines) + "\n\n" + checkpoint_note
@@ -171,8 +173,6 @@ def tlog_proof_text(index: int, proof: list[bytes] | tuple[bytes, ...], checkpoi
 
 def parse_tlog_proof(text: str) -> TlogProof:
     """Parse a C2SP tlog-proof; raises ReceiptsError's FormatError on malformed input."""
-    from receipts import FormatError
-
     lines = text.split("\n")
     if not lines or lines[0] != PROOF_HEADER:
         raise FormatError("not a %s proof" % PROOF_HEADER)
