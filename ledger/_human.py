@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import json
 import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from receipts import (
     parse_evidence_json,
 )
 
+from . import _clock
 from ._errors import InputError
 from ._ops import VERSION, current_contract, environment_digest
 from ._store import Appended, Store
@@ -91,7 +91,7 @@ def decide(store: Store, *, task_id: str, contract_bytes: bytes, candidate: Dige
             task_id=task_id, tier=Tier.HUMAN, config_hash=config, input_hash=candidate,
             evidence=(EvidenceRef("human:decision", digest, size, "application/json"),),
             verdict=Verdict.PASS if approve else Verdict.FAIL, verifier="receipt-ledger human decision",
-            verifier_version=VERSION, environment=environment_digest(), created=int(time.time()),
+            verifier_version=VERSION, environment=environment_digest(), created=_clock.now(),
         )
     except ReceiptsError as exc:
         raise InputError(str(exc)) from None

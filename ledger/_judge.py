@@ -39,6 +39,7 @@ from receipts import (
     parse_evidence_json,
 )
 
+from . import _clock
 from ._errors import InputError
 from ._ops import VERSION, current_contract, environment_digest
 from ._store import Appended, Store
@@ -246,7 +247,7 @@ def run_judge(store: Store, *, task_id: str, contract_bytes: bytes, candidate: D
         record = new_tier_record(
             task_id=task_id, tier=Tier.JUDGE, config_hash=config, input_hash=candidate, evidence=tuple(refs),
             verdict=outcome.verdict, verifier="receipt-ledger judge (%s %s)" % (run["backend"], run["model"]),
-            verifier_version=VERSION, environment=environment_digest(), created=int(time.time()),
+            verifier_version=VERSION, environment=environment_digest(), created=_clock.now(),
             confidence_bp=None if outcome.verdict is Verdict.SKIP else outcome.confidence_bp,
         )
     except ReceiptsError as exc:

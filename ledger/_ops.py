@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import mimetypes
 import platform
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +41,7 @@ from receipts import (
 
 )
 
+from . import _clock
 from ._errors import InputError
 from ._git import git_root, resolve_commit
 from ._store import LEDGER_DIRNAME, Appended, Store
@@ -130,7 +130,7 @@ def record_tier(
         record = new_tier_record(
             task_id=task_id, tier=tier, config_hash=config_hash, input_hash=input_hash, evidence=tuple(refs),
             verdict=verdict, verifier=verifier, verifier_version=VERSION, environment=environment_digest(),
-            created=int(time.time()), confidence_bp=confidence_bp, parents=tuple(parents),
+            created=_clock.now(), confidence_bp=confidence_bp, parents=tuple(parents),
         )
     except FormatError as exc:
         raise InputError(str(exc)) from None
@@ -172,7 +172,7 @@ def seal_receipt(
             entries.append(TierEntry(tier, records=chosen[tier]))
         elif tier in required:
             entries.append(TierEntry(tier, skip_reason="no %s record for this candidate and config" % tier))
-    now = int(time.time())
+    now = _clock.now()
     det = chosen.get(Tier.DETERMINISTIC)
     if det is not None and by_hash[det[0]].verdict is Verdict.PASS:
         expired = _expired_waivers_relied_on(ledger, by_hash[det[0]], contract, now)
@@ -248,7 +248,7 @@ def waive_check(store: Store, admin: Signer, task_id: str, check_id: str, reason
     contract = current_contract(store, task_id, config)
     if contract.check(check_id) is None:
         raise InputError("the contract of %s has no check %r" % (task_id, check_id))
-    if expires <= int(time.time()):
+    if expires <= _clock.now():
         raise InputError("a waiver must expire in the future")
     try:
         body = Waiver(task_id, check_id, config, reason, expires)

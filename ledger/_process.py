@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import json
 import math
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +43,7 @@ from receipts import (
 )
 from verify import LedgerSource, verify_receipt
 
+from . import _clock
 from ._errors import InputError
 from ._ops import environment_digest
 from ._store import Appended, Ledger, Store
@@ -60,7 +60,7 @@ MAX_TRACE = 64 << 20
 def _event(store: Store, signer: Signer, task: str, etype: EventType, candidate: Digest | None,
            fields: dict[str, str], evidence: Sequence[EvidenceRef] = ()) -> Appended:
     try:
-        body = TaskEvent(task, etype, candidate, tuple(sorted(fields.items())), tuple(evidence), int(time.time()))
+        body = TaskEvent(task, etype, candidate, tuple(sorted(fields.items())), tuple(evidence), _clock.now())
     except ReceiptsError as exc:
         raise InputError(str(exc)) from None
     return store.append(body, signer)

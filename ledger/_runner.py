@@ -30,6 +30,7 @@ from receipts import (
     new_tier_record,
 )
 
+from . import _clock
 from ._errors import InputError
 from ._ops import VERSION, environment_digest, register_contract
 from ._process import process_facts
@@ -101,7 +102,7 @@ def run_deterministic(
         results[check.id] = stored
         ok, why = derive_check(check, stored)
         rows.append((check.id, "pass" if ok else "fail", why, ref.digest.short()))
-    now = int(time.time())
+    now = _clock.now()
     waived = {w.check_id: "entry %d: %s until %d: %s" % (seq, signer, w.expires, w.reason)
               for seq, w, signer in store.waivers(task_id) if w.config_hash == config_hash(contract_bytes) and w.in_force(now)}
     outcome = derive_deterministic(contract, results, snap_doc, waived)

@@ -21,6 +21,7 @@ from typing import Any
 
 from receipts import CHECK_RESULT_FORMAT, Check, Contract, EvidenceRef, content_digest, declared_params
 
+from . import _clock
 from ._redact import Redactor
 from ._snapshot import git, worktree_roots
 from ._store import Store
@@ -269,7 +270,7 @@ def evaluate(ctx: Context, check: Check) -> Evaluated:
     """Run one check and capture what it did. Unknown types produce no facts, which the
     verdict rule reads as a fail with the reason."""
     out = Evaluated(result={})
-    started = int(time.time())
+    started = _clock.now()
     if check.type == "path_exists":
         facts = _path_exists(ctx, check)
     elif check.type == "test_passes":

@@ -15,7 +15,6 @@ import secrets
 import shutil
 import sqlite3
 import tempfile
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,6 +69,7 @@ from receipts import (
 from verify import CannotVerify, LedgerSource
 from verify._source import BLOB_DIR, DB_NAME, SCHEMA, StoredEntry, blob_path
 
+from . import _clock
 from ._errors import InputError, StoreError
 
 __all__ = ["Store", "Ledger", "Appended", "RecordRow", "LEDGER_DIRNAME"]
@@ -204,7 +204,7 @@ class Ledger:
             raise InputError("%s already holds a ledger; refusing to initialise over it" % root)
         if root.exists() and not root.is_dir():
             raise InputError("%s exists and is not a directory" % root)
-        created = int(time.time()) if now is None else now
+        created = _clock.now() if now is None else now
         genesis = Genesis(
             ledger_id=secrets.token_hex(16),
             created=created,
@@ -415,14 +415,14 @@ class Ledger:
         key_id = fingerprint(signer.public_key_blob)
         task = body.task_id if isinstance(body, (TierRecord, LadderReceipt, ContractRevision, Waiver, TaskEvent)) else None
         if cursor is not None:
-            seq, prev, now = cursor.seq + 1, cursor.prev, max(int(time.time()), cursor.time)
+            seq, prev, now = cursor.seq + 1, cursor.prev, max(_clock.now(), cursor.time)
         elif genesis_time is None:
             head = self.reader.head()
             if head is None:
                 raise StoreError("the ledger has no genesis entry")
             seq, prev = head.seq + 1, Digest(head.hash)
             # Never date an entry before its predecessor: verify rejects time running backwards.
-            now = max(int(time.time()), decode_entry(head.entry).time)
+            now = max(_clock.now(), decode_entry(head.entry).time)
         else:
             seq, prev, now = 0, None, genesis_time
         role = self._contract_role(body, ring, key_id) if isinstance(body, ContractRevision) else required_role(kind, body)

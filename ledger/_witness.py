@@ -7,7 +7,6 @@ import base64
 import json
 import os
 import tempfile
-import time
 from pathlib import Path
 
 from receipts import (
@@ -25,6 +24,7 @@ from receipts import (
 )
 from verify import LedgerSource
 
+from . import _clock
 from ._errors import InputError
 from ._keys import key_dir
 
@@ -70,7 +70,7 @@ def cosign(*, ledger_dir: Path, checkpoint: str, signer: Signer, name: str, log_
         proof = consistency_proof(tree, old_size, cp.size) if old_size else []
         if old_size and not verify_consistency(old_size, cp.size, old_root, cp.root, proof):
             raise InputError("refused: the checkpoint is not consistent with the one this witness cosigned at size %d" % old_size)
-    signed = note.with_signature(cosign_note(note.text, name, signer, int(time.time())))
+    signed = note.with_signature(cosign_note(note.text, name, signer, _clock.now()))
     state[cp.origin] = {"size": cp.size, "root": base64.b64encode(cp.root).decode("ascii")}
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".witness-")

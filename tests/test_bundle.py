@@ -14,7 +14,7 @@ import pytest
 
 import receipts as r
 from conftest import ADMIN_ID, SIGNERS, Sample, build_sample, run_cli
-from ledger import Ledger
+from ledger import Ledger, frozen_clock
 from ledger._export import export_bundle
 from ledger._human import decide
 from ledger._intoto import PAYLOAD_TYPE, export_intoto
@@ -79,8 +79,8 @@ def test_the_same_receipt_exports_to_the_same_bytes(tmp_path: Path) -> None:
     s, first = exported(tmp_path)
     ledger = Ledger.open(s.root)
     second = tmp_path / "again.zip"
-    time.sleep(1.1)  # a different wall clock must not change a byte
-    export_bundle(ledger, r.Digest.parse(s.receipt), second)
+    with frozen_clock(time.time() + 86400):  # a different wall clock must not change a byte
+        export_bundle(ledger, r.Digest.parse(s.receipt), second)
     ledger.close()
     assert first.read_bytes() == second.read_bytes()
 
@@ -153,7 +153,7 @@ def test_duplicate_member_names_are_refused(tmp_path: Path) -> None:
         BundleSource(evil)
 
 
-def test_a_1gb_zip_bomb_is_rejected_quickly_without_unpacking(tmp_path: Path) -> None:
+def test_a_1gb_zip_bomb_is_rejected_without_unpacking(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     bomb = tmp_path / "bomb.zip"
     with zipfile.ZipFile(bomb, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
         with zf.open("blobs/" + "ab" * 32, "w", force_zip64=True) as fh:
@@ -161,10 +161,12 @@ def test_a_1gb_zip_bomb_is_rejected_quickly_without_unpacking(tmp_path: Path) ->
             for _ in range(256):  # 1 GiB of zeros
                 fh.write(chunk)
     assert bomb.stat().st_size < 8 << 20
-    started = time.monotonic()
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a member was opened: the bomb must be refused from the central directory alone")
+
+    monkeypatch.setattr(zipfile.ZipFile, "open", never)
     with pytest.raises(CannotVerify, match="zip bomb"):
         BundleSource(bomb)
-    assert time.monotonic() - started < 1.0
 
 
 def test_omitting_a_decision_or_a_key_change_from_a_bundle_is_caught(tmp_path: Path) -> None:

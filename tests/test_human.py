@@ -10,7 +10,7 @@ import pytest
 
 import receipts as r
 from conftest import ADMIN_ID, SIGNERS, contract_bytes, git, make_repo, run_cli
-from ledger import Ledger, seal_receipt
+from ledger import Ledger, frozen_clock, seal_receipt
 from ledger._errors import InputError
 from ledger._human import decide
 from ledger._judge import run_judge
@@ -99,9 +99,7 @@ def test_a_waiver_lets_a_named_failing_check_pass_until_it_expires(env: tuple[Pa
     vote(env, contract, run.record.input_hash, "alice", True)
     receipt, result = sealed(env, run.record.input_hash)
     assert receipt.merge_eligible and len(result.waivers) == 1 and "flaky on CI" in result.waivers[0]
-    later = time.time() + 7200
-    monkeypatch.setattr(time, "time", lambda: later)
-    with pytest.raises(InputError, match="waiver of tests that has expired"):
+    with frozen_clock(time.time() + 7200), pytest.raises(InputError, match="waiver of tests that has expired"):
         seal_receipt(ledger, task_id="TASK-1", signer=SIGNERS["sealer"], input_hash=run.record.input_hash)
 
 
@@ -149,9 +147,8 @@ def test_verify_rejects_a_pass_leaning_on_an_expired_waiver(env: tuple[Path, Led
     # A sealer that skips its own expiry check (a forger holding the seal key), an hour later:
     import ledger._ops as ops
     monkeypatch.setattr(ops, "_expired_waivers_relied_on", lambda *args: [])
-    later = time.time() + 3600
-    monkeypatch.setattr(time, "time", lambda: later)
-    receipt, appended = seal_receipt(ledger, task_id="TASK-1", signer=SIGNERS["sealer"], input_hash=run.record.input_hash)
+    with frozen_clock(time.time() + 3600):
+        receipt, appended = seal_receipt(ledger, task_id="TASK-1", signer=SIGNERS["sealer"], input_hash=run.record.input_hash)
     assert receipt.merge_eligible
     result = verify_receipt(LedgerSource.open(ledger.root), str(appended.body_hash), TrustRoot(frozenset({ADMIN_ID}), "t"))
     assert [d.code for d in result.defects] == ["waiver-expired"]
