@@ -128,7 +128,7 @@ def main() -> None:
         per_proof = (time.perf_counter() - t0) / proofs
         entry = ledger.reader.by_seq(receipt_seq)
         assert entry is not None
-        ok = r.verify_inclusion(r.leaf_hash(entry.entry), receipt_seq, size, r.inclusion_proof(ledger, receipt_seq, size), root)
+        ok = r.is_valid_inclusion(r.leaf_hash(entry.entry), receipt_seq, size, r.inclusion_proof(ledger, receipt_seq, size), root)
         depth = math.ceil(math.log2(size))
         big = work / "big.zip"
         t0 = time.perf_counter()

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from receipts import (
+    tlog_proof_text,
     CHECK_RESULT_FORMAT,
     SNAPSHOT_FORMAT,
     Digest,
@@ -28,7 +29,7 @@ from receipts import (
     parse_evidence_json,
     public_key_line,
 )
-from verify import LedgerSource, Result, tlog_proof_text, verify_receipt
+from verify import Result, verify_receipt
 from verify._bundle import BUNDLE_FORMAT
 from verify._source import StoredEntry
 
@@ -181,7 +182,7 @@ def _report_html(m: dict[str, Any]) -> str:
 def export_bundle(ledger: Ledger, receipt_digest: Digest, out: Path) -> dict[str, Any]:
     stored, receipt = ledger.receipt(receipt_digest)
     receipt_hash = str(Digest(stored.body_hash))
-    result = verify_receipt(LedgerSource(ledger.conn, ledger.root), receipt_hash)
+    result = verify_receipt(ledger.reader, receipt_hash, ledger.genesis_trust())
     if not result.ok:
         raise InputError("refusing to export a receipt that does not verify: %s" % result.defects[0].message)
     covering = [(size, note) for size, note in ledger.checkpoints() if size > stored.seq]

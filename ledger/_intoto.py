@@ -23,7 +23,7 @@ from receipts import (
     fingerprint,
     parse_evidence_json,
 )
-from verify import LedgerSource, verify_receipt
+from verify import verify_receipt
 
 from ._errors import InputError
 from ._store import Ledger
@@ -83,7 +83,7 @@ def _statement(ledger: Ledger, stored_body: bytes, receipt: LadderReceipt, recei
 def export_intoto(ledger: Ledger, receipt_digest: Digest, signer: Signer, out: Path) -> dict[str, Any]:
     stored, receipt = ledger.receipt(receipt_digest)
     receipt_hash = str(Digest(stored.body_hash))
-    result = verify_receipt(LedgerSource(ledger.conn, ledger.root), receipt_hash)
+    result = verify_receipt(ledger.reader, receipt_hash, ledger.genesis_trust())
     if not result.ok:
         raise InputError("refusing to attest a receipt that does not verify: %s" % result.defects[0].message)
     key_id = fingerprint(signer.public_key_blob)

@@ -19,7 +19,7 @@ from receipts import (
     decode_body,
     parse_evidence_json,
 )
-from verify import LedgerSource, Result, Transparency, TrustRoot, verify_receipt
+from verify import Result, Transparency, Trust, verify_receipt
 
 from ._errors import InputError
 from ._git import resolve_commit
@@ -117,7 +117,7 @@ def pr_comment(result: Result, receipt_hash: str) -> str:
     return "\n".join(lines)
 
 
-def gate_check(ledger: Ledger, repo: Path, rev: str, trust: TrustRoot | None = None,
+def gate_check(ledger: Ledger, repo: Path, rev: str, trust: Trust,
                require_checkpoint: bool = False) -> tuple[str | None, list[str], Digest, dict[str, str]]:
     """(the receipt that lets REV through or None, why others did not, REV's candidate, its commit and tree).
     Only a verified, merge-eligible receipt for REV's exact commit and tree lets it through."""
@@ -127,9 +127,8 @@ def gate_check(ledger: Ledger, repo: Path, rev: str, trust: TrustRoot | None = N
     hashes = attached(repo, rev)
     if not hashes:
         return None, ["no receipt is attached to %s" % fields["commit"][:12]], candidate, fields
-    source = LedgerSource(ledger.conn, ledger.root)
     for h in hashes:
-        res = verify_receipt(source, h, trust, Transparency(require_checkpoint=require_checkpoint))
+        res = verify_receipt(ledger.reader, h, trust, Transparency(require_checkpoint=require_checkpoint))
         if res.candidate != str(candidate):
             reasons.append("%s is stale: it is for candidate %s, not this commit's tree" % (h, (res.candidate or "?")[:19]))
         elif not res.ok:

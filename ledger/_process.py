@@ -41,7 +41,7 @@ from receipts import (
     parse_evidence_json,
     thaw,
 )
-from verify import LedgerSource, verify_receipt
+from verify import verify_receipt
 
 from . import _clock
 from ._errors import InputError
@@ -167,7 +167,7 @@ def _verified_receipt(ledger: Ledger, task: str) -> tuple[LadderReceipt, str] | 
         if stored.kind == EntryKind.RECEIPT.value:
             receipt = decode_body(EntryKind.RECEIPT, stored.body)
             assert isinstance(receipt, LadderReceipt)
-            res = verify_receipt(LedgerSource(ledger.conn, ledger.root), str(Digest(stored.body_hash)))
+            res = verify_receipt(ledger.reader, str(Digest(stored.body_hash)), ledger.genesis_trust())
             return (receipt, str(Digest(stored.body_hash))) if res.ok and res.derived_eligible else None
     return None
 
@@ -352,7 +352,7 @@ def stats(ledger: Ledger, prefix: str = "", ks: Sequence[int] = (1, 5), min_tria
             if stored.task not in tasks[family_of(stored.task)]:
                 tasks[family_of(stored.task)].append(stored.task)
     out = []
-    source = LedgerSource(ledger.conn, ledger.root)
+    trust = ledger.genesis_trust()
     for family, trials in sorted(tasks.items()):
         successes = 0
         timings: dict[str, list[int]] = {"deterministic": [], "judge": []}
@@ -360,7 +360,7 @@ def stats(ledger: Ledger, prefix: str = "", ks: Sequence[int] = (1, 5), min_tria
         for task in trials:
             receipts = [s for s in ledger.entries(task=task) if s.kind == EntryKind.RECEIPT.value]
             if receipts:
-                res = verify_receipt(source, str(Digest(receipts[-1].body_hash)))
+                res = verify_receipt(ledger.reader, str(Digest(receipts[-1].body_hash)), trust)
                 successes += bool(res.ok and res.derived_eligible)
             for rr in ledger.records_for(task):
                 check_ms: list[int | None] = []

@@ -39,7 +39,7 @@ from receipts import (
     parse_note,
     sign_note,
     tree_root,
-    verify_consistency,
+    is_valid_consistency,
     KeyAdd,
     Keyring,
     KeyRevoke,
@@ -67,7 +67,8 @@ from receipts import (
     weakenings,
 )
 from verify import CannotVerify, LedgerSource
-from verify._source import BLOB_DIR, DB_NAME, SCHEMA, StoredEntry, blob_path
+from verify import StoredEntry, TrustRoot
+from verify.schema import BLOB_DIR, DB_NAME, SCHEMA, blob_path
 
 from . import _clock
 from ._errors import InputError, StoreError
@@ -244,6 +245,19 @@ class Ledger:
         self.conn.close()
 
     # -- reading -------------------------------------------------------------------------
+
+    def genesis_trust(self) -> TrustRoot:
+        """A trust root pinning this ledger's own genesis admin. It is what the writer means
+        when it re-checks its own receipts (effects, exports, statistics); an auditor pins
+        a key it obtained elsewhere instead."""
+        genesis = self.reader.by_seq(0)
+        if genesis is None:
+            raise StoreError("the ledger has no genesis entry")
+        try:
+            signer = decode_entry(genesis.entry).signer
+        except ReceiptsError as exc:
+            raise StoreError("the ledger's genesis entry is damaged: %s (run `ledger verify --chain`)" % exc) from None
+        return TrustRoot(frozenset({signer}), "this ledger's own genesis admin %s" % signer)
 
     def keyring(self) -> Keyring:
         """The keyring at the head, replayed from the keyring entries (reused until one is added)."""
@@ -528,7 +542,7 @@ class Ledger:
             old = parse_checkpoint(old_note.text)
             if old_size == size:
                 return old_note
-            if not verify_consistency(old.size, size, old.root, root, consistency_proof(self, old.size, size) if old.size else []):
+            if not is_valid_consistency(old.size, size, old.root, root, consistency_proof(self, old.size, size) if old.size else []):
                 raise StoreError("the ledger is not consistent with its last checkpoint: its history was rewritten")
         text = checkpoint_text(Checkpoint(self.origin(), size, root))
         note = SignedNote(text, (sign_note(text, self.origin(), signer),))

@@ -19,8 +19,8 @@ from receipts import (
     leaf_hash,
     parse_checkpoint,
     parse_note,
-    verify_consistency,
-    verify_note,
+    is_valid_consistency,
+    is_valid_note_signature,
 )
 from verify import LedgerSource
 
@@ -41,7 +41,7 @@ def cosign(*, ledger_dir: Path, checkpoint: str, signer: Signer, name: str, log_
         cp = parse_checkpoint(note.text)
     except ReceiptsError as exc:
         raise InputError("not a checkpoint: %s" % exc) from None
-    if not verify_note(note, cp.origin, log_key):
+    if not is_valid_note_signature(note, cp.origin, log_key):
         raise InputError("refused: the checkpoint is not signed by the log key you gave")
     path = _state_file(state_path)
     try:
@@ -68,7 +68,7 @@ def cosign(*, ledger_dir: Path, checkpoint: str, signer: Signer, name: str, log_
             raise InputError("refused: the ledger holds fewer entries than the checkpoint claims")
         tree = MemoryTree(leaves)
         proof = consistency_proof(tree, old_size, cp.size) if old_size else []
-        if old_size and not verify_consistency(old_size, cp.size, old_root, cp.root, proof):
+        if old_size and not is_valid_consistency(old_size, cp.size, old_root, cp.root, proof):
             raise InputError("refused: the checkpoint is not consistent with the one this witness cosigned at size %d" % old_size)
     signed = note.with_signature(cosign_note(note.text, name, signer, _clock.now()))
     state[cp.origin] = {"size": cp.size, "root": base64.b64encode(cp.root).decode("ascii")}

@@ -39,7 +39,7 @@ from receipts import (
     public_key_line,
     ReceiptsError,
 )
-from verify import CannotVerify, LedgerSource, Transparency, TrustRoot, WitnessKey, tlog_proof_text, verify_chain, verify_receipt
+from verify import CannotVerify, LedgerSource, Transparency, Trust, TrustRoot, UnsafeTrustOnFirstUse, WitnessKey, verify_chain, verify_receipt
 
 from . import _render
 from ._errors import InputError, LedgerError
@@ -146,6 +146,11 @@ def _contract_file(ctx: click.Context, task: str, path: Path | None) -> tuple[Pa
 def _config_hash(ctx: click.Context, task: str, config: Path | None) -> Digest | None:
     found = _contract_file(ctx, task, config)
     return None if found is None else config_hash(found[1])
+
+
+def _trust(value: str | None) -> Trust:
+    """--trust pins the admin key; without it the CLI says out loud that it trusts on first use."""
+    return TrustRoot.from_argument(value) if value else UnsafeTrustOnFirstUse()
 
 
 ROLE_CHOICE = click.Choice([r.value for r in Role])
@@ -684,7 +689,7 @@ def _verify_commit(ctx: click.Context, rev: str, trust: str | None, require_chec
     hashes = attached(_repo(), rev)
     if not hashes:
         raise InputError("no receipt is attached to %s (git notes %s)" % (rev, "refs/notes/receipts"))
-    root = TrustRoot.from_argument(trust) if trust else None
+    root = _trust(trust)
     source = LedgerSource.open(ctx.find_root().obj)
     try:
         results = [verify_receipt(source, h, root, Transparency(require_checkpoint=require_checkpoint)) for h in hashes]
@@ -700,7 +705,7 @@ def _verify_commit(ctx: click.Context, rev: str, trust: str | None, require_chec
 def _verify_bundle(path: Path, hash_text: str | None, trust: str | None, witnesses: Sequence[str], quorum: int, as_json: bool) -> None:
     from verify import BundleSource
 
-    root = TrustRoot.from_argument(trust) if trust else None
+    root = _trust(trust)
     keys = _witness_keys(witnesses)
     source = BundleSource(path)
     try:
@@ -712,7 +717,7 @@ def _verify_bundle(path: Path, hash_text: str | None, trust: str | None, witness
         res = verify_receipt(source, hash_text, root, Transparency(require_checkpoint=True, witnesses=keys, quorum=quorum))
     finally:
         source.close()
-    if root is None:
+    if isinstance(root, UnsafeTrustOnFirstUse):
         click.echo("warning: no --trust given; the admin key is trusted on first use", err=True)
     click.echo(json.dumps(res.as_dict(), indent=2) if as_json else "\n".join(_render.verify_lines(res)))
     sys.exit(0 if res.ok else 1)
@@ -792,7 +797,7 @@ def verify_cmd(ctx: click.Context, hash_text: str | None, chain: bool, bundle: P
         return
     if chain == (hash_text is not None):
         raise InputError("give either a receipt HASH or --chain")
-    root = TrustRoot.from_argument(trust) if trust else None
+    root = _trust(trust)
     keys = _witness_keys(witnesses)
     if witness_quorum > len(keys):
         raise InputError("--witness-quorum %d needs at least that many --witness keys" % witness_quorum)
@@ -813,7 +818,7 @@ def verify_cmd(ctx: click.Context, hash_text: str | None, chain: bool, bundle: P
             ok, doc, lines = res.ok, res.as_dict(), _render.verify_lines(res)
     finally:
         source.close()
-    if root is None:
+    if isinstance(root, UnsafeTrustOnFirstUse):
         click.echo("warning: no --trust given; the admin key is trusted on first use", err=True)
     if as_json:
         click.echo(json.dumps(doc, indent=2))
@@ -859,6 +864,8 @@ def prove(ctx: click.Context, hash_text: str) -> None:
     if not checkpoints or checkpoints[-1][0] <= stored.seq:
         raise InputError("entry %d is not yet covered by a checkpoint: run `ledger checkpoint --key NAME`" % stored.seq)
     size, note = checkpoints[-1]
+    from receipts import tlog_proof_text
+
     click.echo(tlog_proof_text(stored.seq, inclusion_proof(ledger, stored.seq, size), note.encode()), nl=False)
 
 
@@ -941,7 +948,7 @@ def gate(ctx: click.Context, rev: str, trust: str | None, require_checkpoint: bo
     from ._notes import attached, gate_check
 
     repo = _repo()
-    root = TrustRoot.from_argument(trust) if trust else None
+    root = _trust(trust)
     passed, reasons, candidate, fields = gate_check(_ledger(ctx), repo, rev, root, require_checkpoint)
     hashes = attached(repo, rev)
     decision = "pass" if passed else ("block" if mode == "enforce" else "would-block")
@@ -990,7 +997,7 @@ def pr_comment_cmd(ctx: click.Context, hash_text: str, trust: str | None) -> Non
 
     source = LedgerSource.open(ctx.find_root().obj)
     try:
-        res = verify_receipt(source, hash_text, TrustRoot.from_argument(trust) if trust else None)
+        res = verify_receipt(source, hash_text, _trust(trust))
     finally:
         source.close()
     click.echo(pr_comment(res, hash_text), nl=False)

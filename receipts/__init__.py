@@ -1,9 +1,10 @@
 """receipts: the frozen data model, canonical bytes, hashes, signatures and the
 merge-eligibility rule of receipt-ledger. Pure: no file, database or network I/O."""
 
+from ._authority import authorize_entry, check_entry_signature, next_keyring, replay_keyring, signing_role
 from ._b64 import b64decode_canonical
 from ._cbor import canonical_dumps, canonical_loads
-from ._chain import KEYRING_KINDS, TASK_KINDS, Entry, EntryKind
+from ._chain import KEYRING_KINDS, TASK_ENTRY_KINDS, Entry, EntryKind
 from ._contract import (
     NO_OP_KINDS,
     SIGNAL_TYPES,
@@ -47,6 +48,7 @@ from ._deterministic import (
     NON_TRIVIAL_SIGNALS,
     SNAPSHOT_FORMAT,
     SNAPSHOT_MEDIA_TYPE,
+    EvidenceReader,
     Outcome,
     check_evidence_id,
     declared_params,
@@ -54,6 +56,7 @@ from ._deterministic import (
     derive_deterministic,
     integrity_failure,
     parse_evidence_json,
+    rederive_deterministic,
 )
 from ._digest import ContentHasher, Digest, Domain, content_digest, domain_hash
 from ._errors import FormatError, KeyringError, ReceiptsError, SignatureError
@@ -81,11 +84,20 @@ from ._merkle import (
     leaf_hash,
     node_hash,
     tree_root,
-    verify_consistency,
-    verify_inclusion,
+    is_valid_consistency,
+    is_valid_inclusion,
 )
-from ._note import (
+from ._formats import (
+    CONSISTENCY_PROOF_HEADER,
+    TLOG_PROOF_HEADER,
     Checkpoint,
+    ConsistencyProof,
+    TlogProof,
+    consistency_proof_text,
+    is_valid_tlog_proof,
+    parse_consistency_proof,
+    parse_tlog_proof,
+    tlog_proof_text,
     NoteSignature,
     SignedNote,
     checkpoint_text,
@@ -94,8 +106,8 @@ from ._note import (
     parse_checkpoint,
     parse_note,
     sign_note,
-    verify_cosignature,
-    verify_note,
+    cosignature_time,
+    is_valid_note_signature,
 )
 from ._model import (
     FORMAT_VERSION,
@@ -114,7 +126,7 @@ from ._sshsig import (
     Signer,
     armor,
     dearmor,
-    ed25519_verify,
+    is_valid_ed25519,
     fingerprint,
     is_weak_ed25519_key,
     namespace_for,
@@ -129,21 +141,24 @@ from ._sshsig import (
 )
 
 __all__ = [
+    "authorize_entry", "check_entry_signature", "next_keyring", "replay_keyring", "signing_role",
     "b64decode_canonical",
     "thaw",
-    "ed25519_verify", "is_weak_ed25519_key",
+    "is_valid_ed25519", "is_weak_ed25519_key",
     "State", "Step", "TaskState", "derive_state", "integrity_failure",
     "EVENT_ROLES", "EffectOutcome", "EventType", "TaskEvent",
     "EMPTY_ROOT", "MemoryTree", "Nodes", "consistency_proof", "inclusion_proof", "leaf_hash", "node_hash", "tree_root",
-    "verify_consistency", "verify_inclusion", "Checkpoint", "NoteSignature", "SignedNote", "checkpoint_text", "cosign_note",
-    "note_key_id", "parse_checkpoint", "parse_note", "sign_note", "verify_cosignature", "verify_note",
-    "KEYRING_KINDS", "TASK_KINDS",
+    "is_valid_consistency", "is_valid_inclusion", "Checkpoint", "NoteSignature", "SignedNote", "checkpoint_text", "cosign_note",
+    "CONSISTENCY_PROOF_HEADER", "TLOG_PROOF_HEADER", "ConsistencyProof", "TlogProof", "consistency_proof_text",
+    "is_valid_tlog_proof", "parse_consistency_proof", "parse_tlog_proof", "tlog_proof_text",
+    "note_key_id", "parse_checkpoint", "parse_note", "sign_note", "cosignature_time", "is_valid_note_signature",
+    "KEYRING_KINDS", "TASK_ENTRY_KINDS",
     "NO_OP_KINDS", "SIGNAL_TYPES", "Check", "Contract", "ContractError", "ContractRevision", "JudgeSettings", "ToolPolicy", "Waiver", "contract_roles", "JUDGE_RUN_FORMAT",
     "JUDGE_RUN_MEDIA_TYPE", "Answer", "SampleOutcome", "attempt_outcome", "derive_judge", "model_family", "parse_answer",
     "reply_text", "sample_outcome",
     "parse_contract", "weakenings", "sshsig_namespace", "CHECK_RESULT_FORMAT", "CHECK_RESULT_MEDIA_TYPE",
     "NON_TRIVIAL_SIGNALS", "SNAPSHOT_FORMAT", "SNAPSHOT_MEDIA_TYPE", "Outcome", "check_evidence_id", "declared_params",
-    "derive_check", "derive_deterministic", "parse_evidence_json", "latest_human_decisions",
+    "derive_check", "derive_deterministic", "parse_evidence_json", "EvidenceReader", "rederive_deterministic", "latest_human_decisions",
     "FORMAT_VERSION", "LADDER", "Body", "ContentHasher", "Digest", "Domain", "Ed25519Signer",
     "Eligibility", "Entry", "EntryKind", "EvidenceRef", "FormatError", "Genesis", "KeyAdd",
     "KeyRevoke", "KeySpec", "KeyState", "Keyring", "KeyringError", "LadderReceipt", "ReceiptsError",

@@ -10,7 +10,7 @@ from ._digest import Digest, Domain
 from ._errors import FormatError
 from ._model import FORMAT_VERSION, check_time
 
-__all__ = ["EntryKind", "Entry", "BODY_DOMAIN", "KEYRING_KINDS", "TASK_KINDS"]
+__all__ = ["EntryKind", "Entry", "BODY_DOMAIN", "KEYRING_KINDS", "TASK_ENTRY_KINDS"]
 
 _KEY_ID = re.compile(r"SHA256:[A-Za-z0-9+/]{43}")
 
@@ -38,7 +38,7 @@ BODY_DOMAIN: dict[EntryKind, Domain] = {
 }
 
 KEYRING_KINDS = frozenset({EntryKind.GENESIS, EntryKind.KEY_ADD, EntryKind.KEY_REVOKE})  # what a `ring` pointer names
-TASK_KINDS = frozenset({EntryKind.CONTRACT, EntryKind.WAIVER, EntryKind.TIER_RECORD, EntryKind.RECEIPT, EntryKind.EVENT})
+TASK_ENTRY_KINDS = frozenset({EntryKind.CONTRACT, EntryKind.WAIVER, EntryKind.TIER_RECORD, EntryKind.RECEIPT, EntryKind.EVENT})
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from ._model import FORMAT_VERSION, LADDER, Role, Tier, check_task_id
 __all__ = ["thaw", "ToolPolicy", "JudgeSettings", "Waiver", "ContractRevision", "contract_roles", "Check", "Contract", "ContractError", "parse_contract", "weakenings", "SIGNAL_TYPES", "NO_OP_KINDS"]
 
 SIGNAL_TYPES = frozenset({"path_exists", "test_passes", "file_contains", "absence_verified", "schema_valid", "hash_stable"})
-TASK_KINDS = frozenset({"code", "research", "planning"})
+CONTRACT_KINDS = frozenset({"code", "research", "planning"})
 NO_OP_KINDS = frozenset({"research", "planning"})
 _CHECK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
@@ -244,8 +244,8 @@ def parse_contract(data: bytes, source: str = "contract") -> Contract:
     except FormatError as exc:
         raise r.fail(str(exc), "task") from None
     kind = _get(r, doc, "kind", str, "code")
-    if kind not in TASK_KINDS:
-        raise r.fail("must be one of %s" % ", ".join(sorted(TASK_KINDS)), "kind")
+    if kind not in CONTRACT_KINDS:
+        raise r.fail("must be one of %s" % ", ".join(sorted(CONTRACT_KINDS)), "kind")
     raw_checks = _get(r, doc, "checks", list, [])
     checks = tuple(_check(r, c, i) for i, c in enumerate(raw_checks))
     ids = [c.id for c in checks]

@@ -9,13 +9,14 @@ so a record whose verdict does not follow from its evidence is caught.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ._contract import Check, Contract, ToolPolicy, thaw
+from ._digest import Digest
 from ._errors import FormatError
-from ._model import Verdict
+from ._model import TierRecord, Verdict
 
 __all__ = [
     "CHECK_RESULT_FORMAT",
@@ -30,6 +31,8 @@ __all__ = [
     "derive_check",
     "derive_deterministic",
     "integrity_failure",
+    "EvidenceReader",
+    "rederive_deterministic",
 ]
 
 CHECK_RESULT_FORMAT = "receipt-ledger/check-result/v1"
@@ -47,6 +50,7 @@ class Outcome:
     reasons: tuple[str, ...]
     warnings: tuple[str, ...]
     waived: tuple[str, ...] = ()  # failing checks that a waiver kept from blocking
+    failed: tuple[str, ...] = ()  # every check that failed, waived or not
 
 
 def check_evidence_id(check_id: str) -> str:
@@ -207,7 +211,40 @@ def derive_deterministic(contract: Contract, results: Mapping[str, Mapping[str, 
             warnings.append("planning task passed on the subtasks it created: %s" % ", ".join(str(s) for s in subtasks))
         else:
             reasons.append("nothing attributed, no non-trivial signal passed and no subtasks were created")
-    return Outcome(Verdict.FAIL if reasons else Verdict.PASS, tuple(reasons), tuple(warnings), tuple(waived))
+    failed = tuple(c.id for c in contract.checks if c not in passed)
+    return Outcome(Verdict.FAIL if reasons else Verdict.PASS, tuple(reasons), tuple(warnings), tuple(waived), failed)
+
+
+EvidenceReader = Callable[[Digest, str], "dict[str, Any] | None"]
+"""Reads one evidence blob as JSON of a format: None when it is missing, no longer hashes
+to its digest, or is not that format. Verifiers and the lifecycle pass their own."""
+
+
+def rederive_deterministic(record: TierRecord, contract: Contract, read: EvidenceReader,
+                           waivers: Mapping[str, str] | None = None) -> Outcome:
+    """The deterministic verdict that ``record``'s stored evidence entails (§6a): the one
+    rule behind `ledger verify` step 5e and `ledger status`. Two results for one check
+    cancel each other; a result must name its own check; the snapshot must be of the
+    record's candidate."""
+    snapshot = None
+    results: dict[str, dict[str, Any]] = {}
+    seen: set[str] = set()
+    for ref in record.evidence:
+        if ref.check_id == "snapshot" and ref.media_type == SNAPSHOT_MEDIA_TYPE:
+            snapshot = read(ref.digest, SNAPSHOT_FORMAT)
+        elif ref.check_id.startswith("check:") and ref.media_type == CHECK_RESULT_MEDIA_TYPE:
+            check_id = ref.check_id[6:]
+            if check_id in seen:
+                results.pop(check_id, None)  # two results for one check: neither is believed
+                continue
+            seen.add(check_id)
+            doc = read(ref.digest, CHECK_RESULT_FORMAT)
+            if doc is not None and doc.get("id") == check_id:
+                results[check_id] = doc
+    if snapshot is not None and snapshot.get("candidate") != str(record.input_hash):
+        return Outcome(Verdict.FAIL, ("the recorded snapshot is of a different candidate",), (),
+                       failed=tuple(c.id for c in contract.checks))
+    return derive_deterministic(contract, results, snapshot, waivers)
 
 
 def _protected_changes(contract: Contract, snapshot: Mapping[str, Any]) -> list[str]:

@@ -20,8 +20,8 @@ __all__ = [
     "tree_root",
     "inclusion_proof",
     "consistency_proof",
-    "verify_inclusion",
-    "verify_consistency",
+    "is_valid_inclusion",
+    "is_valid_consistency",
 ]
 
 EMPTY_ROOT = hashlib.sha256(b"").digest()
@@ -110,7 +110,7 @@ def consistency_proof(nodes: Nodes, old: int, new: int) -> list[bytes]:
     return sub(old, 0, new, True)
 
 
-def verify_inclusion(leaf: bytes, index: int, size: int, proof: Sequence[bytes], root: bytes) -> bool:
+def is_valid_inclusion(leaf: bytes, index: int, size: int, proof: Sequence[bytes], root: bytes) -> bool:
     """RFC 9162 §2.1.3.2."""
     if not 0 <= index < size or any(len(p) != 32 for p in proof) or len(leaf) != 32:
         return False
@@ -130,7 +130,7 @@ def verify_inclusion(leaf: bytes, index: int, size: int, proof: Sequence[bytes],
     return sn == 0 and r == root
 
 
-def verify_consistency(old: int, new: int, old_root: bytes, new_root: bytes, proof: Sequence[bytes]) -> bool:
+def is_valid_consistency(old: int, new: int, old_root: bytes, new_root: bytes, proof: Sequence[bytes]) -> bool:
     """RFC 9162 §2.1.4.2."""
     if any(len(p) != 32 for p in proof):
         return False

@@ -34,7 +34,7 @@ __all__ = [
     "sshsig_namespace",
     "armor",
     "dearmor",
-    "ed25519_verify",
+    "is_valid_ed25519",
     "is_weak_ed25519_key",
 ]
 
@@ -131,7 +131,7 @@ def is_weak_ed25519_key(raw: bytes) -> bool:
     return pt == (0, 1)
 
 
-def ed25519_verify(public_key: bytes, signature: bytes, message: bytes) -> bool:
+def is_valid_ed25519(public_key: bytes, signature: bytes, message: bytes) -> bool:
     """The one Ed25519 check every signature goes through: no weak keys, 64-byte signatures,
     canonical S (enforced by the library, tested with Wycheproof vectors)."""
     if len(public_key) != 32 or len(signature) != 64 or is_weak_ed25519_key(public_key):
@@ -284,7 +284,7 @@ def sshsig_verify(key_blob: bytes, namespace: str, message: bytes, sig_blob: byt
         raise SignatureError("signature was made with a different key")
     if claimed_ns != ns:
         raise SignatureError("signature namespace %r is not %r" % (claimed_ns.decode("utf-8", "replace"), namespace))
-    if not ed25519_verify(parse_public_key_blob(key_blob), raw_sig, _signed_data(ns, hash_alg, message)):
+    if not is_valid_ed25519(parse_public_key_blob(key_blob), raw_sig, _signed_data(ns, hash_alg, message)):
         raise SignatureError("Ed25519 signature does not verify")
 
 

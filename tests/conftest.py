@@ -219,7 +219,7 @@ def write_rows(root: Path, rows: list[Row], resign_from: int = 0, role: Callable
 
 
 def _task_of(kind: r.EntryKind, body: bytes) -> str | None:
-    if kind not in r.TASK_KINDS:
+    if kind not in r.TASK_ENTRY_KINDS:
         return None
     try:
         return getattr(r.decode_body(kind, body), "task_id", None)

@@ -88,9 +88,8 @@ def test_public_key_lines_and_digests_parse_or_format_error(text: str) -> None:
     "c2sp.org/tlog-proof@v1\nindex 3\nAAAA\n\nx\n",
 ]))
 def test_notes_checkpoints_and_proofs_parse_or_format_error(text: str) -> None:
-    from verify import parse_tlog_proof
 
-    for parse in (r.parse_note, r.parse_checkpoint, parse_tlog_proof):
+    for parse in (r.parse_note, r.parse_checkpoint, r.parse_tlog_proof, r.parse_consistency_proof):
         try:
             parse(text)
         except r.FormatError:
@@ -161,7 +160,7 @@ def _real_bundle() -> tuple[bytes, str]:
 def test_mutated_real_bundles_verify_reject_or_refuse(data: st.DataObject) -> None:
     import tempfile
 
-    from verify import BundleSource, CannotVerify, verify_receipt
+    from verify import BundleSource, CannotVerify, UnsafeTrustOnFirstUse, verify_receipt
 
     valid, receipt = _real_bundle()
     blob = data.draw(mutated(valid))
@@ -170,7 +169,7 @@ def test_mutated_real_bundles_verify_reject_or_refuse(data: st.DataObject) -> No
         fh.flush()
         try:
             source = BundleSource(Path(fh.name))
-            verify_receipt(source, receipt)
+            verify_receipt(source, receipt, UnsafeTrustOnFirstUse())
             source.close()
         except (CannotVerify, r.FormatError):
             pass

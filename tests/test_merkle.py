@@ -31,21 +31,21 @@ def test_inclusion_proofs_match_and_verify(case: dict) -> None:  # type: ignore[
     i, n = case["leaf_index"], case["size"]
     proof = [bytes.fromhex(p) for p in case["proof"]]
     assert r.inclusion_proof(tree(n), i, n) == proof
-    assert r.verify_inclusion(LEAVES[i], i, n, proof, ROOTS[n - 1])
+    assert r.is_valid_inclusion(LEAVES[i], i, n, proof, ROOTS[n - 1])
     # The same proof for the wrong index, size, leaf or root, or altered, must fail.
-    assert not r.verify_inclusion(LEAVES[i], i + 1, n, proof, ROOTS[n - 1])
+    assert not r.is_valid_inclusion(LEAVES[i], i + 1, n, proof, ROOTS[n - 1])
     if i > 0:
-        assert not r.verify_inclusion(LEAVES[i], i - 1, n, proof, ROOTS[n - 1])
-    assert not r.verify_inclusion(LEAVES[i], i, n * 2, proof, ROOTS[n - 1])
-    assert not r.verify_inclusion(r.leaf_hash(b"wrong"), i, n, proof, ROOTS[n - 1])
-    assert not r.verify_inclusion(LEAVES[i], i, n, proof, r.EMPTY_ROOT)
-    assert not r.verify_inclusion(LEAVES[i], i, n, proof + [ROOTS[n - 1]], ROOTS[n - 1])
+        assert not r.is_valid_inclusion(LEAVES[i], i - 1, n, proof, ROOTS[n - 1])
+    assert not r.is_valid_inclusion(LEAVES[i], i, n * 2, proof, ROOTS[n - 1])
+    assert not r.is_valid_inclusion(r.leaf_hash(b"wrong"), i, n, proof, ROOTS[n - 1])
+    assert not r.is_valid_inclusion(LEAVES[i], i, n, proof, r.EMPTY_ROOT)
+    assert not r.is_valid_inclusion(LEAVES[i], i, n, proof + [ROOTS[n - 1]], ROOTS[n - 1])
     for k in range(len(proof)):
         bad = list(proof)
         bad[k] = bytes([bad[k][0] ^ 8]) + bad[k][1:]
-        assert not r.verify_inclusion(LEAVES[i], i, n, bad, ROOTS[n - 1])
+        assert not r.is_valid_inclusion(LEAVES[i], i, n, bad, ROOTS[n - 1])
     if proof:
-        assert not r.verify_inclusion(LEAVES[i], i, n, proof[:-1], ROOTS[n - 1])
+        assert not r.is_valid_inclusion(LEAVES[i], i, n, proof[:-1], ROOTS[n - 1])
 
 
 @pytest.mark.parametrize("case", V["consistency"], ids=lambda c: "%d-to-%d" % (c["size1"], c["size2"]))
@@ -53,16 +53,16 @@ def test_consistency_proofs_match_and_verify(case: dict) -> None:  # type: ignor
     m, n = case["size1"], case["size2"]
     proof = [bytes.fromhex(p) for p in case["proof"]]
     assert r.consistency_proof(tree(n), m, n) == proof
-    assert r.verify_consistency(m, n, ROOTS[m - 1], ROOTS[n - 1], proof)
+    assert r.is_valid_consistency(m, n, ROOTS[m - 1], ROOTS[n - 1], proof)
     if m < n:
-        assert not r.verify_consistency(m, n, ROOTS[m - 1], r.leaf_hash(b"rewritten"), proof)
-        assert not r.verify_consistency(m, n, r.leaf_hash(b"rewritten"), ROOTS[n - 1], proof)
+        assert not r.is_valid_consistency(m, n, ROOTS[m - 1], r.leaf_hash(b"rewritten"), proof)
+        assert not r.is_valid_consistency(m, n, r.leaf_hash(b"rewritten"), ROOTS[n - 1], proof)
         # (sizes whose proof paths share a shape are told apart by the signed checkpoint, not the proof)
-        assert not r.verify_consistency(m, n * 2, ROOTS[m - 1], ROOTS[n - 1], proof)
+        assert not r.is_valid_consistency(m, n * 2, ROOTS[m - 1], ROOTS[n - 1], proof)
         for k in range(len(proof)):
             bad = list(proof)
             bad[k] = bytes([bad[k][0] ^ 8]) + bad[k][1:]
-            assert not r.verify_consistency(m, n, ROOTS[m - 1], ROOTS[n - 1], bad)
+            assert not r.is_valid_consistency(m, n, ROOTS[m - 1], ROOTS[n - 1], bad)
 
 
 @given(st.integers(1, 70), st.data())
@@ -71,10 +71,10 @@ def test_every_proof_of_every_tree_verifies(size: int, data: st.DataObject) -> N
     t = r.MemoryTree(leaves)
     root = r.tree_root(t, size)
     i = data.draw(st.integers(0, size - 1))
-    assert r.verify_inclusion(leaves[i], i, size, r.inclusion_proof(t, i, size), root)
+    assert r.is_valid_inclusion(leaves[i], i, size, r.inclusion_proof(t, i, size), root)
     m = data.draw(st.integers(1, size))
     old_root = r.tree_root(r.MemoryTree(leaves[:m]), m)
-    assert r.verify_consistency(m, size, old_root, root, r.consistency_proof(t, m, size))
+    assert r.is_valid_consistency(m, size, old_root, root, r.consistency_proof(t, m, size))
 
 
 def test_signed_note_checkpoint_and_cosignature_round_trip() -> None:
@@ -87,12 +87,12 @@ def test_signed_note_checkpoint_and_cosignature_round_trip() -> None:
     parsed = r.parse_note(note.encode())
     assert parsed == note and r.parse_checkpoint(parsed.text) == cp
     log_key = r.parse_public_key_blob(SIGNERS["sealer"].public_key_blob)
-    assert r.verify_note(parsed, cp.origin, log_key)
-    assert not r.verify_note(parsed, cp.origin, r.parse_public_key_blob(SIGNERS["mallory"].public_key_blob))
+    assert r.is_valid_note_signature(parsed, cp.origin, log_key)
+    assert not r.is_valid_note_signature(parsed, cp.origin, r.parse_public_key_blob(SIGNERS["mallory"].public_key_blob))
     cosigned = parsed.with_signature(r.cosign_note(text, "witness.example/w1", SIGNERS["bob"], 1700000000))
     again = r.parse_note(cosigned.encode())
-    assert r.verify_cosignature(again, "witness.example/w1", r.parse_public_key_blob(SIGNERS["bob"].public_key_blob)) == 1700000000
-    assert r.verify_cosignature(again, "witness.example/w2", r.parse_public_key_blob(SIGNERS["bob"].public_key_blob)) is None
+    assert r.cosignature_time(again, "witness.example/w1", r.parse_public_key_blob(SIGNERS["bob"].public_key_blob)) == 1700000000
+    assert r.cosignature_time(again, "witness.example/w2", r.parse_public_key_blob(SIGNERS["bob"].public_key_blob)) is None
     # the key id follows signed-note: SHA-256(name || 0x0A || 0x01 || key)[:4]
     import hashlib
     assert parsed.signatures[0].key_id == hashlib.sha256(cp.origin.encode() + b"\n\x01" + log_key).digest()[:4]

@@ -263,9 +263,9 @@ def _chain_with_forged_signatures(ledger_dir: Path, bad: tuple[int, ...]) -> Non
 
 
 def test_signature_checks_on_worker_processes_find_every_forgery(ledger_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import verify._verifier as verifier
+    import verify._walk as walk
 
-    monkeypatch.setattr(verifier._SignatureQueue, "CHUNK", 8)  # several chunks go to the workers, the tail stays here
+    monkeypatch.setattr(walk.SignatureQueue, "CHUNK", 8)  # several chunks go to the workers, the tail stays here
     assert verify_chain(LedgerSource.open(ledger_dir), TRUST, workers=2).ok
     _chain_with_forged_signatures(ledger_dir, (9, 30, 45))
     for workers in (1, 2):
@@ -274,12 +274,12 @@ def test_signature_checks_on_worker_processes_find_every_forgery(ledger_dir: Pat
 
 
 def test_a_dead_signature_worker_means_could_not_verify(ledger_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import verify._verifier as verifier
+    import verify._walk as walk
     from verify import CannotVerify
 
     _chain_with_forged_signatures(ledger_dir, ())
-    monkeypatch.setattr(verifier._SignatureQueue, "CHUNK", 8)
-    monkeypatch.setattr(verifier, "_signatures_ok", _die)
+    monkeypatch.setattr(walk.SignatureQueue, "CHUNK", 8)
+    monkeypatch.setattr(walk, "_signatures_ok", _die)
     with pytest.raises(CannotVerify, match="signature checks could not run"):
         verify_chain(LedgerSource.open(ledger_dir), TRUST, workers=2)
 

@@ -11,7 +11,8 @@ import pytest
 import receipts as r
 from conftest import ADMIN_ID, SIGNERS, Sample, build_sample, read_rows, run_cli, write_rows
 from ledger import Ledger
-from verify import LedgerSource, Transparency, TrustRoot, WitnessKey, parse_tlog_proof, tlog_proof_text, verify_receipt, verify_tlog_proof
+from receipts import is_valid_tlog_proof, parse_tlog_proof, tlog_proof_text
+from verify import LedgerSource, Transparency, TrustRoot, WitnessKey, verify_receipt
 
 TRUST = TrustRoot(frozenset({ADMIN_ID}), "t")
 W1 = WitnessKey("witness.example/w1", r.parse_public_key_blob(SIGNERS["bob"].public_key_blob))
@@ -53,9 +54,9 @@ def test_inclusion_proof_verifies_and_fails_for_the_wrong_index(tmp_path: Path) 
     cp = r.parse_checkpoint(r.parse_note(proof.checkpoint_note).text)
     entry = next(row for row in read_rows(s.root) if str(row.entry.body_hash) == s.receipt)
     data = r.encode_entry(entry.entry)
-    assert verify_tlog_proof(proof, data, cp)
+    assert is_valid_tlog_proof(proof, data, cp)
     for wrong in (proof.index - 1, proof.index + 1):
-        assert not verify_tlog_proof(type(proof)(wrong, proof.proof, proof.checkpoint_note), data, cp)
+        assert not is_valid_tlog_proof(type(proof)(wrong, proof.proof, proof.checkpoint_note), data, cp)
 
 
 def test_a_checkpoint_signed_by_an_unknown_key_is_rejected(tmp_path: Path) -> None:
@@ -118,7 +119,7 @@ def test_a_rewritten_history_fails_against_a_kept_checkpoint(tmp_path: Path) -> 
     proof_text = run_cli("--dir", str(s.root), "consistency", str(old.size)).stdout.split("\n\n")[0].splitlines()[3:]
     new = r.parse_checkpoint(r.parse_note(run_cli("--dir", str(s.root), "checkpoint", "--show").stdout).text)
     import base64
-    assert not r.verify_consistency(old.size, new.size, old.root, new.root, [base64.b64decode(x) for x in proof_text])
+    assert not r.is_valid_consistency(old.size, new.size, old.root, new.root, [base64.b64decode(x) for x in proof_text])
 
 
 def test_witness_cosigns_consistent_checkpoints_and_refuses_a_rewrite(tmp_path: Path) -> None:
@@ -143,7 +144,7 @@ def test_witness_cosigns_consistent_checkpoints_and_refuses_a_rewrite(tmp_path: 
 
     code, out, err = cosign(first)
     assert code == 0, err
-    assert r.verify_cosignature(r.parse_note(out), W1.name, W1.public_key) is not None
+    assert r.cosignature_time(r.parse_note(out), W1.name, W1.public_key) is not None
     ledger = Ledger.open(s.root)
     ledger.append(r.KeyAdd(r.KeySpec("extra", (r.Role.HUMAN,), SIGNERS["mallory"].public_key_blob)), SIGNERS["admin"])
     second = ledger.checkpoint(SIGNERS["sealer"])

@@ -1,15 +1,25 @@
-"""verify: the auditor. Reads a ledger read-only, needs public keys only, imports
-nothing from `ledger`."""
+"""verify: the auditor. Reads a ledger or a bundle read-only, needs public keys only,
+imports nothing from `ledger`.
+
+Entry points: `verify_receipt` (and `verify_receipt_strict`, which raises) for one
+receipt, `verify_chain` for a whole ledger. Both take a `Trust`: a pinned `TrustRoot`,
+or `UnsafeTrustOnFirstUse`, named for what it is and never a default."""
 
 from ._bundle import BundleSource
 from ._errors import CannotVerify, VerificationFailed, VerifyError
-from ._source import LedgerSource
-from ._transparency import TlogProof, Transparency, WitnessKey, parse_tlog_proof, tlog_proof_text, verify_tlog_proof
-from ._trust import TrustRoot, parse_allowed_signers
-from ._verifier import ChainResult, Defect, Result, TierLine, verify_chain, verify_receipt, verify_receipt_strict
+from ._result import ChainResult, Defect, Finding, Result, TierLine
+from ._source import LedgerSource, Source, StoredEntry
+from ._transparency import Transparency, WitnessKey
+from ._trust import Trust, TrustRoot, UnsafeTrustOnFirstUse, parse_allowed_signers
+from ._verifier import verify_chain, verify_receipt, verify_receipt_strict
 
 __all__ = [
-    "BundleSource", "CannotVerify", "ChainResult", "TlogProof", "Transparency", "WitnessKey", "parse_tlog_proof", "tlog_proof_text", "verify_tlog_proof", "Defect", "LedgerSource", "Result", "TierLine", "TrustRoot",
-    "VerificationFailed", "VerifyError", "parse_allowed_signers", "verify_chain", "verify_receipt",
-    "verify_receipt_strict",
+    # entry points
+    "verify_receipt", "verify_receipt_strict", "verify_chain",
+    # what they read
+    "Source", "LedgerSource", "BundleSource", "StoredEntry",
+    # what they are asked
+    "Trust", "TrustRoot", "UnsafeTrustOnFirstUse", "parse_allowed_signers", "Transparency", "WitnessKey",
+    # what they return and raise
+    "Result", "ChainResult", "TierLine", "Defect", "Finding", "VerifyError", "CannotVerify", "VerificationFailed",
 ]

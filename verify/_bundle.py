@@ -17,19 +17,22 @@ from receipts import (
     Digest,
     Keyring,
     ReceiptsError,
+    TlogProof,
     decode_body,
     decode_entry,
     entry_hash,
+    is_valid_tlog_proof,
     parse_checkpoint,
     parse_note,
-    verify_cosignature,
+    parse_tlog_proof,
 )
 
 from ._errors import CannotVerify
+from ._result import Defect, Finding
 from ._source import StoredEntry
-from ._transparency import Transparency, TlogProof, checkpoint_signer, parse_tlog_proof, verify_tlog_proof
+from ._transparency import Transparency, checkpoint_signer, witnessed_by
 
-__all__ = ["BundleSource", "BUNDLE_FORMAT", "bundle_transparency", "LIMITS"]
+__all__ = ["BundleSource", "BUNDLE_FORMAT", "LIMITS"]
 
 BUNDLE_FORMAT = "receipt-ledger/bundle/v1"
 _NAME = re.compile(r"(manifest\.json|checkpoint|report\.html|report\.md|allowed_signers|"
@@ -189,9 +192,21 @@ class BundleSource:
     def count(self) -> int:
         return max(self.entries) + 1
 
+    def receipt_hash(self) -> str:
+        """The receipt the manifest names (the one the bundle was exported for)."""
+        import json
 
-def bundle_transparency(source: BundleSource, ring: Keyring | None, origin: str, receipt_seq: int,
-                        policy: Transparency) -> tuple[list[tuple[str, str]], list[str], str | None]:
+        try:
+            return str(json.loads(self.read("manifest.json"))["receipt"])
+        except (ValueError, KeyError, TypeError):
+            raise CannotVerify("the bundle's manifest names no receipt: give its HASH") from None
+
+    def check_transparency(self, origin: str, ring: Keyring | None, receipt_seq: int, policy: Transparency) -> Finding:
+        return _bundle_transparency(self, ring, origin, receipt_seq, policy)
+
+
+def _bundle_transparency(source: BundleSource, ring: Keyring | None, origin: str, receipt_seq: int,
+                         policy: Transparency) -> Finding:
     """Step 8 offline: every entry in the bundle is proven into the signed checkpoint."""
     defects: list[tuple[str, str]] = []
     if policy.since is not None:
@@ -200,7 +215,7 @@ def bundle_transparency(source: BundleSource, ring: Keyring | None, origin: str,
         note = parse_note(source.checkpoint_text)
         cp = parse_checkpoint(note.text)
     except ReceiptsError as exc:
-        return [("checkpoint-malformed", "malformed checkpoint: %s" % exc)], [], None
+        return Finding((Defect("checkpoint-malformed", "malformed checkpoint: %s" % exc),))
     if cp.origin != origin:
         defects.append(("checkpoint-malformed", "the checkpoint is for log %r, not %r" % (cp.origin, origin)))
     signer = checkpoint_signer(ring, note, origin, cp.size)
@@ -212,9 +227,10 @@ def bundle_transparency(source: BundleSource, ring: Keyring | None, origin: str,
         proof = source.proofs.get(seq)
         # A tlog-proof carries its checkpoint: it must be the very one the bundle is verified against.
         if proof is None or proof.index != seq or proof.checkpoint_note != source.checkpoint_text \
-                or not verify_tlog_proof(proof, stored.entry, cp):
+                or not is_valid_tlog_proof(proof, stored.entry, cp):
             defects.append(("inclusion", "entry %d is not proven into the checkpoint at size %d" % (seq, cp.size)))
-    witnessed = [w.name for w in policy.witnesses if verify_cosignature(note, w.name, w.public_key) is not None]
+    witnessed = witnessed_by(note, policy)
     if len(witnessed) < policy.quorum:
         defects.append(("witness-quorum", "the checkpoint has %d valid witness cosignature(s); %d are required" % (len(witnessed), policy.quorum)))
-    return defects, [], "size %d signed by %s; witnessed by %s" % (cp.size, signer or "nobody valid", ", ".join(witnessed) or "none")
+    return Finding(tuple(Defect(code, message) for code, message in defects), (),
+                   "size %d signed by %s; witnessed by %s" % (cp.size, signer or "nobody valid", ", ".join(witnessed) or "none"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ._verifier import Result
+    from ._result import Result
 
 __all__ = ["VerifyError", "CannotVerify", "VerificationFailed"]
 

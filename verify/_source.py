@@ -1,8 +1,5 @@
-"""Read-only access to a ledger directory: the SQLite chain and the blob store.
-
-The writer in `ledger` uses the same schema and lookups, so that there is one
-definition of where the bytes live.
-"""
+"""What the verifier reads: the `Source` protocol, and a ledger directory opened
+read-only (its schema is `verify.schema`, shared with the writer)."""
 
 from __future__ import annotations
 
@@ -12,44 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
-from receipts import Digest
+from receipts import Digest, Keyring
 
 from ._errors import CannotVerify
+from ._result import Finding
+from ._transparency import Transparency, ledger_transparency
+from .schema import DB_NAME, blob_path
 
-__all__ = ["SCHEMA", "Source", "StoredEntry", "LedgerSource", "blob_path", "DB_NAME", "BLOB_DIR"]
-
-DB_NAME = "ledger.db"
-BLOB_DIR = "blobs"
-SCHEMA_VERSION = 1
-
-# `hash`, `kind`, `body_hash` and `task` are lookup indexes derived from `entry` and `body`;
-# a verifier recomputes them and never trusts them.
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS entries (
-    seq INTEGER PRIMARY KEY,
-    hash BLOB NOT NULL UNIQUE,
-    kind TEXT NOT NULL,
-    body_hash BLOB NOT NULL,
-    task TEXT,
-    entry BLOB NOT NULL,
-    body BLOB NOT NULL
-);
-CREATE INDEX IF NOT EXISTS entries_body_hash ON entries(body_hash);
-CREATE INDEX IF NOT EXISTS entries_task ON entries(task, kind);
-CREATE INDEX IF NOT EXISTS entries_task_seq ON entries(task, seq);
-CREATE INDEX IF NOT EXISTS entries_kind_seq ON entries(kind, seq);
-CREATE TABLE IF NOT EXISTS tree (
-    level INTEGER NOT NULL,
-    idx INTEGER NOT NULL,
-    hash BLOB NOT NULL,
-    PRIMARY KEY (level, idx)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS checkpoints (
-    size INTEGER PRIMARY KEY,
-    note TEXT NOT NULL
-);
-"""
-
+__all__ = ["Source", "StoredEntry", "LedgerSource"]
 
 @dataclass(frozen=True, slots=True)
 class StoredEntry:
@@ -92,9 +59,10 @@ class Source(Protocol):
 
     def count(self) -> int: ...
 
-
-def blob_path(root: Path, digest: Digest) -> Path:
-    return root / BLOB_DIR / digest.hex[:2] / digest.hex
+    def check_transparency(self, origin: str, ring: Keyring | None, receipt_seq: int, policy: Transparency) -> Finding:
+        """Step 8 as this source can prove it: ``ring`` is the keyring the walk replayed
+        up to the receipt."""
+        ...
 
 
 class LedgerSource:
@@ -193,6 +161,10 @@ class LedgerSource:
             return []
         except sqlite3.Error as exc:
             raise CannotVerify("cannot read ledger database: %s" % exc) from None
+
+    def check_transparency(self, origin: str, ring: Keyring | None, receipt_seq: int, policy: Transparency) -> Finding:
+        # The whole ledger is here: the checkpoints' own keyring is replayed past the receipt.
+        return ledger_transparency(self, origin, receipt_seq, policy)
 
     def entry_bytes(self, upto: int) -> Iterator[bytes]:
         """Entry bytes in sequence order, for seq < upto: the Merkle tree's leaves."""

@@ -3,49 +3,66 @@ ledger only ever grew since a checkpoint the auditor kept."""
 
 from __future__ import annotations
 
-import base64
-from collections.abc import Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from receipts import (
     KEYRING_KINDS,
+    Body,
     Checkpoint,
-    FormatError,
-    Genesis,
-    KeyAdd,
+    Entry,
     Keyring,
-    KeyRevoke,
     MemoryTree,
     ReceiptsError,
     Role,
     SignedNote,
-    b64decode_canonical,
+    cosignature_time,
     decode_body,
     decode_entry,
-    entry_signed_bytes,
+    is_valid_note_signature,
     leaf_hash,
-    namespace_for,
     parse_checkpoint,
     parse_note,
     parse_public_key_blob,
-    sshsig_verify,
+    parse_public_key_line,
+    replay_keyring,
     tree_root,
-    verify_cosignature,
-    verify_inclusion,
-    verify_note,
 )
 
-from ._source import LedgerSource
+from ._errors import CannotVerify
+from ._result import Defect, Finding
 
-__all__ = ["Transparency", "WitnessKey", "TlogProof", "parse_tlog_proof", "tlog_proof_text", "verify_tlog_proof", "check_transparency", "checkpoint_signer"]
+if TYPE_CHECKING:
+    from ._source import LedgerSource
 
-PROOF_HEADER = "c2sp.org/tlog-proof@v1"
+__all__ = ["Transparency", "WitnessKey", "ledger_transparency", "checkpoint_signer", "witnessed_by", "read_checkpoint"]
 
 
 @dataclass(frozen=True, slots=True)
 class WitnessKey:
+    """A witness the auditor trusts: its name and raw 32-byte Ed25519 key."""
+
     name: str
-    public_key: bytes  # raw 32-byte Ed25519
+    public_key: bytes
+
+    @classmethod
+    def parse(cls, value: str) -> WitnessKey:
+        """``NAME ssh-ed25519 AAAA...`` or ``NAME PATH.pub``. Raises `CannotVerify`."""
+        name, _, line = value.strip().partition(" ")
+        if not name or not line:
+            raise CannotVerify("a witness is 'NAME ssh-ed25519 AAAA...' (or 'NAME PATH.pub')")
+        if not line.startswith("ssh-"):
+            try:
+                line = Path(line).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise CannotVerify("cannot read witness key %s: %s" % (line, exc)) from None
+        try:
+            blob, _ = parse_public_key_line(line)
+            return cls(name, parse_public_key_blob(blob))
+        except ReceiptsError as exc:
+            raise CannotVerify("witness key of %s: %s" % (name, exc)) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,28 +75,15 @@ class Transparency:
     quorum: int = 0
 
 
-def _full_keyring(source: LedgerSource, upto: int) -> Keyring | None:
-    """The keyring replayed from every validly signed keyring entry with seq < upto."""
-    ring: Keyring | None = None
+def _keyring_entries(source: LedgerSource, upto: int) -> Iterator[tuple[Entry, Body]]:
+    kinds = {k.value for k in KEYRING_KINDS}
     for stored in source.iter_entries(upto=upto - 1):
-        if stored.kind not in {k.value for k in KEYRING_KINDS}:
-            continue
-        try:
-            entry = decode_entry(stored.entry)
-            body = decode_body(entry.kind, stored.body)
-            if isinstance(body, Genesis):
-                ring = Keyring.from_genesis(body)
-            if ring is None:
-                return None
-            state = ring.authorize(entry.signer, Role.ADMIN, entry.seq, entry.time)
-            sshsig_verify(state.spec.public_key, namespace_for(Role.ADMIN), entry_signed_bytes(entry), entry.signature)
-            if isinstance(body, KeyAdd):
-                ring = ring.with_added(body.key, entry.seq)
-            elif isinstance(body, KeyRevoke):
-                ring = ring.with_revoked(body.key_id, entry.seq, body.reason)
-        except (ReceiptsError, ValueError):
-            continue  # the chain walk reports it; an unverifiable change grants nothing here
-    return ring
+        if stored.kind in kinds:
+            try:
+                entry = decode_entry(stored.entry)
+                yield entry, decode_body(entry.kind, stored.body)
+            except ReceiptsError:
+                continue  # the chain walk reports it; an undecodable change grants nothing here
 
 
 def checkpoint_signer(ring: Keyring | None, note: SignedNote, origin: str, size: int) -> str | None:
@@ -89,12 +93,17 @@ def checkpoint_signer(ring: Keyring | None, note: SignedNote, origin: str, size:
             continue
         if state.revoked_at is not None and state.revoked_at < size - 1:
             continue
-        if verify_note(note, origin, parse_public_key_blob(state.spec.public_key)):
+        if is_valid_note_signature(note, origin, parse_public_key_blob(state.spec.public_key)):
             return "%s (%s)" % (state.spec.name, state.key_id)
     return None
 
 
-def _read_checkpoint(text: str, origin: str) -> tuple[SignedNote, Checkpoint] | str:
+def witnessed_by(note: SignedNote, policy: Transparency) -> list[str]:
+    """Names of the trusted witnesses whose cosignature on the note verifies."""
+    return [w.name for w in policy.witnesses if cosignature_time(note, w.name, w.public_key) is not None]
+
+
+def read_checkpoint(text: str, origin: str) -> tuple[SignedNote, Checkpoint] | str:
     try:
         note = parse_note(text)
         cp = parse_checkpoint(note.text)
@@ -105,19 +114,21 @@ def _read_checkpoint(text: str, origin: str) -> tuple[SignedNote, Checkpoint] | 
     return note, cp
 
 
-def check_transparency(source: LedgerSource, origin: str, receipt_seq: int, policy: Transparency) -> tuple[list[tuple[str, str]], list[str], str | None]:
-    """(defects as (code, message), warnings, a one-line description of the checkpoint used)."""
+def ledger_transparency(source: LedgerSource, origin: str, receipt_seq: int, policy: Transparency) -> Finding:
+    """Step 8 on a whole ledger: the newest checkpoint covering ``receipt_seq`` (-1: any)
+    is signed by a valid seal or admin key and its root is recomputed from the entries; a
+    kept checkpoint (``policy.since``) is still a prefix of the ledger."""
     defects: list[tuple[str, str]] = []
     warnings: list[str] = []
     stored = [(size, text) for size, text in source.checkpoints() if size > receipt_seq]
-    kept = _read_checkpoint(policy.since, origin) if policy.since is not None else None
+    kept = read_checkpoint(policy.since, origin) if policy.since is not None else None
     if isinstance(kept, str):
-        return [("since-checkpoint", kept)], warnings, None
+        return Finding((Defect("since-checkpoint", kept),))
     sizes = [size for size, _ in stored[-1:]] + ([kept[1].size] if kept else [])
     count = source.count()
     leaves = [leaf_hash(b) for b in source.entry_bytes(min(max(sizes, default=0), count))]
     tree = MemoryTree(leaves) if leaves else None
-    ring = _full_keyring(source, max(max(sizes, default=0), receipt_seq + 1))
+    ring = replay_keyring(_keyring_entries(source, max(max(sizes, default=0), receipt_seq + 1)), verify_signatures=True)
 
     def root_at(size: int) -> bytes | None:
         if size > len(leaves):
@@ -132,7 +143,7 @@ def check_transparency(source: LedgerSource, origin: str, receipt_seq: int, poli
             warnings.append("no signed checkpoint covers this receipt yet: transparency not checked (run `ledger checkpoint`)")
     else:
         size, text = stored[-1]
-        read = _read_checkpoint(text, origin)
+        read = read_checkpoint(text, origin)
         if isinstance(read, str):
             defects.append(("checkpoint-malformed", read))
         else:
@@ -143,7 +154,7 @@ def check_transparency(source: LedgerSource, origin: str, receipt_seq: int, poli
             if root_at(cp.size) != cp.root:
                 defects.append(("checkpoint-root", "the ledger's entries do not hash to the root its checkpoint at size %d signed%s" % (
                     cp.size, " (it holds only %d entries)" % count if count < cp.size else "")))
-            witnessed = [w.name for w in policy.witnesses if verify_cosignature(note, w.name, w.public_key) is not None]
+            witnessed = witnessed_by(note, policy)
             if len(witnessed) < policy.quorum:
                 defects.append(("witness-quorum", "the checkpoint has %d valid witness cosignature(s); %d are required" % (len(witnessed), policy.quorum)))
             used = "size %d signed by %s; witnessed by %s" % (cp.size, signer or "nobody valid", ", ".join(witnessed) or "none")
@@ -154,50 +165,4 @@ def check_transparency(source: LedgerSource, origin: str, receipt_seq: int, poli
         if root_at(cp.size) != cp.root:
             defects.append(("history-rewritten", "the ledger is not an extension of the checkpoint you kept at size %d: its history was rewritten%s" % (
                 cp.size, " or cut short" if count < cp.size else "")))
-    return defects, warnings, used
-
-
-@dataclass(frozen=True, slots=True)
-class TlogProof:
-    index: int
-    proof: tuple[bytes, ...]
-    checkpoint_note: str
-    extra: bytes | None = None
-
-
-def tlog_proof_text(index: int, proof: Sequence[bytes], checkpoint_note: str) -> str:
-    """Render a C2SP tlog-proof: the inverse of parse_tlog_proof."""
-    lines = [PROOF_HEADER, "index %d" % index, *(base64.b64encode(h).decode("ascii") for h in proof)]
-    return "\n".join(lines) + "\n\n" + checkpoint_note
-
-
-def parse_tlog_proof(text: str) -> TlogProof:
-    """Parse a C2SP tlog-proof; raises ReceiptsError's FormatError on malformed input."""
-    lines = text.split("\n")
-    if not lines or lines[0] != PROOF_HEADER:
-        raise FormatError("not a %s proof" % PROOF_HEADER)
-    pos, extra = 1, None
-    try:
-        if lines[pos].startswith("extra "):
-            extra = b64decode_canonical(lines[pos][6:], "the proof's extra data")
-            pos += 1
-        if not lines[pos].startswith("index ") or not lines[pos][6:].isdigit() or (lines[pos][6:] != "0" and lines[pos][6] == "0"):
-            raise FormatError("the proof's index line is malformed")
-        index = int(lines[pos][6:])
-        pos += 1
-        hashes = []
-        while lines[pos]:
-            raw = b64decode_canonical(lines[pos], "a proof hash")
-            if len(raw) != 32:
-                raise FormatError("a proof hash is 32 bytes")
-            hashes.append(raw)
-            pos += 1
-    except IndexError:
-        raise FormatError("the proof is truncated") from None
-    except ValueError:  # str.isdigit admits digits int() refuses, such as superscripts
-        raise FormatError("the proof's index line is malformed") from None
-    return TlogProof(index, tuple(hashes), "\n".join(lines[pos + 1 :]), extra)
-
-
-def verify_tlog_proof(proof: TlogProof, entry: bytes, checkpoint: Checkpoint) -> bool:
-    return verify_inclusion(leaf_hash(entry), proof.index, checkpoint.size, proof.proof, checkpoint.root)
+    return Finding(tuple(Defect(code, message) for code, message in defects), tuple(warnings), used)

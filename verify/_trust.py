@@ -1,4 +1,8 @@
-"""The auditor's trust root: which admin keys may have signed the genesis entry."""
+"""The auditor's trust root: which admin keys may have signed the genesis entry.
+
+Trust is always the caller's choice: a pinned `TrustRoot`, or `UnsafeTrustOnFirstUse`,
+which believes whatever genesis the ledger holds and is named for what it is (after
+sigstore-python's `UnsafeNoOp` policy). No verification function has a default."""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from receipts import FormatError, Role, b64decode_canonical, fingerprint, namesp
 
 from ._errors import CannotVerify
 
-__all__ = ["TrustRoot", "parse_allowed_signers"]
+__all__ = ["Trust", "TrustRoot", "UnsafeTrustOnFirstUse", "parse_allowed_signers"]
 
 _FPR = re.compile(r"SHA256:[A-Za-z0-9+/]{43}")
 
@@ -21,6 +25,13 @@ class TrustRoot:
 
     admin_key_ids: frozenset[str]
     source: str
+
+    def pins(self, key_id: str) -> bool:
+        """True if ``key_id`` may have signed the genesis entry."""
+        return key_id in self.admin_key_ids
+
+    def label(self, genesis_admins: tuple[str, ...]) -> str:
+        return "pinned (%s)" % self.source
 
     @classmethod
     def from_argument(cls, value: str) -> TrustRoot:
@@ -38,6 +49,22 @@ class TrustRoot:
         if not ids:
             raise CannotVerify("trust file %s names no ssh-ed25519 key allowed to sign as %s" % (path, namespace_for(Role.ADMIN)))
         return cls(frozenset(ids), "allowed_signers " + str(path))
+
+
+@dataclass(frozen=True, slots=True)
+class UnsafeTrustOnFirstUse:
+    """UNSAFE: trust the genesis admin the ledger itself names. Anyone who can write a
+    whole ledger passes this check; use it only to inspect, never to decide."""
+
+    def pins(self, key_id: str) -> bool:
+        return True
+
+    def label(self, genesis_admins: tuple[str, ...]) -> str:
+        return "UNSAFE trust on first use: genesis admin key(s) %s not pinned; pass --trust to pin" % (
+            ", ".join(genesis_admins or ("?",)))
+
+
+Trust = TrustRoot | UnsafeTrustOnFirstUse
 
 
 def _tokens(line: str) -> list[str]:

@@ -1,5 +1,6 @@
-"""C2SP signed notes (Ed25519), transparency-log checkpoints, and Ed25519 witness
-cosignatures (tlog-cosignature v1)."""
+"""Every text format of the transparency layer, each writer beside its parser: C2SP
+signed notes (Ed25519), checkpoints, witness cosignatures (tlog-cosignature v1),
+inclusion proofs (tlog-proof v1) and our consistency proofs."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from dataclasses import dataclass
 
 from ._b64 import b64decode_canonical
 from ._errors import FormatError
-from ._sshsig import Signer, ed25519_verify, parse_public_key_blob
+from ._merkle import is_valid_inclusion, leaf_hash
+from ._sshsig import Signer, is_valid_ed25519, parse_public_key_blob
 
 __all__ = [
     "NoteSignature",
@@ -20,11 +22,20 @@ __all__ = [
     "note_key_id",
     "parse_note",
     "sign_note",
-    "verify_note",
+    "is_valid_note_signature",
     "cosign_note",
-    "verify_cosignature",
+    "cosignature_time",
     "checkpoint_text",
     "parse_checkpoint",
+    "TLOG_PROOF_HEADER",
+    "TlogProof",
+    "tlog_proof_text",
+    "parse_tlog_proof",
+    "is_valid_tlog_proof",
+    "CONSISTENCY_PROOF_HEADER",
+    "ConsistencyProof",
+    "consistency_proof_text",
+    "parse_consistency_proof",
 ]
 
 _DASH = "\u2014"
@@ -104,12 +115,12 @@ def sign_note(text: str, name: str, signer: Signer) -> NoteSignature:
     return NoteSignature(name, note_key_id(name, ED25519_TYPE, raw), signer.sign_raw(text.encode("utf-8")))
 
 
-def verify_note(note: SignedNote, name: str, public_key: bytes) -> bool:
+def is_valid_note_signature(note: SignedNote, name: str, public_key: bytes) -> bool:
     """True if a signature line with this name and key id verifies. Lines of other keys
     are ignored; a matching line that fails makes the whole note fail."""
     key_id = note_key_id(name, ED25519_TYPE, public_key)
     matching = [s for s in note.signatures if s.name == name and s.key_id == key_id]
-    return bool(matching) and all(len(s.signature) == 64 and ed25519_verify(public_key, s.signature, note.text.encode("utf-8")) for s in matching)
+    return bool(matching) and all(len(s.signature) == 64 and is_valid_ed25519(public_key, s.signature, note.text.encode("utf-8")) for s in matching)
 
 
 def _cosigned_message(text: str, timestamp: int) -> bytes:
@@ -125,13 +136,13 @@ def cosign_note(text: str, name: str, signer: Signer, timestamp: int) -> NoteSig
     return NoteSignature(name, note_key_id(name, COSIGNATURE_TYPE, raw), struct.pack(">Q", timestamp) + sig)
 
 
-def verify_cosignature(note: SignedNote, name: str, public_key: bytes) -> int | None:
+def cosignature_time(note: SignedNote, name: str, public_key: bytes) -> int | None:
     """The timestamp of this witness's valid cosignature on the note, or None."""
     key_id = note_key_id(name, COSIGNATURE_TYPE, public_key)
     for s in note.signatures:
         if s.name == name and s.key_id == key_id and len(s.signature) == 72:
             (timestamp,) = struct.unpack(">Q", s.signature[:8])
-            if timestamp < (1 << 63) and ed25519_verify(public_key, s.signature[8:], _cosigned_message(note.text, timestamp)):
+            if timestamp < (1 << 63) and is_valid_ed25519(public_key, s.signature[8:], _cosigned_message(note.text, timestamp)):
                 return int(timestamp)
     return None
 
@@ -160,3 +171,98 @@ def parse_checkpoint(text: str) -> Checkpoint:
     if len(raw) != 32:
         raise FormatError("checkpoint root hash is not 32 bytes")
     return Checkpoint(origin, int(size), raw, tuple(lines[3:-1]))
+
+
+TLOG_PROOF_HEADER = "c2sp.org/tlog-proof@v1"
+CONSISTENCY_PROOF_HEADER = "receipt-ledger/consistency-proof@v1"
+
+
+def _decimal(text: str, what: str) -> int:
+    if _SIZE.fullmatch(text) is None:
+        raise FormatError("%s is not a decimal without leading zeros" % what)
+    return int(text)
+
+
+def _hash_lines(lines: list[str], pos: int) -> tuple[tuple[bytes, ...], int]:
+    """Base64 hash lines from ``pos`` up to the blank line that ends them."""
+    hashes = []
+    while lines[pos]:
+        raw = b64decode_canonical(lines[pos], "a proof hash")
+        if len(raw) != 32:
+            raise FormatError("a proof hash is 32 bytes")
+        hashes.append(raw)
+        pos += 1
+    return tuple(hashes), pos
+
+
+@dataclass(frozen=True, slots=True)
+class TlogProof:
+    """A C2SP tlog-proof: an entry's inclusion proof and the checkpoint it is against."""
+
+    index: int
+    proof: tuple[bytes, ...]
+    checkpoint_note: str
+    extra: bytes | None = None
+
+
+def tlog_proof_text(index: int, proof: tuple[bytes, ...] | list[bytes], checkpoint_note: str) -> str:
+    """Render a C2SP tlog-proof: the inverse of `parse_tlog_proof`."""
+    lines = [TLOG_PROOF_HEADER, "index %d" % index, *(base64.b64encode(h).decode("ascii") for h in proof)]
+    return "\n".join(lines) + "\n\n" + checkpoint_note
+
+
+def parse_tlog_proof(text: str) -> TlogProof:
+    """Parse a C2SP tlog-proof. Raises `FormatError` on anything but the one canonical form."""
+    lines = text.split("\n")
+    if lines[0] != TLOG_PROOF_HEADER:
+        raise FormatError("not a %s proof" % TLOG_PROOF_HEADER)
+    pos, extra = 1, None
+    try:
+        if lines[pos].startswith("extra "):
+            extra = b64decode_canonical(lines[pos][6:], "the proof's extra data")
+            pos += 1
+        if not lines[pos].startswith("index "):
+            raise FormatError("the proof's index line is malformed")
+        index = _decimal(lines[pos][6:], "the proof's index")
+        hashes, pos = _hash_lines(lines, pos + 1)
+    except IndexError:
+        raise FormatError("the proof is truncated") from None
+    return TlogProof(index, hashes, "\n".join(lines[pos + 1 :]), extra)
+
+
+def is_valid_tlog_proof(proof: TlogProof, entry: bytes, checkpoint: Checkpoint) -> bool:
+    """True if ``entry`` is the leaf at ``proof.index`` of the tree the checkpoint signed."""
+    return is_valid_inclusion(leaf_hash(entry), proof.index, checkpoint.size, proof.proof, checkpoint.root)
+
+
+@dataclass(frozen=True, slots=True)
+class ConsistencyProof:
+    """RFC 6962 consistency proof from tree size ``old`` to the checkpoint's size ``new``."""
+
+    old: int
+    new: int
+    proof: tuple[bytes, ...]
+    checkpoint_note: str
+
+
+def consistency_proof_text(old: int, new: int, proof: tuple[bytes, ...] | list[bytes], checkpoint_note: str) -> str:
+    """Render a consistency proof: the inverse of `parse_consistency_proof`."""
+    lines = [CONSISTENCY_PROOF_HEADER, "old %d" % old, "new %d" % new, *(base64.b64encode(h).decode("ascii") for h in proof)]
+    return "\n".join(lines) + "\n\n" + checkpoint_note
+
+
+def parse_consistency_proof(text: str) -> ConsistencyProof:
+    """Parse a consistency proof. Raises `FormatError` on anything but the canonical form."""
+    lines = text.split("\n")
+    if lines[0] != CONSISTENCY_PROOF_HEADER:
+        raise FormatError("not a %s proof" % CONSISTENCY_PROOF_HEADER)
+    try:
+        if not lines[1].startswith("old ") or not lines[2].startswith("new "):
+            raise FormatError("the proof's size lines are malformed")
+        old, new = _decimal(lines[1][4:], "the old size"), _decimal(lines[2][4:], "the new size")
+        hashes, pos = _hash_lines(lines, 3)
+    except IndexError:
+        raise FormatError("the proof is truncated") from None
+    if old > new:
+        raise FormatError("the old size %d is larger than the new size %d" % (old, new))
+    return ConsistencyProof(old, new, hashes, "\n".join(lines[pos + 1 :]))

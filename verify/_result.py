@@ -1,0 +1,108 @@
+"""What verification returns: typed results whose defect lists say why, never tuples."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from receipts import Tier
+
+__all__ = ["Defect", "TierLine", "Finding", "Result", "ChainResult"]
+
+
+@dataclass(frozen=True, slots=True)
+class Defect:
+    """One reason for rejection. ``code`` is stable for machines; ``message`` is for people."""
+
+    code: str
+    message: str
+    seq: int | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return {"code": self.code, "message": self.message, "seq": self.seq}
+
+
+@dataclass(frozen=True, slots=True)
+class TierLine:
+    """One record of the receipt's ladder as the verifier found it. ``status`` is what the
+    record claims (a verdict, "skip" or "missing"); ``derived`` is the verdict its stored
+    evidence entails, for the tiers whose verdict is re-derived (deterministic, judge)."""
+
+    tier: Tier
+    required: bool
+    status: str
+    record: str | None
+    signer: str | None
+    detail: str
+    derived: str | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return {"tier": self.tier.value, "required": self.required, "status": self.status, "derived": self.derived,
+                "record": self.record, "signer": self.signer, "detail": self.detail}
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """What a source's transparency check (step 8) found."""
+
+    defects: tuple[Defect, ...] = ()
+    warnings: tuple[str, ...] = ()
+    checkpoint: str | None = None  # one line: the checkpoint used, its signer and witnesses
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """The outcome of `verify_receipt`: verified exactly when ``defects`` is empty."""
+
+    target: str
+    defects: tuple[Defect, ...]
+    trust: str
+    task_id: str | None = None
+    candidate: str | None = None
+    claimed_eligible: bool | None = None
+    derived_eligible: bool | None = None
+    eligibility_reasons: tuple[str, ...] = ()
+    tiers: tuple[TierLine, ...] = ()
+    entries_checked: int = 0
+    weakenings: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    stale: tuple[str, ...] = ()
+    waivers: tuple[str, ...] = ()
+    checkpoint: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.defects
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "target": self.target, "verified": self.ok, "trust": self.trust, "task": self.task_id,
+            "candidate": self.candidate, "merge_eligible_claimed": self.claimed_eligible,
+            "merge_eligible_derived": self.derived_eligible, "eligibility_reasons": list(self.eligibility_reasons),
+            "tiers": [t.as_dict() for t in self.tiers], "entries_checked": self.entries_checked,
+            "weakenings": list(self.weakenings), "warnings": list(self.warnings), "stale_approvals": list(self.stale),
+            "waivers": list(self.waivers), "checkpoint": self.checkpoint,
+            "defects": [d.as_dict() for d in self.defects],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ChainResult:
+    """The outcome of `verify_chain`: every entry audited, the first bad one named."""
+
+    entries: int
+    defects: tuple[Defect, ...]
+    trust: str
+    head: str | None
+
+    @property
+    def ok(self) -> bool:
+        return not self.defects
+
+    @property
+    def first_bad(self) -> int | None:
+        seqs = [d.seq for d in self.defects if d.seq is not None]
+        return min(seqs) if seqs else None
+
+    def as_dict(self) -> dict[str, object]:
+        return {"verified": self.ok, "entries": self.entries, "trust": self.trust, "head": self.head,
+                "first_bad_entry": self.first_bad, "defects": [d.as_dict() for d in self.defects]}

@@ -1,0 +1,273 @@
+"""Steps 2 and 3 of docs/format.md §8: replay the chain in order, judging each entry
+against the keyring replayed so far, and the genesis against the trust root."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from receipts import (
+    KEYRING_KINDS,
+    TASK_ENTRY_KINDS,
+    Body,
+    Contract,
+    ContractRevision,
+    Digest,
+    Entry,
+    EntryKind,
+    Genesis,
+    Keyring,
+    KeyringError,
+    ReceiptsError,
+    Role,
+    Waiver,
+    authorize_entry,
+    body_hash,
+    contract_roles,
+    decode_body,
+    decode_entry,
+    entry_hash,
+    entry_signed_bytes,
+    namespace_for,
+    next_keyring,
+    required_role,
+    sshsig_verify,
+    weakenings,
+)
+
+from ._errors import CannotVerify
+from ._result import Defect
+from ._source import StoredEntry
+from ._trust import Trust
+
+if TYPE_CHECKING:  # a single-receipt verify never starts processes: keep its start-up light
+    from concurrent.futures import Future, ProcessPoolExecutor
+
+__all__ = ["Walk", "SignatureQueue", "describe_waiver"]
+
+
+def describe_waiver(seq: int, waiver: Waiver, label: str) -> str:
+    return "entry %d: %s waived %s until %d: %s" % (seq, label, waiver.check_id, waiver.expires, waiver.reason)
+
+
+@dataclass(slots=True)
+class Walk:
+    """State while replaying the chain in order. ``defects`` is what steps 2 and 3 found."""
+
+    trust: Trust
+    sparse: bool = False
+    defects: list[Defect] = field(default_factory=list)
+    keyring: Keyring | None = None
+    genesis_admins: tuple[str, ...] = ()
+    prev_hash: Digest | None = None
+    prev_time: int = 0
+    expected_seq: int = 0
+    bodies: dict[bytes, tuple[Entry, Body]] = field(default_factory=dict)
+    signers: dict[bytes, str] = field(default_factory=dict)  # body hash -> label of a signature that verified
+    latest_contract: dict[str, tuple[ContractRevision, Contract]] = field(default_factory=dict)
+    contracts: dict[tuple[str, bytes], Contract] = field(default_factory=dict)
+    weakened: list[tuple[str, str]] = field(default_factory=list)  # (task, description)
+    waivers: list[tuple[int, Waiver, str]] = field(default_factory=list)  # (seq, waiver, signer label)
+    last_ring: Digest | None = None
+    origin: str | None = None
+    # When set, signatures are queued (authorization is still judged in order) and checked on worker processes.
+    deferred: SignatureQueue | None = None
+    last_task: dict[str, Digest] = field(default_factory=dict)
+    entries: int = 0  # entries walked (a bundle holds only some)
+
+    def defect(self, code: str, message: str, seq: int | None) -> None:
+        self.defects.append(Defect(code, message, seq))
+
+    @property
+    def trust_label(self) -> str:
+        return self.trust.label(self.genesis_admins)
+
+    def step(self, stored: StoredEntry, check_signature: bool) -> None:
+        seq = stored.seq
+        self.entries += 1
+        # 2a. The entry decodes canonically, sits at its position, and its index columns agree.
+        try:
+            entry = decode_entry(stored.entry)
+        except ReceiptsError as exc:
+            self.defect("entry-malformed", "entry %d does not decode: %s" % (seq, exc), seq)
+            self._lose_link(stored)
+            return
+        # A sparse copy (a bundle) may skip entries; its inclusion proofs fix each entry's place.
+        contiguous = seq == self.expected_seq
+        if entry.seq != seq or (not self.sparse and not contiguous):
+            self.defect("chain-gap", "expected entry %d, found entry %d stored at %d" % (self.expected_seq, entry.seq, seq), seq)
+        self.expected_seq = seq + 1
+        this_hash = entry_hash(stored.entry)
+        if stored.hash != this_hash.value or stored.kind != entry.kind.value or stored.body_hash != entry.body_hash.value:
+            self.defect("index-mismatch", "entry %d: stored index columns disagree with its bytes" % seq, seq)
+        # 2b. It links to the entry before it.
+        if (contiguous or not self.sparse) and entry.prev != self.prev_hash:
+            self.defect("chain-link", "entry %d does not link to the entry before it" % seq, seq)
+        self.prev_hash = this_hash
+        # 2c. Its body re-hashes to the body hash it commits to, and decodes canonically.
+        body: Body | None = None
+        if body_hash(entry.kind, stored.body) != entry.body_hash:
+            self.defect("body-hash", "entry %d: body bytes do not hash to the committed body hash" % seq, seq)
+        else:
+            try:
+                body = decode_body(entry.kind, stored.body)
+            except ReceiptsError as exc:
+                self.defect("body-malformed", "entry %d: body does not decode: %s" % (seq, exc), seq)
+        # 2d. Time never runs backwards along the chain (no back-dating past a revocation),
+        # and the back-pointers name the latest keyring entry and the task's previous entry.
+        if entry.time < self.prev_time:
+            self.defect("time-order", "entry %d is dated before the entry it follows" % seq, seq)
+        self.prev_time = max(self.prev_time, entry.time)
+        if body is None:
+            return
+        task = getattr(body, "task_id", None) if entry.kind in TASK_ENTRY_KINDS else None
+        if entry.ring != self.last_ring:
+            self.defect("ring-link", "entry %d does not name the latest keyring entry before it" % seq, seq)
+        if entry.task_prev != (self.last_task.get(task) if task is not None else None):
+            self.defect("task-link", "entry %d does not name the previous entry of its task" % seq, seq)
+        if entry.kind in KEYRING_KINDS:
+            self.last_ring = this_hash
+        if task is not None:
+            self.last_task[task] = this_hash
+        if isinstance(body, Genesis):
+            self.keyring = Keyring.from_genesis(body)
+            self.genesis_admins = tuple(sorted(s.key_id for s in self.keyring if Role.ADMIN in s.spec.roles))
+            self.origin = "receipt-ledger/" + body.ledger_id
+            # 3. The trust root: the genesis signer must be pinned (unless trust is explicitly on first use).
+            if not self.trust.pins(entry.signer):
+                self.defect("trust-root", "genesis is signed by %s, which the trust root (%s) does not pin" % (
+                    entry.signer, self.trust_label), seq)
+        if self.keyring is None:
+            self.defect("no-genesis", "entry %d comes before any valid genesis entry" % seq, seq)
+            return
+        # 2e. Its signer may sign this kind now, and the signature verifies (keyring, waiver,
+        # contract, event and receipt entries here; tier records when a receipt relies on them).
+        if isinstance(body, ContractRevision):
+            self._contract(entry, body)
+        elif isinstance(body, Waiver):
+            label = self.sign_check(entry, body)
+            if label is not None:
+                self.waivers.append((entry.seq, body, label))
+        elif check_signature or entry.kind in KEYRING_KINDS:
+            self.sign_check(entry, body)
+        # 2g. Keyring changes take effect for the entries after this one.
+        try:
+            self.keyring = next_keyring(self.keyring, body, seq)
+        except KeyringError as exc:
+            self.defect("keyring-change", "entry %d: %s" % (seq, exc), seq)
+        self.bodies.setdefault(entry.body_hash.value, (entry, body))
+
+    def _contract(self, entry: Entry, body: ContractRevision) -> None:
+        # 2f. A revision that lowers the bar must be an admin's; it is listed, naming the signer.
+        try:
+            contract = body.parse()
+        except ReceiptsError as exc:
+            self.defect("body-malformed", "entry %d: contract does not parse: %s" % (entry.seq, exc), entry.seq)
+            return
+        prev = self.latest_contract.get(body.task_id)
+        if body.previous != (prev[0].config_hash if prev else None):
+            self.defect("contract-previous", "entry %d: contract revision of %s does not name the revision it replaces" % (
+                entry.seq, body.task_id), entry.seq)
+        lowered = weakenings(prev[1], contract) if prev else ()
+        signer = self.sign_check(entry, body, contract_roles(bool(lowered)))
+        if lowered:
+            self.weakened.append((body.task_id, "entry %d: %s weakened the contract of %s: %s" % (
+                entry.seq, signer or entry.signer, body.task_id, "; ".join(lowered))))
+        self.latest_contract[body.task_id] = (body, contract)
+        self.contracts[(body.task_id, body.config_hash.value)] = contract
+
+    def signature(self, entry: Entry, body: Body, roles: tuple[Role, ...] | None = None) -> str | Defect:
+        """The signer's label if it may sign this entry and its signature verifies (or is
+        queued for a worker); else the defect saying why. Records a verified signer."""
+        if self.keyring is None:
+            return Defect("no-genesis", "entry %d comes before any valid genesis entry" % entry.seq, entry.seq)
+        try:
+            state, role = authorize_entry(self.keyring, entry, roles or (required_role(entry.kind, body),))
+        except KeyringError as exc:
+            return Defect("signer-unauthorized", "entry %d: %s" % (entry.seq, exc), entry.seq)
+        except ReceiptsError as exc:
+            return Defect("signature-invalid", "entry %d: %s" % (entry.seq, exc), entry.seq)
+        label = "%s (%s)" % (state.spec.name, state.key_id)
+        if self.deferred is not None:
+            self.deferred.append((state.spec.public_key, namespace_for(role), entry_signed_bytes(entry), entry.signature,
+                                  entry.seq, state.spec.name))
+            return label
+        try:
+            sshsig_verify(state.spec.public_key, namespace_for(role), entry_signed_bytes(entry), entry.signature)
+        except ReceiptsError as exc:
+            return Defect("signature-invalid", "entry %d: signature by %s: %s" % (entry.seq, state.spec.name, exc), entry.seq)
+        self.signers[entry.body_hash.value] = label
+        return label
+
+    def sign_check(self, entry: Entry, body: Body, roles: tuple[Role, ...] | None = None) -> str | None:
+        """`signature` during the walk: a defect joins the walk's own."""
+        found = self.signature(entry, body, roles)
+        if isinstance(found, Defect):
+            self.defects.append(found)
+            return None
+        return found
+
+    def _lose_link(self, stored: StoredEntry) -> None:
+        # An undecodable entry still occupies its place; carry its stored hash so the next link is judged.
+        self.expected_seq = stored.seq + 1
+        self.prev_hash = entry_hash(stored.entry)
+
+
+def _signature_ok(item: tuple[bytes, str, bytes, bytes]) -> str | None:
+    try:
+        sshsig_verify(*item)
+    except ReceiptsError as exc:
+        return str(exc)
+    return None
+
+
+_Queued = tuple[bytes, str, bytes, bytes, int, str]  # key, namespace, signed bytes, signature, seq, signer name
+
+
+def _signatures_ok(chunk: list[tuple[bytes, str, bytes, bytes]]) -> list[str | None]:
+    return [_signature_ok(item) for item in chunk]
+
+
+def _not_run(exc: Exception) -> CannotVerify:
+    # A worker died (killed, out of memory): its signatures were not checked, so nothing is verified.
+    return CannotVerify("signature checks could not run: %s" % (str(exc) or type(exc).__name__))
+
+
+class SignatureQueue:
+    """Ed25519 is most of an audit's cost. Checks are queued in chunks that worker
+    processes verify while the ordered walk goes on; a chain too short to repay the
+    processes is checked in this one."""
+
+    CHUNK = 2000
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self.pending: list[_Queued] = []
+        self.sent: list[tuple[list[_Queued], Future[list[str | None]]]] = []
+        self.pool: ProcessPoolExecutor | None = None
+
+    def append(self, item: _Queued) -> None:
+        self.pending.append(item)
+        if self.workers > 1 and len(self.pending) >= self.CHUNK:
+            if self.pool is None:
+                from concurrent.futures import ProcessPoolExecutor
+
+                self.pool = ProcessPoolExecutor(self.workers)
+            try:
+                self.sent.append((self.pending, self.pool.submit(_signatures_ok, [i[:4] for i in self.pending])))
+            except Exception as exc:
+                raise _not_run(exc) from None
+            self.pending = []
+
+    def defects(self) -> list[Defect]:
+        try:
+            done = [(items, future.result()) for items, future in self.sent]
+        except Exception as exc:
+            raise _not_run(exc) from None
+        done.append((self.pending, _signatures_ok([i[:4] for i in self.pending])))
+        return [Defect("signature-invalid", "entry %d: signature by %s: %s" % (item[4], item[5], why), item[4])
+                for items, outcomes in done for item, why in zip(items, outcomes, strict=True) if why is not None]
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
