@@ -139,6 +139,7 @@ def _step2_replay(source: Source, trust: Trust, upto: int) -> Walk:
 
 
 def _step4_receipt(receipt: LadderReceipt, entry: Entry, contract: Contract | None) -> list[Defect]:
+    # 4. The receipt itself.
     defects = []
     # 4a. A receipt cannot be back-dated to before a waiver expired or evidence went stale.
     if entry.time - receipt.created > RECEIPT_CLOCK_SKEW:
@@ -171,6 +172,7 @@ class _Records:
 
 
 def _step5_records(walk: Walk, source: Source, receipt: LadderReceipt, receipt_entry: Entry) -> _Records:
+    # 5. Each record the receipt lists.
     out = _Records()
     for tier in LADDER:
         slot = receipt.entry(tier)

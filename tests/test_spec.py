@@ -1,0 +1,39 @@
+"""The verifier reads as the spec: the step labels in verify/ and in docs/format.md §8
+are the same set, so neither can gain or lose a step without the other."""
+
+from __future__ import annotations
+
+import io
+import re
+import tokenize
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LABEL = re.compile(r"#\s*(\d[a-z]?)\.\s")
+
+
+def _code_labels() -> set[str]:
+    labels: set[str] = set()
+    for path in (ROOT / "verify").glob("*.py"):
+        for tok in tokenize.generate_tokens(io.StringIO(path.read_text(encoding="utf-8")).readline):
+            if tok.type == tokenize.COMMENT:
+                labels.update(LABEL.findall(tok.string))
+    return labels
+
+
+def _spec_labels() -> set[str]:
+    text = (ROOT / "docs" / "format.md").read_text(encoding="utf-8")
+    section = text[text.index("## 8. Verification"):text.index("## 9. Transparency")]
+    return set(re.findall(r"^\s*(?:- )?(\d[a-z]?)\.\s", section, re.M))
+
+
+def test_every_step_of_the_spec_is_a_labelled_step_of_the_code_and_back() -> None:
+    code, spec = _code_labels(), _spec_labels()
+    assert spec, "no numbered steps found in docs/format.md §8"
+    assert code == spec, "only in code: %s; only in the spec: %s" % (sorted(code - spec), sorted(spec - code))
+
+
+def test_the_labels_cover_the_whole_ladder_of_steps() -> None:
+    # Guards the parser above: a regex that found nothing would make the first test vacuous.
+    assert {str(n) for n in range(1, 9)} <= _spec_labels()
+    assert {"2a", "2g", "4a", "4b", "5a", "5g"} <= _code_labels()
