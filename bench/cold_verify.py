@@ -18,7 +18,7 @@ TEST_RUNS = 4
 
 def main(runs: int = 9) -> dict[str, object]:
     work = Path(tempfile.mkdtemp(prefix="rl-cold-"))
-    subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; from ledger._demo import run_demo; "
+    subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; from ledger import run_demo; "
                     "sys.exit(run_demo(Path(sys.argv[1]), test_runs=%d))" % TEST_RUNS, str(work / "demo")], check=True, capture_output=True)
     repo = work / "demo" / "repo"
     receipt = [row["hash"] for row in json.loads(subprocess.run([sys.executable, "-m", "ledger", "log", "--json"], cwd=repo,

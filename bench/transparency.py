@@ -13,7 +13,6 @@ batches with the Merkle tree kept), checkpoints, then measures:
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 import os
@@ -27,12 +26,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import receipts as r
-from ledger import Ledger, add_key, seal_receipt
-from ledger._demo import _contract as demo_contract
-from ledger._export import export_bundle
-from ledger._human import decide
-from ledger._judge import run_judge
-from ledger._runner import run_deterministic
+from ledger import demo_contract, add_key, decide, export_bundle, Ledger, run_deterministic, run_judge, seal_receipt
 
 
 def _repo(path: Path) -> Path:
@@ -51,35 +45,17 @@ def _repo(path: Path) -> Path:
 
 
 def _filler(ledger: Ledger, signer: r.Ed25519Signer, n: int, batch: int = 20000) -> float:
-    """Append n signed tier records for another task, batched, keeping the tree."""
-    key_id = r.fingerprint(signer.public_key_blob)
-    ns = r.namespace_for("deterministic")
+    """Append n signed tier records for another task, in batches through the public API."""
     env = r.domain_hash(r.Domain.ENVIRONMENT, b"bench")
     started = time.perf_counter()
     done = 0
     while done < n:
-        ledger.conn.execute("BEGIN IMMEDIATE")
-        head = ledger.reader.head()
-        assert head is not None
-        prev, seq = r.Digest(head.hash), head.seq + 1
-        ring, task_prev = ledger._pointers("FILLER")
         now = int(time.time())
-        for _ in range(min(batch, n - done)):
-            rec = r.new_tier_record(task_id="FILLER", tier=r.Tier.DETERMINISTIC, config_hash=env, input_hash=env, evidence=(),
-                                    verdict=r.Verdict.FAIL, verifier="bench filler", verifier_version="0", environment=env, created=now)
-            body = r.encode_body(rec)
-            bh = r.body_hash(r.EntryKind.TIER_RECORD, body)
-            entry = r.Entry(seq=seq, prev=prev, kind=r.EntryKind.TIER_RECORD, body_hash=bh, time=now, signer=key_id,
-                            signature=b"-", ring=ring, task_prev=task_prev)
-            entry = dataclasses.replace(entry, signature=r.sshsig_sign(signer, ns, r.entry_signed_bytes(entry)))
-            data = r.encode_entry(entry)
-            eh = r.entry_hash(data)
-            ledger.conn.execute("INSERT INTO entries (seq, hash, kind, body_hash, task, entry, body) VALUES (?,?,?,?,?,?,?)",
-                                (seq, eh.value, "tier_record", bh.value, "FILLER", data, body))
-            ledger._add_leaf(seq, r.leaf_hash(data))
-            prev, task_prev, seq = eh, eh, seq + 1
-        ledger.conn.execute("COMMIT")
-        done += min(batch, n - done)
+        count = min(batch, n - done)
+        ledger.append_many([r.new_tier_record(task_id="FILLER", tier=r.Tier.DETERMINISTIC, config_hash=env, input_hash=env, evidence=(),
+                                              verdict=r.Verdict.FAIL, verifier="bench filler", verifier_version="0", environment=env,
+                                              created=now) for _ in range(count)], signer)
+        done += count
         print("  filler %d/%d (%.0f s)" % (done, n, time.perf_counter() - started), file=sys.stderr, flush=True)
     return time.perf_counter() - started
 

@@ -1,26 +1,13 @@
-"""ledger: everything that writes: the SQLite store, the blob store, the keyring, the
-tier operations and the `ledger` CLI."""
+"""ledger: everything that writes. The stores (SQLite embedded), the blob store, key
+files, the tier runners, exports, git integration and the `ledger` CLI, which is a thin
+layer over the names below: any other front end calls the same ones.
 
-from ._clock import frozen_clock
-from ._errors import InputError, LedgerError, StoreError
-from ._keys import generate_key_file, key_dir, key_path, load_signer
-from ._ops import (
-    VERSION,
-    Evidence,
-    add_key,
-    environment_digest,
-    find_ledger_dir,
-    current_contract,
-    record_tier,
-    register_contract,
-    resolve_candidate,
-    revoke_key,
-    seal_receipt,
-)
-from ._store import LEDGER_DIRNAME, Appended, Ledger, Store
+Names load on first use, so that a short command imports only what it needs.
+"""
 
-__all__ = [
-    "LEDGER_DIRNAME", "VERSION", "frozen_clock", "Appended", "Evidence", "InputError", "Ledger", "LedgerError",
-    "Store", "StoreError", "add_key", "environment_digest", "find_ledger_dir", "generate_key_file", "key_dir",
-    "key_path", "load_signer", "record_tier", "register_contract", "current_contract", "resolve_candidate", "revoke_key", "seal_receipt",
-]
+from typing import TYPE_CHECKING
+
+from ._api import __all__, __dir__, __getattr__
+
+if TYPE_CHECKING:
+    from ._api import *  # noqa: F403 - the names of __all__, for type checkers

@@ -9,35 +9,34 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import click
 
-from receipts import Role, fingerprint
+from receipts import EventType, Role, fingerprint
 from verify import LedgerSource, TrustRoot, verify_receipt
 
-from ._keys import generate_key_file
-from ._human import decide
-from ._judge import run_judge
-from receipts import EventType
-
 from ._errors import InputError
-from ._notes import attach, gate_check
-from ._ops import add_key, resolve_candidate, seal_receipt
-from ._process import begin_effect, end_effect, record_event, task_state
-from ._runner import run_deterministic
+from ._events import begin_effect, end_effect, record_event
+from ._gate import gate
+from ._git import git, resolve_candidate
+from ._git_notes import attach
+from ._keyring import add_key
+from ._keys import generate_key_file
+from ._records import seal_receipt
 from ._render import verify_lines
+from ._status import task_state
 from ._store import Ledger
+from .tiers import decide, run_deterministic, run_judge
 
-__all__ = ["run_demo"]
+__all__ = ["run_demo", "demo_contract"]
 
 TASK = "DEMO-1"
 
 
-def _contract(test_runs: int = 1) -> bytes:
+def demo_contract(test_runs: int = 1) -> bytes:
     # test_runs > 1 repeats the test check; the cold-verify benchmark uses it to reach 20 evidence blobs.
     return ("""# Completion contract for DEMO-1
 version = 1
@@ -85,7 +84,7 @@ def _say(text: str) -> None:
 def _git(repo: Path, *args: str) -> str:
     env = {"GIT_AUTHOR_NAME": "demo", "GIT_AUTHOR_EMAIL": "demo@example.invalid", "GIT_COMMITTER_NAME": "demo",
            "GIT_COMMITTER_EMAIL": "demo@example.invalid", "PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": str(repo)}
-    return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True).stdout
+    return git(repo, *args, env=env).decode("utf-8")
 
 
 def _run_verify(root: Path, receipt: str, trust: TrustRoot) -> bool:
@@ -117,7 +116,7 @@ def _demo(work: Path, test_runs: int) -> int:
     _say("1. A repository with a small change by an agent")
     _git(repo, "init", "-q", "-b", "main")
     (repo / "contracts").mkdir()
-    (repo / "contracts" / "DEMO-1.toml").write_bytes(_contract(test_runs))
+    (repo / "contracts" / "DEMO-1.toml").write_bytes(demo_contract(test_runs))
     (repo / "greet.py").write_text("def greet(name):\n    return 'hi ' + name\n")
     _git(repo, "add", "-A")
     _git(repo, "commit", "-qm", "initial")
@@ -174,10 +173,10 @@ def _demo(work: Path, test_runs: int) -> int:
 
     _say("9. Attach the receipt to the commit, gate it, and merge exactly once")
     attach(ledger, repo, sealed.body_hash, None)
-    passed, reasons, gate_candidate, _ = gate_check(ledger, repo, "HEAD", trust)
-    click.echo("    ledger gate HEAD: %s" % ("PASS" if passed else "FAIL: " + "; ".join(reasons)))
+    gated = gate(ledger, repo, "HEAD", trust, signer=signers["sealer"], task=TASK)
+    passed, gate_candidate = gated.passed, gated.candidate
+    click.echo("    ledger gate HEAD: %s" % ("PASS" if passed else "FAIL: " + "; ".join(gated.reasons)))
     if passed:
-        record_event(ledger, signers["sealer"], TASK, EventType.SUCCESS_VERIFIED, gate_candidate, {"receipt": passed})
         begin_effect(ledger, signers["sealer"], TASK, "merge", "demo-merge-1", "main", gate_candidate)
         click.echo("    effect demo-merge-1 begun; status: %s" % _status(ledger))
         end_effect(ledger, signers["sealer"], "demo-merge-1", "confirmed", "read back: main contains the candidate")

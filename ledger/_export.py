@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from receipts import (
+    ContractRevision,
+    decode_as,
     tlog_proof_text,
     CHECK_RESULT_FORMAT,
     SNAPSHOT_FORMAT,
@@ -34,6 +36,8 @@ from verify._bundle import BUNDLE_FORMAT
 from verify._source import StoredEntry
 
 from ._errors import InputError
+from ._evidence import evidence_json
+from ._keyring import allowed_signers
 from ._store import Ledger
 
 __all__ = ["export_bundle", "final_status"]
@@ -77,10 +81,7 @@ def final_status(result: Result) -> str:
 
 
 def _json(store: Ledger, digest: Digest, fmt: str) -> dict[str, Any] | None:
-    try:
-        return parse_evidence_json(store.blob_path(digest).read_bytes(), fmt)
-    except (OSError, ReceiptsError):
-        return None
+    return evidence_json(store, digest, fmt)
 
 
 def _manifest(ledger: Ledger, receipt: LadderReceipt, receipt_hash: str, result: Result, entries: dict[int, StoredEntry],
@@ -108,7 +109,7 @@ def _manifest(ledger: Ledger, receipt: LadderReceipt, receipt_hash: str, result:
         if rec.tier.value == "human":
             (approvals if rec.verdict is Verdict.PASS else rejections).append({"record": digest, "signer": signer, "created": rec.created})
     contract_seq = next((seq for seq, e in sorted(entries.items()) if e.kind == EntryKind.CONTRACT.value
-                         and getattr(decode_body(EntryKind.CONTRACT, e.body), "config_hash", None) == receipt.config_hash), None)
+                         and decode_as(ContractRevision, e.body).config_hash == receipt.config_hash), None)
     keyring = [{"name": s.spec.name, "key_id": s.key_id, "roles": [r.value for r in s.spec.roles],
                 "status": "revoked" if s.revoked_at is not None else "active"} for s in ledger.keyring()
                if s.available_from <= max(entries)]
@@ -194,8 +195,7 @@ def export_bundle(ledger: Ledger, receipt_digest: Digest, out: Path) -> dict[str
     records: dict[str, tuple[TierRecord, str]] = {}
     for e in entries.values():
         if e.kind == EntryKind.TIER_RECORD.value:
-            rec = decode_body(EntryKind.TIER_RECORD, e.body)
-            assert isinstance(rec, TierRecord)
+            rec = decode_as(TierRecord, e.body)
             if any(Digest(e.body_hash) in slot.records for slot in receipt.entries):
                 records[str(Digest(e.body_hash))] = (rec, decode_entry(e.entry).signer)
     manifest = _manifest(ledger, receipt, receipt_hash, result, entries, records, checkpoint_text)
@@ -204,8 +204,7 @@ def export_bundle(ledger: Ledger, receipt_digest: Digest, out: Path) -> dict[str
         "checkpoint": checkpoint_text.encode(),
         "report.md": _report_md(manifest).encode(),
         "report.html": _report_html(manifest).encode(),
-        "allowed_signers": "".join("%s namespaces=\"%s\" %s\n" % (s.spec.name, ",".join(namespace_for(r.value) for r in s.spec.roles),
-                                                                  public_key_line(s.spec.public_key)) for s in ledger.keyring()).encode(),
+        "allowed_signers": allowed_signers(ledger).encode(),
     }
     for seq, e in entries.items():
         members["entries/%d.entry" % seq] = e.entry

@@ -1,34 +1,71 @@
-"""The few git facts the ledger needs, read with plain `git` subprocesses."""
+"""The one way the ledger runs git: plain `git` subprocesses in a repository, with one
+error shape (`InputError`, the last line git printed). Also the candidate a revision
+names."""
 
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
+
+from receipts import Digest, FormatError, candidate_hash
 
 from ._errors import InputError
 
-__all__ = ["git_root", "resolve_commit"]
+__all__ = ["run_git", "git", "git_text", "git_ok", "git_root", "resolve_commit", "resolve_candidate"]
+
+# A bound for a hung git (a lock, a credential prompt), not a measure of speed.
+_GIT_TIMEOUT_S = 300
 
 
-def _git(args: list[str], cwd: Path) -> str:
+def run_git(repo: Path, *args: str, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+    """Run ``git ARGS`` in ``repo``; the caller reads the return code. Raises `InputError`
+    only if git cannot run at all."""
     try:
-        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=60)
+        return subprocess.run(["git", *args], cwd=repo, capture_output=True, timeout=_GIT_TIMEOUT_S, stdin=subprocess.DEVNULL,
+                              env=None if env is None else dict(env))
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise InputError("cannot run git: %s" % exc) from None
+
+
+def git(repo: Path, *args: str, env: Mapping[str, str] | None = None) -> bytes:
+    """git's standard output; `InputError` with git's last line of complaint if it failed."""
+    out = run_git(repo, *args, env=env)
     if out.returncode != 0:
-        raise InputError("git %s failed: %s" % (" ".join(args), out.stderr.strip().splitlines()[-1] if out.stderr.strip() else out.returncode))
-    return out.stdout.strip()
+        msg = out.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise InputError("git %s failed: %s" % (" ".join(args[:3]), msg[-1] if msg else out.returncode))
+    return out.stdout
 
 
-def git_root(cwd: Path) -> Path | None:
+def git_text(repo: Path, *args: str) -> str:
+    return git(repo, *args).decode("utf-8", "replace").strip()
+
+
+def git_ok(repo: Path, *args: str) -> str | None:
+    """git's trimmed output, or None if it failed or printed nothing."""
     try:
-        return Path(_git(["rev-parse", "--show-toplevel"], cwd))
+        return git_text(repo, *args) or None
     except InputError:
         return None
 
 
+def git_root(cwd: Path) -> Path | None:
+    found = git_ok(cwd, "rev-parse", "--show-toplevel")
+    return None if found is None else Path(found)
+
+
 def resolve_commit(rev: str, cwd: Path) -> dict[str, str]:
     """The candidate fields of a revision: its commit id and tree id (both immutable)."""
-    commit = _git(["rev-parse", "--verify", "--end-of-options", rev + "^{commit}"], cwd)
-    tree = _git(["rev-parse", "--verify", "--end-of-options", commit + "^{tree}"], cwd)
+    commit = git_text(cwd, "rev-parse", "--verify", "--end-of-options", rev + "^{commit}")
+    tree = git_text(cwd, "rev-parse", "--verify", "--end-of-options", commit + "^{tree}")
     return {"commit": commit, "tree": tree}
+
+
+def resolve_candidate(spec: str, cwd: Path) -> Digest:
+    """``blake3:<hex>`` is taken as a candidate hash; anything else is a git revision."""
+    if spec.startswith("blake3:"):
+        try:
+            return Digest.parse(spec)
+        except FormatError as exc:
+            raise InputError(str(exc)) from None
+    return candidate_hash(resolve_commit(spec, cwd))

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from receipts import (
+    Tier,
+    decode_as,
     SNAPSHOT_FORMAT,
     Digest,
     EntryKind,
@@ -26,6 +28,7 @@ from receipts import (
 from verify import verify_receipt
 
 from ._errors import InputError
+from ._evidence import snapshot_of
 from ._store import Ledger
 
 __all__ = ["PREDICATE_TYPE", "PAYLOAD_TYPE", "pae", "export_intoto"]
@@ -53,18 +56,12 @@ def _statement(ledger: Ledger, stored_body: bytes, receipt: LadderReceipt, recei
             entry = ledger.find(digest)
             if entry is None:
                 continue
-            rec = decode_body(EntryKind.TIER_RECORD, entry.body)
-            assert isinstance(rec, TierRecord)
+            rec = decode_as(TierRecord, entry.body)
             rows.append({"record": str(digest), "verdict": rec.verdict.value, "signer": decode_entry(entry.entry).signer,
                          "confidence_bp": rec.confidence_bp, "verifier": rec.verifier})
-            for ref in rec.evidence:
-                if ref.check_id == "snapshot":
-                    try:
-                        snap = parse_evidence_json(ledger.blob_path(ref.digest).read_bytes(), SNAPSHOT_FORMAT)
-                    except (OSError, ReceiptsError):
-                        continue
-                    if isinstance(snap.get("commit"), str):
-                        subjects.append({"name": "git+commit", "digest": {"gitCommit": snap["commit"]}})
+            snap = snapshot_of(ledger, rec) if rec.tier is Tier.DETERMINISTIC else None
+            if snap is not None and isinstance(snap.get("commit"), str):
+                subjects.append({"name": "git+commit", "digest": {"gitCommit": snap["commit"]}})
         tiers.append({"tier": slot.tier.value, "records": rows, "skipped": slot.skip_reason})
     return {
         "_type": STATEMENT_TYPE,

@@ -12,7 +12,7 @@ from receipts import Ed25519Signer, public_key_line
 
 from ._errors import InputError
 
-__all__ = ["key_dir", "key_path", "generate_key_file", "load_signer", "PASSPHRASE_ENV"]
+__all__ = ["key_dir", "key_path", "generate_key_file", "load_signer", "read_public_key", "PASSPHRASE_ENV"]
 
 PASSPHRASE_ENV = "RECEIPT_LEDGER_PASSPHRASE"
 KEYS_ENV = "RECEIPT_LEDGER_KEYS"
@@ -79,3 +79,19 @@ def load_signer(name_or_path: str, ask: Callable[[str], bytes] | None = None) ->
     if not isinstance(key, Ed25519PrivateKey):
         raise InputError("private key %s is not an Ed25519 key" % path)
     return Ed25519Signer(key)
+
+
+def read_public_key(line_or_path: str) -> bytes:
+    """An OpenSSH public key blob from a key line (``ssh-ed25519 AAAA...``) or a .pub file."""
+    from receipts import ReceiptsError, parse_public_key_line
+
+    text = line_or_path
+    if not line_or_path.startswith("ssh-"):
+        try:
+            text = Path(line_or_path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError("%r is neither an OpenSSH public key line nor a readable file: %s" % (line_or_path, exc)) from None
+    try:
+        return parse_public_key_line(text)[0]
+    except ReceiptsError as exc:
+        raise InputError("%s: %s" % (line_or_path[:60], exc)) from None

@@ -54,6 +54,7 @@ from receipts import (
     body_hash,
     body_kind,
     contract_roles,
+    decode_as,
     decode_body,
     decode_entry,
     encode_body,
@@ -72,8 +73,9 @@ from verify.schema import BLOB_DIR, DB_NAME, SCHEMA, blob_path
 
 from . import _clock
 from ._errors import InputError, StoreError
+from ._git import git_root
 
-__all__ = ["Store", "Ledger", "Appended", "RecordRow", "LEDGER_DIRNAME"]
+__all__ = ["Store", "Ledger", "Appended", "RecordRow", "LEDGER_DIRNAME", "find_ledger_dir"]
 
 LEDGER_DIRNAME = ".ledger"
 _CHUNK = 8 << 20  # large enough for BLAKE3 to use every core, small enough to bound memory
@@ -118,7 +120,10 @@ class Appended:
 
 class Store(Protocol):
     """What the operations need from a ledger store. SQLite is the embedded default; a
-    shared server-side store (PostgreSQL) implements the same six calls."""
+    shared server-side store implements the same calls. ``reader`` is its read-only side,
+    the same `verify.Source` an auditor reads."""
+
+    reader: LedgerSource
 
     def append(self, body: Body, signer: Signer) -> Appended: ...
 
@@ -144,7 +149,16 @@ class Store(Protocol):
 
     def bodies(self, kind: EntryKind, task: str | None = None) -> list[tuple[StoredEntry, Body, str]]: ...
 
-    def blob_path(self, digest: Digest) -> Path: ...
+    def record(self, digest: Digest) -> TierRecord | None: ...
+
+
+def find_ledger_dir(explicit: Path | None, cwd: Path) -> Path:
+    """``--dir`` if given, else ``.ledger`` at the git root, else in the current directory."""
+    if explicit is not None:
+        return explicit
+    root = git_root(cwd)
+    base: Path = root if root is not None else cwd
+    return base / LEDGER_DIRNAME
 
 
 def _busy_timeout_ms() -> int:
@@ -310,9 +324,14 @@ class Ledger:
         stored = self.find(digest)
         if stored is None or stored.kind != EntryKind.RECEIPT.value:
             raise InputError("no receipt with hash %s" % digest)
-        receipt = decode_body(EntryKind.RECEIPT, stored.body)
-        assert isinstance(receipt, LadderReceipt)
-        return stored, receipt
+        return stored, decode_as(LadderReceipt, stored.body)
+
+    def record(self, digest: Digest) -> TierRecord | None:
+        """The tier record with this hash (record hash or entry hash), if there is one."""
+        stored = self.find(digest)
+        if stored is None or stored.kind != EntryKind.TIER_RECORD.value:
+            return None
+        return decode_as(TierRecord, stored.body)
 
     def bodies(self, kind: EntryKind, task: str | None = None) -> list[tuple[StoredEntry, Body, str]]:
         """Entries of one kind (of one task, or of all) in chain order: (stored, decoded body, signer key id)."""
@@ -417,7 +436,8 @@ class Ledger:
         with self._write():
             if seq is None:
                 return self._append_locked(body, signer, self.keyring())
-            assert isinstance(body, Genesis) and now is not None
+            if not isinstance(body, Genesis) or now is None:
+                raise StoreError("only a genesis entry is appended at a position of the caller's choosing")
             return self._append_locked(body, signer, Keyring.from_genesis(body), genesis_time=now)
 
     def _append_locked(self, body: Body, signer: Signer, ring: Keyring, genesis_time: int | None = None,
@@ -520,9 +540,7 @@ class Ledger:
         stored = self.reader.by_seq(0)
         if stored is None:
             raise StoreError("the ledger has no genesis entry")
-        genesis = decode_body(EntryKind.GENESIS, stored.body)
-        assert isinstance(genesis, Genesis)
-        return "receipt-ledger/" + genesis.ledger_id
+        return "receipt-ledger/" + decode_as(Genesis, stored.body).ledger_id
 
     def checkpoints(self) -> list[tuple[int, SignedNote]]:
         return [(size, parse_note(note)) for size, note in self.reader.checkpoints()]

@@ -1,6 +1,7 @@
 """receipts: the frozen data model, canonical bytes, hashes, signatures and the
 merge-eligibility rule of receipt-ledger. Pure: no file, database or network I/O."""
 
+from ._allowed_signers import AllowedSigner, allowed_signers_text, parse_allowed_signers
 from ._authority import authorize_entry, check_entry_signature, next_keyring, replay_keyring, signing_role
 from ._b64 import b64decode_canonical
 from ._cbor import canonical_dumps, canonical_loads
@@ -26,6 +27,7 @@ from ._codec import (
     body_kind,
     candidate_hash,
     config_hash,
+    decode_as,
     decode_body,
     decode_entry,
     decode_receipt,
@@ -121,6 +123,7 @@ from ._model import (
     Verdict,
 )
 from ._policy import Eligibility, derive_merge_eligible, latest_human_decisions
+from ._tools import APPROVED, REJECTED, REQUIRES_HUMAN, ToolDecision, decide_tool_call, decide_tool_calls
 from ._sshsig import (
     Ed25519Signer,
     Signer,
@@ -141,6 +144,8 @@ from ._sshsig import (
 )
 
 __all__ = [
+    "AllowedSigner", "allowed_signers_text", "parse_allowed_signers",
+    "APPROVED", "REJECTED", "REQUIRES_HUMAN", "ToolDecision", "decide_tool_call", "decide_tool_calls",
     "authorize_entry", "check_entry_signature", "next_keyring", "replay_keyring", "signing_role",
     "b64decode_canonical",
     "thaw",
@@ -164,7 +169,7 @@ __all__ = [
     "KeyRevoke", "KeySpec", "KeyState", "Keyring", "KeyringError", "LadderReceipt", "ReceiptsError",
     "Role", "SignatureError", "Signer", "Tier", "TierEntry", "TierRecord", "Verdict", "armor",
     "body_hash", "body_kind", "candidate_hash", "canonical_dumps", "canonical_loads", "config_hash",
-    "content_digest", "dearmor", "decode_body", "decode_entry", "decode_receipt",
+    "content_digest", "dearmor", "decode_as", "decode_body", "decode_entry", "decode_receipt",
     "decode_tier_record", "derive_merge_eligible", "domain_hash", "encode_body", "encode_entry",
     "encode_receipt", "encode_tier_record", "entry_hash", "entry_signed_bytes",
     "evidence_list_hash", "fingerprint", "namespace_for", "new_tier_record",

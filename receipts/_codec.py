@@ -21,6 +21,7 @@ from ._model import EvidenceRef, LadderReceipt, Role, Tier, TierEntry, TierRecor
 
 __all__ = [
     "Body",
+    "decode_as",
     "encode_tier_record",
     "decode_tier_record",
     "tier_record_hash",
@@ -44,6 +45,7 @@ __all__ = [
 
 Body = TierRecord | LadderReceipt | Genesis | KeyAdd | KeyRevoke | ContractRevision | Waiver | TaskEvent
 _E = TypeVar("_E")
+_B = TypeVar("_B", TierRecord, LadderReceipt, Genesis, KeyAdd, KeyRevoke, ContractRevision, Waiver, TaskEvent)
 
 
 def _map(value: object, keys: frozenset[str], what: str) -> Mapping[str, Any]:
@@ -291,22 +293,24 @@ def _body_map(body: Body) -> dict[str, object]:
     return {"v": body.version, "key_id": body.key_id, "reason": body.reason}
 
 
+_KIND_OF: dict[type, EntryKind] = {
+    TierRecord: EntryKind.TIER_RECORD, LadderReceipt: EntryKind.RECEIPT, Genesis: EntryKind.GENESIS,
+    KeyAdd: EntryKind.KEY_ADD, KeyRevoke: EntryKind.KEY_REVOKE, ContractRevision: EntryKind.CONTRACT,
+    Waiver: EntryKind.WAIVER, TaskEvent: EntryKind.EVENT,
+}
+
+
 def body_kind(body: Body) -> EntryKind:
-    if isinstance(body, TierRecord):
-        return EntryKind.TIER_RECORD
-    if isinstance(body, LadderReceipt):
-        return EntryKind.RECEIPT
-    if isinstance(body, Genesis):
-        return EntryKind.GENESIS
-    if isinstance(body, KeyAdd):
-        return EntryKind.KEY_ADD
-    if isinstance(body, ContractRevision):
-        return EntryKind.CONTRACT
-    if isinstance(body, Waiver):
-        return EntryKind.WAIVER
-    if isinstance(body, TaskEvent):
-        return EntryKind.EVENT
-    return EntryKind.KEY_REVOKE
+    return _KIND_OF[type(body)]
+
+
+def decode_as(cls: type[_B], data: bytes) -> _B:
+    """Decode body bytes as the body type ``cls`` (its entry kind follows from the type).
+    Raises `FormatError` if the bytes are not a canonical body of that type."""
+    body = decode_body(_KIND_OF[cls], data)
+    if not isinstance(body, cls):
+        raise FormatError("expected a %s body" % _KIND_OF[cls].value)
+    return body
 
 
 def encode_body(body: Body) -> bytes:

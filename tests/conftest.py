@@ -16,10 +16,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import receipts as r
-from ledger import Ledger, add_key, seal_receipt
-from ledger._human import decide
-from ledger._judge import run_judge
-from ledger._runner import run_deterministic
+from ledger import add_key, decide, Ledger, run_deterministic, run_judge, seal_receipt
 
 KEY_NAMES = ("admin", "ci", "judge", "alice", "bob", "sealer", "agent", "mallory")
 ROLES = {"ci": r.Role.DETERMINISTIC, "judge": r.Role.JUDGE, "alice": r.Role.HUMAN, "bob": r.Role.HUMAN, "sealer": r.Role.SEAL,

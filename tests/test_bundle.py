@@ -14,10 +14,7 @@ import pytest
 
 import receipts as r
 from conftest import ADMIN_ID, SIGNERS, Sample, build_sample, run_cli
-from ledger import Ledger, frozen_clock
-from ledger._export import export_bundle
-from ledger._human import decide
-from ledger._intoto import PAYLOAD_TYPE, export_intoto
+from ledger import decide, export_bundle, export_intoto, frozen_clock, Ledger, PAYLOAD_TYPE
 from verify import BundleSource, CannotVerify, Transparency, TrustRoot, verify_receipt
 
 TRUST = TrustRoot(frozenset({ADMIN_ID}), "t")

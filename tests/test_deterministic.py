@@ -14,11 +14,7 @@ import pytest
 
 import receipts as r
 from conftest import ADMIN_ID, SIGNERS, contract_bytes, git, make_repo, run_cli
-from ledger import Ledger, frozen_clock, register_contract, seal_receipt
-from ledger._human import decide
-from ledger._judge import run_judge
-from ledger._runner import CheckRun, run_deterministic
-from ledger._errors import InputError
+from ledger import CheckRun, decide, frozen_clock, InputError, Ledger, register_contract, run_deterministic, run_judge, seal_receipt
 from verify import LedgerSource, TrustRoot, verify_receipt
 
 PY = json.dumps(sys.executable)

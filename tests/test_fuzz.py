@@ -110,12 +110,12 @@ def test_contracts_parse_or_contract_error(data: bytes) -> None:
                                                           st.text(max_size=10) | st.integers(), max_size=3).map(
     lambda d: json.dumps(d).encode()), max_size=6))
 def test_trace_decisions_never_raise(lines: list[bytes]) -> None:
-    from ledger._process import decide_calls
+    from receipts import decide_tool_calls
 
     policy = r.ToolPolicy(allowed=("calc",), denied=("shell",), max_steps=3,
                           schemas=(("calc", (("type", "object"),)),))
-    decisions = decide_calls(policy, lines)
-    assert len(decisions) == len(lines) and all(d["decision"] in ("approved", "rejected", "requires_human") for d in decisions)
+    decisions = decide_tool_calls(policy, lines)
+    assert len(decisions) == len(lines) and all(d.decision in ("approved", "rejected", "requires_human") for d in decisions)
 
 
 @settings(max_examples=60, deadline=None)
@@ -143,7 +143,7 @@ def _real_bundle() -> tuple[bytes, str]:
 
         from conftest import SIGNERS, build_sample
         from ledger import Ledger
-        from ledger._export import export_bundle
+        from ledger import export_bundle
 
         tmp = Path(tempfile.mkdtemp(prefix="fuzz-bundle-"))
         s = build_sample(tmp)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import time
 from pathlib import Path
 from typing import Any
@@ -10,12 +12,7 @@ import pytest
 
 import receipts as r
 from conftest import ADMIN_ID, SIGNERS, contract_bytes, git, make_repo, run_cli
-from ledger import Ledger, frozen_clock, seal_receipt
-from ledger._errors import InputError
-from ledger._human import decide
-from ledger._judge import run_judge
-from ledger._ops import waive_check
-from ledger._runner import CheckRun, run_deterministic
+from ledger import CheckRun, decide, frozen_clock, InputError, Ledger, run_deterministic, run_judge, seal_receipt, waive_check
 from verify import LedgerSource, TrustRoot, verify_receipt
 
 
@@ -137,18 +134,18 @@ def test_approve_shows_what_is_signed_and_needs_confirmation(tmp_path: Path) -> 
     assert bad_date.returncode == 2 and "--expires" in bad_date.stderr
 
 
-def test_verify_rejects_a_pass_leaning_on_an_expired_waiver(env: tuple[Path, Ledger], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_verify_rejects_a_pass_leaning_on_an_expired_waiver(env: tuple[Path, Ledger]) -> None:
     _, ledger = env
     contract = contract_bytes(command="raise SystemExit(1)")
     lower_tiers(env, contract)
     waive_check(ledger, SIGNERS["admin"], "TASK-1", "tests", "flaky", int(time.time()) + 60)
     run = lower_tiers(env, contract)
     vote(env, contract, run.record.input_hash, "alice", True)
-    # A sealer that skips its own expiry check (a forger holding the seal key), an hour later:
-    import ledger._ops as ops
-    monkeypatch.setattr(ops, "_expired_waivers_relied_on", lambda *args: [])
-    with frozen_clock(time.time() + 3600):
-        receipt, appended = seal_receipt(ledger, task_id="TASK-1", signer=SIGNERS["sealer"], input_hash=run.record.input_hash)
-    assert receipt.merge_eligible
+    honest, _ = seal_receipt(ledger, task_id="TASK-1", signer=SIGNERS["sealer"], input_hash=run.record.input_hash)
+    assert honest.merge_eligible
+    # A forger holding the seal key skips the sealer's expiry check: the same receipt, sealed an hour later.
+    later = int(time.time()) + 3600
+    with frozen_clock(later):
+        appended = ledger.append(dataclasses.replace(honest, created=later), SIGNERS["sealer"])
     result = verify_receipt(LedgerSource.open(ledger.root), str(appended.body_hash), TrustRoot(frozenset({ADMIN_ID}), "t"))
     assert [d.code for d in result.defects] == ["waiver-expired"]

@@ -16,10 +16,7 @@ import pytest
 
 import receipts as r
 from conftest import ADMIN_ID, SIGNERS, contract_bytes, judge_table
-from ledger import Ledger, seal_receipt
-from ledger._human import decide
-from ledger._judge import JudgeRun, run_judge
-from ledger._runner import run_deterministic
+from ledger import decide, JudgeRun, Ledger, run_deterministic, run_judge, seal_receipt
 from verify import LedgerSource, TrustRoot, verify_receipt
 
 
@@ -163,14 +160,14 @@ def test_openai_backend_speaks_chat_completions(env: tuple[Path, Ledger], chat: 
 
 def test_stats_report_judge_tokens_only_where_the_replies_carry_them(env: tuple[Path, Ledger], chat: ChatServer) -> None:
     from conftest import run_cli
-    from ledger._process import stats
+    from ledger import stats
 
     _, ledger = env
     judged(env, judge_table("accept", "0.9"))  # the scripted command judge reports no usage
-    (row,) = stats(ledger, "TASK-1", min_trials=1)
+    (row,) = [s.as_dict() for s in stats(ledger, "TASK-1", min_trials=1)]
     assert row["cost"] == {"judge_tokens_per_run": None} and row["time_ms"]["judge"] is not None
     judged(env, openai_table(chat.url, samples=2))  # two samples, 112 tokens each
-    (row,) = stats(ledger, "TASK-1", min_trials=1)
+    (row,) = [s.as_dict() for s in stats(ledger, "TASK-1", min_trials=1)]
     assert row["cost"] == {"judge_tokens_per_run": 224}  # the run without usage is not counted as zero
     shown = run_cli("--dir", str(ledger.root), "stats", "--task-prefix", "TASK-1")
     assert shown.returncode == 0 and "judge tokens per run: 224" in shown.stdout, shown.stdout + shown.stderr

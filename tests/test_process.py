@@ -10,12 +10,7 @@ import pytest
 
 import receipts as r
 from conftest import GIT_ENV, SIGNERS, contract_bytes, git, make_repo, run_cli
-from ledger import Ledger, seal_receipt
-from ledger._errors import InputError
-from ledger._human import decide
-from ledger._judge import run_judge
-from ledger._process import begin_effect, end_effect, ingest_trace, nudge, record_event, stats, task_state
-from ledger._runner import CheckRun, run_deterministic
+from ledger import begin_effect, CheckRun, decide, end_effect, ingest_trace, InputError, Ledger, nudge, record_event, run_deterministic, run_judge, seal_receipt, stats, task_state
 
 PROTECTED = 'protected_paths = ["test_app.py", ".ledger/contracts/*"]\n'
 TOOLS = '''
@@ -126,7 +121,7 @@ def test_a_trace_with_a_denied_tool_fails_the_tier(env: tuple[Path, Ledger], tmp
     _, ledger = env
     _, decisions = ingest_trace(ledger, SIGNERS["ci"], "TASK-1", r.parse_contract(with_tools()),
                                 trace_file(tmp_path, {"tool": "read_file", "arguments": {"path": "a"}}, {"tool": "shell", "arguments": {"cmd": "ls"}}), None)
-    assert [d["decision"] for d in decisions] == ["approved", "rejected"] and "denied" in decisions[1]["reason"]
+    assert [d.decision for d in decisions] == ["approved", "rejected"] and "denied" in decisions[1].reason
     run = check(env, with_tools())
     assert run.outcome.verdict is r.Verdict.FAIL and "integrity: the agent's trace has 1 rejected tool call(s)" in run.outcome.reasons
 
@@ -136,8 +131,8 @@ def test_arguments_that_fail_the_tool_schema_are_rejected(env: tuple[Path, Ledge
     _, decisions = ingest_trace(ledger, SIGNERS["ci"], "TASK-1", r.parse_contract(with_tools()),
                                 trace_file(tmp_path, {"tool": "calc", "arguments": {"expression": "1+1"}},
                                            {"tool": "calc", "arguments": {"expression": "1+1; rm -rf /"}}), None)
-    assert [d["decision"] for d in decisions] == ["approved", "rejected"]
-    assert "fail the calc schema" in decisions[1]["reason"]
+    assert [d.decision for d in decisions] == ["approved", "rejected"]
+    assert "fail the calc schema" in decisions[1].reason
     cli = run_cli("--dir", str(ledger.root), "trace", "TASK-1", str(trace_file(tmp_path, {"tool": "calc", "arguments": {"expression": "2*3"}})),
                   "--key", str(tmp_path / "nokey"), "--contract", str(_write(tmp_path / "c.toml", with_tools())), "--input", str(r.candidate_hash({"a": "b"})))
     assert cli.returncode == 2  # no such key: a clean refusal, nothing recorded
@@ -255,11 +250,11 @@ def test_stats_pass_at_k_and_pass_power_k(env: tuple[Path, Ledger]) -> None:
         decide(ledger, task_id=task, contract_bytes=contract, candidate=run.record.input_hash, signer=SIGNERS["alice"],
                approve=True, note="ok", repo=env[0], confirm=lambda s: True)
         seal_receipt(ledger, task_id=task, signer=SIGNERS["sealer"], input_hash=run.record.input_hash)
-    (row,) = stats(ledger, "FIX", ks=(1, 2))
+    (row,) = [s.as_dict() for s in stats(ledger, "FIX", ks=(1, 2))]
     assert (row["trials"], row["successes"]) == (5, 3)
     assert row["pass@1"] == 0.6 and row["pass@2"] == 0.9 and row["pass^2"] == 0.3
     low, high = row["success_rate_95ci"]
     assert low < 0.6 < high
-    (few,) = stats(ledger, "FIX", min_trials=6)
+    (few,) = [s.as_dict() for s in stats(ledger, "FIX", min_trials=6)]
     assert "too few trials" in few["note"] and "pass@1" not in few
     assert row["time_ms"]["deterministic"] is not None and row["time_ms"]["judge"] is not None

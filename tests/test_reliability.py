@@ -147,7 +147,7 @@ def test_a_missing_blob_store_is_a_clean_error(tmp_path: Path) -> None:
     res = run_cli("--dir", str(s.root), "verify", s.receipt, "--json")
     assert res.returncode == 1 and "evidence-missing" in res.stdout and "Traceback" not in res.stderr
     code = ("import sys; sys.path.insert(0, sys.argv[2]); from pathlib import Path; import receipts as r; from conftest import SIGNERS; "
-            "from ledger import Ledger, Evidence, record_tier; from ledger._errors import LedgerError\n"
+            "from ledger import Ledger, Evidence, record_tier; from ledger import LedgerError\n"
             "try:\n    record_tier(Ledger.open(Path(sys.argv[1])), task_id='T-1', tier=r.Tier.HUMAN, verdict=r.Verdict.PASS, "
             "signer=SIGNERS['alice'], config_hash=r.config_hash(b'x'), input_hash=r.config_hash(b'y'), evidence=[Evidence('e', Path(sys.argv[3]))])\n"
             "except LedgerError as exc:\n    print('clean:', exc)")
@@ -163,7 +163,7 @@ def test_a_full_disk_is_a_clean_error_and_leaves_the_ledger_intact(ledger_dir: P
     code = ("import resource, signal, sys; sys.path.insert(0, sys.argv[2]); signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
             "resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))\n"
             "from pathlib import Path; import receipts as r; from conftest import SIGNERS\n"
-            "from ledger import Ledger, Evidence, record_tier; from ledger._errors import LedgerError\n"
+            "from ledger import Ledger, Evidence, record_tier; from ledger import LedgerError\n"
             "try:\n    record_tier(Ledger.open(Path(sys.argv[1])), task_id='T-1', tier=r.Tier.HUMAN, verdict=r.Verdict.PASS, "
             "signer=SIGNERS['alice'], config_hash=r.config_hash(b'x'), input_hash=r.config_hash(b'y'), evidence=[Evidence('e', Path(sys.argv[3]))])\n"
             "    print('written')\n"
@@ -186,7 +186,7 @@ def test_a_read_only_ledger_is_a_clean_error(tmp_path: Path) -> None:
         res = run_cli("--dir", str(s.root), "checkpoint", "--key", str(tmp_path / "no-such-key"))
         assert res.returncode == 2 and "Traceback" not in res.stderr
         code = ("import sys; sys.path.insert(0, sys.argv[2]); from pathlib import Path; import receipts as r; from conftest import SIGNERS\n"
-                "from ledger import Ledger; from ledger._errors import LedgerError\n"
+                "from ledger import Ledger; from ledger import LedgerError\n"
                 "try:\n    Ledger.open(Path(sys.argv[1])).checkpoint(SIGNERS['sealer']); print('written')\n"
                 "except LedgerError as exc:\n    print('clean:', exc)")
         out = subprocess.run([sys.executable, "-c", code, str(s.root), str(Path(__file__).parent)], capture_output=True, text=True)
@@ -202,7 +202,7 @@ def test_a_batch_mixing_keyring_contract_and_record_entries_keeps_tree_and_point
     must see the batch's earlier entries, and the Merkle tree must match the entries."""
     import receipts as r
     from conftest import TASK, contract_bytes, seeded_signer
-    from ledger._errors import InputError
+    from ledger import InputError
     from verify import Transparency
 
     ledger = Ledger.open(ledger_dir)
@@ -286,7 +286,7 @@ def test_a_dead_signature_worker_means_could_not_verify(ledger_dir: Path, monkey
 
 def test_batched_appends_build_the_same_verifiable_chain(ledger_dir: Path) -> None:
     import receipts as r
-    from ledger._errors import InputError
+    from ledger import InputError
 
     ledger = Ledger.open(ledger_dir)
     cfg, env = r.config_hash(b"batch"), r.domain_hash(r.Domain.ENVIRONMENT, b"e")

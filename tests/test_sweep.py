@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ADMIN_ID, SIGNERS, build_sample
-from ledger import Ledger
-from ledger._export import export_bundle
+from ledger import export_bundle, Ledger
 from verify import BundleSource, CannotVerify, LedgerSource, Transparency, TrustRoot, verify_chain, verify_receipt
 
 TRUST = TrustRoot(frozenset({ADMIN_ID}), "t")

@@ -15,8 +15,7 @@ import receipts as r
 from conftest import (
     ADMIN_ID, OTHER_CANDIDATE, SIGNERS, TASK, Row, Sample, judge_table, build_sample, find_row, read_rows, run_cli, write_rows,
 )
-from ledger import Ledger
-from ledger._human import decide
+from ledger import decide, Ledger
 from verify import LedgerSource, TrustRoot, verify_receipt
 
 VECTORS = json.loads((Path(__file__).parent / "vectors" / "tamper.json").read_text())["cases"]

@@ -7,6 +7,7 @@ or `UnsafeTrustOnFirstUse`, named for what it is and never a default."""
 
 from ._bundle import BundleSource
 from ._errors import CannotVerify, VerificationFailed, VerifyError
+from ._evidence import evidence_reader, read_blob, read_evidence
 from ._result import ChainResult, Defect, Finding, Result, TierLine
 from ._source import LedgerSource, Source, StoredEntry
 from ._transparency import Transparency, WitnessKey
@@ -20,6 +21,8 @@ __all__ = [
     "Source", "LedgerSource", "BundleSource", "StoredEntry",
     # what they are asked
     "Trust", "TrustRoot", "UnsafeTrustOnFirstUse", "parse_allowed_signers", "Transparency", "WitnessKey",
+    # the one evidence reader (re-hashes what it returns)
+    "read_blob", "read_evidence", "evidence_reader",
     # what they return and raise
     "Result", "ChainResult", "TierLine", "Defect", "Finding", "VerifyError", "CannotVerify", "VerificationFailed",
 ]

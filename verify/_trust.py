@@ -10,7 +10,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from receipts import FormatError, Role, b64decode_canonical, fingerprint, namespace_for, parse_public_key_blob
+from receipts import FormatError, Role, namespace_for
+from receipts import parse_allowed_signers as receipts_parse_allowed_signers
 
 from ._errors import CannotVerify
 
@@ -67,52 +68,12 @@ class UnsafeTrustOnFirstUse:
 Trust = TrustRoot | UnsafeTrustOnFirstUse
 
 
-def _tokens(line: str) -> list[str]:
-    # allowed_signers fields are space-separated; quotes may hold spaces and commas.
-    out, cur, quoted = [], "", False
-    for ch in line:
-        if ch == '"':
-            quoted = not quoted
-            cur += ch
-        elif ch.isspace() and not quoted:
-            if cur:
-                out.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    if quoted:
-        raise CannotVerify("unbalanced quote in allowed_signers line: %r" % line)
-    if cur:
-        out.append(cur)
-    return out
-
-
 def parse_allowed_signers(text: str) -> set[str]:
-    """Key ids of the ssh-ed25519 keys that the file allows to sign in the admin namespace."""
+    """Key ids of the ssh-ed25519 keys that the file allows to sign in the admin namespace.
+    Raises `CannotVerify` on a malformed file."""
     admin_ns = namespace_for(Role.ADMIN)
-    ids: set[str] = set()
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        fields = _tokens(line)
-        if len(fields) < 3:
-            continue
-        options = fields[1] if fields[1] != "ssh-ed25519" else ""
-        rest = fields[2:] if options else fields[1:]
-        if len(rest) < 2 or rest[0] != "ssh-ed25519":
-            continue
-        namespaces = None
-        for opt in re.findall(r'(?:[^,"]|"[^"]*")+', options):
-            name, _, value = opt.partition("=")
-            if name.lower() == "namespaces":
-                namespaces = [n.strip() for n in value.strip('"').split(",")]
-        if namespaces is not None and admin_ns not in namespaces:
-            continue
-        try:
-            blob = b64decode_canonical(rest[1], "the key")
-            parse_public_key_blob(blob)
-        except FormatError:
-            raise CannotVerify("allowed_signers holds a malformed ssh-ed25519 key: %r" % rest[1][:40]) from None
-        ids.add(fingerprint(blob))
-    return ids
+    try:
+        lines = receipts_parse_allowed_signers(text)
+    except FormatError as exc:
+        raise CannotVerify(str(exc)) from None
+    return {line.key_id for line in lines if line.namespaces is None or admin_ns in line.namespaces}

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from receipts import (
     JUDGE_RUN_FORMAT,
@@ -25,23 +24,21 @@ from receipts import (
     EntryKind,
     FormatError,
     LadderReceipt,
-    ReceiptsError,
     SampleOutcome,
     Tier,
     TierRecord,
     Verdict,
     Waiver,
-    content_digest,
     derive_judge,
     derive_merge_eligible,
     entry_hash,
     evidence_list_hash,
     latest_human_decisions,
-    parse_evidence_json,
     rederive_deterministic,
 )
 
 from ._errors import CannotVerify, VerificationFailed
+from ._evidence import evidence_reader, read_blob, read_evidence
 from ._result import ChainResult, Defect, Finding, Result, TierLine
 from ._source import LedgerSource, Source, StoredEntry
 from ._transparency import Transparency
@@ -51,7 +48,6 @@ from ._walk import SignatureQueue, Walk, describe_waiver
 __all__ = ["verify_receipt", "verify_receipt_strict", "verify_chain", "RECEIPT_CLOCK_SKEW"]
 
 _READ_CHUNK = 1 << 20
-_SMALL_BLOB = 4 << 20  # evidence read whole to re-derive a verdict (JSON, replies) is at most this
 RECEIPT_CLOCK_SKEW = 300  # seconds a receipt's own date may trail the entry that appended it
 
 
@@ -234,7 +230,7 @@ def _check_record(walk: Walk, source: Source, receipt: LadderReceipt, tier: Tier
     if tier is Tier.DETERMINISTIC:
         # 5e. A deterministic verdict must follow from its recorded evidence under its contract and waivers.
         in_force = _waivers_in_force(walk, rec, seq)
-        outcome = rederive_deterministic(rec, contract, _evidence_reader(source),
+        outcome = rederive_deterministic(rec, contract, evidence_reader(source),
                                          {c: describe_waiver(*ws[-1]) for c, ws in in_force.items()})
         out.warnings += outcome.warnings
         # 5f. A pass that leans on a waiver needs the waiver still in force when the receipt was sealed.
@@ -274,29 +270,6 @@ def _evidence_defects(source: Source, record: TierRecord, tier: Tier, seq: int) 
     return defects
 
 
-def _blob_bytes(source: Source, digest: Digest) -> bytes | None:
-    """A small blob's bytes, only if they still hash to their digest (5d reports the rest)."""
-    handle = source.open_blob(digest)
-    if handle is None:
-        return None
-    with handle:
-        data = handle.read(_SMALL_BLOB + 1)
-    return data if content_digest(data) == digest else None
-
-
-def _evidence_reader(source: Source) -> Callable[[Digest, str], dict[str, Any] | None]:
-    def read(digest: Digest, fmt: str) -> dict[str, Any] | None:
-        data = _blob_bytes(source, digest)
-        if data is None:
-            return None
-        try:
-            return parse_evidence_json(data, fmt)
-        except ReceiptsError:
-            return None
-
-    return read
-
-
 def _waivers_in_force(walk: Walk, rec: TierRecord, before_seq: int) -> dict[str, list[tuple[int, Waiver, str]]]:
     """Validly signed waivers of the record's contract, appended before it and in force at its date."""
     found: dict[str, list[tuple[int, Waiver, str]]] = {}
@@ -311,9 +284,9 @@ def _rederive_judge(source: Source, record: TierRecord, contract: Contract) -> S
     replies: dict[str, bytes] = {}
     for ref in record.evidence:
         if ref.check_id == "judge:run" and ref.media_type == JUDGE_RUN_MEDIA_TYPE:
-            run = _evidence_reader(source)(ref.digest, JUDGE_RUN_FORMAT)
+            run = read_evidence(source, ref.digest, JUDGE_RUN_FORMAT)
         elif ref.check_id.startswith("judge:reply:"):
-            data = _blob_bytes(source, ref.digest)
+            data = read_blob(source, ref.digest)
             if data is not None:
                 replies[str(ref.digest)] = data
     if run is None:

@@ -39,10 +39,12 @@ from receipts import (
     parse_evidence_json,
 )
 
-from . import _clock
-from ._errors import InputError
-from ._ops import VERSION, current_contract, environment_digest
-from ._store import Appended, Store
+from .. import _clock
+from .._errors import InputError
+from .._evidence import candidate_snapshot, evidence_bytes, record_evidence
+from .._contracts import current_contract
+from .._environment import VERSION, environment_digest
+from .._store import Appended, Store
 
 __all__ = ["Endpoint", "JudgeRun", "resolve_endpoint", "run_judge", "SYSTEM_PROMPT"]
 
@@ -167,33 +169,25 @@ def _prior_attempts(store: Store, task_id: str, candidate: Digest, config: Diges
     for row in store.records_for(task_id):
         rec = row.record
         if rec.tier is Tier.JUDGE and rec.input_hash == candidate and rec.config_hash == config:
-            for ref in rec.evidence:
-                if ref.check_id == "judge:run":
-                    try:
-                        doc = parse_evidence_json(store.blob_path(ref.digest).read_bytes(), JUDGE_RUN_FORMAT)
-                        total += len(doc.get("attempts") or [])
-                    except (OSError, ReceiptsError):
-                        continue
+            doc = record_evidence(store, rec, "judge:run", JUDGE_RUN_FORMAT)
+            total += len(doc.get("attempts") or []) if doc is not None else 0
     return total
 
 
 def _diff(store: Store, task_id: str, candidate: Digest, config: Digest) -> tuple[str | None, str]:
     """(the skip reason, the candidate's diff) from the latest deterministic record."""
-    latest = None
-    for row in store.records_for(task_id):
-        if row.record.tier is Tier.DETERMINISTIC and row.record.input_hash == candidate and row.record.config_hash == config:
-            latest = row.record
-    if latest is None:
+    found = candidate_snapshot(store, task_id, candidate, config)
+    if found is None:
         return "the deterministic tier has not run on this candidate", ""
+    latest = found[0]
     if latest.verdict is not Verdict.PASS:
         return "the deterministic tier did not pass (%s): the judge was not asked" % latest.verdict, ""
     for ref in latest.evidence:
         if ref.check_id == "diff":
-            try:
-                return None, store.blob_path(ref.digest).read_bytes().decode("utf-8", "replace")
-            except OSError:
-                break
-    return "the deterministic record's diff evidence is missing", ""
+            diff = evidence_bytes(store, ref.digest, limit=None)
+            if diff is not None:
+                return None, diff.decode("utf-8", "replace")
+    return "the deterministic record's diff evidence is missing or altered", ""
 
 
 def run_judge(store: Store, *, task_id: str, contract_bytes: bytes, candidate: Digest, signer: Signer,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,10 +23,13 @@ from receipts import (
     parse_evidence_json,
 )
 
-from . import _clock
-from ._errors import InputError
-from ._ops import VERSION, current_contract, environment_digest
-from ._store import Appended, Store
+from .. import _clock
+from .._errors import InputError
+from .._evidence import snapshot_of
+from .._git import git_ok
+from .._contracts import current_contract
+from .._environment import VERSION, environment_digest
+from .._store import Appended, Store
 
 __all__ = ["decide", "summary"]
 
@@ -40,13 +42,9 @@ def _diffstat(store: Store, repo: Path | None, task_id: str, candidate: Digest, 
         if row.record.tier is not Tier.HUMAN:
             verdicts[row.record.tier.value] = row.record.verdict.value
         if row.record.tier is Tier.DETERMINISTIC:
-            for ref in row.record.evidence:
-                if ref.check_id == "snapshot":
-                    try:
-                        doc = parse_evidence_json(store.blob_path(ref.digest).read_bytes(), SNAPSHOT_FORMAT)
-                        base, commit = doc.get("base"), doc.get("commit")
-                    except (OSError, ReceiptsError):
-                        pass
+            doc = snapshot_of(store, row.record)
+            if doc is not None:
+                base, commit = doc.get("base"), doc.get("commit")
     human = latest_human_decisions([(row.digest, row.record, row.signer) for row in rows], task_id=task_id,
                                    input_hash=candidate, config_hash=config)
     by_digest = {row.digest: row for row in rows}
@@ -55,9 +53,8 @@ def _diffstat(store: Store, repo: Path | None, task_id: str, candidate: Digest, 
         verdicts["human:" + row.signer] = "approve" if row.record.verdict is Verdict.PASS else "reject"
     stat = ""
     if repo is not None and commit:
-        args = ["git", "diff", "--stat", base, commit] if base else ["git", "show", "--stat", "--format=", commit]
-        out = subprocess.run(args, cwd=repo, capture_output=True, text=True, timeout=60)
-        stat = out.stdout.rstrip() if out.returncode == 0 else ""
+        args = ["diff", "--stat", base, commit] if base else ["show", "--stat", "--format=", commit]
+        stat = git_ok(repo, *args) or ""
     return stat, verdicts
 
 

@@ -3,45 +3,23 @@
 from __future__ import annotations
 
 import re
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from receipts import SNAPSHOT_FORMAT, Contract, Digest, candidate_hash, content_digest
 
-from ._errors import InputError
+from .._errors import InputError
+from .._git import git, git_ok, git_text
 
-__all__ = ["Snapshot", "take_snapshot", "git", "worktree_roots"]
+__all__ = ["Snapshot", "take_snapshot", "worktree_roots"]
 
 _EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
-
-
-def git(repo: Path, *args: str, binary: bool = False) -> bytes:
-    try:
-        out = subprocess.run(["git", *args], cwd=repo, capture_output=True, timeout=120)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise InputError("cannot run git: %s" % exc) from None
-    if out.returncode != 0:
-        msg = out.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise InputError("git %s failed: %s" % (" ".join(args[:3]), msg[-1] if msg else out.returncode))
-    return out.stdout
-
-
-def _text(repo: Path, *args: str) -> str:
-    return git(repo, *args).decode("utf-8", "replace").strip()
-
-
-def _ok(repo: Path, *args: str) -> str | None:
-    try:
-        return _text(repo, *args) or None
-    except InputError:
-        return None
 
 
 def worktree_roots(repo: Path) -> list[Path]:
     """Linked worktrees of the repository (not the main checkout)."""
     roots = []
-    for line in _text(repo, "worktree", "list", "--porcelain").splitlines():
+    for line in git_text(repo, "worktree", "list", "--porcelain").splitlines():
         if line.startswith("worktree "):
             roots.append(Path(line[9:]))
     main = repo.resolve()
@@ -83,12 +61,12 @@ class Snapshot:
 
 
 def _default_base(repo: Path) -> str | None:
-    head = _text(repo, "rev-parse", "HEAD")
+    head = git_text(repo, "rev-parse", "HEAD")
     for ref in ("origin/HEAD", "main", "master"):
-        mb = _ok(repo, "merge-base", "HEAD", ref)
+        mb = git_ok(repo, "merge-base", "HEAD", ref)
         if mb and mb != head:
             return mb
-    return _ok(repo, "rev-parse", "--verify", "--quiet", "HEAD~1")
+    return git_ok(repo, "rev-parse", "--verify", "--quiet", "HEAD~1")
 
 
 def _names_task(message: str, task: str) -> bool:
@@ -110,27 +88,27 @@ def _dirty_state(repo: Path) -> bytes | None:
 
 def take_snapshot(repo: Path, contract: Contract, base: str | None = None, allow_dirty: bool = False,
                   subtasks: tuple[str, ...] = ()) -> Snapshot:
-    commit = _text(repo, "rev-parse", "--verify", "HEAD^{commit}")
-    tree = _text(repo, "rev-parse", "--verify", "HEAD^{tree}")
+    commit = git_text(repo, "rev-parse", "--verify", "HEAD^{commit}")
+    tree = git_text(repo, "rev-parse", "--verify", "HEAD^{tree}")
     dirty = _dirty_state(repo)
     if dirty is not None and not allow_dirty:
         raise InputError("the working tree has uncommitted changes: commit them, or pass --allow-dirty to include them in the snapshot")
-    base_commit = _text(repo, "rev-parse", "--verify", base + "^{commit}") if base else _default_base(repo)
+    base_commit = git_text(repo, "rev-parse", "--verify", base + "^{commit}") if base else _default_base(repo)
     diff = git(repo, "diff", "--binary", base_commit or _EMPTY_TREE, commit)
-    changed = tuple(sorted(_text(repo, "diff", "--name-only", base_commit or _EMPTY_TREE, commit).splitlines()))
+    changed = tuple(sorted(git_text(repo, "diff", "--name-only", base_commit or _EMPTY_TREE, commit).splitlines()))
     rng = ("%s..%s" % (base_commit, commit)) if base_commit else commit
-    log = _text(repo, "log", "--format=%H%x00%B%x1e", rng)
+    log = git_text(repo, "log", "--format=%H%x00%B%x1e", rng)
     strong = tuple(c for c, _, msg in (e.strip().partition("\0") for e in log.split("\x1e") if e.strip())
                    if _names_task(msg, contract.task_id))
     files: set[str] = set()
     if strong:
         for c in strong:
-            files.update(_text(repo, "diff-tree", "--no-commit-id", "--name-only", "-r", "--root", c).splitlines())
+            files.update(git_text(repo, "diff-tree", "--no-commit-id", "--name-only", "-r", "--root", c).splitlines())
         return Snapshot(commit, tree, base_commit, diff, dirty, "strong", strong, tuple(sorted(files)), subtasks, changed)
     if contract.owned_files:
         owned = ["--", *contract.owned_files]
-        last = _text(repo, "log", "-1", "--format=%H", rng, *owned)
+        last = git_text(repo, "log", "-1", "--format=%H", rng, *owned)
         if last:
-            owned_changed = _text(repo, "diff", "--name-only", base_commit or _EMPTY_TREE, commit, *owned).splitlines()
+            owned_changed = git_text(repo, "diff", "--name-only", base_commit or _EMPTY_TREE, commit, *owned).splitlines()
             return Snapshot(commit, tree, base_commit, diff, dirty, "weak", (last,), tuple(sorted(owned_changed)), subtasks, changed)
     return Snapshot(commit, tree, base_commit, diff, dirty, "none", (), (), subtasks, changed)

@@ -1,4 +1,5 @@
-"""Library operations behind the CLI: record a tier, seal a receipt, change the keyring."""
+"""Tier records and receipts: append a record with its evidence, and seal the latest
+records of a candidate into a receipt whose merge_eligible claim the rule derives."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from receipts import (
+    config_hash,
     CHECK_RESULT_FORMAT,
     CHECK_RESULT_MEDIA_TYPE,
     LADDER,
@@ -43,57 +45,12 @@ from receipts import (
 
 from . import _clock
 from ._errors import InputError
-from ._git import git_root, resolve_commit
-from ._store import LEDGER_DIRNAME, Appended, Store
+from ._contracts import current_contract, register_contract
+from ._environment import VERSION, environment_digest
+from ._evidence import evidence_json
+from ._store import Appended, Store
 
-__all__ = [
-    "VERSION",
-    "find_ledger_dir",
-    "environment_digest",
-    "resolve_candidate",
-    "Evidence",
-    "record_tier",
-    "seal_receipt",
-    "add_key",
-    "revoke_key",
-    "register_contract",
-    "current_contract",
-    "waive_check",
-]
-
-VERSION = "0.1.0"
-
-
-def find_ledger_dir(explicit: Path | None, cwd: Path) -> Path:
-    """``--dir`` if given, else ``.ledger`` at the git root, else in the current directory."""
-    if explicit is not None:
-        return explicit
-    root = git_root(cwd)
-    base: Path = root if root is not None else cwd
-    return base / LEDGER_DIRNAME
-
-
-def environment_digest() -> Digest:
-    """What ran the check: interpreter, platform and tool version (not secrets, not paths)."""
-    facts = {
-        "python": platform.python_version(),
-        "implementation": platform.python_implementation(),
-        "system": platform.system(),
-        "machine": platform.machine(),
-        "receipt-ledger": VERSION,
-    }
-    return domain_hash(Domain.ENVIRONMENT, canonical_dumps(facts))
-
-
-def resolve_candidate(spec: str, cwd: Path) -> Digest:
-    """``blake3:<hex>`` is taken as a candidate hash; anything else is a git revision."""
-    if spec.startswith("blake3:"):
-        try:
-            return Digest.parse(spec)
-        except FormatError as exc:
-            raise InputError(str(exc)) from None
-    return candidate_hash(resolve_commit(spec, cwd))
-
+__all__ = ["Evidence", "record_tier", "record_by_hand", "seal_receipt"]
 
 @dataclass(frozen=True, slots=True)
 class Evidence:
@@ -135,6 +92,34 @@ def record_tier(
     except FormatError as exc:
         raise InputError(str(exc)) from None
     return record, ledger.append(record, signer)
+
+
+def record_by_hand(
+    store: Store,
+    *,
+    task_id: str,
+    tier: Tier,
+    verdict: Verdict,
+    signer: Signer,
+    contract: bytes,
+    contract_source: str,
+    input_hash: Digest,
+    evidence: Sequence[Evidence] = (),
+    confidence_bp: int | None = None,
+    parents: Sequence[Digest] = (),
+) -> tuple[TierRecord, Appended]:
+    """`ledger record`: a tier record appended by hand under ``contract`` (registered first
+    if it is new). A deterministic or judge pass is refused: only its runner can show the
+    evidence that entails it, and verify would reject it."""
+    if verdict is Verdict.PASS and tier is Tier.DETERMINISTIC:
+        raise InputError("a deterministic pass cannot be recorded by hand (verify would reject it): run `ledger check`")
+    if verdict is Verdict.PASS and tier is Tier.JUDGE:
+        raise InputError("a judge pass cannot be recorded by hand (verify would reject it): run `ledger judge`")
+    chash = config_hash(contract)
+    if not any(rev.config_hash == chash for _, rev in store.contract_revisions(task_id)):
+        register_contract(store, task_id, contract, signer, contract_source)
+    return record_tier(store, task_id=task_id, tier=tier, verdict=verdict, signer=signer, config_hash=chash,
+                       input_hash=input_hash, evidence=evidence, confidence_bp=confidence_bp, parents=parents)
 
 
 def seal_receipt(
@@ -194,69 +179,6 @@ def seal_receipt(
     return receipt, ledger.append(receipt, signer)
 
 
-def add_key(ledger: Store, admin: Signer, name: str, roles: Sequence[Role], public_key: bytes,
-            valid_after: int | None = None, valid_before: int | None = None) -> Appended:
-    try:
-        spec = KeySpec(name, tuple(r for r in Role if r in roles), public_key, valid_after, valid_before)
-    except FormatError as exc:
-        raise InputError(str(exc)) from None
-    return ledger.append(KeyAdd(spec), admin)
-
-
-def revoke_key(ledger: Store, admin: Signer, name_or_id: str, reason: str) -> Appended:
-    ring = ledger.keyring()
-    state = ring.get(name_or_id) or ring.by_name(name_or_id)
-    if state is None:
-        raise InputError("no active key named or with id %r" % name_or_id)
-    try:
-        body = KeyRevoke(state.key_id, reason)
-    except FormatError as exc:
-        raise InputError(str(exc)) from None
-    return ledger.append(body, admin)
-
-
-def register_contract(store: Store, task_id: str, data: bytes, signer: Signer, source: str = "contract") -> tuple[Contract, Appended | None]:
-    """Record ``data`` as the task's current contract unless it already is. A revision that
-    weakens the bar is refused unless ``signer`` is an admin key (the store decides)."""
-    try:
-        contract = ContractRevision(task_id, data, None).parse()
-    except ReceiptsError as exc:
-        raise InputError(str(exc).replace("contract of %s" % task_id, source, 1)) from None
-    latest = store.latest_contract(task_id)
-    if latest is not None and latest.contract == data:
-        return contract, None
-    revision = ContractRevision(task_id, data, None if latest is None else latest.config_hash)
-    return contract, store.append(revision, signer)
-
-
-def current_contract(store: Store, task_id: str, config: Digest) -> Contract:
-    """The task's registered contract with this config hash; refuse an unregistered one."""
-    for _, revision in store.contract_revisions(task_id):
-        if revision.config_hash == config:
-            return revision.parse()
-    raise InputError("no registered contract of %s has config %s: register it with `ledger contract set` (or run `ledger check`)" % (task_id, config.short()))
-
-
-def waive_check(store: Store, admin: Signer, task_id: str, check_id: str, reason: str, expires: int,
-                config: Digest | None = None) -> Appended:
-    """Let a named failing check of the task's current contract stop blocking until ``expires``."""
-    if config is None:
-        latest = store.latest_contract(task_id)
-        if latest is None:
-            raise InputError("task %s has no registered contract to waive a check of" % task_id)
-        config = latest.config_hash
-    contract = current_contract(store, task_id, config)
-    if contract.check(check_id) is None:
-        raise InputError("the contract of %s has no check %r" % (task_id, check_id))
-    if expires <= _clock.now():
-        raise InputError("a waiver must expire in the future")
-    try:
-        body = Waiver(task_id, check_id, config, reason, expires)
-    except FormatError as exc:
-        raise InputError(str(exc)) from None
-    return store.append(body, admin)
-
-
 def _expired_waivers_relied_on(store: Store, record: TierRecord, contract: Contract, now: int) -> list[str]:
     """Checks that failed in ``record`` and passed only by a waiver no longer in force."""
     used = [w for _, w, _ in store.waivers(record.task_id)
@@ -270,10 +192,7 @@ def _expired_waivers_relied_on(store: Store, record: TierRecord, contract: Contr
         check = contract.check(ref.check_id[6:])
         if check is None or not any(w.check_id == check.id for w in used):
             continue
-        try:
-            result = parse_evidence_json(store.blob_path(ref.digest).read_bytes(), CHECK_RESULT_FORMAT)
-        except (OSError, ReceiptsError):
-            result = None
+        result = evidence_json(store, ref.digest, CHECK_RESULT_FORMAT)
         if not derive_check(check, result)[0] and not any(w.check_id == check.id and w.in_force(now) for w in used):
             expired.append(check.id)
     return expired

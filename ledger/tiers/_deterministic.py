@@ -30,14 +30,15 @@ from receipts import (
     new_tier_record,
 )
 
-from . import _clock
-from ._errors import InputError
-from ._ops import VERSION, environment_digest, register_contract
-from ._process import process_facts
+from .. import _clock
+from .._errors import InputError
+from .._contracts import register_contract
+from .._environment import VERSION, environment_digest
+from .._traces import process_facts
 from ._redact import Redactor
 from ._signals import Context, evaluate
 from ._snapshot import Snapshot, take_snapshot
-from ._store import Appended, Store
+from .._store import Appended, Store
 
 __all__ = ["CheckRun", "run_deterministic", "RUNNER_NAME"]
 

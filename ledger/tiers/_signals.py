@@ -21,10 +21,11 @@ from typing import Any
 
 from receipts import CHECK_RESULT_FORMAT, Check, Contract, EvidenceRef, content_digest, declared_params
 
-from . import _clock
+from .. import _clock
 from ._redact import Redactor
-from ._snapshot import git, worktree_roots
-from ._store import Store
+from .._git import git
+from ._snapshot import worktree_roots
+from .._store import Store
 
 __all__ = ["Context", "Evaluated", "evaluate"]
 

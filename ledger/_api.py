@@ -1,0 +1,183 @@
+"""The public library API of `ledger`, loaded lazily (PEP 562): a name's module is
+imported on first use, so that a short command imports only what it needs. `ledger`
+re-exports it; the CLI imports this module directly (relative imports keep working even
+where a `ledger/` directory in the working directory shadows the package name)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._store import Appended, find_ledger_dir, Ledger, LEDGER_DIRNAME, RecordRow, Store
+    from ._errors import InputError, LedgerError, StoreError
+    from ._clock import frozen_clock
+    from ._environment import environment_digest, VERSION
+    from ._keys import generate_key_file, key_dir, key_path, load_signer
+    from ._keyring import add_key, allowed_signers, create_key, revoke_key
+    from ._keys import read_public_key
+    from ._contracts import contract_history, ContractHistoryRow, current_contract, register_contract, waive_check
+    from ._git import git_root, resolve_candidate, resolve_commit
+    from ._records import Evidence, record_by_hand, record_tier, seal_receipt
+    from .tiers import CheckRun, decide, JudgeRun, run_deterministic, run_judge
+    from ._evidence import candidate_snapshot, evidence_bytes, evidence_json, receipt_snapshot, record_evidence, snapshot_of
+    from ._events import begin_effect, end_effect, record_event, task_events, verified_receipt
+    from ._traces import ingest_trace, process_facts, TRACE_DECISIONS_FORMAT
+    from ._status import deterministic_runs, DeterministicRun, nudge, Nudge, task_state
+    from ._stats import family_of, FamilyStats, stats
+    from ._git_notes import attach, attached, NOTES_REF, receipt_commit
+    from ._gate import gate, gate_check, GATE_MODES, GateResult
+    from ._export import export_bundle, final_status
+    from ._intoto import export_intoto, pae, PAYLOAD_TYPE, PREDICATE_TYPE
+    from ._witness import cosign
+    from ._proofs import prove_consistency, prove_inclusion
+    from ._render import chain_lines, entry_document, jsonable, keyring_rows, log_rows, pr_comment, verify_lines
+    from ._demo import demo_contract, run_demo
+
+__all__ = [
+    # the store
+    "Ledger", "Store", "Appended", "RecordRow", "LEDGER_DIRNAME", "find_ledger_dir",
+    # errors
+    "LedgerError", "InputError", "StoreError",
+    # time
+    "frozen_clock",
+    # what ran
+    "VERSION", "environment_digest",
+    # keys and the keyring
+    "key_dir", "key_path", "generate_key_file", "load_signer",
+    "add_key", "create_key", "revoke_key", "allowed_signers", "read_public_key",
+    # contracts and waivers
+    "register_contract", "current_contract", "contract_history", "ContractHistoryRow", "waive_check",
+    # candidates (git)
+    "git_root", "resolve_commit", "resolve_candidate",
+    # the ladder: records, the tier runners, receipts
+    "Evidence", "record_tier", "record_by_hand", "seal_receipt",
+    "run_deterministic", "CheckRun", "run_judge", "JudgeRun", "decide",
+    # stored evidence, read back (re-hashed)
+    "evidence_bytes", "evidence_json", "record_evidence", "snapshot_of", "receipt_snapshot", "candidate_snapshot",
+    # events and effects
+    "record_event", "task_events", "verified_receipt", "begin_effect", "end_effect",
+    # agent traces
+    "TRACE_DECISIONS_FORMAT", "ingest_trace", "process_facts",
+    # status and the nudge
+    "task_state", "deterministic_runs", "DeterministicRun", "nudge", "Nudge", "status_report", "StatusReport",
+    # trial statistics
+    "stats", "FamilyStats", "family_of",
+    # receipts in git, and the gate
+    "NOTES_REF", "attach", "attached", "receipt_commit",
+    "gate", "gate_check", "GateResult", "GATE_MODES", "verify_commit",
+    # exports and witnessing
+    "export_bundle", "final_status",
+    "export_intoto", "PAYLOAD_TYPE", "PREDICATE_TYPE", "pae",
+    "cosign",
+    # proofs
+    "prove_inclusion", "prove_consistency",
+    # renderings and the demo
+    "verify_lines", "chain_lines", "pr_comment", "jsonable", "entry_document", "log_rows", "keyring_rows",
+    "run_demo", "demo_contract",
+]
+
+_WHERE = {
+    "Ledger": "_store",
+    "Store": "_store",
+    "Appended": "_store",
+    "RecordRow": "_store",
+    "LEDGER_DIRNAME": "_store",
+    "find_ledger_dir": "_store",
+    "LedgerError": "_errors",
+    "InputError": "_errors",
+    "StoreError": "_errors",
+    "frozen_clock": "_clock",
+    "VERSION": "_environment",
+    "environment_digest": "_environment",
+    "key_dir": "_keys",
+    "key_path": "_keys",
+    "generate_key_file": "_keys",
+    "load_signer": "_keys",
+    "add_key": "_keyring",
+    "revoke_key": "_keyring",
+    "create_key": "_keyring",
+    "read_public_key": "_keys",
+    "allowed_signers": "_keyring",
+    "register_contract": "_contracts",
+    "current_contract": "_contracts",
+    "contract_history": "_contracts",
+    "ContractHistoryRow": "_contracts",
+    "waive_check": "_contracts",
+    "git_root": "_git",
+    "resolve_commit": "_git",
+    "resolve_candidate": "_git",
+    "Evidence": "_records",
+    "record_tier": "_records",
+    "seal_receipt": "_records",
+    "record_by_hand": "_records",
+    "run_deterministic": "tiers",
+    "CheckRun": "tiers",
+    "run_judge": "tiers",
+    "JudgeRun": "tiers",
+    "decide": "tiers",
+    "evidence_bytes": "_evidence",
+    "evidence_json": "_evidence",
+    "record_evidence": "_evidence",
+    "snapshot_of": "_evidence",
+    "receipt_snapshot": "_evidence",
+    "candidate_snapshot": "_evidence",
+    "record_event": "_events",
+    "task_events": "_events",
+    "verified_receipt": "_events",
+    "begin_effect": "_events",
+    "end_effect": "_events",
+    "TRACE_DECISIONS_FORMAT": "_traces",
+    "ingest_trace": "_traces",
+    "process_facts": "_traces",
+    "task_state": "_status",
+    "deterministic_runs": "_status",
+    "DeterministicRun": "_status",
+    "nudge": "_status",
+    "status_report": "_status",
+    "StatusReport": "_status",
+    "Nudge": "_status",
+    "stats": "_stats",
+    "FamilyStats": "_stats",
+    "family_of": "_stats",
+    "NOTES_REF": "_git_notes",
+    "attach": "_git_notes",
+    "attached": "_git_notes",
+    "receipt_commit": "_git_notes",
+    "gate": "_gate",
+    "gate_check": "_gate",
+    "GateResult": "_gate",
+    "GATE_MODES": "_gate",
+    "verify_commit": "_gate",
+    "export_bundle": "_export",
+    "final_status": "_export",
+    "export_intoto": "_intoto",
+    "PAYLOAD_TYPE": "_intoto",
+    "PREDICATE_TYPE": "_intoto",
+    "pae": "_intoto",
+    "cosign": "_witness",
+    "prove_inclusion": "_proofs",
+    "prove_consistency": "_proofs",
+    "verify_lines": "_render",
+    "keyring_rows": "_render",
+    "log_rows": "_render",
+    "entry_document": "_render",
+    "chain_lines": "_render",
+    "pr_comment": "_render",
+    "jsonable": "_render",
+    "run_demo": "_demo",
+    "demo_contract": "_demo",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError("module 'ledger' has no attribute %r" % name)
+    value = getattr(importlib.import_module("." + module, __package__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

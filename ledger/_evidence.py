@@ -1,0 +1,66 @@
+"""Reading stored evidence back, for the writer's own decisions and displays: through
+verify's one reader (which re-hashes every blob), so that `status`, `seal`, exports and
+`verify` never see different facts. Also the one lookup of a record's snapshot."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from receipts import SNAPSHOT_FORMAT, Digest, LadderReceipt, Tier, TierRecord
+from verify import evidence_reader, read_blob, read_evidence
+from verify._evidence import SMALL_BLOB
+
+from ._store import Store
+
+__all__ = ["evidence_bytes", "evidence_json", "record_evidence", "snapshot_of", "receipt_snapshot", "candidate_snapshot",
+           "store_evidence_reader"]
+
+
+def evidence_bytes(store: Store, digest: Digest, limit: int | None = SMALL_BLOB) -> bytes | None:
+    """A stored blob's bytes, only if they still hash to ``digest`` (and fit ``limit``)."""
+    return read_blob(store.reader, digest, limit)
+
+
+def evidence_json(store: Store, digest: Digest, fmt: str) -> dict[str, Any] | None:
+    """A stored JSON evidence document of format ``fmt``, or None."""
+    return read_evidence(store.reader, digest, fmt)
+
+
+def store_evidence_reader(store: Store) -> Any:
+    return evidence_reader(store.reader)
+
+
+def record_evidence(store: Store, record: TierRecord, check_id: str, fmt: str) -> dict[str, Any] | None:
+    """The record's first evidence document named ``check_id`` that reads as ``fmt``."""
+    for ref in record.evidence:
+        if ref.check_id == check_id:
+            doc = evidence_json(store, ref.digest, fmt)
+            if doc is not None:
+                return doc
+    return None
+
+
+def snapshot_of(store: Store, record: TierRecord) -> dict[str, Any] | None:
+    """The candidate snapshot a deterministic record stored (commit, tree, base, diff...)."""
+    return record_evidence(store, record, "snapshot", SNAPSHOT_FORMAT)
+
+
+def receipt_snapshot(store: Store, receipt: LadderReceipt) -> dict[str, Any] | None:
+    """The snapshot of the deterministic record a receipt binds, if it has one."""
+    slot = receipt.entry(Tier.DETERMINISTIC)
+    for digest in slot.records if slot else ():
+        record = store.record(digest)
+        if record is not None:
+            return snapshot_of(store, record)
+    return None
+
+
+def candidate_snapshot(store: Store, task: str, candidate: Digest, config: Digest | None = None) -> tuple[TierRecord, dict[str, Any] | None] | None:
+    """The latest deterministic record of ``task`` on ``candidate`` (under ``config`` if
+    given), with its snapshot; None if the tier has not run on it."""
+    latest = None
+    for row in store.records_for(task):
+        rec = row.record
+        if rec.tier is Tier.DETERMINISTIC and rec.input_hash == candidate and (config is None or rec.config_hash == config):
+            latest = rec
+    return None if latest is None else (latest, snapshot_of(store, latest))

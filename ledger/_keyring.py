@@ -1,0 +1,62 @@
+"""Keyring changes signed by an admin (add a key with its roles, revoke one), and the
+keyring exported as an OpenSSH allowed_signers file."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from receipts import Ed25519Signer, FormatError, KeyAdd, KeyRevoke, KeySpec, Role, Signer, allowed_signers_text, decode_entry
+
+from ._errors import InputError
+from ._keys import generate_key_file
+from ._store import Appended, Store
+
+__all__ = ["add_key", "create_key", "revoke_key", "allowed_signers"]
+
+
+def add_key(ledger: Store, admin: Signer, name: str, roles: Sequence[Role], public_key: bytes,
+            valid_after: int | None = None, valid_before: int | None = None) -> Appended:
+    try:
+        spec = KeySpec(name, tuple(r for r in Role if r in roles), public_key, valid_after, valid_before)
+    except FormatError as exc:
+        raise InputError(str(exc)) from None
+    return ledger.append(KeyAdd(spec), admin)
+
+
+def revoke_key(ledger: Store, admin: Signer, name_or_id: str, reason: str) -> Appended:
+    ring = ledger.keyring()
+    state = ring.get(name_or_id) or ring.by_name(name_or_id)
+    if state is None:
+        raise InputError("no active key named or with id %r" % name_or_id)
+    try:
+        body = KeyRevoke(state.key_id, reason)
+    except FormatError as exc:
+        raise InputError(str(exc)) from None
+    return ledger.append(body, admin)
+
+
+def allowed_signers(store: Store) -> str:
+    """The keyring as it stands, as an allowed_signers file (revoked keys end at their revocation)."""
+    ring = store.keyring()
+    times = {}
+    for state in ring:
+        if state.revoked_at is not None:
+            stored = store.reader.by_seq(state.revoked_at)
+            if stored is not None:
+                times[state.revoked_at] = decode_entry(stored.entry).time
+    return allowed_signers_text(ring, times)
+
+
+def create_key(store: Store, admin: Signer, name: str, roles: Sequence[Role], path: Path,
+               passphrase: bytes | None = None) -> tuple[Ed25519Signer, Appended]:
+    """Generate an OpenSSH Ed25519 key pair at ``path`` (private file 0600) and add it to
+    the keyring. If the keyring refuses it, no key file is left behind."""
+    signer = generate_key_file(path, name, passphrase)
+    try:
+        return signer, add_key(store, admin, name, roles, signer.public_key_blob)
+    except BaseException:
+        # A key the keyring refused would only mislead later.
+        path.unlink(missing_ok=True)
+        path.with_name(path.name + ".pub").unlink(missing_ok=True)
+        raise
