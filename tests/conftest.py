@@ -203,13 +203,7 @@ def write_rows(root: Path, rows: list[Row], resign_from: int = 0, role: Callable
     with conn:
         conn.execute("DELETE FROM entries")
         for i, (entry, data, body) in enumerate(out):
-            task = None
-            if entry.kind in (r.EntryKind.TIER_RECORD, r.EntryKind.RECEIPT):
-                try:
-                    decoded = r.decode_body(entry.kind, body)
-                    task = decoded.task_id if isinstance(decoded, (r.TierRecord, r.LadderReceipt)) else None
-                except r.ReceiptsError:
-                    task = None
+            task = _task_of(entry.kind, body)  # the index column as the store writes it
             conn.execute("INSERT INTO entries (seq, hash, kind, body_hash, task, entry, body) VALUES (?,?,?,?,?,?,?)",
                          (i, r.entry_hash(data).value, entry.kind.value, entry.body_hash.value, task, data, body))
     conn.close()

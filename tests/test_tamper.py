@@ -15,8 +15,8 @@ import receipts as r
 from conftest import (
     ADMIN_ID, OTHER_CANDIDATE, SIGNERS, TASK, Row, Sample, judge_table, build_sample, find_row, read_rows, run_cli, write_rows,
 )
-from ledger import decide, Ledger
-from verify import LedgerSource, TrustRoot, verify_receipt
+from ledger import decide, deterministic_runs, Ledger, LedgerError
+from verify import CannotVerify, LedgerSource, Result, TrustRoot, verify_receipt
 
 VECTORS = json.loads((Path(__file__).parent / "vectors" / "tamper.json").read_text())["cases"]
 MUTATIONS: dict[str, Callable[[Path], Sample]] = {}
@@ -245,6 +245,35 @@ def _index(tmp: Path) -> Sample:
     return s
 
 
+def status_agrees_with_verify(root: Path, result: Result) -> int:
+    """`ledger status` derives each deterministic step with the verifier's rule: on every
+    deterministic record the receipt lists, both derive the same verdict, whatever the record
+    claims. A ledger status cannot read at all yields no state (it fails closed). Returns
+    how many records were compared."""
+    derived = {line.record: line.derived for line in result.tiers if line.tier is r.Tier.DETERMINISTIC and line.derived}
+    try:
+        runs = {str(run.digest): run.outcome.verdict.value for run in deterministic_runs(Ledger.open(root), TASK)}
+    except (LedgerError, r.ReceiptsError, CannotVerify):
+        return 0
+    compared = [record for record in derived if record in runs]
+    for record in compared:
+        assert runs[record] == derived[record], (record, runs[record], derived[record])
+    return len(compared)
+
+
+@pytest.mark.parametrize("verdicts", [
+    {},
+    {r.Tier.DETERMINISTIC: r.Verdict.FAIL},
+    {r.Tier.JUDGE: r.Verdict.FAIL},
+    {r.Tier.HUMAN: r.Verdict.FAIL},
+], ids=["all-pass", "deterministic-fails", "judge-fails", "human-rejects"])
+def test_status_and_verify_agree_on_every_fixture(tmp_path: Path, verdicts: dict[r.Tier, r.Verdict]) -> None:
+    s = build_sample(tmp_path, {**{t: r.Verdict.PASS for t in r.LADDER}, **verdicts})
+    result = verify_receipt(LedgerSource.open(s.root), s.receipt, TrustRoot(frozenset({ADMIN_ID}), "test"))
+    assert result.ok, result.defects
+    assert status_agrees_with_verify(s.root, result) == 1
+
+
 def test_every_vector_has_a_mutation() -> None:
     assert sorted(MUTATIONS) == sorted(c["name"] for c in VECTORS)
 
@@ -269,6 +298,7 @@ def test_tamper_vector_is_rejected(case: dict, tmp_path: Path) -> None:  # type:
         assert {"chain-gap", "chain-link"} & set(codes)
     if case.get("only"):
         assert set(codes) == set(case["defects"]), result.defects
+    status_agrees_with_verify(s.root, result)
     cli = run_cli("--dir", str(s.root), "verify", s.receipt, "--trust", ADMIN_ID, "--json")
     assert cli.returncode == case["exit"], cli.stderr
     assert "Traceback" not in cli.stderr
@@ -449,4 +479,14 @@ def _postdated(tmp: Path) -> Sample:
     _replace_body(rows, i, forged)
     s.receipt = _retarget_receipt(rows, s.records[r.Tier.HUMAN], r.tier_record_hash(forged))
     write_rows(s.root, rows, resign_from=i)
+    return s
+
+
+@mutation("task-index-column-forged")
+def _task_column(tmp: Path) -> Sample:
+    s = build_sample(tmp)
+    conn = sqlite3.connect(s.root / "ledger.db")
+    with conn:
+        conn.execute("UPDATE entries SET task = 'OTHER-9' WHERE body_hash = ?", (r.Digest.parse(str(s.records[r.Tier.DETERMINISTIC])).value,))
+    conn.close()
     return s

@@ -121,6 +121,9 @@ class Walk:
         if body is None:
             return
         task = getattr(body, "task_id", None) if entry.kind in TASK_ENTRY_KINDS else None
+        # 2a. ... including the task column, which `ledger log --task` and `ledger status` select by.
+        if stored.task != task:
+            self.defect("index-mismatch", "entry %d: its stored task column says %r, its body %r" % (seq, stored.task, task), seq)
         if entry.ring != self.last_ring:
             self.defect("ring-link", "entry %d does not name the latest keyring entry before it" % seq, seq)
         if entry.task_prev != (self.last_task.get(task) if task is not None else None):
