@@ -24,9 +24,18 @@ def fresh_ledger(root: Path) -> tuple[Ledger, dict[str, r.Ed25519Signer]]:
 
 def record(i: int) -> r.TierRecord:
     env = r.domain_hash(r.Domain.ENVIRONMENT, b"bench")
-    return r.new_tier_record(task_id="BENCH-%d" % (i % 50), tier=r.Tier.HUMAN, config_hash=env,
-                             input_hash=r.candidate_hash({"commit": "%040d" % i}), evidence=(), verdict=r.Verdict.PASS,
-                             verifier="bench", verifier_version="0", environment=env, created=1764633600)
+    return r.new_tier_record(
+        task_id="BENCH-%d" % (i % 50),
+        tier=r.Tier.HUMAN,
+        config_hash=env,
+        input_hash=r.candidate_hash({"commit": "%040d" % i}),
+        evidence=(),
+        verdict=r.Verdict.PASS,
+        verifier="bench",
+        verifier_version="0",
+        environment=env,
+        created=1764633600,
+    )
 
 
 def timed(fn: Callable[[], object]) -> float:

@@ -19,8 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import receipts as r  # noqa: E402
 from _common import fresh_ledger, record, timed  # noqa: E402
+
+import receipts as r  # noqa: E402
 
 
 def floor_db(path: Path) -> sqlite3.Connection:
@@ -71,10 +72,14 @@ def main(batched_n: int = 5000, durable_n: int = 300) -> dict[str, object]:
         ours_d = min(ours_d, timed(lambda: [ledger.append(rec, sealer) for rec in bodies[:durable_n]]) / durable_n)
     ledger.close()
     return {
-        "batched_us_per_record": round(ours_b * 1e6, 1), "batched_floor_us": round(floor_b * 1e6, 1),
-        "batched_ratio": round(floor_b / ours_b, 3), "batched_target": 0.6,
-        "durable_us_per_record": round(ours_d * 1e6, 1), "durable_floor_us": round(floor_d * 1e6, 1),
-        "durable_ratio": round(floor_d / ours_d, 3), "durable_target": 0.7,
+        "batched_us_per_record": round(ours_b * 1e6, 1),
+        "batched_floor_us": round(floor_b * 1e6, 1),
+        "batched_ratio": round(floor_b / ours_b, 3),
+        "batched_target": 0.6,
+        "durable_us_per_record": round(ours_d * 1e6, 1),
+        "durable_floor_us": round(floor_d * 1e6, 1),
+        "durable_ratio": round(floor_d / ours_d, 3),
+        "durable_target": 0.7,
     }
 
 

@@ -12,8 +12,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import receipts as r  # noqa: E402
 from _common import fresh_ledger, record, timed  # noqa: E402
+
+import receipts as r  # noqa: E402
 from verify import LedgerSource, verify_chain  # noqa: E402
 
 
@@ -46,15 +47,22 @@ def main(n: int = 100_000) -> dict[str, object]:
     msg = b"x" * 300
     sig = signers["alice"].sign_raw(msg)
     items = [(pk, sig, msg)] * result.entries
-    chunks = [items[i:i + 2000] for i in range(0, len(items), 2000)]
+    chunks = [items[i : i + 2000] for i in range(0, len(items), 2000)]
 
     def raw() -> None:
         with ProcessPoolExecutor(cores) as pool:
             sum(pool.map(_raw, chunks))
 
     raw_s = timed(raw)
-    return {"entries": result.entries, "cores": cores, "audit_seconds": round(audit_s, 2), "raw_verify_seconds": round(raw_s, 2),
-            "audit_entries_per_s": round(result.entries / audit_s), "ratio": round(raw_s / audit_s, 3), "target": 0.8}
+    return {
+        "entries": result.entries,
+        "cores": cores,
+        "audit_seconds": round(audit_s, 2),
+        "raw_verify_seconds": round(raw_s, 2),
+        "audit_entries_per_s": round(result.entries / audit_s),
+        "ratio": round(raw_s / audit_s, 3),
+        "target": 0.8,
+    }
 
 
 if __name__ == "__main__":

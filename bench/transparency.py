@@ -26,11 +26,13 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import receipts as r
-from ledger import demo_contract, add_key, decide, export_bundle, Ledger, run_deterministic, run_judge, seal_receipt
+from ledger import Ledger, add_key, decide, demo_contract, export_bundle, run_deterministic, run_judge, seal_receipt
 
 
 def _repo(path: Path) -> Path:
-    env = dict(os.environ, GIT_AUTHOR_NAME="b", GIT_AUTHOR_EMAIL="b@b", GIT_COMMITTER_NAME="b", GIT_COMMITTER_EMAIL="b@b")
+    env = dict(
+        os.environ, GIT_AUTHOR_NAME="b", GIT_AUTHOR_EMAIL="b@b", GIT_COMMITTER_NAME="b", GIT_COMMITTER_EMAIL="b@b"
+    )
     path.mkdir()
     for args in (["init", "-q", "-b", "main"],):
         subprocess.run(["git", *args], cwd=path, check=True, env=env)
@@ -52,9 +54,24 @@ def _filler(ledger: Ledger, signer: r.Ed25519Signer, n: int, batch: int = 20000)
     while done < n:
         now = int(time.time())
         count = min(batch, n - done)
-        ledger.append_many([r.new_tier_record(task_id="FILLER", tier=r.Tier.DETERMINISTIC, config_hash=env, input_hash=env, evidence=(),
-                                              verdict=r.Verdict.FAIL, verifier="bench filler", verifier_version="0", environment=env,
-                                              created=now) for _ in range(count)], signer)
+        ledger.append_many(
+            [
+                r.new_tier_record(
+                    task_id="FILLER",
+                    tier=r.Tier.DETERMINISTIC,
+                    config_hash=env,
+                    input_hash=env,
+                    evidence=(),
+                    verdict=r.Verdict.FAIL,
+                    verifier="bench filler",
+                    verifier_version="0",
+                    environment=env,
+                    created=now,
+                )
+                for _ in range(count)
+            ],
+            signer,
+        )
         done += count
         print("  filler %d/%d (%.0f s)" % (done, n, time.perf_counter() - started), file=sys.stderr, flush=True)
     return time.perf_counter() - started
@@ -68,16 +85,36 @@ def main() -> None:
     work = args.keep or Path(tempfile.mkdtemp(prefix="rl-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        signers = {n: r.Ed25519Signer(Ed25519PrivateKey.generate()) for n in ("admin", "ci", "judge", "alice", "sealer")}
+        signers = {
+            n: r.Ed25519Signer(Ed25519PrivateKey.generate()) for n in ("admin", "ci", "judge", "alice", "sealer")
+        }
         repo = _repo(work / "repo")
         ledger = Ledger.create(work / "ledger", signers["admin"], "admin")
-        for name, role in (("ci", r.Role.DETERMINISTIC), ("judge", r.Role.JUDGE), ("alice", r.Role.HUMAN), ("sealer", r.Role.SEAL)):
+        for name, role in (
+            ("ci", r.Role.DETERMINISTIC),
+            ("judge", r.Role.JUDGE),
+            ("alice", r.Role.HUMAN),
+            ("sealer", r.Role.SEAL),
+        ):
             add_key(ledger, signers["admin"], name, [role], signers[name].public_key_blob)
         contract = demo_contract()
-        run = run_deterministic(ledger, repo=repo, task_id="DEMO-1", contract_bytes=contract, source="c", signer=signers["ci"])
-        run_judge(ledger, task_id="DEMO-1", contract_bytes=contract, candidate=run.record.input_hash, signer=signers["judge"])
-        decide(ledger, task_id="DEMO-1", contract_bytes=contract, candidate=run.record.input_hash, signer=signers["alice"],
-               approve=True, note="bench", repo=repo, confirm=lambda s: True)
+        run = run_deterministic(
+            ledger, repo=repo, task_id="DEMO-1", contract_bytes=contract, source="c", signer=signers["ci"]
+        )
+        run_judge(
+            ledger, task_id="DEMO-1", contract_bytes=contract, candidate=run.record.input_hash, signer=signers["judge"]
+        )
+        decide(
+            ledger,
+            task_id="DEMO-1",
+            contract_bytes=contract,
+            candidate=run.record.input_hash,
+            signer=signers["alice"],
+            approve=True,
+            note="bench",
+            repo=repo,
+            confirm=lambda s: True,
+        )
         _, sealed = seal_receipt(ledger, task_id="DEMO-1", signer=signers["sealer"], input_hash=run.record.input_hash)
         receipt_seq = sealed.seq
         ledger.checkpoint(signers["sealer"])
@@ -104,7 +141,9 @@ def main() -> None:
         per_proof = (time.perf_counter() - t0) / proofs
         entry = ledger.reader.by_seq(receipt_seq)
         assert entry is not None
-        ok = r.is_valid_inclusion(r.leaf_hash(entry.entry), receipt_seq, size, r.inclusion_proof(ledger, receipt_seq, size), root)
+        ok = r.is_valid_inclusion(
+            r.leaf_hash(entry.entry), receipt_seq, size, r.inclusion_proof(ledger, receipt_seq, size), root
+        )
         depth = math.ceil(math.log2(size))
         big = work / "big.zip"
         t0 = time.perf_counter()
@@ -124,10 +163,14 @@ def main() -> None:
             "bundle_export_seconds": round(export_s, 2),
         }
         print(json.dumps(figures, indent=2))
-        print("inclusion proof: %.3f ms on %d entries = %.2fx the raw floor (%d SQLite node reads at %.1f us, one per level)"
-              % (per_proof * 1000, size, figures["proof_vs_raw_floor"], depth, raw_read * 1e6))
-        print("bundle: %d bytes at %d entries vs %d bytes at %d entries (ratio %.4f; only the proofs grow, as log2 of the size)"
-              % (big.stat().st_size, size, small.stat().st_size, receipt_seq + 2, figures["bundle_size_ratio"]))
+        print(
+            "inclusion proof: %.3f ms on %d entries = %.2fx the raw floor (%d SQLite node reads at %.1f us, one per level)"
+            % (per_proof * 1000, size, figures["proof_vs_raw_floor"], depth, raw_read * 1e6)
+        )
+        print(
+            "bundle: %d bytes at %d entries vs %d bytes at %d entries (ratio %.4f; only the proofs grow, as log2 of the size)"
+            % (big.stat().st_size, size, small.stat().st_size, receipt_seq + 2, figures["bundle_size_ratio"])
+        )
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)

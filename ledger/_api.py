@@ -9,72 +9,144 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._store import Appended, find_ledger_dir, Ledger, LEDGER_DIRNAME, RecordRow, Store
-    from ._errors import InputError, LedgerError, StoreError
     from ._clock import frozen_clock
-    from ._environment import environment_digest, VERSION
-    from ._keys import generate_key_file, key_dir, key_path, load_signer
-    from ._keyring import add_key, allowed_signers, create_key, revoke_key
-    from ._keys import read_public_key
-    from ._contracts import contract_history, ContractHistoryRow, current_contract, register_contract, waive_check
-    from ._git import git_root, resolve_candidate, resolve_commit
-    from ._records import Evidence, record_by_hand, record_tier, seal_receipt
-    from .tiers import CheckRun, decide, JudgeRun, run_deterministic, run_judge
-    from ._evidence import candidate_snapshot, evidence_bytes, evidence_json, receipt_snapshot, record_evidence, snapshot_of
-    from ._events import begin_effect, end_effect, record_event, task_events, verified_receipt
-    from ._traces import ingest_trace, process_facts, TRACE_DECISIONS_FORMAT
-    from ._status import deterministic_runs, DeterministicRun, nudge, Nudge, task_state
-    from ._stats import family_of, FamilyStats, stats
-    from ._git_notes import attach, attached, NOTES_REF, receipt_commit
-    from ._gate import gate, gate_check, GATE_MODES, GateResult
-    from ._export import export_bundle, final_status
-    from ._intoto import export_intoto, pae, PAYLOAD_TYPE, PREDICATE_TYPE
-    from ._witness import cosign
-    from ._proofs import prove_consistency, prove_inclusion
-    from ._render import chain_lines, entry_document, jsonable, keyring_rows, log_rows, pr_comment, verify_lines
+    from ._contracts import ContractHistoryRow, contract_history, current_contract, register_contract, waive_check
     from ._demo import demo_contract, run_demo
+    from ._environment import VERSION, environment_digest
+    from ._errors import InputError, LedgerError, StoreError
+    from ._events import begin_effect, end_effect, record_event, task_events, verified_receipt
+    from ._evidence import (
+        candidate_snapshot,
+        evidence_bytes,
+        evidence_json,
+        receipt_snapshot,
+        record_evidence,
+        snapshot_of,
+    )
+    from ._export import export_bundle, final_status
+    from ._gate import GATE_MODES, GateResult, gate, gate_check, verify_commit
+    from ._git import git_root, resolve_candidate, resolve_commit
+    from ._git_notes import NOTES_REF, attach, attached, receipt_commit
+    from ._intoto import PAYLOAD_TYPE, PREDICATE_TYPE, export_intoto, pae
+    from ._keyring import add_key, allowed_signers, create_key, revoke_key
+    from ._keys import generate_key_file, key_dir, key_path, load_signer, read_public_key
+    from ._proofs import prove_consistency, prove_inclusion
+    from ._records import Evidence, record_by_hand, record_tier, seal_receipt
+    from ._render import chain_lines, entry_document, jsonable, keyring_rows, log_rows, pr_comment, verify_lines
+    from ._stats import FamilyStats, family_of, stats
+    from ._status import DeterministicRun, Nudge, StatusReport, deterministic_runs, nudge, status_report, task_state
+    from ._store import LEDGER_DIRNAME, Appended, Ledger, RecordRow, Store, find_ledger_dir
+    from ._traces import TRACE_DECISIONS_FORMAT, ingest_trace, process_facts
+    from ._witness import cosign
+    from .tiers import CheckRun, JudgeRun, decide, run_deterministic, run_judge
 
 __all__ = [
     # the store
-    "Ledger", "Store", "Appended", "RecordRow", "LEDGER_DIRNAME", "find_ledger_dir",
+    "Ledger",
+    "Store",
+    "Appended",
+    "RecordRow",
+    "LEDGER_DIRNAME",
+    "find_ledger_dir",
     # errors
-    "LedgerError", "InputError", "StoreError",
+    "LedgerError",
+    "InputError",
+    "StoreError",
     # time
     "frozen_clock",
     # what ran
-    "VERSION", "environment_digest",
+    "VERSION",
+    "environment_digest",
     # keys and the keyring
-    "key_dir", "key_path", "generate_key_file", "load_signer",
-    "add_key", "create_key", "revoke_key", "allowed_signers", "read_public_key",
+    "key_dir",
+    "key_path",
+    "generate_key_file",
+    "load_signer",
+    "add_key",
+    "create_key",
+    "revoke_key",
+    "allowed_signers",
+    "read_public_key",
     # contracts and waivers
-    "register_contract", "current_contract", "contract_history", "ContractHistoryRow", "waive_check",
+    "register_contract",
+    "current_contract",
+    "contract_history",
+    "ContractHistoryRow",
+    "waive_check",
     # candidates (git)
-    "git_root", "resolve_commit", "resolve_candidate",
+    "git_root",
+    "resolve_commit",
+    "resolve_candidate",
     # the ladder: records, the tier runners, receipts
-    "Evidence", "record_tier", "record_by_hand", "seal_receipt",
-    "run_deterministic", "CheckRun", "run_judge", "JudgeRun", "decide",
+    "Evidence",
+    "record_tier",
+    "record_by_hand",
+    "seal_receipt",
+    "run_deterministic",
+    "CheckRun",
+    "run_judge",
+    "JudgeRun",
+    "decide",
     # stored evidence, read back (re-hashed)
-    "evidence_bytes", "evidence_json", "record_evidence", "snapshot_of", "receipt_snapshot", "candidate_snapshot",
+    "evidence_bytes",
+    "evidence_json",
+    "record_evidence",
+    "snapshot_of",
+    "receipt_snapshot",
+    "candidate_snapshot",
     # events and effects
-    "record_event", "task_events", "verified_receipt", "begin_effect", "end_effect",
+    "record_event",
+    "task_events",
+    "verified_receipt",
+    "begin_effect",
+    "end_effect",
     # agent traces
-    "TRACE_DECISIONS_FORMAT", "ingest_trace", "process_facts",
+    "TRACE_DECISIONS_FORMAT",
+    "ingest_trace",
+    "process_facts",
     # status and the nudge
-    "task_state", "deterministic_runs", "DeterministicRun", "nudge", "Nudge", "status_report", "StatusReport",
+    "task_state",
+    "deterministic_runs",
+    "DeterministicRun",
+    "nudge",
+    "Nudge",
+    "status_report",
+    "StatusReport",
     # trial statistics
-    "stats", "FamilyStats", "family_of",
+    "stats",
+    "FamilyStats",
+    "family_of",
     # receipts in git, and the gate
-    "NOTES_REF", "attach", "attached", "receipt_commit",
-    "gate", "gate_check", "GateResult", "GATE_MODES", "verify_commit",
+    "NOTES_REF",
+    "attach",
+    "attached",
+    "receipt_commit",
+    "gate",
+    "gate_check",
+    "GateResult",
+    "GATE_MODES",
+    "verify_commit",
     # exports and witnessing
-    "export_bundle", "final_status",
-    "export_intoto", "PAYLOAD_TYPE", "PREDICATE_TYPE", "pae",
+    "export_bundle",
+    "final_status",
+    "export_intoto",
+    "PAYLOAD_TYPE",
+    "PREDICATE_TYPE",
+    "pae",
     "cosign",
     # proofs
-    "prove_inclusion", "prove_consistency",
+    "prove_inclusion",
+    "prove_consistency",
     # renderings and the demo
-    "verify_lines", "chain_lines", "pr_comment", "jsonable", "entry_document", "log_rows", "keyring_rows",
-    "run_demo", "demo_contract",
+    "verify_lines",
+    "chain_lines",
+    "pr_comment",
+    "jsonable",
+    "entry_document",
+    "log_rows",
+    "keyring_rows",
+    "run_demo",
+    "demo_contract",
 ]
 
 _WHERE = {

@@ -5,7 +5,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from receipts import Contract, ContractRevision, Digest, FormatError, ReceiptsError, Signer, Waiver, decode_entry, weakenings
+from receipts import (
+    Contract,
+    ContractRevision,
+    Digest,
+    FormatError,
+    ReceiptsError,
+    Signer,
+    Waiver,
+    decode_entry,
+    weakenings,
+)
 
 from . import _clock
 from ._errors import InputError
@@ -14,7 +24,9 @@ from ._store import Appended, Store
 __all__ = ["register_contract", "current_contract", "contract_history", "ContractHistoryRow", "waive_check"]
 
 
-def register_contract(store: Store, task_id: str, data: bytes, signer: Signer, source: str = "contract") -> tuple[Contract, Appended | None]:
+def register_contract(
+    store: Store, task_id: str, data: bytes, signer: Signer, source: str = "contract"
+) -> tuple[Contract, Appended | None]:
     """Record ``data`` as the task's current contract unless it already is. A revision that
     weakens the bar is refused unless ``signer`` is an admin key (the store decides)."""
     try:
@@ -33,11 +45,15 @@ def current_contract(store: Store, task_id: str, config: Digest) -> Contract:
     for _, revision in store.contract_revisions(task_id):
         if revision.config_hash == config:
             return revision.parse()
-    raise InputError("no registered contract of %s has config %s: register it with `ledger contract set` (or run `ledger check`)" % (task_id, config.short()))
+    raise InputError(
+        "no registered contract of %s has config %s: register it with `ledger contract set` (or run `ledger check`)"
+        % (task_id, config.short())
+    )
 
 
-def waive_check(store: Store, admin: Signer, task_id: str, check_id: str, reason: str, expires: int,
-                config: Digest | None = None) -> Appended:
+def waive_check(
+    store: Store, admin: Signer, task_id: str, check_id: str, reason: str, expires: int, config: Digest | None = None
+) -> Appended:
     """Let a named failing check of the task's current contract stop blocking until ``expires``."""
     if config is None:
         latest = store.latest_contract(task_id)
@@ -77,7 +93,10 @@ def contract_history(store: Store, task_id: str) -> list[ContractHistoryRow]:
         if stored is None:
             continue
         current = revision.parse()
-        rows.append(ContractHistoryRow(seq, revision.config_hash, decode_entry(stored.entry).signer,
-                                       weakenings(prev, current) if prev else ()))
+        rows.append(
+            ContractHistoryRow(
+                seq, revision.config_hash, decode_entry(stored.entry).signer, weakenings(prev, current) if prev else ()
+            )
+        )
         prev = current
     return rows

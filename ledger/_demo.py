@@ -38,7 +38,8 @@ TASK = "DEMO-1"
 
 def demo_contract(test_runs: int = 1) -> bytes:
     # test_runs > 1 repeats the test check; the cold-verify benchmark uses it to reach 20 evidence blobs.
-    return ("""# Completion contract for DEMO-1
+    return (
+        """# Completion contract for DEMO-1
 version = 1
 task = "DEMO-1"
 goal = "greet() returns a friendly greeting"
@@ -69,12 +70,19 @@ id = "greeting"
 type = "file_contains"
 path = "greet.py"
 literal = "Hello"
-""" % (json.dumps(sys.executable), json.dumps(sys.executable)) + "".join("""
+"""
+        % (json.dumps(sys.executable), json.dumps(sys.executable))
+        + "".join(
+            """
 [[checks]]
 id = "tests-%d"
 type = "test_passes"
 command = [%s, "-c", "import sys, greet; assert greet.greet('Ada') == 'Hello, Ada!'; print('run %d passed'); print('run %d', file=sys.stderr)"]
-""" % (i, json.dumps(sys.executable), i, i) for i in range(2, test_runs + 1))).encode()
+"""
+            % (i, json.dumps(sys.executable), i, i)
+            for i in range(2, test_runs + 1)
+        )
+    ).encode()
 
 
 def _say(text: str) -> None:
@@ -82,8 +90,14 @@ def _say(text: str) -> None:
 
 
 def _git(repo: Path, *args: str) -> str:
-    env = {"GIT_AUTHOR_NAME": "demo", "GIT_AUTHOR_EMAIL": "demo@example.invalid", "GIT_COMMITTER_NAME": "demo",
-           "GIT_COMMITTER_EMAIL": "demo@example.invalid", "PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": str(repo)}
+    env = {
+        "GIT_AUTHOR_NAME": "demo",
+        "GIT_AUTHOR_EMAIL": "demo@example.invalid",
+        "GIT_COMMITTER_NAME": "demo",
+        "GIT_COMMITTER_EMAIL": "demo@example.invalid",
+        "PATH": "/usr/bin:/bin:/usr/local/bin",
+        "HOME": str(repo),
+    }
     return git(repo, *args, env=env).decode("utf-8")
 
 
@@ -121,7 +135,9 @@ def _demo(work: Path, test_runs: int) -> int:
     _git(repo, "add", "-A")
     _git(repo, "commit", "-qm", "initial")
     (repo / "greet.py").write_text("def greet(name):\n    return 'Hello, ' + name + '!'\n")
-    (repo / "test_greet.py").write_text("from greet import greet\nassert greet('Ada') == 'Hello, Ada!'\nprint('1 passed')\n")
+    (repo / "test_greet.py").write_text(
+        "from greet import greet\nassert greet('Ada') == 'Hello, Ada!'\nprint('1 passed')\n"
+    )
     _git(repo, "add", "-A")
     _git(repo, "commit", "-qm", "DEMO-1: friendlier greeting")
     click.echo("    commit %s: DEMO-1: friendlier greeting" % _git(repo, "rev-parse", "--short", "HEAD").strip())
@@ -138,32 +154,59 @@ def _demo(work: Path, test_runs: int) -> int:
     add_key(ledger, signers["admin"], "agent", [Role.AGENT], signers["agent"].public_key_blob)
     _say("3. The agent claims it is done (ledger claim): recorded, and believed by nobody")
     head = resolve_candidate("HEAD", repo)
-    record_event(ledger, signers["agent"], TASK, EventType.ANSWER_PROPOSED, head, {"summary": "greeting fixed, tests pass"})
+    record_event(
+        ledger, signers["agent"], TASK, EventType.ANSWER_PROPOSED, head, {"summary": "greeting fixed, tests pass"}
+    )
     click.echo("    status: %s" % _status(ledger))
 
     _say("4. The deterministic tier runs the contract's checks for real (ledger check DEMO-1)")
-    run = run_deterministic(ledger, repo=repo, task_id=TASK, contract_bytes=contract_bytes, source="contracts/DEMO-1.toml",
-                            signer=signers["ci"])
+    run = run_deterministic(
+        ledger,
+        repo=repo,
+        task_id=TASK,
+        contract_bytes=contract_bytes,
+        source="contracts/DEMO-1.toml",
+        signer=signers["ci"],
+    )
     for cid, status, why, digest in run.rows:
         click.echo("    %-9s %-5s %-22s %s" % (cid, status, digest, why))
-    click.echo("    attribution %s; deterministic %s, record %s" % (run.snapshot.strength, run.outcome.verdict.value, run.appended.body_hash.short()))
+    click.echo(
+        "    attribution %s; deterministic %s, record %s"
+        % (run.snapshot.strength, run.outcome.verdict.value, run.appended.body_hash.short())
+    )
     candidate = run.record.input_hash
 
     _say("5. The judge tier asks the contract's judge (here a SCRIPTED EXAMPLE judge, not a model)")
-    judged = run_judge(ledger, task_id=TASK, contract_bytes=contract_bytes, candidate=candidate, signer=signers["judge"])
-    click.echo("    judge %s at confidence %s bp: %s" % (judged.outcome.verdict.value, judged.record.confidence_bp, judged.outcome.reason))
+    judged = run_judge(
+        ledger, task_id=TASK, contract_bytes=contract_bytes, candidate=candidate, signer=signers["judge"]
+    )
+    click.echo(
+        "    judge %s at confidence %s bp: %s"
+        % (judged.outcome.verdict.value, judged.record.confidence_bp, judged.outcome.reason)
+    )
 
     _say("6. A human (the demo key 'alice') sees what she approves, and signs")
-    approval = decide(ledger, task_id=TASK, contract_bytes=contract_bytes, candidate=candidate, signer=signers["alice"],
-                      approve=True, note="demo approval", repo=repo,
-                      confirm=_show)
+    approval = decide(
+        ledger,
+        task_id=TASK,
+        contract_bytes=contract_bytes,
+        candidate=candidate,
+        signer=signers["alice"],
+        approve=True,
+        note="demo approval",
+        repo=repo,
+        confirm=_show,
+    )
     assert approval is not None
     click.echo("    approval %s" % approval.body_hash.short())
 
     _say("7. Seal the receipt")
     receipt, sealed = seal_receipt(ledger, task_id=TASK, signer=signers["sealer"], input_hash=candidate)
     receipt_hash = str(sealed.body_hash)
-    click.echo("    receipt %s merge_eligible=%s; status: %s" % (receipt_hash, str(receipt.merge_eligible).lower(), _status(ledger)))
+    click.echo(
+        "    receipt %s merge_eligible=%s; status: %s"
+        % (receipt_hash, str(receipt.merge_eligible).lower(), _status(ledger))
+    )
     note = ledger.checkpoint(signers["sealer"])
     click.echo("    signed checkpoint: %s" % " / ".join(note.text.strip().splitlines()))
 

@@ -6,10 +6,16 @@ import json
 import sys
 
 request = json.loads(sys.stdin.read() or "{}")
-print(json.dumps({
-    "verdict": "accept",
-    "confidence": 0.85,
-    "findings": [{"criterion": c, "met": True, "note": "scripted demo judge: not a real assessment"}
-                 for c in request.get("criteria", [])],
-    "reasons": ["scripted demo judge, not a model: it always accepts"],
-}))
+print(
+    json.dumps(
+        {
+            "verdict": "accept",
+            "confidence": 0.85,
+            "findings": [
+                {"criterion": c, "met": True, "note": "scripted demo judge: not a real assessment"}
+                for c in request.get("criteria", [])
+            ],
+            "reasons": ["scripted demo judge, not a model: it always accepts"],
+        }
+    )
+)

@@ -29,8 +29,15 @@ from ._store import Appended, Ledger, Store
 __all__ = ["append_event", "record_event", "task_events", "begin_effect", "end_effect", "verified_receipt"]
 
 
-def append_event(store: Store, signer: Signer, task: str, etype: EventType, candidate: Digest | None,
-                 fields: dict[str, str], evidence: Sequence[EvidenceRef] = ()) -> Appended:
+def append_event(
+    store: Store,
+    signer: Signer,
+    task: str,
+    etype: EventType,
+    candidate: Digest | None,
+    fields: dict[str, str],
+    evidence: Sequence[EvidenceRef] = (),
+) -> Appended:
     """Append one signed event of ``task``; bad values are `InputError`."""
     try:
         body = TaskEvent(task, etype, candidate, tuple(sorted(fields.items())), tuple(evidence), _clock.now())
@@ -39,8 +46,15 @@ def append_event(store: Store, signer: Signer, task: str, etype: EventType, cand
     return store.append(body, signer)
 
 
-def record_event(store: Store, signer: Signer, task: str, etype: EventType, candidate: Digest | None,
-                 fields: dict[str, str] | None = None, attachment: Path | None = None) -> Appended:
+def record_event(
+    store: Store,
+    signer: Signer,
+    task: str,
+    etype: EventType,
+    candidate: Digest | None,
+    fields: dict[str, str] | None = None,
+    attachment: Path | None = None,
+) -> Appended:
     """A claim, a model stop, a gate decision or a verified success. A claim's summary is
     stored as evidence of what was claimed, never as evidence that it is true."""
     evidence = []
@@ -52,7 +66,11 @@ def record_event(store: Store, signer: Signer, task: str, etype: EventType, cand
 
 def task_events(store: Store, task: str | None = None) -> list[tuple[int, TaskEvent, str]]:
     """Events (of one task, or all) in chain order: (seq, event, signer key id)."""
-    return [(stored.seq, body, signer) for stored, body, signer in store.bodies(EntryKind.EVENT, task) if isinstance(body, TaskEvent)]
+    return [
+        (stored.seq, body, signer)
+        for stored, body, signer in store.bodies(EntryKind.EVENT, task)
+        if isinstance(body, TaskEvent)
+    ]
 
 
 def verified_receipt(ledger: Ledger, task: str) -> tuple[LadderReceipt, str] | None:
@@ -66,7 +84,9 @@ def verified_receipt(ledger: Ledger, task: str) -> tuple[LadderReceipt, str] | N
     return None
 
 
-def begin_effect(ledger: Ledger, signer: Signer, task: str, kind: str, key: str, target: str, candidate: Digest) -> Appended:
+def begin_effect(
+    ledger: Ledger, signer: Signer, task: str, kind: str, key: str, target: str, candidate: Digest
+) -> Appended:
     """Record that a side effect is about to happen. Refused if the key was used before (no
     double send) or if the candidate, contract or environment changed since approval."""
     for seq, event, _ in task_events(ledger):
@@ -77,7 +97,9 @@ def begin_effect(ledger: Ledger, signer: Signer, task: str, kind: str, key: str,
         raise InputError("refused: task %s has no verified, merge-eligible receipt" % task)
     receipt, receipt_hash = found
     if receipt.input_hash != candidate:
-        raise InputError("refused: the candidate changed since approval (the receipt covers %s)" % receipt.input_hash.short())
+        raise InputError(
+            "refused: the candidate changed since approval (the receipt covers %s)" % receipt.input_hash.short()
+        )
     latest = ledger.latest_contract(task)
     if latest is None or latest.config_hash != receipt.config_hash:
         raise InputError("refused: the contract changed since approval")
@@ -86,20 +108,37 @@ def begin_effect(ledger: Ledger, signer: Signer, task: str, kind: str, key: str,
         record = ledger.record(digest)
         if record is not None and record.environment != environment_digest():
             raise InputError("refused: the environment changed since the candidate was verified")
-    return append_event(ledger, signer, task, EventType.EFFECT_BEGIN, candidate,
-                        {"key": key, "kind": kind, "target": target, "receipt": receipt_hash})
+    return append_event(
+        ledger,
+        signer,
+        task,
+        EventType.EFFECT_BEGIN,
+        candidate,
+        {"key": key, "kind": kind, "target": target, "receipt": receipt_hash},
+    )
 
 
 def end_effect(ledger: Ledger, signer: Signer, key: str, outcome: str, note: str) -> Appended:
     """Record how a begun effect ended (confirmed, failed or unknown); a confirmed or
     failed effect cannot end twice."""
-    begun = [(seq, e) for seq, e, _ in task_events(ledger) if e.type is EventType.EFFECT_BEGIN and e.field("key") == key]
+    begun = [
+        (seq, e) for seq, e, _ in task_events(ledger) if e.type is EventType.EFFECT_BEGIN and e.field("key") == key
+    ]
     if not begun:
         raise InputError("no effect was begun with idempotency key %s" % key)
     _, begin = begun[-1]
-    results = [e.field("outcome") for _, e, _ in task_events(ledger, begin.task_id)
-               if e.type is EventType.EFFECT_RESULT and e.field("key") == key]
+    results = [
+        e.field("outcome")
+        for _, e, _ in task_events(ledger, begin.task_id)
+        if e.type is EventType.EFFECT_RESULT and e.field("key") == key
+    ]
     if results and results[-1] in ("confirmed", "failed"):
         raise InputError("effect %s already ended: %s" % (key, results[-1]))
-    return append_event(ledger, signer, begin.task_id, EventType.EFFECT_RESULT, begin.candidate,
-                        {"key": key, "outcome": outcome, "note": note})
+    return append_event(
+        ledger,
+        signer,
+        begin.task_id,
+        EventType.EFFECT_RESULT,
+        begin.candidate,
+        {"key": key, "outcome": outcome, "note": note},
+    )

@@ -12,8 +12,15 @@ from verify._evidence import SMALL_BLOB
 
 from ._store import Store
 
-__all__ = ["evidence_bytes", "evidence_json", "record_evidence", "snapshot_of", "receipt_snapshot", "candidate_snapshot",
-           "store_evidence_reader"]
+__all__ = [
+    "evidence_bytes",
+    "evidence_json",
+    "record_evidence",
+    "snapshot_of",
+    "receipt_snapshot",
+    "candidate_snapshot",
+    "store_evidence_reader",
+]
 
 
 def evidence_bytes(store: Store, digest: Digest, limit: int | None = SMALL_BLOB) -> bytes | None:
@@ -55,12 +62,18 @@ def receipt_snapshot(store: Store, receipt: LadderReceipt) -> dict[str, Any] | N
     return None
 
 
-def candidate_snapshot(store: Store, task: str, candidate: Digest, config: Digest | None = None) -> tuple[TierRecord, dict[str, Any] | None] | None:
+def candidate_snapshot(
+    store: Store, task: str, candidate: Digest, config: Digest | None = None
+) -> tuple[TierRecord, dict[str, Any] | None] | None:
     """The latest deterministic record of ``task`` on ``candidate`` (under ``config`` if
     given), with its snapshot; None if the tier has not run on it."""
     latest = None
     for row in store.records_for(task):
         rec = row.record
-        if rec.tier is Tier.DETERMINISTIC and rec.input_hash == candidate and (config is None or rec.config_hash == config):
+        if (
+            rec.tier is Tier.DETERMINISTIC
+            and rec.input_hash == candidate
+            and (config is None or rec.config_hash == config)
+        ):
             latest = rec
     return None if latest is None else (latest, snapshot_of(store, latest))

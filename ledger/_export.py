@@ -12,24 +12,19 @@ from pathlib import Path
 from typing import Any
 
 from receipts import (
-    ContractRevision,
-    decode_as,
-    tlog_proof_text,
     CHECK_RESULT_FORMAT,
     SNAPSHOT_FORMAT,
+    ContractRevision,
     Digest,
     EntryKind,
     LadderReceipt,
-    ReceiptsError,
     TierRecord,
     Verdict,
-    decode_body,
+    decode_as,
     decode_entry,
     inclusion_proof,
-    namespace_for,
     parse_checkpoint,
-    parse_evidence_json,
-    public_key_line,
+    tlog_proof_text,
 )
 from verify import Result, verify_receipt
 from verify._bundle import BUNDLE_FORMAT
@@ -62,7 +57,9 @@ def _history(ledger: Ledger, receipt_entry: StoredEntry) -> dict[int, StoredEntr
         while pointer is not None:
             stored = ledger.reader.by_hash(pointer)
             if stored is None:
-                raise InputError("the ledger lacks entry %s that entry %d points to" % (pointer.short(), receipt_entry.seq))
+                raise InputError(
+                    "the ledger lacks entry %s that entry %d points to" % (pointer.short(), receipt_entry.seq)
+                )
             chosen[stored.seq] = stored
             pointer = getattr(decode_entry(stored.entry), pointer_name)
     # Keyring changes between genesis and the receipt are all on the ring chain already.
@@ -84,8 +81,15 @@ def _json(store: Ledger, digest: Digest, fmt: str) -> dict[str, Any] | None:
     return evidence_json(store, digest, fmt)
 
 
-def _manifest(ledger: Ledger, receipt: LadderReceipt, receipt_hash: str, result: Result, entries: dict[int, StoredEntry],
-              records: dict[str, tuple[TierRecord, str]], checkpoint_text: str) -> dict[str, Any]:
+def _manifest(
+    ledger: Ledger,
+    receipt: LadderReceipt,
+    receipt_hash: str,
+    result: Result,
+    entries: dict[int, StoredEntry],
+    records: dict[str, tuple[TierRecord, str]],
+    checkpoint_text: str,
+) -> dict[str, Any]:
     cp = parse_checkpoint(checkpoint_text.split("\n\n")[0] + "\n")
     snapshot: dict[str, Any] = {}
     artifacts: list[dict[str, Any]] = []
@@ -94,25 +98,56 @@ def _manifest(ledger: Ledger, receipt: LadderReceipt, receipt_hash: str, result:
     rejections: list[dict[str, Any]] = []
     for digest, (rec, signer) in sorted(records.items()):
         for ref in rec.evidence:
-            artifacts.append({"tier": rec.tier.value, "check": ref.check_id, "digest": str(ref.digest), "size": ref.size,
-                              "media_type": ref.media_type})
+            artifacts.append(
+                {
+                    "tier": rec.tier.value,
+                    "check": ref.check_id,
+                    "digest": str(ref.digest),
+                    "size": ref.size,
+                    "media_type": ref.media_type,
+                }
+            )
             if ref.check_id == "snapshot":
                 snapshot = _json(ledger, ref.digest, SNAPSHOT_FORMAT) or {}
             if ref.check_id.startswith("check:") and ref.check_id.count(":") == 1:
                 doc = _json(ledger, ref.digest, CHECK_RESULT_FORMAT) or {}
                 facts = doc.get("facts") or {}
-                checks.append({"id": ref.check_id[6:], "type": doc.get("type"), "verifier": rec.verifier,
-                               "verifier_version": rec.verifier_version, "environment": str(rec.environment),
-                               "started": doc.get("started"), "exit_status": facts.get("exit_code"),
-                               "evidence": [str(ref.digest)] + [str(e.digest) for e in rec.evidence
-                                                                 if e.check_id.startswith(ref.check_id + ":")]})
+                checks.append(
+                    {
+                        "id": ref.check_id[6:],
+                        "type": doc.get("type"),
+                        "verifier": rec.verifier,
+                        "verifier_version": rec.verifier_version,
+                        "environment": str(rec.environment),
+                        "started": doc.get("started"),
+                        "exit_status": facts.get("exit_code"),
+                        "evidence": [str(ref.digest)]
+                        + [str(e.digest) for e in rec.evidence if e.check_id.startswith(ref.check_id + ":")],
+                    }
+                )
         if rec.tier.value == "human":
-            (approvals if rec.verdict is Verdict.PASS else rejections).append({"record": digest, "signer": signer, "created": rec.created})
-    contract_seq = next((seq for seq, e in sorted(entries.items()) if e.kind == EntryKind.CONTRACT.value
-                         and decode_as(ContractRevision, e.body).config_hash == receipt.config_hash), None)
-    keyring = [{"name": s.spec.name, "key_id": s.key_id, "roles": [r.value for r in s.spec.roles],
-                "status": "revoked" if s.revoked_at is not None else "active"} for s in ledger.keyring()
-               if s.available_from <= max(entries)]
+            (approvals if rec.verdict is Verdict.PASS else rejections).append(
+                {"record": digest, "signer": signer, "created": rec.created}
+            )
+    contract_seq = next(
+        (
+            seq
+            for seq, e in sorted(entries.items())
+            if e.kind == EntryKind.CONTRACT.value
+            and decode_as(ContractRevision, e.body).config_hash == receipt.config_hash
+        ),
+        None,
+    )
+    keyring = [
+        {
+            "name": s.spec.name,
+            "key_id": s.key_id,
+            "roles": [r.value for r in s.spec.roles],
+            "status": "revoked" if s.revoked_at is not None else "active",
+        }
+        for s in ledger.keyring()
+        if s.available_from <= max(entries)
+    ]
     return {
         "format": BUNDLE_FORMAT,
         "receipt": receipt_hash,
@@ -120,14 +155,25 @@ def _manifest(ledger: Ledger, receipt: LadderReceipt, receipt_hash: str, result:
         "final_status": final_status(result),
         "merge_eligible": receipt.merge_eligible,
         "contract": {"config": str(receipt.config_hash), "revision_entry": contract_seq},
-        "input_snapshot": {"candidate": str(receipt.input_hash), **{k: snapshot.get(k) for k in ("commit", "tree", "base", "diff", "dirty")}},
+        "input_snapshot": {
+            "candidate": str(receipt.input_hash),
+            **{k: snapshot.get(k) for k in ("commit", "tree", "base", "diff", "dirty")},
+        },
         "change_set": {"diff": snapshot.get("diff"), "attribution": snapshot.get("attribution")},
         "artifacts": artifacts,
         "checks": checks,
         "tiers": [t.as_dict() for t in result.tiers],
-        "provenance": {"log": cp.origin, "keyring": keyring, "signers": sorted({signer for _, signer in records.values()})},
-        "policy_decisions": {"approvals": approvals, "rejections": rejections, "waivers": list(result.waivers),
-                             "contract_weakenings": list(result.weakenings)},
+        "provenance": {
+            "log": cp.origin,
+            "keyring": keyring,
+            "signers": sorted({signer for _, signer in records.values()}),
+        },
+        "policy_decisions": {
+            "approvals": approvals,
+            "rejections": rejections,
+            "waivers": list(result.waivers),
+            "contract_weakenings": list(result.weakenings),
+        },
         "unresolved": {
             "skipped_tiers": [t.tier.value for t in result.tiers if t.status in ("skip", "missing")],
             "stale_approvals": list(result.stale),
@@ -142,42 +188,90 @@ def _manifest(ledger: Ledger, receipt: LadderReceipt, receipt_hash: str, result:
 
 
 def _report_md(m: dict[str, Any]) -> str:
-    lines = ["# Evidence bundle: %s" % m["task"], "", "Status: **%s** (merge_eligible=%s)" % (m["final_status"], str(m["merge_eligible"]).lower()),
-             "", "Receipt `%s`, candidate `%s`" % (m["receipt"], m["input_snapshot"]["candidate"]), "",
-             "| tier | required | status | signer / detail |", "|---|---|---|---|"]
+    lines = [
+        "# Evidence bundle: %s" % m["task"],
+        "",
+        "Status: **%s** (merge_eligible=%s)" % (m["final_status"], str(m["merge_eligible"]).lower()),
+        "",
+        "Receipt `%s`, candidate `%s`" % (m["receipt"], m["input_snapshot"]["candidate"]),
+        "",
+        "| tier | required | status | signer / detail |",
+        "|---|---|---|---|",
+    ]
     for t in m["tiers"]:
-        lines.append("| %s | %s | %s | %s |" % (t["tier"], "yes" if t["required"] else "no", t["status"], t["signer"] or t["detail"]))
+        lines.append(
+            "| %s | %s | %s | %s |"
+            % (t["tier"], "yes" if t["required"] else "no", t["status"], t["signer"] or t["detail"])
+        )
     lines += ["", "## Evidence", "", "| tier | check | digest | size | type |", "|---|---|---|---|---|"]
-    lines += ["| %s | %s | `%s` | %d | %s |" % (a["tier"], a["check"], a["digest"], a["size"], a["media_type"]) for a in m["artifacts"]]
+    lines += [
+        "| %s | %s | `%s` | %d | %s |" % (a["tier"], a["check"], a["digest"], a["size"], a["media_type"])
+        for a in m["artifacts"]
+    ]
     lines += ["", "## Signers", ""] + ["- %s" % s for s in m["provenance"]["signers"]]
-    lines += ["", "## Checkpoint", "", "`%s` at size %d, root `%s`" % (m["checkpoint"]["origin"], m["checkpoint"]["size"], m["checkpoint"]["root"])]
+    lines += [
+        "",
+        "## Checkpoint",
+        "",
+        "`%s` at size %d, root `%s`" % (m["checkpoint"]["origin"], m["checkpoint"]["size"], m["checkpoint"]["root"]),
+    ]
     unresolved = [(k, v) for k, v in m["unresolved"].items() if v]
     if unresolved:
-        lines += ["", "## Unresolved", ""] + ["- %s: %s" % (k.replace("_", " "), "; ".join(map(str, v))) for k, v in unresolved]
+        lines += ["", "## Unresolved", ""] + [
+            "- %s: %s" % (k.replace("_", " "), "; ".join(map(str, v))) for k, v in unresolved
+        ]
     lines += ["", "Verify offline: `%s`" % m["how_to_verify"], ""]
     return "\n".join(lines)
 
 
 def _report_html(m: dict[str, Any]) -> str:
     e = html.escape
-    rows = "".join("<tr><td>%s</td><td>%s</td><td class=s-%s>%s</td><td>%s</td></tr>" % (
-        e(t["tier"]), "yes" if t["required"] else "no", e(t["status"]), e(t["status"]), e(t["signer"] or t["detail"])) for t in m["tiers"])
-    evidence = "".join("<tr><td>%s</td><td>%s</td><td><code>%s</code></td><td>%d</td><td>%s</td></tr>" % (
-        e(a["tier"]), e(a["check"]), e(a["digest"]), a["size"], e(a["media_type"])) for a in m["artifacts"])
+    rows = "".join(
+        "<tr><td>%s</td><td>%s</td><td class=s-%s>%s</td><td>%s</td></tr>"
+        % (
+            e(t["tier"]),
+            "yes" if t["required"] else "no",
+            e(t["status"]),
+            e(t["status"]),
+            e(t["signer"] or t["detail"]),
+        )
+        for t in m["tiers"]
+    )
+    evidence = "".join(
+        "<tr><td>%s</td><td>%s</td><td><code>%s</code></td><td>%d</td><td>%s</td></tr>"
+        % (e(a["tier"]), e(a["check"]), e(a["digest"]), a["size"], e(a["media_type"]))
+        for a in m["artifacts"]
+    )
     signers = "".join("<li><code>%s</code></li>" % e(s) for s in m["provenance"]["signers"])
-    unresolved = "".join("<li>%s: %s</li>" % (e(k.replace("_", " ")), e("; ".join(map(str, v)))) for k, v in m["unresolved"].items() if v)
-    return ("<!doctype html><html><head><meta charset=utf-8><title>Evidence bundle: %s</title><style>"
-            "body{font-family:sans-serif;margin:2em;max-width:70em}table{border-collapse:collapse}td,th{border:1px solid #999;"
-            "padding:.3em .6em;text-align:left}code{font-size:.85em}.s-pass{color:#060}.s-fail,.s-missing{color:#a00}"
-            ".s-skip,.s-review,.s-retry{color:#960}</style></head><body>"
-            "<h1>Evidence bundle: %s</h1><p>Status: <b>%s</b> (merge_eligible=%s)</p><p>Receipt <code>%s</code><br>Candidate <code>%s</code></p>"
-            "<h2>Ladder</h2><table><tr><th>tier</th><th>required</th><th>status</th><th>signer / detail</th></tr>%s</table>"
-            "<h2>Evidence</h2><table><tr><th>tier</th><th>check</th><th>digest</th><th>size</th><th>type</th></tr>%s</table>"
-            "<h2>Signers</h2><ul>%s</ul><h2>Checkpoint</h2><p><code>%s</code> at size %d, root <code>%s</code></p>"
-            "%s<p>Verify offline: <code>%s</code></p></body></html>\n") % (
-        e(m["task"]), e(m["task"]), e(m["final_status"]), str(m["merge_eligible"]).lower(), e(m["receipt"]),
-        e(m["input_snapshot"]["candidate"]), rows, evidence, signers, e(m["checkpoint"]["origin"]), m["checkpoint"]["size"],
-        e(m["checkpoint"]["root"]), ("<h2>Unresolved</h2><ul>%s</ul>" % unresolved) if unresolved else "", e(m["how_to_verify"]))
+    unresolved = "".join(
+        "<li>%s: %s</li>" % (e(k.replace("_", " ")), e("; ".join(map(str, v)))) for k, v in m["unresolved"].items() if v
+    )
+    return (
+        "<!doctype html><html><head><meta charset=utf-8><title>Evidence bundle: %s</title><style>"
+        "body{font-family:sans-serif;margin:2em;max-width:70em}table{border-collapse:collapse}td,th{border:1px solid #999;"
+        "padding:.3em .6em;text-align:left}code{font-size:.85em}.s-pass{color:#060}.s-fail,.s-missing{color:#a00}"
+        ".s-skip,.s-review,.s-retry{color:#960}</style></head><body>"
+        "<h1>Evidence bundle: %s</h1><p>Status: <b>%s</b> (merge_eligible=%s)</p><p>Receipt <code>%s</code><br>Candidate <code>%s</code></p>"
+        "<h2>Ladder</h2><table><tr><th>tier</th><th>required</th><th>status</th><th>signer / detail</th></tr>%s</table>"
+        "<h2>Evidence</h2><table><tr><th>tier</th><th>check</th><th>digest</th><th>size</th><th>type</th></tr>%s</table>"
+        "<h2>Signers</h2><ul>%s</ul><h2>Checkpoint</h2><p><code>%s</code> at size %d, root <code>%s</code></p>"
+        "%s<p>Verify offline: <code>%s</code></p></body></html>\n"
+    ) % (
+        e(m["task"]),
+        e(m["task"]),
+        e(m["final_status"]),
+        str(m["merge_eligible"]).lower(),
+        e(m["receipt"]),
+        e(m["input_snapshot"]["candidate"]),
+        rows,
+        evidence,
+        signers,
+        e(m["checkpoint"]["origin"]),
+        m["checkpoint"]["size"],
+        e(m["checkpoint"]["root"]),
+        ("<h2>Unresolved</h2><ul>%s</ul>" % unresolved) if unresolved else "",
+        e(m["how_to_verify"]),
+    )
 
 
 def export_bundle(ledger: Ledger, receipt_digest: Digest, out: Path) -> dict[str, Any]:
@@ -209,7 +303,9 @@ def export_bundle(ledger: Ledger, receipt_digest: Digest, out: Path) -> dict[str
     for seq, e in entries.items():
         members["entries/%d.entry" % seq] = e.entry
         members["entries/%d.body" % seq] = e.body
-        members["proofs/%d.tlog-proof" % seq] = tlog_proof_text(seq, inclusion_proof(ledger, seq, size), checkpoint_text).encode()
+        members["proofs/%d.tlog-proof" % seq] = tlog_proof_text(
+            seq, inclusion_proof(ledger, seq, size), checkpoint_text
+        ).encode()
     for rec, _ in records.values():
         for ref in rec.evidence:
             path = ledger.blob_path(ref.digest)

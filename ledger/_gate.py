@@ -46,12 +46,21 @@ class GateResult:
         return not self.passed and self.mode == "enforce"
 
     def as_dict(self) -> dict[str, object]:
-        return {"commit": self.commit, "tree": self.tree, "candidate": str(self.candidate), "mode": self.mode,
-                "decision": self.decision, "pass": self.passed, "receipt": self.receipt, "reasons": list(self.reasons)}
+        return {
+            "commit": self.commit,
+            "tree": self.tree,
+            "candidate": str(self.candidate),
+            "mode": self.mode,
+            "decision": self.decision,
+            "pass": self.passed,
+            "receipt": self.receipt,
+            "reasons": list(self.reasons),
+        }
 
 
-def gate_check(ledger: Ledger, repo: Path, rev: str, trust: Trust, require_checkpoint: bool = False,
-               mode: str = "enforce") -> GateResult:
+def gate_check(
+    ledger: Ledger, repo: Path, rev: str, trust: Trust, require_checkpoint: bool = False, mode: str = "enforce"
+) -> GateResult:
     """Verify each receipt attached to ``rev`` against ``trust``; the first that verifies, is
     merge-eligible and covers ``rev``'s exact commit and tree lets it through."""
     if mode not in GATE_MODES:
@@ -65,7 +74,9 @@ def gate_check(ledger: Ledger, repo: Path, rev: str, trust: Trust, require_check
     for h in hashes:
         res = verify_receipt(ledger.reader, h, trust, Transparency(require_checkpoint=require_checkpoint))
         if res.candidate != str(candidate):
-            reasons.append("%s is stale: it is for candidate %s, not this commit's tree" % (h, (res.candidate or "?")[:19]))
+            reasons.append(
+                "%s is stale: it is for candidate %s, not this commit's tree" % (h, (res.candidate or "?")[:19])
+            )
         elif not res.ok:
             reasons.append("%s does not verify: %s" % (h, res.defects[0].message))
         elif not res.derived_eligible:
@@ -83,8 +94,17 @@ def _task_of(ledger: Ledger, result: GateResult, repo: Path) -> str:
     raise InputError("cannot tell which task this decision is for: pass --task")
 
 
-def gate(ledger: Ledger, repo: Path, rev: str, trust: Trust, *, require_checkpoint: bool = False, mode: str = "enforce",
-         signer: Signer | None = None, task: str | None = None) -> GateResult:
+def gate(
+    ledger: Ledger,
+    repo: Path,
+    rev: str,
+    trust: Trust,
+    *,
+    require_checkpoint: bool = False,
+    mode: str = "enforce",
+    signer: Signer | None = None,
+    task: str | None = None,
+) -> GateResult:
     """`gate_check`, and with ``signer`` (a seal key) the decision recorded as a gate event,
     plus a verified-success event when an enforcing gate passes. Advisory mode must record."""
     if mode == "advisory" and signer is None:
@@ -92,15 +112,29 @@ def gate(ledger: Ledger, repo: Path, rev: str, trust: Trust, *, require_checkpoi
     result = gate_check(ledger, repo, rev, trust, require_checkpoint, mode)
     if signer is not None:
         task_id = task or _task_of(ledger, result, repo)
-        record_event(ledger, signer, task_id, EventType.GATE_DECISION, result.candidate,
-                     {"mode": mode, "decision": result.decision, "commit": result.commit, "receipt": result.receipt or ""})
+        record_event(
+            ledger,
+            signer,
+            task_id,
+            EventType.GATE_DECISION,
+            result.candidate,
+            {"mode": mode, "decision": result.decision, "commit": result.commit, "receipt": result.receipt or ""},
+        )
         if result.passed and mode == "enforce":
-            record_event(ledger, signer, task_id, EventType.SUCCESS_VERIFIED, result.candidate,
-                         {"receipt": result.receipt or "", "commit": result.commit})
+            record_event(
+                ledger,
+                signer,
+                task_id,
+                EventType.SUCCESS_VERIFIED,
+                result.candidate,
+                {"receipt": result.receipt or "", "commit": result.commit},
+            )
     return result
 
 
-def verify_commit(source: Source, repo: Path, rev: str, trust: Trust, transparency: Transparency | None = None) -> list[Result]:
+def verify_commit(
+    source: Source, repo: Path, rev: str, trust: Trust, transparency: Transparency | None = None
+) -> list[Result]:
     """Verify every receipt attached to ``rev``; `InputError` if none is."""
     hashes = attached(repo, rev)
     if not hashes:

@@ -22,8 +22,14 @@ def run_git(repo: Path, *args: str, env: Mapping[str, str] | None = None) -> sub
     """Run ``git ARGS`` in ``repo``; the caller reads the return code. Raises `InputError`
     only if git cannot run at all."""
     try:
-        return subprocess.run(["git", *args], cwd=repo, capture_output=True, timeout=_GIT_TIMEOUT_S, stdin=subprocess.DEVNULL,
-                              env=None if env is None else dict(env))
+        return subprocess.run(
+            ["git", *args],
+            cwd=repo,
+            capture_output=True,
+            timeout=_GIT_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+            env=None if env is None else dict(env),
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise InputError("cannot run git: %s" % exc) from None
 

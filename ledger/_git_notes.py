@@ -36,7 +36,12 @@ def _summary(ledger: Ledger, receipt_hash: str, receipt: LadderReceipt) -> str:
                 verdicts.append(record.verdict.value)
         tiers.append("%s %s" % (slot.tier.value, "/".join(verdicts) if verdicts else "skip"))
     return "receipt-ledger: %s\n  task %s, merge_eligible %s, %s\n  verify: ledger verify %s\n" % (
-        receipt_hash, receipt.task_id, str(receipt.merge_eligible).lower(), ", ".join(tiers), receipt_hash)
+        receipt_hash,
+        receipt.task_id,
+        str(receipt.merge_eligible).lower(),
+        ", ".join(tiers),
+        receipt_hash,
+    )
 
 
 def attach(ledger: Ledger, repo: Path, receipt_digest: Digest, rev: str | None) -> str:
@@ -48,10 +53,21 @@ def attach(ledger: Ledger, repo: Path, receipt_digest: Digest, rev: str | None) 
         raise InputError("the receipt names no commit (no deterministic snapshot): pass --commit REV")
     fields = resolve_commit(commit, repo)
     if candidate_hash(fields) != receipt.input_hash:
-        raise InputError("commit %s (tree %s) is not the receipt's candidate" % (fields["commit"][:12], fields["tree"][:12]))
+        raise InputError(
+            "commit %s (tree %s) is not the receipt's candidate" % (fields["commit"][:12], fields["tree"][:12])
+        )
     if receipt_hash in attached(repo, fields["commit"]):
         return fields["commit"]
-    git(repo, "notes", "--ref", NOTES_REF, "append", "-m", _summary(ledger, receipt_hash, receipt).rstrip("\n"), fields["commit"])
+    git(
+        repo,
+        "notes",
+        "--ref",
+        NOTES_REF,
+        "append",
+        "-m",
+        _summary(ledger, receipt_hash, receipt).rstrip("\n"),
+        fields["commit"],
+    )
     return fields["commit"]
 
 

@@ -10,20 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from receipts import (
-    Tier,
-    decode_as,
-    SNAPSHOT_FORMAT,
     Digest,
-    EntryKind,
     LadderReceipt,
-    ReceiptsError,
     Signer,
+    Tier,
     TierRecord,
     content_digest,
-    decode_body,
+    decode_as,
     decode_entry,
     fingerprint,
-    parse_evidence_json,
 )
 from verify import verify_receipt
 
@@ -45,10 +40,12 @@ def pae(payload_type: str, payload: bytes) -> bytes:
 
 
 def _statement(ledger: Ledger, stored_body: bytes, receipt: LadderReceipt, receipt_hash: str) -> dict[str, Any]:
-    subjects: list[dict[str, Any]] = [{
-        "name": "receipt-ledger/receipt/%s" % receipt_hash[7:],
-        "digest": {"sha256": hashlib.sha256(stored_body).hexdigest(), "blake3": content_digest(stored_body).hex},
-    }]
+    subjects: list[dict[str, Any]] = [
+        {
+            "name": "receipt-ledger/receipt/%s" % receipt_hash[7:],
+            "digest": {"sha256": hashlib.sha256(stored_body).hexdigest(), "blake3": content_digest(stored_body).hex},
+        }
+    ]
     tiers = []
     for slot in receipt.entries:
         rows = []
@@ -57,8 +54,15 @@ def _statement(ledger: Ledger, stored_body: bytes, receipt: LadderReceipt, recei
             if entry is None:
                 continue
             rec = decode_as(TierRecord, entry.body)
-            rows.append({"record": str(digest), "verdict": rec.verdict.value, "signer": decode_entry(entry.entry).signer,
-                         "confidence_bp": rec.confidence_bp, "verifier": rec.verifier})
+            rows.append(
+                {
+                    "record": str(digest),
+                    "verdict": rec.verdict.value,
+                    "signer": decode_entry(entry.entry).signer,
+                    "confidence_bp": rec.confidence_bp,
+                    "verifier": rec.verifier,
+                }
+            )
             snap = snapshot_of(ledger, rec) if rec.tier is Tier.DETERMINISTIC else None
             if snap is not None and isinstance(snap.get("commit"), str):
                 subjects.append({"name": "git+commit", "digest": {"gitCommit": snap["commit"]}})
@@ -68,9 +72,14 @@ def _statement(ledger: Ledger, stored_body: bytes, receipt: LadderReceipt, recei
         "subject": subjects,
         "predicateType": PREDICATE_TYPE,
         "predicate": {
-            "receipt": receipt_hash, "task": receipt.task_id, "candidate": str(receipt.input_hash),
-            "contract": str(receipt.config_hash), "required": [t.value for t in receipt.required],
-            "merge_eligible": receipt.merge_eligible, "created": receipt.created, "ledger": ledger.origin(),
+            "receipt": receipt_hash,
+            "task": receipt.task_id,
+            "candidate": str(receipt.input_hash),
+            "contract": str(receipt.config_hash),
+            "required": [t.value for t in receipt.required],
+            "merge_eligible": receipt.merge_eligible,
+            "created": receipt.created,
+            "ledger": ledger.origin(),
             "tiers": tiers,
             "receipt_cbor": base64.b64encode(stored_body).decode("ascii"),
         },
@@ -87,11 +96,15 @@ def export_intoto(ledger: Ledger, receipt_digest: Digest, signer: Signer, out: P
     state = ledger.keyring().get(key_id)
     if state is None or state.revoked_at is not None or "seal" not in [r.value for r in state.spec.roles]:
         raise InputError("refused: the envelope must be signed by an active seal key of this ledger")
-    payload = json.dumps(_statement(ledger, stored.body, receipt, receipt_hash), sort_keys=True, separators=(",", ":")).encode()
+    payload = json.dumps(
+        _statement(ledger, stored.body, receipt, receipt_hash), sort_keys=True, separators=(",", ":")
+    ).encode()
     envelope = {
         "payload": base64.b64encode(payload).decode("ascii"),
         "payloadType": PAYLOAD_TYPE,
-        "signatures": [{"keyid": key_id, "sig": base64.b64encode(signer.sign_raw(pae(PAYLOAD_TYPE, payload))).decode("ascii")}],
+        "signatures": [
+            {"keyid": key_id, "sig": base64.b64encode(signer.sign_raw(pae(PAYLOAD_TYPE, payload))).decode("ascii")}
+        ],
     }
     try:
         out.write_text(json.dumps(envelope, indent=2, sort_keys=True) + "\n", encoding="utf-8")

@@ -6,7 +6,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from receipts import Ed25519Signer, FormatError, KeyAdd, KeyRevoke, KeySpec, Role, Signer, allowed_signers_text, decode_entry
+from receipts import (
+    Ed25519Signer,
+    FormatError,
+    KeyAdd,
+    KeyRevoke,
+    KeySpec,
+    Role,
+    Signer,
+    allowed_signers_text,
+    decode_entry,
+)
 
 from ._errors import InputError
 from ._keys import generate_key_file
@@ -15,8 +25,15 @@ from ._store import Appended, Store
 __all__ = ["add_key", "create_key", "revoke_key", "allowed_signers"]
 
 
-def add_key(ledger: Store, admin: Signer, name: str, roles: Sequence[Role], public_key: bytes,
-            valid_after: int | None = None, valid_before: int | None = None) -> Appended:
+def add_key(
+    ledger: Store,
+    admin: Signer,
+    name: str,
+    roles: Sequence[Role],
+    public_key: bytes,
+    valid_after: int | None = None,
+    valid_before: int | None = None,
+) -> Appended:
     try:
         spec = KeySpec(name, tuple(r for r in Role if r in roles), public_key, valid_after, valid_before)
     except FormatError as exc:
@@ -48,8 +65,9 @@ def allowed_signers(store: Store) -> str:
     return allowed_signers_text(ring, times)
 
 
-def create_key(store: Store, admin: Signer, name: str, roles: Sequence[Role], path: Path,
-               passphrase: bytes | None = None) -> tuple[Ed25519Signer, Appended]:
+def create_key(
+    store: Store, admin: Signer, name: str, roles: Sequence[Role], path: Path, passphrase: bytes | None = None
+) -> tuple[Ed25519Signer, Appended]:
     """Generate an OpenSSH Ed25519 key pair at ``path`` (private file 0600) and add it to
     the keyring. If the keyring refuses it, no key file is left behind."""
     signer = generate_key_file(path, name, passphrase)

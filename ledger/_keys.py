@@ -90,7 +90,9 @@ def read_public_key(line_or_path: str) -> bytes:
         try:
             text = Path(line_or_path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            raise InputError("%r is neither an OpenSSH public key line nor a readable file: %s" % (line_or_path, exc)) from None
+            raise InputError(
+                "%r is neither an OpenSSH public key line nor a readable file: %s" % (line_or_path, exc)
+            ) from None
     try:
         return parse_public_key_line(text)[0]
     except ReceiptsError as exc:

@@ -4,53 +4,40 @@ records of a candidate into a receipt whose merge_eligible claim the rule derive
 from __future__ import annotations
 
 import mimetypes
-import platform
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from receipts import (
-    config_hash,
     CHECK_RESULT_FORMAT,
     CHECK_RESULT_MEDIA_TYPE,
     LADDER,
     Contract,
-    ContractRevision,
-    ReceiptsError,
     Digest,
-    Domain,
     EvidenceRef,
     FormatError,
-    KeyAdd,
-    KeyRevoke,
-    KeySpec,
     LadderReceipt,
-    Role,
     Signer,
     Tier,
     TierEntry,
     TierRecord,
     Verdict,
-    Waiver,
-    canonical_dumps,
-    candidate_hash,
+    config_hash,
     derive_check,
     derive_merge_eligible,
-    domain_hash,
     latest_human_decisions,
     new_tier_record,
-    parse_evidence_json,
-
 )
 
 from . import _clock
-from ._errors import InputError
 from ._contracts import current_contract, register_contract
 from ._environment import VERSION, environment_digest
+from ._errors import InputError
 from ._evidence import evidence_json
 from ._store import Appended, Store
 
 __all__ = ["Evidence", "record_tier", "record_by_hand", "seal_receipt"]
+
 
 @dataclass(frozen=True, slots=True)
 class Evidence:
@@ -85,9 +72,18 @@ def record_tier(
         refs.append(EvidenceRef(item.check_id, digest, size, item.media_type or _media_type(item.path)))
     try:
         record = new_tier_record(
-            task_id=task_id, tier=tier, config_hash=config_hash, input_hash=input_hash, evidence=tuple(refs),
-            verdict=verdict, verifier=verifier, verifier_version=VERSION, environment=environment_digest(),
-            created=_clock.now(), confidence_bp=confidence_bp, parents=tuple(parents),
+            task_id=task_id,
+            tier=tier,
+            config_hash=config_hash,
+            input_hash=input_hash,
+            evidence=tuple(refs),
+            verdict=verdict,
+            verifier=verifier,
+            verifier_version=VERSION,
+            environment=environment_digest(),
+            created=_clock.now(),
+            confidence_bp=confidence_bp,
+            parents=tuple(parents),
         )
     except FormatError as exc:
         raise InputError(str(exc)) from None
@@ -118,8 +114,18 @@ def record_by_hand(
     chash = config_hash(contract)
     if not any(rev.config_hash == chash for _, rev in store.contract_revisions(task_id)):
         register_contract(store, task_id, contract, signer, contract_source)
-    return record_tier(store, task_id=task_id, tier=tier, verdict=verdict, signer=signer, config_hash=chash,
-                       input_hash=input_hash, evidence=evidence, confidence_bp=confidence_bp, parents=parents)
+    return record_tier(
+        store,
+        task_id=task_id,
+        tier=tier,
+        verdict=verdict,
+        signer=signer,
+        config_hash=chash,
+        input_hash=input_hash,
+        evidence=evidence,
+        confidence_bp=confidence_bp,
+        parents=parents,
+    )
 
 
 def seal_receipt(
@@ -136,7 +142,10 @@ def seal_receipt(
     rows = [row for row in ledger.records_for(task_id) if row.record.input_hash == input_hash]
     if config_hash is None:
         if not rows:
-            raise InputError("task %s has no tier records for candidate %s; pass --config to seal an empty ladder" % (task_id, input_hash.short()))
+            raise InputError(
+                "task %s has no tier records for candidate %s; pass --config to seal an empty ladder"
+                % (task_id, input_hash.short())
+            )
         config_hash = rows[-1].record.config_hash
     contract = current_contract(ledger, task_id, config_hash)
     required = tuple(t for t in LADDER if t in contract.required_tiers or t in extra_required)
@@ -147,8 +156,12 @@ def seal_receipt(
     for row in rows:
         if row.record.tier is not Tier.HUMAN:
             chosen[row.record.tier] = (row.digest,)  # chain order: the latest counts
-    human = latest_human_decisions([(row.digest, row.record, row.signer) for row in rows],
-                                   task_id=task_id, input_hash=input_hash, config_hash=config_hash)
+    human = latest_human_decisions(
+        [(row.digest, row.record, row.signer) for row in rows],
+        task_id=task_id,
+        input_hash=input_hash,
+        config_hash=config_hash,
+    )
     if human:
         chosen[Tier.HUMAN] = human
     entries = []
@@ -162,17 +175,31 @@ def seal_receipt(
     if det is not None and by_hash[det[0]].verdict is Verdict.PASS:
         expired = _expired_waivers_relied_on(ledger, by_hash[det[0]], contract, now)
         if expired:
-            raise InputError("the deterministic pass relied on a waiver of %s that has expired: run `ledger check` again"
-                             % ", ".join(expired))
+            raise InputError(
+                "the deterministic pass relied on a waiver of %s that has expired: run `ledger check` again"
+                % ", ".join(expired)
+            )
     eligibility = derive_merge_eligible(
-        task_id=task_id, input_hash=input_hash, config_hash=config_hash,
-        required=required, entries=tuple(entries), records=by_hash, signers=signers,
-        human_approvals=contract.human_approvals, created=now, max_evidence_age_s=contract.max_evidence_age_s,
+        task_id=task_id,
+        input_hash=input_hash,
+        config_hash=config_hash,
+        required=required,
+        entries=tuple(entries),
+        records=by_hash,
+        signers=signers,
+        human_approvals=contract.human_approvals,
+        created=now,
+        max_evidence_age_s=contract.max_evidence_age_s,
     )
     try:
         receipt = LadderReceipt(
-            task_id=task_id, input_hash=input_hash, config_hash=config_hash, required=required,
-            entries=tuple(entries), merge_eligible=eligibility.eligible, created=now,
+            task_id=task_id,
+            input_hash=input_hash,
+            config_hash=config_hash,
+            required=required,
+            entries=tuple(entries),
+            merge_eligible=eligibility.eligible,
+            created=now,
         )
     except FormatError as exc:
         raise InputError(str(exc)) from None
@@ -181,8 +208,11 @@ def seal_receipt(
 
 def _expired_waivers_relied_on(store: Store, record: TierRecord, contract: Contract, now: int) -> list[str]:
     """Checks that failed in ``record`` and passed only by a waiver no longer in force."""
-    used = [w for _, w, _ in store.waivers(record.task_id)
-            if w.config_hash == record.config_hash and w.in_force(record.created)]
+    used = [
+        w
+        for _, w, _ in store.waivers(record.task_id)
+        if w.config_hash == record.config_hash and w.in_force(record.created)
+    ]
     if not used:
         return []
     expired = []

@@ -5,14 +5,22 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
+from collections.abc import Iterable
 from typing import Any
 
-from collections.abc import Iterable
-
-from receipts import Digest, KeySpec, Keyring, LadderReceipt, TierRecord, decode_body, decode_entry, public_key_line
+from receipts import Digest, Keyring, KeySpec, LadderReceipt, TierRecord, decode_body, decode_entry, public_key_line
 from verify import ChainResult, Result, StoredEntry
 
-__all__ = ["jsonable", "dumps", "verify_lines", "chain_lines", "pr_comment", "entry_document", "log_rows", "keyring_rows"]
+__all__ = [
+    "jsonable",
+    "dumps",
+    "verify_lines",
+    "chain_lines",
+    "pr_comment",
+    "entry_document",
+    "log_rows",
+    "keyring_rows",
+]
 
 
 def jsonable(value: Any) -> Any:
@@ -56,9 +64,14 @@ def verify_lines(result: Result) -> list[str]:
         lines.append("  %-14s %-4s %-8s %-20s %s" % ("TIER", "REQ", "STATUS", "RECORD", "SIGNER / DETAIL"))
         for t in result.tiers:
             record = (t.record[:19] + "…") if t.record else "-"
-            lines.append("  %-14s %-4s %-8s %-20s %s" % (t.tier.value, "yes" if t.required else "no", t.status, record, t.signer or t.detail))
+            lines.append(
+                "  %-14s %-4s %-8s %-20s %s"
+                % (t.tier.value, "yes" if t.required else "no", t.status, record, t.signer or t.detail)
+            )
         lines.append("")
-        lines.append("merge_eligible: claimed %s, re-derived %s" % (_yn(result.claimed_eligible), _yn(result.derived_eligible)))
+        lines.append(
+            "merge_eligible: claimed %s, re-derived %s" % (_yn(result.claimed_eligible), _yn(result.derived_eligible))
+        )
         for reason in result.eligibility_reasons:
             lines.append("  not eligible because: %s" % reason)
     if result.checkpoint:
@@ -94,21 +107,47 @@ def chain_lines(result: ChainResult) -> list[str]:
 def pr_comment(result: Result, receipt_hash: str) -> str:
     """Markdown for a pull-request comment: the ladder, the verdict, how to verify."""
     mark = {"pass": "✅", "fail": "❌", "skip": "⏭️", "missing": "❌", "review": "🟡", "retry": "🟡"}
-    verdict = "merge-eligible" if result.ok and result.derived_eligible else ("NOT merge-eligible" if result.ok else "REJECTED by verification")
-    lines = ["### receipt-ledger: %s **%s**" % (result.task_id or "?", verdict), "",
-             "| tier | required | status | signed by |", "|---|---|---|---|"]
+    verdict = (
+        "merge-eligible"
+        if result.ok and result.derived_eligible
+        else ("NOT merge-eligible" if result.ok else "REJECTED by verification")
+    )
+    lines = [
+        "### receipt-ledger: %s **%s**" % (result.task_id or "?", verdict),
+        "",
+        "| tier | required | status | signed by |",
+        "|---|---|---|---|",
+    ]
     for t in result.tiers:
-        lines.append("| %s | %s | %s %s | %s |" % (t.tier.value, "yes" if t.required else "no", mark.get(t.status, ""), t.status,
-                                                  (t.signer or t.detail).replace("|", "\\|")))
+        lines.append(
+            "| %s | %s | %s %s | %s |"
+            % (
+                t.tier.value,
+                "yes" if t.required else "no",
+                mark.get(t.status, ""),
+                t.status,
+                (t.signer or t.detail).replace("|", "\\|"),
+            )
+        )
     if result.eligibility_reasons:
         lines += ["", "Not eligible because:"] + ["- %s" % r for r in result.eligibility_reasons]
     if result.defects:
         lines += ["", "Verification defects:"] + ["- `%s` %s" % (d.code, d.message) for d in result.defects]
     for w in result.weakenings + result.waivers + result.stale:
         lines.append("- note: %s" % w)
-    lines += ["", "Receipt `%s`, candidate `%s`%s." % (receipt_hash, result.candidate, ", checkpoint " + result.checkpoint if result.checkpoint else ""),
-              "", "Verify it yourself:", "", "```sh", "git fetch origin refs/notes/receipts:refs/notes/receipts",
-              "ledger verify %s --trust ALLOWED_SIGNERS" % receipt_hash, "```", ""]
+    lines += [
+        "",
+        "Receipt `%s`, candidate `%s`%s."
+        % (receipt_hash, result.candidate, ", checkpoint " + result.checkpoint if result.checkpoint else ""),
+        "",
+        "Verify it yourself:",
+        "",
+        "```sh",
+        "git fetch origin refs/notes/receipts:refs/notes/receipts",
+        "ledger verify %s --trust ALLOWED_SIGNERS" % receipt_hash,
+        "```",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -116,9 +155,18 @@ def entry_document(stored: StoredEntry) -> dict[str, Any]:
     """An entry and its decoded body, as `ledger show --json` prints it."""
     entry = decode_entry(stored.entry)
     body = decode_body(entry.kind, stored.body)
-    return {"entry": {"seq": entry.seq, "hash": str(Digest(stored.hash)), "prev": str(entry.prev) if entry.prev else None,
-                      "kind": entry.kind.value, "body_hash": str(entry.body_hash), "time": entry.time, "signer": entry.signer},
-            "body": jsonable(body)}
+    return {
+        "entry": {
+            "seq": entry.seq,
+            "hash": str(Digest(stored.hash)),
+            "prev": str(entry.prev) if entry.prev else None,
+            "kind": entry.kind.value,
+            "body_hash": str(entry.body_hash),
+            "time": entry.time,
+            "signer": entry.signer,
+        },
+        "body": jsonable(body),
+    }
 
 
 def log_rows(entries: Iterable[StoredEntry]) -> list[dict[str, Any]]:
@@ -132,13 +180,30 @@ def log_rows(entries: Iterable[StoredEntry]) -> list[dict[str, Any]]:
             summary = "%s %s" % (body.tier.value, body.verdict.value)
         elif isinstance(body, LadderReceipt):
             summary = "merge_eligible=%s" % str(body.merge_eligible).lower()
-        rows.append({"seq": entry.seq, "time": entry.time, "kind": entry.kind.value, "task": stored.task,
-                     "hash": str(entry.body_hash), "signer": entry.signer, "summary": summary})
+        rows.append(
+            {
+                "seq": entry.seq,
+                "time": entry.time,
+                "kind": entry.kind.value,
+                "task": stored.task,
+                "hash": str(entry.body_hash),
+                "signer": entry.signer,
+                "summary": summary,
+            }
+        )
     return rows
 
 
 def keyring_rows(ring: Keyring) -> list[dict[str, Any]]:
     """The keyring as it stands, revoked keys included."""
-    return [{"name": s.spec.name, "key_id": s.key_id, "roles": [r.value for r in s.spec.roles],
-             "status": "revoked" if s.revoked_at is not None else "active",
-             "revoked_at_entry": s.revoked_at, "public_key": public_key_line(s.spec.public_key)} for s in ring]
+    return [
+        {
+            "name": s.spec.name,
+            "key_id": s.key_id,
+            "roles": [r.value for r in s.spec.roles],
+            "status": "revoked" if s.revoked_at is not None else "active",
+            "revoked_at_entry": s.revoked_at,
+            "public_key": public_key_line(s.spec.public_key),
+        }
+        for s in ring
+    ]

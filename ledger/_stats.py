@@ -133,13 +133,29 @@ def stats(ledger: Ledger, prefix: str = "", ks: Sequence[int] = (1, 5), min_tria
         n, c = len(trials), successes
         time_ms = {tier: _mean(v) for tier, v in timings.items()}
         if n < min_trials:
-            out.append(FamilyStats(family, n, c, note="too few trials for a meaningful figure (%d < %d)" % (n, min_trials),
-                                   time_ms=time_ms, judge_tokens_per_run=_mean(judge_tokens)))
+            out.append(
+                FamilyStats(
+                    family,
+                    n,
+                    c,
+                    note="too few trials for a meaningful figure (%d < %d)" % (n, min_trials),
+                    time_ms=time_ms,
+                    judge_tokens_per_run=_mean(judge_tokens),
+                )
+            )
             continue
         low, high = _wilson(c, n)
-        out.append(FamilyStats(
-            family, n, c, success_rate=round(c / n, 4), success_rate_95ci=(round(low, 4), round(high, 4)),
-            pass_at=tuple((k, round(1 - _comb(n - c, k) / _comb(n, k), 4)) for k in ks if k <= n),
-            pass_all=tuple((k, round(_comb(c, k) / _comb(n, k), 4)) for k in ks if k <= n),
-            time_ms=time_ms, judge_tokens_per_run=_mean(judge_tokens)))
+        out.append(
+            FamilyStats(
+                family,
+                n,
+                c,
+                success_rate=round(c / n, 4),
+                success_rate_95ci=(round(low, 4), round(high, 4)),
+                pass_at=tuple((k, round(1 - _comb(n - c, k) / _comb(n, k), 4)) for k in ks if k <= n),
+                pass_all=tuple((k, round(_comb(c, k) / _comb(n, k), 4)) for k in ks if k <= n),
+                time_ms=time_ms,
+                judge_tokens_per_run=_mean(judge_tokens),
+            )
+        )
     return out

@@ -45,7 +45,9 @@ class DeterministicRun:
 
 def _unregistered(record: TierRecord) -> Outcome:
     # Without its contract the verdict cannot be derived: it fails closed, as in verify.
-    return Outcome(Verdict.FAIL, ("the record's config %s is not a registered contract" % record.config_hash.short(),), ())
+    return Outcome(
+        Verdict.FAIL, ("the record's config %s is not a registered contract" % record.config_hash.short(),), ()
+    )
 
 
 def deterministic_runs(store: Store, task: str) -> list[DeterministicRun]:
@@ -63,8 +65,11 @@ def deterministic_runs(store: Store, task: str) -> list[DeterministicRun]:
         if contract is None:
             outcome = _unregistered(rec)
         else:
-            in_force = {w.check_id: "entry %d: waived until %d: %s" % (seq, w.expires, w.reason) for seq, w, _ in waivers
-                        if seq < row.seq and w.config_hash == rec.config_hash and w.in_force(rec.created)}
+            in_force = {
+                w.check_id: "entry %d: waived until %d: %s" % (seq, w.expires, w.reason)
+                for seq, w, _ in waivers
+                if seq < row.seq and w.config_hash == rec.config_hash and w.in_force(rec.created)
+            }
             outcome = rederive_deterministic(rec, contract, read, in_force)
         runs.append(DeterministicRun(row.seq, row.digest, rec, outcome))
     return runs
@@ -79,11 +84,20 @@ def task_state(store: Store, task: str) -> TaskState:
     for stored in store.entries(task=task):
         if stored.seq in runs:
             run = runs[stored.seq]
-            steps.append(Step("det", str(run.record.input_hash), run.outcome.verdict.value, failing=frozenset(run.outcome.failed),
-                              integrity=integrity_failure(run.outcome.reasons)))
+            steps.append(
+                Step(
+                    "det",
+                    str(run.record.input_hash),
+                    run.outcome.verdict.value,
+                    failing=frozenset(run.outcome.failed),
+                    integrity=integrity_failure(run.outcome.reasons),
+                )
+            )
         elif stored.kind == EntryKind.TIER_RECORD.value:
             rec = decode_as(TierRecord, stored.body)
-            steps.append(Step(rec.tier.value, str(rec.input_hash), rec.verdict.value, key=decode_entry(stored.entry).signer))
+            steps.append(
+                Step(rec.tier.value, str(rec.input_hash), rec.verdict.value, key=decode_entry(stored.entry).signer)
+            )
         elif stored.kind == EntryKind.RECEIPT.value:
             receipt = decode_as(LadderReceipt, stored.body)
             steps.append(Step("receipt", str(receipt.input_hash), "eligible" if receipt.merge_eligible else "not"))
@@ -92,13 +106,21 @@ def task_state(store: Store, task: str) -> TaskState:
             if step is not None:
                 steps.append(step)
     tiers = contract.required_tiers if contract else ()
-    return derive_state(steps, human_approvals=contract.human_approvals if contract else 1,
-                        repair_attempts=contract.repair_attempts if contract else 5,
-                        no_progress_after=contract.no_progress_after if contract else 3,
-                        judge_required=Tier.JUDGE in tiers, human_required=Tier.HUMAN in tiers)
+    return derive_state(
+        steps,
+        human_approvals=contract.human_approvals if contract else 1,
+        repair_attempts=contract.repair_attempts if contract else 5,
+        no_progress_after=contract.no_progress_after if contract else 3,
+        judge_required=Tier.JUDGE in tiers,
+        human_required=Tier.HUMAN in tiers,
+    )
 
 
-_EVENT_STEPS = {EventType.ANSWER_PROPOSED: "claim", EventType.MODEL_STOPPED: "stopped", EventType.SUCCESS_VERIFIED: "verified"}
+_EVENT_STEPS = {
+    EventType.ANSWER_PROPOSED: "claim",
+    EventType.MODEL_STOPPED: "stopped",
+    EventType.SUCCESS_VERIFIED: "verified",
+}
 
 
 def _event_step(ev: TaskEvent) -> Step | None:
@@ -125,8 +147,15 @@ class Nudge:
     recent_unverified: tuple[str, ...]
 
     def as_dict(self) -> dict[str, object]:
-        return {"window": self.window, "claims": self.claims, "unverified": self.unverified, "share": round(self.share, 4),
-                "threshold": self.threshold, "alert": self.alert, "recent_unverified": list(self.recent_unverified)}
+        return {
+            "window": self.window,
+            "claims": self.claims,
+            "unverified": self.unverified,
+            "share": round(self.share, 4),
+            "threshold": self.threshold,
+            "alert": self.alert,
+            "recent_unverified": list(self.recent_unverified),
+        }
 
 
 def nudge(store: Store, window: int = 50, threshold: float = 0.3) -> Nudge:
@@ -144,11 +173,21 @@ def nudge(store: Store, window: int = 50, threshold: float = 0.3) -> Nudge:
             if rec.tier is Tier.DETERMINISTIC:
                 runs.append((stored.seq, rec.task_id, str(rec.input_hash)))
     recent = claims[-window:]
-    unverified = [(seq, task) for seq, task, cand in recent
-                  if not any(rseq > seq and rtask == task and (cand is None or rcand == cand) for rseq, rtask, rcand in runs)]
+    unverified = [
+        (seq, task)
+        for seq, task, cand in recent
+        if not any(rseq > seq and rtask == task and (cand is None or rcand == cand) for rseq, rtask, rcand in runs)
+    ]
     share = len(unverified) / len(recent) if recent else 0.0
-    return Nudge(window, len(recent), len(unverified), share, threshold, len(recent) >= 3 and share > threshold,
-                 tuple(task for _, task in reversed(unverified[-5:])))
+    return Nudge(
+        window,
+        len(recent),
+        len(unverified),
+        share,
+        threshold,
+        len(recent) >= 3 and share > threshold,
+        tuple(task for _, task in reversed(unverified[-5:])),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,9 +198,13 @@ class StatusReport:
     nudge: Nudge
 
     def as_dict(self) -> dict[str, object]:
-        return {"tasks": {t: {"state": s.state.value, "reason": s.reason, "candidate": s.candidate, "failed_attempts": s.attempts}
-                          for t, s in self.tasks},
-                "nudge": self.nudge.as_dict()}
+        return {
+            "tasks": {
+                t: {"state": s.state.value, "reason": s.reason, "candidate": s.candidate, "failed_attempts": s.attempts}
+                for t, s in self.tasks
+            },
+            "nudge": self.nudge.as_dict(),
+        }
 
 
 def status_report(store: Store, task: str | None = None, window: int = 50, threshold: float = 0.3) -> StatusReport:

@@ -21,38 +21,31 @@ from pathlib import Path
 from typing import BinaryIO, Protocol
 
 from receipts import (
+    KEYRING_KINDS,
     Body,
+    Checkpoint,
     ContentHasher,
     ContractRevision,
     Digest,
     Entry,
     EntryKind,
-    KEYRING_KINDS,
-    Checkpoint,
     Genesis,
-    SignedNote,
-    checkpoint_text,
-    consistency_proof,
-    leaf_hash,
-    node_hash,
-    parse_checkpoint,
-    parse_note,
-    sign_note,
-    tree_root,
-    is_valid_consistency,
     KeyAdd,
-    Keyring,
     KeyRevoke,
+    Keyring,
     KeySpec,
     LadderReceipt,
     ReceiptsError,
     Role,
+    SignedNote,
     Signer,
     TaskEvent,
     TierRecord,
     Waiver,
     body_hash,
     body_kind,
+    checkpoint_text,
+    consistency_proof,
     contract_roles,
     decode_as,
     decode_body,
@@ -62,13 +55,19 @@ from receipts import (
     entry_hash,
     entry_signed_bytes,
     fingerprint,
+    is_valid_consistency,
+    leaf_hash,
     namespace_for,
+    node_hash,
+    parse_checkpoint,
+    parse_note,
     required_role,
+    sign_note,
     sshsig_sign,
+    tree_root,
     weakenings,
 )
-from verify import CannotVerify, LedgerSource
-from verify import StoredEntry, TrustRoot
+from verify import CannotVerify, LedgerSource, StoredEntry, TrustRoot
 from verify.schema import BLOB_DIR, DB_NAME, SCHEMA, blob_path
 
 from . import _clock
@@ -301,7 +300,9 @@ class Ledger:
                 elif ring is not None and isinstance(body, KeyRevoke):
                     ring = ring.with_revoked(body.key_id, seq, body.reason)
         except (ReceiptsError, ValueError) as exc:
-            raise StoreError("the ledger's keyring entries are damaged: %s (run `ledger verify --chain`)" % exc) from None
+            raise StoreError(
+                "the ledger's keyring entries are damaged: %s (run `ledger verify --chain`)" % exc
+            ) from None
         if ring is None:
             raise StoreError("the ledger has no genesis entry")
         return ring
@@ -343,16 +344,27 @@ class Ledger:
 
     def records_for(self, task: str) -> list[RecordRow]:
         """The task's tier records in chain order, with their hashes and signers."""
-        return [RecordRow(stored.seq, Digest(stored.body_hash), body, signer)
-                for stored, body, signer in self.bodies(EntryKind.TIER_RECORD, task) if isinstance(body, TierRecord)]
+        return [
+            RecordRow(stored.seq, Digest(stored.body_hash), body, signer)
+            for stored, body, signer in self.bodies(EntryKind.TIER_RECORD, task)
+            if isinstance(body, TierRecord)
+        ]
 
     def contract_revisions(self, task: str | None = None) -> list[tuple[int, ContractRevision]]:
         """Contract revisions in chain order, of one task or of all."""
-        return [(stored.seq, body) for stored, body, _ in self.bodies(EntryKind.CONTRACT, task) if isinstance(body, ContractRevision)]
+        return [
+            (stored.seq, body)
+            for stored, body, _ in self.bodies(EntryKind.CONTRACT, task)
+            if isinstance(body, ContractRevision)
+        ]
 
     def waivers(self, task: str) -> list[tuple[int, Waiver, str]]:
         """The task's waivers in chain order, with their signers' key ids."""
-        return [(stored.seq, body, signer) for stored, body, signer in self.bodies(EntryKind.WAIVER, task) if isinstance(body, Waiver)]
+        return [
+            (stored.seq, body, signer)
+            for stored, body, signer in self.bodies(EntryKind.WAIVER, task)
+            if isinstance(body, Waiver)
+        ]
 
     def latest_contract(self, task: str) -> ContractRevision | None:
         revisions = self.contract_revisions(task)
@@ -365,16 +377,22 @@ class Ledger:
             raise InputError(str(exc)) from None
         prev = self.latest_contract(body.task_id)
         if body.previous != (prev.config_hash if prev else None):
-            raise InputError("a contract revision must name the revision it replaces (the task's contract changed meanwhile)")
+            raise InputError(
+                "a contract revision must name the revision it replaces (the task's contract changed meanwhile)"
+            )
         lowered = weakenings(prev.parse(), new) if prev else ()
         state = ring.get(key_id)
         for role in contract_roles(bool(lowered)):
             if state is not None and role in state.spec.roles:
                 return role
         if lowered:
-            raise InputError("refused: this revision weakens the contract of %s (%s); only an admin key may sign that"
-                             % (body.task_id, "; ".join(lowered)))
-        raise InputError("refused: key %s may not record contract revisions (needs the deterministic or admin role)" % key_id)
+            raise InputError(
+                "refused: this revision weakens the contract of %s (%s); only an admin key may sign that"
+                % (body.task_id, "; ".join(lowered))
+            )
+        raise InputError(
+            "refused: key %s may not record contract revisions (needs the deterministic or admin role)" % key_id
+        )
 
     # -- writing -------------------------------------------------------------------------
 
@@ -440,14 +458,17 @@ class Ledger:
                 raise StoreError("only a genesis entry is appended at a position of the caller's choosing")
             return self._append_locked(body, signer, Keyring.from_genesis(body), genesis_time=now)
 
-    def _append_locked(self, body: Body, signer: Signer, ring: Keyring, genesis_time: int | None = None,
-                       cursor: _Cursor | None = None) -> Appended:
+    def _append_locked(
+        self, body: Body, signer: Signer, ring: Keyring, genesis_time: int | None = None, cursor: _Cursor | None = None
+    ) -> Appended:
         """Sign and insert one entry; the caller holds the write transaction."""
         kind = body_kind(body)
         body_bytes = encode_body(body)
         bhash = body_hash(kind, body_bytes)
         key_id = fingerprint(signer.public_key_blob)
-        task = body.task_id if isinstance(body, (TierRecord, LadderReceipt, ContractRevision, Waiver, TaskEvent)) else None
+        task = (
+            body.task_id if isinstance(body, (TierRecord, LadderReceipt, ContractRevision, Waiver, TaskEvent)) else None
+        )
         if cursor is not None:
             seq, prev, now = cursor.seq + 1, cursor.prev, max(_clock.now(), cursor.time)
         elif genesis_time is None:
@@ -459,7 +480,9 @@ class Ledger:
             now = max(_clock.now(), decode_entry(head.entry).time)
         else:
             seq, prev, now = 0, None, genesis_time
-        role = self._contract_role(body, ring, key_id) if isinstance(body, ContractRevision) else required_role(kind, body)
+        role = (
+            self._contract_role(body, ring, key_id) if isinstance(body, ContractRevision) else required_role(kind, body)
+        )
         try:
             ring.authorize(key_id, role, seq, now)
             if isinstance(body, KeyAdd):
@@ -473,9 +496,20 @@ class Ledger:
             task_prev = cursor.tasks[task] if task in cursor.tasks else (self._pointers(task)[1] if task else None)
         else:
             ring_ptr, task_prev = self._pointers(task) if seq else (None, None)
-        unsigned = Entry(seq=seq, prev=prev, kind=kind, body_hash=bhash, time=now, signer=key_id, signature=b"-",
-                         ring=ring_ptr, task_prev=task_prev)
-        entry = dataclasses.replace(unsigned, signature=sshsig_sign(signer, namespace_for(role), entry_signed_bytes(unsigned)))
+        unsigned = Entry(
+            seq=seq,
+            prev=prev,
+            kind=kind,
+            body_hash=bhash,
+            time=now,
+            signer=key_id,
+            signature=b"-",
+            ring=ring_ptr,
+            task_prev=task_prev,
+        )
+        entry = dataclasses.replace(
+            unsigned, signature=sshsig_sign(signer, namespace_for(role), entry_signed_bytes(unsigned))
+        )
         entry_bytes = encode_entry(entry)
         ehash = entry_hash(entry_bytes)
         row = (seq, ehash.value, kind.value, bhash.value, task, entry_bytes, body_bytes)
@@ -523,7 +557,9 @@ class Ledger:
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             leaves = self.conn.execute("SELECT count(*) FROM tree WHERE level = 0").fetchone()[0]
-            for seq, data in self.conn.execute("SELECT seq, entry FROM entries WHERE seq >= ? ORDER BY seq", (leaves,)).fetchall():
+            for seq, data in self.conn.execute(
+                "SELECT seq, entry FROM entries WHERE seq >= ? ORDER BY seq", (leaves,)
+            ).fetchall():
                 self._add_leaf(seq, leaf_hash(bytes(data)))
             self.conn.execute("COMMIT")
         except BaseException:
@@ -560,13 +596,17 @@ class Ledger:
             old = parse_checkpoint(old_note.text)
             if old_size == size:
                 return old_note
-            if not is_valid_consistency(old.size, size, old.root, root, consistency_proof(self, old.size, size) if old.size else []):
+            if not is_valid_consistency(
+                old.size, size, old.root, root, consistency_proof(self, old.size, size) if old.size else []
+            ):
                 raise StoreError("the ledger is not consistent with its last checkpoint: its history was rewritten")
         text = checkpoint_text(Checkpoint(self.origin(), size, root))
         note = SignedNote(text, (sign_note(text, self.origin(), signer),))
         try:
             with self.conn:
-                self.conn.execute("INSERT OR REPLACE INTO checkpoints (size, note) VALUES (?, ?)", (size, note.encode()))
+                self.conn.execute(
+                    "INSERT OR REPLACE INTO checkpoints (size, note) VALUES (?, ?)", (size, note.encode())
+                )
         except sqlite3.Error as exc:
             raise StoreError("cannot store the checkpoint: %s" % exc) from None
         return note
@@ -574,7 +614,10 @@ class Ledger:
     def _last_keyring_seq(self) -> int | None:
         """One indexed probe per keyring kind: O(log n) however long the chain."""
         try:
-            seqs = [self.conn.execute("SELECT max(seq) FROM entries WHERE kind = ?", (k.value,)).fetchone()[0] for k in KEYRING_KINDS]
+            seqs = [
+                self.conn.execute("SELECT max(seq) FROM entries WHERE kind = ?", (k.value,)).fetchone()[0]
+                for k in KEYRING_KINDS
+            ]
         except sqlite3.Error as exc:
             raise StoreError("cannot read ledger database: %s" % exc) from None
         found = [s for s in seqs if s is not None]
@@ -588,7 +631,9 @@ class Ledger:
             raise StoreError("the ledger has no genesis entry")
         task_row = None
         if task is not None:
-            task_row = self.conn.execute("SELECT hash FROM entries WHERE task = ? ORDER BY seq DESC LIMIT 1", (task,)).fetchone()
+            task_row = self.conn.execute(
+                "SELECT hash FROM entries WHERE task = ? ORDER BY seq DESC LIMIT 1", (task,)
+            ).fetchone()
         return Digest(row[0]), None if task_row is None else Digest(task_row[0])
 
     # -- blobs ---------------------------------------------------------------------------

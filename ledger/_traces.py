@@ -35,8 +35,9 @@ TRACE_DECISIONS_FORMAT = "receipt-ledger/trace-decisions/v1"
 MAX_TRACE = 64 << 20
 
 
-def ingest_trace(store: Store, signer: Signer, task: str, contract: Contract, trace: Path,
-                 candidate: Digest | None) -> tuple[Appended, tuple[ToolDecision, ...]]:
+def ingest_trace(
+    store: Store, signer: Signer, task: str, contract: Contract, trace: Path, candidate: Digest | None
+) -> tuple[Appended, tuple[ToolDecision, ...]]:
     """Decide every call of a JSON Lines trace, store the trace and the decisions, and
     append a trace event counting them."""
     try:
@@ -50,9 +51,13 @@ def ingest_trace(store: Store, signer: Signer, task: str, contract: Contract, tr
     doc = {"format": TRACE_DECISIONS_FORMAT, "trace": str(trace_digest), "decisions": [d.as_dict() for d in decisions]}
     dec_digest, dec_size = store.put_blob_stream(io.BytesIO(json.dumps(doc, indent=1, sort_keys=True).encode()))
     counts = {k: str(sum(1 for d in decisions if d.decision == k)) for k in ("approved", REJECTED, REQUIRES_HUMAN)}
-    evidence = [EvidenceRef("trace", trace_digest, trace_size, "application/jsonl"),
-                EvidenceRef("trace:decisions", dec_digest, dec_size, "application/json")]
-    appended = append_event(store, signer, task, EventType.TRACE, candidate, {"calls": str(len(decisions)), **counts}, evidence)
+    evidence = [
+        EvidenceRef("trace", trace_digest, trace_size, "application/jsonl"),
+        EvidenceRef("trace:decisions", dec_digest, dec_size, "application/json"),
+    ]
+    appended = append_event(
+        store, signer, task, EventType.TRACE, candidate, {"calls": str(len(decisions)), **counts}, evidence
+    )
     return appended, decisions
 
 
@@ -71,9 +76,14 @@ def process_facts(store: Store, task: str, contract: Contract, candidate: Digest
     decisions = doc.get("decisions") if doc else None
     if ref is None or not isinstance(decisions, list):
         return dict(_NO_TRACE)
-    approved_by_human = any(row.record.tier is Tier.HUMAN and row.record.verdict is Verdict.PASS and row.record.input_hash == candidate
-                            for row in store.records_for(task))
+    approved_by_human = any(
+        row.record.tier is Tier.HUMAN and row.record.verdict is Verdict.PASS and row.record.input_hash == candidate
+        for row in store.records_for(task)
+    )
     needs_human = sum(1 for d in decisions if isinstance(d, dict) and d.get("decision") == REQUIRES_HUMAN)
-    return {"trace": str(ref.digest), "calls": len(decisions),
-            "rejected_calls": sum(1 for d in decisions if isinstance(d, dict) and d.get("decision") == REJECTED),
-            "unapproved_human_calls": 0 if approved_by_human else needs_human}
+    return {
+        "trace": str(ref.digest),
+        "calls": len(decisions),
+        "rejected_calls": sum(1 for d in decisions if isinstance(d, dict) and d.get("decision") == REJECTED),
+        "unapproved_human_calls": 0 if approved_by_human else needs_human,
+    }

@@ -16,11 +16,11 @@ from receipts import (
     b64decode_canonical,
     consistency_proof,
     cosign_note,
+    is_valid_consistency,
+    is_valid_note_signature,
     leaf_hash,
     parse_checkpoint,
     parse_note,
-    is_valid_consistency,
-    is_valid_note_signature,
 )
 from verify import LedgerSource
 
@@ -35,7 +35,9 @@ def _state_file(path: Path | None) -> Path:
     return path if path is not None else key_dir().parent / "witness-state.json"
 
 
-def cosign(*, ledger_dir: Path, checkpoint: str, signer: Signer, name: str, log_key: bytes, state_path: Path | None) -> str:
+def cosign(
+    *, ledger_dir: Path, checkpoint: str, signer: Signer, name: str, log_key: bytes, state_path: Path | None
+) -> str:
     try:
         note = parse_note(checkpoint)
         cp = parse_checkpoint(note.text)
@@ -57,7 +59,10 @@ def cosign(*, ledger_dir: Path, checkpoint: str, signer: Signer, name: str, log_
         except (KeyError, TypeError, ValueError, ReceiptsError):
             raise InputError("witness state %s is corrupt for log %r" % (path, cp.origin)) from None
         if cp.size < old_size:
-            raise InputError("refused: the checkpoint (size %d) is older than one this witness cosigned (size %d)" % (cp.size, old_size))
+            raise InputError(
+                "refused: the checkpoint (size %d) is older than one this witness cosigned (size %d)"
+                % (cp.size, old_size)
+            )
         # The witness computes the proof from the ledger and checks it against both roots.
         source = LedgerSource.open(ledger_dir)
         try:
@@ -69,7 +74,9 @@ def cosign(*, ledger_dir: Path, checkpoint: str, signer: Signer, name: str, log_
         tree = MemoryTree(leaves)
         proof = consistency_proof(tree, old_size, cp.size) if old_size else []
         if old_size and not is_valid_consistency(old_size, cp.size, old_root, cp.root, proof):
-            raise InputError("refused: the checkpoint is not consistent with the one this witness cosigned at size %d" % old_size)
+            raise InputError(
+                "refused: the checkpoint is not consistent with the one this witness cosigned at size %d" % old_size
+            )
     signed = note.with_signature(cosign_note(note.text, name, signer, _clock.now()))
     state[cp.origin] = {"size": cp.size, "root": base64.b64encode(cp.root).decode("ascii")}
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -19,7 +19,20 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from receipts import LADDER, Digest, EventType, ReceiptsError, Role, Signer, Tier, Verdict, armor, config_hash, entry_signed_bytes, fingerprint
+from receipts import (
+    LADDER,
+    Digest,
+    EventType,
+    ReceiptsError,
+    Role,
+    Signer,
+    Tier,
+    Verdict,
+    armor,
+    config_hash,
+    entry_signed_bytes,
+    fingerprint,
+)
 from verify import CannotVerify, Trust, TrustRoot, UnsafeTrustOnFirstUse
 
 from . import _api as lib
@@ -66,8 +79,13 @@ def json_option(f: F) -> F:
 
 def contract_option(f: F) -> F:
     """--contract FILE (``--config`` is the older spelling of the same option)."""
-    return click.option("--contract", "--config", "contract_path", type=_FILE,
-                        help="Contract file (default .ledger/contracts/TASK.toml).")(f)
+    return click.option(
+        "--contract",
+        "--config",
+        "contract_path",
+        type=_FILE,
+        help="Contract file (default .ledger/contracts/TASK.toml).",
+    )(f)
 
 
 def input_option(help: str = "Candidate: a git revision or blake3:<hex>.") -> Callable[[F], F]:
@@ -141,7 +159,9 @@ def _contract(ctx: click.Context, task: str, path: Path | None, required: bool =
         default = _root(ctx) / "contracts" / (task.replace("/", "_") + ".toml")
         if not default.is_file():
             if required:
-                raise lib.InputError("no contract for task %s: pass --contract FILE or add .ledger/contracts/%s.toml" % (task, task))
+                raise lib.InputError(
+                    "no contract for task %s: pass --contract FILE or add .ledger/contracts/%s.toml" % (task, task)
+                )
             return None
         path = default
     try:
@@ -193,8 +213,13 @@ TIER_CHOICE = click.Choice([t.value for t in Tier])
 
 @click.group(cls=_Group)
 @click.version_option(lib.VERSION, prog_name="receipt-ledger")
-@click.option("--dir", "ledger_dir", type=click.Path(path_type=Path, file_okay=False), envvar="LEDGER_DIR",
-              help="Ledger directory (default: .ledger at the git root).")
+@click.option(
+    "--dir",
+    "ledger_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    envvar="LEDGER_DIR",
+    help="Ledger directory (default: .ledger at the git root).",
+)
 @click.pass_context
 def cli(ctx: click.Context, ledger_dir: Path | None) -> None:
     """Signed, replayable receipts of what was actually checked."""
@@ -212,8 +237,11 @@ def _refuse_inside_repo(path: Path, ledger_root: Path) -> None:
 
 @cli.command()
 @click.option("--admin", "admin_name", default="admin", show_default=True, help="Name of the admin key.")
-@click.option("--admin-key", type=_FILE,
-              help="Use this existing OpenSSH Ed25519 private key (e.g. ~/.ssh/id_ed25519) instead of generating one.")
+@click.option(
+    "--admin-key",
+    type=_FILE,
+    help="Use this existing OpenSSH Ed25519 private key (e.g. ~/.ssh/id_ed25519) instead of generating one.",
+)
 @click.pass_context
 def init(ctx: click.Context, admin_name: str, admin_key: Path | None) -> None:
     """Create the ledger with a genesis entry signed by its admin key."""
@@ -245,7 +273,9 @@ def _admin_option(f: F) -> F:
 
 
 def _roles_option(f: F) -> F:
-    return click.option("--role", "roles", multiple=True, required=True, type=ROLE_CHOICE, help="Role(s) of the key; repeatable.")(f)
+    return click.option(
+        "--role", "roles", multiple=True, required=True, type=ROLE_CHOICE, help="Role(s) of the key; repeatable."
+    )(f)
 
 
 @keys.command("generate")
@@ -255,13 +285,17 @@ def _roles_option(f: F) -> F:
 @click.option("--passphrase", is_flag=True, help="Encrypt the private key with a passphrase (prompted).")
 @_admin_option
 @click.pass_context
-def keys_generate(ctx: click.Context, name: str, roles: Sequence[str], out: Path | None, passphrase: bool, admin: str | None) -> None:
+def keys_generate(
+    ctx: click.Context, name: str, roles: Sequence[str], out: Path | None, passphrase: bool, admin: str | None
+) -> None:
     """Generate an OpenSSH Ed25519 key pair and add it to the keyring."""
     ledger = _ledger(ctx)
     admin_signer = _admin_signer(ledger, admin)
     path = out or lib.key_path(name)
     _refuse_inside_repo(path, ledger.root)
-    secret = click.prompt("Passphrase", hide_input=True, confirmation_prompt=True, err=True).encode() if passphrase else None
+    secret = (
+        click.prompt("Passphrase", hide_input=True, confirmation_prompt=True, err=True).encode() if passphrase else None
+    )
     signer, appended = lib.create_key(ledger, admin_signer, name, [Role(r) for r in roles], path, secret)
     click.echo("wrote %s and %s.pub" % (path, path), err=True)
     click.echo("%s %s added at entry %d" % (name, fingerprint(signer.public_key_blob), appended.seq))
@@ -299,7 +333,11 @@ def keys_revoke(ctx: click.Context, name_or_id: str, reason: str, admin: str | N
 def keys_list(ctx: click.Context, as_json: bool) -> None:
     """List the keyring as it stands now, revoked keys included."""
     rows = lib.keyring_rows(_ledger(ctx).keyring())
-    _emit(as_json, rows, ["%-16s %-8s %-30s %s" % (r["name"], r["status"], ",".join(r["roles"]), r["key_id"]) for r in rows])
+    _emit(
+        as_json,
+        rows,
+        ["%-16s %-8s %-30s %s" % (r["name"], r["status"], ",".join(r["roles"]), r["key_id"]) for r in rows],
+    )
 
 
 @keys.command("export-allowed-signers")
@@ -326,24 +364,54 @@ def _confidence(value: float | None) -> int | None:
 @click.option("--tier", required=True, type=TIER_CHOICE)
 @click.option("--verdict", required=True, type=click.Choice([v.value for v in Verdict]))
 @key_option("Signing key; its role must be the tier")
-@click.option("--evidence", "evidence", multiple=True, type=click.Path(path_type=Path), help="Evidence file; repeatable.")
+@click.option(
+    "--evidence", "evidence", multiple=True, type=click.Path(path_type=Path), help="Evidence file; repeatable."
+)
 @contract_option
 @input_option()
 @click.option("--confidence", type=float, help="Judge confidence in [0, 1] (stored as basis points).")
 @click.option("--parent", "parents", multiple=True, help="Hash of an earlier record this one builds on; repeatable.")
 @json_option
 @click.pass_context
-def record(ctx: click.Context, task: str, tier: str, verdict: str, key_name: str, evidence: Sequence[Path],
-           contract_path: Path | None, input_spec: str, confidence: float | None, parents: Sequence[str], as_json: bool) -> None:
+def record(
+    ctx: click.Context,
+    task: str,
+    tier: str,
+    verdict: str,
+    key_name: str,
+    evidence: Sequence[Path],
+    contract_path: Path | None,
+    input_spec: str,
+    confidence: float | None,
+    parents: Sequence[str],
+    as_json: bool,
+) -> None:
     """Append one tier record by hand (the tier runners call the same API)."""
     source, data = _required_contract(ctx, task, contract_path)
     rec, appended = lib.record_by_hand(
-        _ledger(ctx), task_id=task, tier=Tier(tier), verdict=Verdict(verdict), signer=_signer(key_name), contract=data,
-        contract_source=source, input_hash=_candidate(input_spec), evidence=[lib.Evidence(p.name, p) for p in evidence],
-        confidence_bp=_confidence(confidence), parents=[_digest(p) for p in parents])
+        _ledger(ctx),
+        task_id=task,
+        tier=Tier(tier),
+        verdict=Verdict(verdict),
+        signer=_signer(key_name),
+        contract=data,
+        contract_source=source,
+        input_hash=_candidate(input_spec),
+        evidence=[lib.Evidence(p.name, p) for p in evidence],
+        confidence_bp=_confidence(confidence),
+        parents=[_digest(p) for p in parents],
+    )
     if as_json:
-        _emit(True, {"record": str(appended.body_hash), "entry": str(appended.entry_hash), "seq": appended.seq,
-                     "body": lib.jsonable(rec)}, ())
+        _emit(
+            True,
+            {
+                "record": str(appended.body_hash),
+                "entry": str(appended.entry_hash),
+                "seq": appended.seq,
+                "body": lib.jsonable(rec),
+            },
+            (),
+        )
     else:
         click.echo(str(appended.body_hash))
         click.echo("recorded %s %s for %s at entry %d" % (tier, verdict, task, appended.seq), err=True)
@@ -365,15 +433,36 @@ def _tiers(value: str) -> tuple[Tier, ...]:
 @click.option("--require", "require", default="", help="Tiers to require beyond the contract's (comma-separated).")
 @json_option
 @click.pass_context
-def seal(ctx: click.Context, task: str, key_name: str, input_spec: str, contract_path: Path | None, require: str, as_json: bool) -> None:
+def seal(
+    ctx: click.Context,
+    task: str,
+    key_name: str,
+    input_spec: str,
+    contract_path: Path | None,
+    require: str,
+    as_json: bool,
+) -> None:
     """Bind the candidate's latest tier records into a signed receipt."""
     found = _contract(ctx, task, contract_path, required=False)
     receipt, appended = lib.seal_receipt(
-        _ledger(ctx), task_id=task, signer=_signer(key_name), input_hash=_candidate(input_spec),
-        extra_required=_tiers(require), config_hash=config_hash(found[1]) if found else None)
+        _ledger(ctx),
+        task_id=task,
+        signer=_signer(key_name),
+        input_hash=_candidate(input_spec),
+        extra_required=_tiers(require),
+        config_hash=config_hash(found[1]) if found else None,
+    )
     if as_json:
-        _emit(True, {"receipt": str(appended.body_hash), "entry": str(appended.entry_hash), "seq": appended.seq,
-                     "body": lib.jsonable(receipt)}, ())
+        _emit(
+            True,
+            {
+                "receipt": str(appended.body_hash),
+                "entry": str(appended.entry_hash),
+                "seq": appended.seq,
+                "body": lib.jsonable(receipt),
+            },
+            (),
+        )
     else:
         click.echo(str(appended.body_hash))
         click.echo("sealed %s: merge_eligible=%s" % (task, str(receipt.merge_eligible).lower()), err=True)
@@ -387,26 +476,49 @@ def seal(ctx: click.Context, task: str, key_name: str, input_spec: str, contract
 @click.option("--allow-dirty", is_flag=True, help="Include uncommitted changes in the snapshot instead of refusing.")
 @json_option
 @click.pass_context
-def check(ctx: click.Context, task: str, contract_path: Path | None, key_name: str, base: str | None, allow_dirty: bool, as_json: bool) -> None:
+def check(
+    ctx: click.Context,
+    task: str,
+    contract_path: Path | None,
+    key_name: str,
+    base: str | None,
+    allow_dirty: bool,
+    as_json: bool,
+) -> None:
     """Run the deterministic tier: evaluate the contract's checks on the candidate.
 
     Exit 0 if the tier passed, 1 if it failed."""
     source, data = _required_contract(ctx, task, contract_path)
     show = sys.stderr.isatty() and not as_json
-    run = lib.run_deterministic(_ledger(ctx), repo=_repo(), task_id=task, contract_bytes=data, source=source,
-                                signer=_signer(key_name), base=base, allow_dirty=allow_dirty,
-                                on_check=(lambda cid: click.echo("running %s ..." % cid, err=True)) if show else None)
+    run = lib.run_deterministic(
+        _ledger(ctx),
+        repo=_repo(),
+        task_id=task,
+        contract_bytes=data,
+        source=source,
+        signer=_signer(key_name),
+        base=base,
+        allow_dirty=allow_dirty,
+        on_check=(lambda cid: click.echo("running %s ..." % cid, err=True)) if show else None,
+    )
     lines = ["  %-20s %-6s %-22s %s" % ("SIGNAL", "RESULT", "EVIDENCE", "REASON")]
     lines += ["  %-20s %-6s %-22s %s" % (cid, status, digest, why[:120]) for cid, status, why, digest in run.rows]
     lines += ["attribution: %s" % run.snapshot.strength] + ["fail: %s" % why for why in run.outcome.reasons]
     lines += ["warning: %s" % w for w in run.outcome.warnings]
     lines += ["deterministic %s: record %s" % (run.outcome.verdict.value.upper(), run.appended.body_hash)]
-    _emit(as_json, {
-        "record": str(run.appended.body_hash), "verdict": run.outcome.verdict.value, "candidate": str(run.record.input_hash),
-        "reasons": list(run.outcome.reasons), "warnings": list(run.outcome.warnings),
-        "checks": [{"id": c, "result": s, "reason": why, "evidence": d} for c, s, why, d in run.rows],
-        "attribution": {"strength": run.snapshot.strength, "commits": list(run.snapshot.commits)},
-    }, lines)
+    _emit(
+        as_json,
+        {
+            "record": str(run.appended.body_hash),
+            "verdict": run.outcome.verdict.value,
+            "candidate": str(run.record.input_hash),
+            "reasons": list(run.outcome.reasons),
+            "warnings": list(run.outcome.warnings),
+            "checks": [{"id": c, "result": s, "reason": why, "evidence": d} for c, s, why, d in run.rows],
+            "attribution": {"strength": run.snapshot.strength, "commits": list(run.snapshot.commits)},
+        },
+        lines,
+    )
     _done(run.outcome.verdict is Verdict.PASS)
 
 
@@ -415,25 +527,61 @@ def check(ctx: click.Context, task: str, contract_path: Path | None, key_name: s
 @key_option("Judge-role key")
 @contract_option
 @input_option()
-@click.option("--samples", type=click.IntRange(1, 15), help="Ask N times and require a majority (at least the contract's number).")
+@click.option(
+    "--samples", type=click.IntRange(1, 15), help="Ask N times and require a majority (at least the contract's number)."
+)
 @json_option
 @click.pass_context
-def judge(ctx: click.Context, task: str, key_name: str, contract_path: Path | None, input_spec: str, samples: int | None, as_json: bool) -> None:
+def judge(
+    ctx: click.Context,
+    task: str,
+    key_name: str,
+    contract_path: Path | None,
+    input_spec: str,
+    samples: int | None,
+    as_json: bool,
+) -> None:
     """Run the judge tier: ask the configured independent model about the candidate.
 
     Exit 0 if the judge passed the candidate, 1 otherwise (review, retry, fail or skip)."""
     _, data = _required_contract(ctx, task, contract_path)
-    result = lib.run_judge(_ledger(ctx), task_id=task, contract_bytes=data, candidate=_candidate(input_spec),
-                           signer=_signer(key_name), config_toml=_root(ctx) / "config.toml", samples=samples)
-    _emit(as_json, {"record": str(result.appended.body_hash), "verdict": result.outcome.verdict.value,
-                    "confidence_bp": result.record.confidence_bp, "reason": result.outcome.reason, "attempts": result.attempts},
-          ["judge %s after %d attempt(s): %s" % (result.outcome.verdict.value.upper(), result.attempts, result.outcome.reason),
-           "record %s" % result.appended.body_hash])
+    result = lib.run_judge(
+        _ledger(ctx),
+        task_id=task,
+        contract_bytes=data,
+        candidate=_candidate(input_spec),
+        signer=_signer(key_name),
+        config_toml=_root(ctx) / "config.toml",
+        samples=samples,
+    )
+    _emit(
+        as_json,
+        {
+            "record": str(result.appended.body_hash),
+            "verdict": result.outcome.verdict.value,
+            "confidence_bp": result.record.confidence_bp,
+            "reason": result.outcome.reason,
+            "attempts": result.attempts,
+        },
+        [
+            "judge %s after %d attempt(s): %s"
+            % (result.outcome.verdict.value.upper(), result.attempts, result.outcome.reason),
+            "record %s" % result.appended.body_hash,
+        ],
+    )
     _done(result.outcome.verdict is Verdict.PASS)
 
 
-def _decide(ctx: click.Context, task: str, key_name: str, contract_path: Path | None, input_spec: str, yes: bool,
-            approve: bool, note: str) -> None:
+def _decide(
+    ctx: click.Context,
+    task: str,
+    key_name: str,
+    contract_path: Path | None,
+    input_spec: str,
+    yes: bool,
+    approve: bool,
+    note: str,
+) -> None:
     _, data = _required_contract(ctx, task, contract_path)
     what = "approval" if approve else "rejection"
 
@@ -445,8 +593,17 @@ def _decide(ctx: click.Context, task: str, key_name: str, contract_path: Path | 
             raise lib.InputError("refusing to sign without confirmation: run on a terminal, or pass --yes")
         return click.confirm("Sign this %s?" % what, err=True)
 
-    appended = lib.decide(_ledger(ctx), task_id=task, contract_bytes=data, candidate=_candidate(input_spec), signer=_signer(key_name),
-                          approve=approve, note=note, repo=lib.git_root(Path.cwd()), confirm=confirm)
+    appended = lib.decide(
+        _ledger(ctx),
+        task_id=task,
+        contract_bytes=data,
+        candidate=_candidate(input_spec),
+        signer=_signer(key_name),
+        approve=approve,
+        note=note,
+        repo=lib.git_root(Path.cwd()),
+        confirm=confirm,
+    )
     if appended is None:
         click.echo("not signed", err=True)
         _done(False)
@@ -462,7 +619,9 @@ def _decide(ctx: click.Context, task: str, key_name: str, contract_path: Path | 
 @input_option()
 @yes_option
 @click.pass_context
-def approve(ctx: click.Context, task: str, key_name: str, comment: str, contract_path: Path | None, input_spec: str, yes: bool) -> None:
+def approve(
+    ctx: click.Context, task: str, key_name: str, comment: str, contract_path: Path | None, input_spec: str, yes: bool
+) -> None:
     """Sign an approval of this exact candidate under this exact contract."""
     _decide(ctx, task, key_name, contract_path, input_spec, yes, True, comment)
 
@@ -475,7 +634,9 @@ def approve(ctx: click.Context, task: str, key_name: str, comment: str, contract
 @input_option()
 @yes_option
 @click.pass_context
-def reject(ctx: click.Context, task: str, key_name: str, reason: str, contract_path: Path | None, input_spec: str, yes: bool) -> None:
+def reject(
+    ctx: click.Context, task: str, key_name: str, reason: str, contract_path: Path | None, input_spec: str, yes: bool
+) -> None:
     """Sign a rejection: it blocks until a later approval by the same key withdraws it."""
     _decide(ctx, task, key_name, contract_path, input_spec, yes, False, reason)
 
@@ -487,7 +648,9 @@ def _expiry(text: str) -> int:
             return int(datetime.datetime(day.year, day.month, day.day, tzinfo=datetime.UTC).timestamp()) + 86400
         moment = datetime.datetime.fromisoformat(text)
     except ValueError:
-        raise lib.InputError("--expires takes a date (YYYY-MM-DD, valid through that day, UTC) or an ISO date-time") from None
+        raise lib.InputError(
+            "--expires takes a date (YYYY-MM-DD, valid through that day, UTC) or an ISO date-time"
+        ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=datetime.UTC)
     return int(moment.timestamp())
@@ -536,8 +699,15 @@ def contract_show(ctx: click.Context, task: str, as_json: bool) -> None:
     rows = lib.contract_history(_ledger(ctx), task)
     if not rows and not as_json:
         raise lib.InputError("task %s has no registered contract" % task)
-    _emit(as_json, [r.as_dict() for r in rows],
-          ["%5d  %s  %s%s" % (r.seq, r.config, r.signer, ("  WEAKENS: " + "; ".join(r.weakenings)) if r.weakenings else "") for r in rows])
+    _emit(
+        as_json,
+        [r.as_dict() for r in rows],
+        [
+            "%5d  %s  %s%s"
+            % (r.seq, r.config, r.signer, ("  WEAKENS: " + "; ".join(r.weakenings)) if r.weakenings else "")
+            for r in rows
+        ],
+    )
 
 
 # -- show, blob, log -----------------------------------------------------------------------------
@@ -598,7 +768,11 @@ def blob(ctx: click.Context, digest_text: str, full: bool, lines: int) -> None:
 def log(ctx: click.Context, task: str | None, as_json: bool) -> None:
     """List the chain, oldest first."""
     rows = lib.log_rows(_ledger(ctx).entries(task=task))
-    _emit(as_json, rows, ["%5d  %-11s %-20s %s  %s" % (r["seq"], r["kind"], r["task"] or "-", r["hash"], r["summary"]) for r in rows])
+    _emit(
+        as_json,
+        rows,
+        ["%5d  %-11s %-20s %s  %s" % (r["seq"], r["kind"], r["task"] or "-", r["hash"], r["summary"]) for r in rows],
+    )
 
 
 # -- verify --------------------------------------------------------------------------------------
@@ -621,12 +795,27 @@ def _witnesses(values: Sequence[str], quorum: int) -> tuple[Any, ...]:
 @trust_option
 @click.option("--since", "since", type=_FILE, help="A checkpoint you kept: prove the ledger only grew since.")
 @click.option("--require-checkpoint", is_flag=True, help="Reject unless a signed checkpoint covers the receipt.")
-@click.option("--witness", "witnesses", multiple=True, help="A trusted witness: 'NAME ssh-ed25519 AAAA...'; repeatable.")
-@click.option("--witness-quorum", default=0, type=click.IntRange(0, 64), help="Cosignatures required from --witness keys.")
+@click.option(
+    "--witness", "witnesses", multiple=True, help="A trusted witness: 'NAME ssh-ed25519 AAAA...'; repeatable."
+)
+@click.option(
+    "--witness-quorum", default=0, type=click.IntRange(0, 64), help="Cosignatures required from --witness keys."
+)
 @json_option
 @click.pass_context
-def verify_cmd(ctx: click.Context, hash_text: str | None, chain: bool, bundle: Path | None, commit_rev: str | None, trust: str | None,
-               since: Path | None, require_checkpoint: bool, witnesses: Sequence[str], witness_quorum: int, as_json: bool) -> None:
+def verify_cmd(
+    ctx: click.Context,
+    hash_text: str | None,
+    chain: bool,
+    bundle: Path | None,
+    commit_rev: str | None,
+    trust: str | None,
+    since: Path | None,
+    require_checkpoint: bool,
+    witnesses: Sequence[str],
+    witness_quorum: int,
+    as_json: bool,
+) -> None:
     """Recompute every hash and signature and re-derive merge_eligible.
 
     Exit 0 verified, 1 rejected, 2 cannot run."""
@@ -636,15 +825,23 @@ def verify_cmd(ctx: click.Context, hash_text: str | None, chain: bool, bundle: P
         raise lib.InputError("--chain audits a ledger, not a bundle")
     if bundle is None and commit_rev is None and chain == (hash_text is not None):
         raise lib.InputError("give either a receipt HASH or --chain")
-    policy = Transparency(since=_read_text(since, "checkpoint") if since else None,
-                          require_checkpoint=require_checkpoint or bundle is not None,
-                          witnesses=_witnesses(witnesses, witness_quorum), quorum=witness_quorum)
+    policy = Transparency(
+        since=_read_text(since, "checkpoint") if since else None,
+        require_checkpoint=require_checkpoint or bundle is not None,
+        witnesses=_witnesses(witnesses, witness_quorum),
+        quorum=witness_quorum,
+    )
     root = _trust(trust)
     source: BundleSource | LedgerSource = BundleSource(bundle) if bundle is not None else LedgerSource.open(_root(ctx))
     try:
         if commit_rev is not None:
             results = lib.verify_commit(source, _repo(), commit_rev, root, policy)
-            _emit(as_json, [r.as_dict() for r in results], ["\n\n".join("\n".join(lib.verify_lines(r)) for r in results)], root)
+            _emit(
+                as_json,
+                [r.as_dict() for r in results],
+                ["\n\n".join("\n".join(lib.verify_lines(r)) for r in results)],
+                root,
+            )
             _done(all(r.ok for r in results))
         if chain and isinstance(source, LedgerSource):
             if sys.stderr.isatty() and not as_json:
@@ -669,15 +866,25 @@ def verify_cmd(ctx: click.Context, hash_text: str | None, chain: bool, bundle: P
 @cli.command()
 @click.argument("hash_text", metavar="HASH")
 @click.option("-o", "--output", type=_FILE, required=True, help="Where to write it.")
-@click.option("--format", "fmt", type=click.Choice(["bundle", "intoto"]), default="bundle", show_default=True,
-              help="A zip that verifies offline, or an in-toto Statement in a DSSE envelope.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["bundle", "intoto"]),
+    default="bundle",
+    show_default=True,
+    help="A zip that verifies offline, or an in-toto Statement in a DSSE envelope.",
+)
 @key_option("Seal key that signs the DSSE envelope (intoto only)", required=False)
 @click.pass_context
 def export(ctx: click.Context, hash_text: str, output: Path, fmt: str, key_name: str | None) -> None:
     """Export a receipt: as an evidence bundle, or as a signed in-toto attestation."""
     if fmt == "bundle":
         manifest = lib.export_bundle(_ledger(ctx), _digest(hash_text), output)
-        click.echo("wrote %s: %s, %d entries, final status %s" % (output, manifest["task"], len(manifest["entries"]), manifest["final_status"]), err=True)
+        click.echo(
+            "wrote %s: %s, %d entries, final status %s"
+            % (output, manifest["task"], len(manifest["entries"]), manifest["final_status"]),
+            err=True,
+        )
         return
     if key_name is None:
         raise lib.InputError("--format intoto needs --key: the seal key that signs the envelope")
@@ -729,16 +936,31 @@ def witness() -> None:
 @key_option("The witness's own Ed25519 key")
 @click.option("--name", "witness_name", required=True, help="The witness's key name, e.g. witness.example/w1.")
 @click.option("--log-key", required=True, help="The log's checkpoint key: 'ssh-ed25519 AAAA...' or a .pub file.")
-@click.option("--state", type=_FILE, help="The witness's state file (default ~/.config/receipt-ledger/witness-state.json).")
+@click.option(
+    "--state", type=_FILE, help="The witness's state file (default ~/.config/receipt-ledger/witness-state.json)."
+)
 @click.option("-o", "--output", type=_FILE, help="Write the cosigned checkpoint here (default: stdout).")
 @click.pass_context
-def witness_cosign(ctx: click.Context, checkpoint_file: Path, key_name: str, witness_name: str, log_key: str,
-                   state: Path | None, output: Path | None) -> None:
+def witness_cosign(
+    ctx: click.Context,
+    checkpoint_file: Path,
+    key_name: str,
+    witness_name: str,
+    log_key: str,
+    state: Path | None,
+    output: Path | None,
+) -> None:
     """Add a tlog-cosignature to a checkpoint after proving it consistent with the last one seen."""
     from receipts import parse_public_key_blob
 
-    text = lib.cosign(ledger_dir=_root(ctx), checkpoint=_read_text(checkpoint_file, "checkpoint"), signer=_signer(key_name),
-                      name=witness_name, log_key=parse_public_key_blob(lib.read_public_key(log_key)), state_path=state)
+    text = lib.cosign(
+        ledger_dir=_root(ctx),
+        checkpoint=_read_text(checkpoint_file, "checkpoint"),
+        signer=_signer(key_name),
+        name=witness_name,
+        log_key=parse_public_key_blob(lib.read_public_key(log_key)),
+        state_path=state,
+    )
     if output is None:
         click.echo(text, nl=False)
     else:
@@ -763,27 +985,56 @@ def attach(ctx: click.Context, hash_text: str, rev: str | None) -> None:
 @click.argument("rev", default="HEAD")
 @trust_option
 @click.option("--require-checkpoint", is_flag=True, help="Also require a signed checkpoint covering the receipt.")
-@click.option("--mode", type=click.Choice(["enforce", "advisory"]), default="enforce", show_default=True,
-              help="advisory records and prints the would-be decision but never blocks.")
+@click.option(
+    "--mode",
+    type=click.Choice(["enforce", "advisory"]),
+    default="enforce",
+    show_default=True,
+    help="advisory records and prints the would-be decision but never blocks.",
+)
 @key_option("Seal key that records the decision in the ledger (required for advisory)", required=False)
-@click.option("--task", help="Task the decision is recorded for (default: the receipt's, or the only task with a receipt).")
+@click.option(
+    "--task", help="Task the decision is recorded for (default: the receipt's, or the only task with a receipt)."
+)
 @json_option
 @click.pass_context
-def gate(ctx: click.Context, rev: str, trust: str | None, require_checkpoint: bool, mode: str, key_name: str | None,
-         task: str | None, as_json: bool) -> None:
+def gate(
+    ctx: click.Context,
+    rev: str,
+    trust: str | None,
+    require_checkpoint: bool,
+    mode: str,
+    key_name: str | None,
+    task: str | None,
+    as_json: bool,
+) -> None:
     """Exit 0 only if REV has a verified, merge-eligible receipt for its exact tree.
 
     The command a CI job runs before merge; a commit without one fails closed."""
     if mode == "advisory" and key_name is None:
         raise lib.InputError("advisory mode records its decision: pass --key (a seal key)")
     root = _trust(trust)
-    result = lib.gate(_ledger(ctx), _repo(), rev, root, require_checkpoint=require_checkpoint, mode=mode,
-                      signer=_signer(key_name) if key_name else None, task=task)
+    result = lib.gate(
+        _ledger(ctx),
+        _repo(),
+        rev,
+        root,
+        require_checkpoint=require_checkpoint,
+        mode=mode,
+        signer=_signer(key_name) if key_name else None,
+        task=task,
+    )
     if result.passed:
         lines = ["GATE PASS: %s has verified, merge-eligible receipt %s" % (result.commit[:12], result.receipt)]
     else:
-        lines = ["GATE %s: %s%s" % ("FAIL" if mode == "enforce" else "WOULD BLOCK (advisory)", result.commit[:12],
-                                    "" if mode == "enforce" else "; recorded, not blocking")]
+        lines = [
+            "GATE %s: %s%s"
+            % (
+                "FAIL" if mode == "enforce" else "WOULD BLOCK (advisory)",
+                result.commit[:12],
+                "" if mode == "enforce" else "; recorded, not blocking",
+            )
+        ]
         lines += ["  %s" % reason for reason in result.reasons]
     _emit(as_json, result.as_dict(), lines, root)
     _done(not result.blocks)
@@ -817,8 +1068,9 @@ def pr_comment_cmd(ctx: click.Context, hash_text: str, trust: str | None) -> Non
 @click.pass_context
 def claim(ctx: click.Context, task: str, key_name: str, summary: Path | None, input_spec: str) -> None:
     """Record the agent's claim that the task is done (answer_proposed)."""
-    appended = lib.record_event(_ledger(ctx), _signer(key_name), task, EventType.ANSWER_PROPOSED, _candidate(input_spec),
-                                attachment=summary)
+    appended = lib.record_event(
+        _ledger(ctx), _signer(key_name), task, EventType.ANSWER_PROPOSED, _candidate(input_spec), attachment=summary
+    )
     click.echo("claim recorded at entry %d: it proves nothing until the ladder runs" % appended.seq)
 
 
@@ -829,7 +1081,9 @@ def claim(ctx: click.Context, task: str, key_name: str, summary: Path | None, in
 @click.pass_context
 def stopped(ctx: click.Context, task: str, key_name: str, reason: str) -> None:
     """Record that the model stopped (which is not a claim of success)."""
-    appended = lib.record_event(_ledger(ctx), _signer(key_name), task, EventType.MODEL_STOPPED, None, {"reason": reason})
+    appended = lib.record_event(
+        _ledger(ctx), _signer(key_name), task, EventType.MODEL_STOPPED, None, {"reason": reason}
+    )
     click.echo("model_stopped recorded at entry %d" % appended.seq)
 
 
@@ -841,17 +1095,34 @@ def stopped(ctx: click.Context, task: str, key_name: str, reason: str) -> None:
 @input_option()
 @json_option
 @click.pass_context
-def trace(ctx: click.Context, task: str, trace_file: Path, key_name: str, contract_path: Path | None, input_spec: str, as_json: bool) -> None:
+def trace(
+    ctx: click.Context,
+    task: str,
+    trace_file: Path,
+    key_name: str,
+    contract_path: Path | None,
+    input_spec: str,
+    as_json: bool,
+) -> None:
     """Ingest an agent's tool-call log (JSON Lines) and decide each call against the contract's tool policy.
 
     Exit 0 if every call was approved, 1 otherwise."""
     from receipts import ContractRevision
 
     _, data = _required_contract(ctx, task, contract_path)
-    _, decisions = lib.ingest_trace(_ledger(ctx), _signer(key_name), task, ContractRevision(task, data, None).parse(), trace_file,
-                                    _candidate(input_spec))
-    _emit(as_json, [d.as_dict() for d in decisions],
-          ["%4d  %-16s %-15s %s" % (d.step, d.tool or "-", d.decision, d.reason) for d in decisions])
+    _, decisions = lib.ingest_trace(
+        _ledger(ctx),
+        _signer(key_name),
+        task,
+        ContractRevision(task, data, None).parse(),
+        trace_file,
+        _candidate(input_spec),
+    )
+    _emit(
+        as_json,
+        [d.as_dict() for d in decisions],
+        ["%4d  %-16s %-15s %s" % (d.step, d.tool or "-", d.decision, d.reason) for d in decisions],
+    )
     _done(all(d.decision == "approved" for d in decisions))
 
 
@@ -863,12 +1134,16 @@ def effect() -> None:
 @effect.command("begin")
 @click.argument("task")
 @click.option("--kind", required=True, help="merge, deploy, message, ...")
-@click.option("--idempotency-key", "key", required=True, help="A key that names this effect; a second begin is refused.")
+@click.option(
+    "--idempotency-key", "key", required=True, help="A key that names this effect; a second begin is refused."
+)
 @click.option("--target", default="", help="What the effect acts on.")
 @key_option("Seal key")
 @input_option("The candidate the effect is for.")
 @click.pass_context
-def effect_begin(ctx: click.Context, task: str, kind: str, key: str, target: str, key_name: str, input_spec: str) -> None:
+def effect_begin(
+    ctx: click.Context, task: str, kind: str, key: str, target: str, key_name: str, input_spec: str
+) -> None:
     """Record an effect about to happen; refused without a verified receipt for this exact candidate."""
     appended = lib.begin_effect(_ledger(ctx), _signer(key_name), task, kind, key, target, _candidate(input_spec))
     click.echo("effect %s begun at entry %d" % (key, appended.seq))
@@ -895,7 +1170,9 @@ effect.add_command(_end("unknown"), "unknown")
 @cli.command()
 @click.argument("task", required=False)
 @click.option("--window", default=50, show_default=True, help="Claims the verification nudge looks back over.")
-@click.option("--threshold", default=0.3, show_default=True, help="Alert when more than this share of claims went unverified.")
+@click.option(
+    "--threshold", default=0.3, show_default=True, help="Alert when more than this share of claims went unverified."
+)
 @json_option
 @click.pass_context
 def status(ctx: click.Context, task: str | None, window: int, threshold: float, as_json: bool) -> None:
@@ -905,8 +1182,10 @@ def status(ctx: click.Context, task: str | None, window: int, threshold: float, 
     lines = ["%-24s %-25s %s" % (t, s.state.value, s.reason) for t, s in report.tasks]
     lines.append("claims without verification: %d of the last %d (%.0f%%)" % (n.unverified, n.claims, 100 * n.share))
     if n.alert:
-        lines.append("ALERT: more than %.0f%% of claims were not followed by verification; most recent: %s"
-                     % (100 * n.threshold, ", ".join(n.recent_unverified)))
+        lines.append(
+            "ALERT: more than %.0f%% of claims were not followed by verification; most recent: %s"
+            % (100 * n.threshold, ", ".join(n.recent_unverified))
+        )
     _emit(as_json, report.as_dict(), lines)
 
 
@@ -929,14 +1208,21 @@ def stats(ctx: click.Context, task_prefix: str, ks: str, as_json: bool) -> None:
     lines = []
     for row in rows:
         costs = "  mean time per run: deterministic %s, judge %s; judge tokens per run: %s" % (
-            _shown(row.time_ms.get("deterministic"), " ms"), _shown(row.time_ms.get("judge"), " ms"), _shown(row.judge_tokens_per_run))
+            _shown(row.time_ms.get("deterministic"), " ms"),
+            _shown(row.time_ms.get("judge"), " ms"),
+            _shown(row.judge_tokens_per_run),
+        )
         if row.note is not None:
             lines.append("%-24s n=%d successes=%d: %s\n%s" % (row.family, row.trials, row.successes, row.note, costs))
             continue
-        figures = "  ".join("pass@%d=%.3f  pass^%d=%.3f" % (*at, *every) for at, every in zip(row.pass_at, row.pass_all, strict=True))
+        figures = "  ".join(
+            "pass@%d=%.3f  pass^%d=%.3f" % (*at, *every) for at, every in zip(row.pass_at, row.pass_all, strict=True)
+        )
         low, high = row.success_rate_95ci or (0.0, 1.0)
-        lines.append("%-24s n=%d successes=%d rate=%.3f (95%% CI %.3f-%.3f)  %s\n%s" % (
-            row.family, row.trials, row.successes, row.success_rate or 0.0, low, high, figures, costs))
+        lines.append(
+            "%-24s n=%d successes=%d rate=%.3f (95%% CI %.3f-%.3f)  %s\n%s"
+            % (row.family, row.trials, row.successes, row.success_rate or 0.0, low, high, figures, costs)
+        )
     _emit(as_json, [row.as_dict() for row in rows], lines)
 
 

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from ._chain import Entry
 from ._codec import Body, entry_signed_bytes
 from ._errors import KeyringError, ReceiptsError
-from ._keyring import Genesis, KeyAdd, Keyring, KeyRevoke, KeyState
+from ._keyring import Genesis, KeyAdd, KeyRevoke, Keyring, KeyState
 from ._model import Role
 from ._sshsig import namespace_for, sshsig_namespace, sshsig_verify
 
@@ -23,8 +23,10 @@ def signing_role(entry: Entry, roles: tuple[Role, ...]) -> Role:
     for role in roles:
         if namespace_for(role) == claimed:
             return role
-    raise KeyringError("entry %d is signed in namespace %r; it needs %s" % (
-        entry.seq, claimed, " or ".join(namespace_for(r) for r in roles)))
+    raise KeyringError(
+        "entry %d is signed in namespace %r; it needs %s"
+        % (entry.seq, claimed, " or ".join(namespace_for(r) for r in roles))
+    )
 
 
 def authorize_entry(ring: Keyring, entry: Entry, roles: tuple[Role, ...]) -> tuple[KeyState, Role]:

@@ -38,7 +38,9 @@ BODY_DOMAIN: dict[EntryKind, Domain] = {
 }
 
 KEYRING_KINDS = frozenset({EntryKind.GENESIS, EntryKind.KEY_ADD, EntryKind.KEY_REVOKE})  # what a `ring` pointer names
-TASK_ENTRY_KINDS = frozenset({EntryKind.CONTRACT, EntryKind.WAIVER, EntryKind.TIER_RECORD, EntryKind.RECEIPT, EntryKind.EVENT})
+TASK_ENTRY_KINDS = frozenset(
+    {EntryKind.CONTRACT, EntryKind.WAIVER, EntryKind.TIER_RECORD, EntryKind.RECEIPT, EntryKind.EVENT}
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,9 +12,9 @@ from typing import Any, TypeVar
 
 from ._cbor import canonical_dumps, canonical_loads
 from ._chain import BODY_DOMAIN, Entry, EntryKind
+from ._contract import ContractRevision, Waiver
 from ._digest import Digest, Domain, domain_hash
 from ._errors import FormatError
-from ._contract import ContractRevision, Waiver
 from ._events import EVENT_ROLES, EventType, TaskEvent
 from ._keyring import Genesis, KeyAdd, KeyRevoke, KeySpec
 from ._model import EvidenceRef, LadderReceipt, Role, Tier, TierEntry, TierRecord, Verdict
@@ -93,8 +93,22 @@ def _array(value: object, what: str) -> list[Any]:
 
 _EVIDENCE_KEYS = frozenset({"check", "digest", "size", "type"})
 _RECORD_KEYS = frozenset(
-    {"v", "task", "tier", "config", "input", "evidence", "evidence_hash", "verdict",
-     "confidence", "verifier", "verifier_version", "env", "parents", "created"}
+    {
+        "v",
+        "task",
+        "tier",
+        "config",
+        "input",
+        "evidence",
+        "evidence_hash",
+        "verdict",
+        "confidence",
+        "verifier",
+        "verifier_version",
+        "env",
+        "parents",
+        "created",
+    }
 )
 
 
@@ -184,10 +198,19 @@ def new_tier_record(
 ) -> TierRecord:
     """A new record whose evidence_hash is computed from its evidence."""
     return TierRecord(
-        task_id=task_id, tier=tier, config_hash=config_hash, input_hash=input_hash,
-        evidence=tuple(evidence), evidence_hash=evidence_list_hash(tuple(evidence)), verdict=verdict,
-        confidence_bp=confidence_bp, verifier=verifier, verifier_version=verifier_version,
-        environment=environment, parents=tuple(parents), created=created,
+        task_id=task_id,
+        tier=tier,
+        config_hash=config_hash,
+        input_hash=input_hash,
+        evidence=tuple(evidence),
+        evidence_hash=evidence_list_hash(tuple(evidence)),
+        verdict=verdict,
+        confidence_bp=confidence_bp,
+        verifier=verifier,
+        verifier_version=verifier_version,
+        environment=environment,
+        parents=tuple(parents),
+        created=created,
     )
 
 
@@ -205,8 +228,7 @@ def _receipt_map(r: LadderReceipt) -> dict[str, object]:
         "config": r.config_hash.value,
         "required": [t.value for t in r.required],
         "entries": [
-            {"tier": e.tier.value, "records": [d.value for d in e.records], "skip": e.skip_reason}
-            for e in r.entries
+            {"tier": e.tier.value, "records": [d.value for d in e.records], "skip": e.skip_reason} for e in r.entries
         ],
         "merge_eligible": r.merge_eligible,
         "created": r.created,
@@ -277,26 +299,52 @@ def _body_map(body: Body) -> dict[str, object]:
     if isinstance(body, LadderReceipt):
         return _receipt_map(body)
     if isinstance(body, Genesis):
-        return {"v": body.version, "ledger": body.ledger_id, "created": body.created, "keys": [_key_map(k) for k in body.keys]}
+        return {
+            "v": body.version,
+            "ledger": body.ledger_id,
+            "created": body.created,
+            "keys": [_key_map(k) for k in body.keys],
+        }
     if isinstance(body, KeyAdd):
         return {"v": body.version, "key": _key_map(body.key)}
     if isinstance(body, ContractRevision):
-        return {"v": body.version, "task": body.task_id, "contract": body.contract,
-                "previous": None if body.previous is None else body.previous.value}
+        return {
+            "v": body.version,
+            "task": body.task_id,
+            "contract": body.contract,
+            "previous": None if body.previous is None else body.previous.value,
+        }
     if isinstance(body, Waiver):
-        return {"v": body.version, "task": body.task_id, "check": body.check_id, "config": body.config_hash.value,
-                "reason": body.reason, "expires": body.expires}
+        return {
+            "v": body.version,
+            "task": body.task_id,
+            "check": body.check_id,
+            "config": body.config_hash.value,
+            "reason": body.reason,
+            "expires": body.expires,
+        }
     if isinstance(body, TaskEvent):
-        return {"v": body.version, "task": body.task_id, "type": body.type.value,
-                "candidate": None if body.candidate is None else body.candidate.value,
-                "fields": dict(body.fields), "evidence": [_evidence_map(e) for e in body.evidence], "created": body.created}
+        return {
+            "v": body.version,
+            "task": body.task_id,
+            "type": body.type.value,
+            "candidate": None if body.candidate is None else body.candidate.value,
+            "fields": dict(body.fields),
+            "evidence": [_evidence_map(e) for e in body.evidence],
+            "created": body.created,
+        }
     return {"v": body.version, "key_id": body.key_id, "reason": body.reason}
 
 
 _KIND_OF: dict[type, EntryKind] = {
-    TierRecord: EntryKind.TIER_RECORD, LadderReceipt: EntryKind.RECEIPT, Genesis: EntryKind.GENESIS,
-    KeyAdd: EntryKind.KEY_ADD, KeyRevoke: EntryKind.KEY_REVOKE, ContractRevision: EntryKind.CONTRACT,
-    Waiver: EntryKind.WAIVER, TaskEvent: EntryKind.EVENT,
+    TierRecord: EntryKind.TIER_RECORD,
+    LadderReceipt: EntryKind.RECEIPT,
+    Genesis: EntryKind.GENESIS,
+    KeyAdd: EntryKind.KEY_ADD,
+    KeyRevoke: EntryKind.KEY_REVOKE,
+    ContractRevision: EntryKind.CONTRACT,
+    Waiver: EntryKind.WAIVER,
+    TaskEvent: EntryKind.EVENT,
 }
 
 
@@ -341,14 +389,19 @@ def decode_body(kind: EntryKind, data: bytes) -> Body:
         return KeyAdd(version=_int(m["v"], "version"), key=_key_from(m["key"]))
     if kind is EntryKind.CONTRACT:
         m = _map(value, frozenset({"v", "task", "contract", "previous"}), "contract revision")
-        return ContractRevision(version=_int(m["v"], "version"), task_id=_typed(m["task"], str, "task"),
-                                contract=_typed(m["contract"], bytes, "contract"),
-                                previous=_opt(m["previous"], _digest, "previous"))
+        return ContractRevision(
+            version=_int(m["v"], "version"),
+            task_id=_typed(m["task"], str, "task"),
+            contract=_typed(m["contract"], bytes, "contract"),
+            previous=_opt(m["previous"], _digest, "previous"),
+        )
     if kind is EntryKind.EVENT:
         m = _map(value, frozenset({"v", "task", "type", "candidate", "fields", "evidence", "created"}), "event")
         raw_fields = _typed(m["fields"], dict, "event fields")
         return TaskEvent(
-            version=_int(m["v"], "version"), task_id=_typed(m["task"], str, "task"), type=_enum(EventType, m["type"], "event type"),
+            version=_int(m["v"], "version"),
+            task_id=_typed(m["task"], str, "task"),
+            type=_enum(EventType, m["type"], "event type"),
             candidate=_opt(m["candidate"], _digest, "candidate"),
             fields=tuple(sorted((k, _typed(v, str, "event field")) for k, v in raw_fields.items())),
             evidence=tuple(_evidence_from(e) for e in _array(m["evidence"], "event evidence")),
@@ -356,12 +409,20 @@ def decode_body(kind: EntryKind, data: bytes) -> Body:
         )
     if kind is EntryKind.WAIVER:
         m = _map(value, frozenset({"v", "task", "check", "config", "reason", "expires"}), "waiver")
-        return Waiver(version=_int(m["v"], "version"), task_id=_typed(m["task"], str, "task"),
-                      check_id=_typed(m["check"], str, "check"), config_hash=_digest(m["config"], "config"),
-                      reason=_typed(m["reason"], str, "reason"), expires=_int(m["expires"], "expires"))
+        return Waiver(
+            version=_int(m["v"], "version"),
+            task_id=_typed(m["task"], str, "task"),
+            check_id=_typed(m["check"], str, "check"),
+            config_hash=_digest(m["config"], "config"),
+            reason=_typed(m["reason"], str, "reason"),
+            expires=_int(m["expires"], "expires"),
+        )
     m = _map(value, frozenset({"v", "key_id", "reason"}), "key_revoke")
-    return KeyRevoke(version=_int(m["v"], "version"), key_id=_typed(m["key_id"], str, "key id"),
-                     reason=_typed(m["reason"], str, "reason"))
+    return KeyRevoke(
+        version=_int(m["v"], "version"),
+        key_id=_typed(m["key_id"], str, "key id"),
+        reason=_typed(m["reason"], str, "reason"),
+    )
 
 
 # -- chain entries ----------------------------------------------------------------------

@@ -15,9 +15,25 @@ from ._digest import Digest, Domain, domain_hash
 from ._errors import FormatError
 from ._model import FORMAT_VERSION, LADDER, Role, Tier, check_task_id
 
-__all__ = ["thaw", "ToolPolicy", "JudgeSettings", "Waiver", "ContractRevision", "contract_roles", "Check", "Contract", "ContractError", "parse_contract", "weakenings", "SIGNAL_TYPES", "NO_OP_KINDS"]
+__all__ = [
+    "thaw",
+    "ToolPolicy",
+    "JudgeSettings",
+    "Waiver",
+    "ContractRevision",
+    "contract_roles",
+    "Check",
+    "Contract",
+    "ContractError",
+    "parse_contract",
+    "weakenings",
+    "SIGNAL_TYPES",
+    "NO_OP_KINDS",
+]
 
-SIGNAL_TYPES = frozenset({"path_exists", "test_passes", "file_contains", "absence_verified", "schema_valid", "hash_stable"})
+SIGNAL_TYPES = frozenset(
+    {"path_exists", "test_passes", "file_contains", "absence_verified", "schema_valid", "hash_stable"}
+)
 CONTRACT_KINDS = frozenset({"code", "research", "planning"})
 NO_OP_KINDS = frozenset({"research", "planning"})
 _CHECK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -107,7 +123,11 @@ class Contract:
 
 def thaw(value: Any) -> Any:
     """The inverse of `_freeze`: a frozen contract value back as JSON-like dicts and lists."""
-    if isinstance(value, tuple) and value and all(isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], str) for v in value):
+    if (
+        isinstance(value, tuple)
+        and value
+        and all(isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], str) for v in value)
+    ):
         return {k: thaw(v) for k, v in value}
     if isinstance(value, tuple):
         return [thaw(v) for v in value]
@@ -132,7 +152,11 @@ class _Reader:
     def line_of(self, field: str, table: str | None = None, index: int | None = None) -> int:
         start = 0
         if table is not None:
-            header = re.compile(r"^\s*\[\[\s*%s\s*\]\]" % re.escape(table) if index is not None else r"^\s*\[\s*%s\s*\]" % re.escape(table))
+            header = re.compile(
+                r"^\s*\[\[\s*%s\s*\]\]" % re.escape(table)
+                if index is not None
+                else r"^\s*\[\s*%s\s*\]" % re.escape(table)
+            )
             seen = -1
             for n, line in enumerate(self.lines):
                 if header.match(line):
@@ -147,12 +171,24 @@ class _Reader:
         return start + 1 if table is not None else 1
 
     def fail(self, message: str, field: str, table: str | None = None, index: int | None = None) -> ContractError:
-        where = field if table is None else ("%s[%d].%s" % (table, index, field) if index is not None else "%s.%s" % (table, field))
+        where = (
+            field
+            if table is None
+            else ("%s[%d].%s" % (table, index, field) if index is not None else "%s.%s" % (table, field))
+        )
         return ContractError("%s:%d: %s: %s" % (self.source, self.line_of(field, table, index), where, message))
 
 
-def _get(r: _Reader, table: dict[str, Any], field: str, kind: type | tuple[type, ...], default: Any = ..., *,
-         tname: str | None = None, index: int | None = None) -> Any:
+def _get(
+    r: _Reader,
+    table: dict[str, Any],
+    field: str,
+    kind: type | tuple[type, ...],
+    default: Any = ...,
+    *,
+    tname: str | None = None,
+    index: int | None = None,
+) -> Any:
     if field not in table:
         if default is ...:
             raise r.fail("is required", field, tname, index)
@@ -165,7 +201,9 @@ def _get(r: _Reader, table: dict[str, Any], field: str, kind: type | tuple[type,
     return value
 
 
-def _strings(r: _Reader, table: dict[str, Any], field: str, tname: str | None = None, index: int | None = None) -> tuple[str, ...]:
+def _strings(
+    r: _Reader, table: dict[str, Any], field: str, tname: str | None = None, index: int | None = None
+) -> tuple[str, ...]:
     value = _get(r, table, field, list, [], tname=tname, index=index)
     if not all(isinstance(v, str) for v in value):
         raise r.fail("must be a list of strings", field, tname, index)
@@ -210,12 +248,18 @@ def _check(r: _Reader, raw: Any, i: int) -> Check:
             if not (isinstance(cmd, list) and cmd and all(isinstance(c, str) for c in cmd)) and not (
                 isinstance(cmd, str) and params.get("shell") is True
             ):
-                raise r.fail("must be a non-empty list of strings (or a string with shell = true)", "command", "checks", i)
+                raise r.fail(
+                    "must be a non-empty list of strings (or a string with shell = true)", "command", "checks", i
+                )
     return Check(cid, ctype, _freeze(params))
 
 
 def _tiers(r: _Reader, policy: dict[str, Any]) -> tuple[Tier, ...]:
-    names = _strings(r, policy, "required_tiers", "policy") if "required_tiers" in policy else tuple(t.value for t in LADDER)
+    names = (
+        _strings(r, policy, "required_tiers", "policy")
+        if "required_tiers" in policy
+        else tuple(t.value for t in LADDER)
+    )
     try:
         chosen = {Tier(n) for n in names}
     except ValueError:
@@ -268,21 +312,51 @@ def parse_contract(data: bytes, source: str = "contract") -> Contract:
         raise r.fail("is not a budget", field, "budgets")
     freshness = _get(r, doc, "freshness", dict, {})
     max_age = _get(r, freshness, "max_evidence_age_s", int, None, tname="freshness")
-    known = {"version", "task", "goal", "kind", "deliverables", "invariants", "owned_files", "evidence_required",
-             "checks", "policy", "budgets", "freshness", "secret_env", "parent", "author_model", "judge",
-             "protected_paths", "tools"}
+    known = {
+        "version",
+        "task",
+        "goal",
+        "kind",
+        "deliverables",
+        "invariants",
+        "owned_files",
+        "evidence_required",
+        "checks",
+        "policy",
+        "budgets",
+        "freshness",
+        "secret_env",
+        "parent",
+        "author_model",
+        "judge",
+        "protected_paths",
+        "tools",
+    }
     for field in sorted(doc.keys() - known):
         raise r.fail("is not a contract field", field)
     return Contract(
-        task_id=task, goal=_get(r, doc, "goal", str, ""), kind=kind,
-        deliverables=_strings(r, doc, "deliverables"), invariants=_strings(r, doc, "invariants"),
-        owned_files=_strings(r, doc, "owned_files"), evidence_required=_strings(r, doc, "evidence_required"),
-        checks=checks, required_tiers=_tiers(r, policy), judge_threshold_bp=round(threshold * 10000),
-        human_approvals=approvals, check_timeout_s=check_timeout, total_timeout_s=total_timeout,
-        max_evidence_age_s=max_age, secret_env=_strings(r, doc, "secret_env"), parent=_parent(r, doc),
-        author_model=_get(r, doc, "author_model", str, None), judge=_judge(r, _get(r, doc, "judge", dict, {})),
-        protected_paths=_strings(r, doc, "protected_paths"), tools=_tools(r, _get(r, doc, "tools", dict, {})),
-        repair_attempts=_positive(r, budgets, "repair_attempts", 5), no_progress_after=_positive(r, budgets, "no_progress_after", 3),
+        task_id=task,
+        goal=_get(r, doc, "goal", str, ""),
+        kind=kind,
+        deliverables=_strings(r, doc, "deliverables"),
+        invariants=_strings(r, doc, "invariants"),
+        owned_files=_strings(r, doc, "owned_files"),
+        evidence_required=_strings(r, doc, "evidence_required"),
+        checks=checks,
+        required_tiers=_tiers(r, policy),
+        judge_threshold_bp=round(threshold * 10000),
+        human_approvals=approvals,
+        check_timeout_s=check_timeout,
+        total_timeout_s=total_timeout,
+        max_evidence_age_s=max_age,
+        secret_env=_strings(r, doc, "secret_env"),
+        parent=_parent(r, doc),
+        author_model=_get(r, doc, "author_model", str, None),
+        judge=_judge(r, _get(r, doc, "judge", dict, {})),
+        protected_paths=_strings(r, doc, "protected_paths"),
+        tools=_tools(r, _get(r, doc, "tools", dict, {})),
+        repair_attempts=_positive(r, budgets, "repair_attempts", 5),
+        no_progress_after=_positive(r, budgets, "no_progress_after", 3),
     )
 
 
@@ -304,14 +378,27 @@ def _tools(r: _Reader, table: dict[str, Any]) -> ToolPolicy:
     if max_steps is not None and max_steps < 1:
         raise r.fail("must be at least 1", "max_steps", "tools")
     return ToolPolicy(
-        allowed=_strings(r, table, "allowed", "tools"), denied=_strings(r, table, "denied", "tools"),
-        requires_human=_strings(r, table, "requires_human", "tools"), max_steps=max_steps,
+        allowed=_strings(r, table, "allowed", "tools"),
+        denied=_strings(r, table, "denied", "tools"),
+        requires_human=_strings(r, table, "requires_human", "tools"),
+        max_steps=max_steps,
         schemas=tuple(sorted((t, _freeze(s)) for t, s in schemas.items())),
     )
 
 
-_JUDGE_FIELDS = {"backend", "base_url", "model", "api_key_env", "command", "timeout_s", "max_retries", "max_tokens",
-                 "max_diff_chars", "samples", "criteria"}
+_JUDGE_FIELDS = {
+    "backend",
+    "base_url",
+    "model",
+    "api_key_env",
+    "command",
+    "timeout_s",
+    "max_retries",
+    "max_tokens",
+    "max_diff_chars",
+    "samples",
+    "criteria",
+}
 
 
 def _judge(r: _Reader, table: dict[str, Any]) -> JudgeSettings:
@@ -324,17 +411,25 @@ def _judge(r: _Reader, table: dict[str, Any]) -> JudgeSettings:
     timeout = _get(r, table, "timeout_s", int, None, tname="judge")
     if timeout is not None and timeout < 1:
         raise r.fail("must be at least 1", "timeout_s", "judge")
-    for name, default, low in (("max_retries", 2, 0), ("max_tokens", 1024, 1),
-                               ("max_diff_chars", 10000, 0), ("samples", 1, 1)):
+    for name, default, low in (
+        ("max_retries", 2, 0),
+        ("max_tokens", 1024, 1),
+        ("max_diff_chars", 10000, 0),
+        ("samples", 1, 1),
+    ):
         value = _get(r, table, name, int, default, tname="judge")
         if value < low:
             raise r.fail("must be at least %d" % low, name, "judge")
         ints[name] = value
     return JudgeSettings(
-        backend=backend, base_url=_get(r, table, "base_url", str, None, tname="judge"),
+        backend=backend,
+        base_url=_get(r, table, "base_url", str, None, tname="judge"),
         model=_get(r, table, "model", str, None, tname="judge"),
         api_key_env=_get(r, table, "api_key_env", str, None, tname="judge"),
-        command=_strings(r, table, "command", "judge"), criteria=_strings(r, table, "criteria", "judge"), timeout_s=timeout, **ints,
+        command=_strings(r, table, "command", "judge"),
+        criteria=_strings(r, table, "criteria", "judge"),
+        timeout_s=timeout,
+        **ints,
     )
 
 
@@ -362,12 +457,16 @@ def weakenings(old: Contract, new: Contract) -> tuple[str, ...]:
         if tier not in new.required_tiers:
             found.append("tier %s is no longer required" % tier)
     if new.judge_threshold_bp < old.judge_threshold_bp:
-        found.append("judge threshold lowered from %d to %d basis points" % (old.judge_threshold_bp, new.judge_threshold_bp))
+        found.append(
+            "judge threshold lowered from %d to %d basis points" % (old.judge_threshold_bp, new.judge_threshold_bp)
+        )
     if new.human_approvals < old.human_approvals:
         found.append("human approvals lowered from %d to %d" % (old.human_approvals, new.human_approvals))
     if not old.no_op and new.no_op:
         found.append("task kind changed from %s to the no-op kind %s" % (old.kind, new.kind))
-    if old.max_evidence_age_s is not None and (new.max_evidence_age_s is None or new.max_evidence_age_s > old.max_evidence_age_s):
+    if old.max_evidence_age_s is not None and (
+        new.max_evidence_age_s is None or new.max_evidence_age_s > old.max_evidence_age_s
+    ):
         found.append("evidence may now be older")
     for item in old.evidence_required:
         if item not in new.evidence_required:

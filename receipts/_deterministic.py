@@ -151,8 +151,12 @@ def derive_check(check: Check, result: Mapping[str, Any] | None) -> tuple[bool, 
         return False, "malformed facts: %s" % exc
 
 
-def derive_deterministic(contract: Contract, results: Mapping[str, Mapping[str, Any]], snapshot: Mapping[str, Any] | None,
-                         waivers: Mapping[str, str] | None = None) -> Outcome:
+def derive_deterministic(
+    contract: Contract,
+    results: Mapping[str, Mapping[str, Any]],
+    snapshot: Mapping[str, Any] | None,
+    waivers: Mapping[str, str] | None = None,
+) -> Outcome:
     """The deterministic tier's verdict from the contract and the recorded evidence.
     ``waivers`` maps check ids to a description of the waiver in force for them: such a
     check may fail without blocking, and the outcome says so."""
@@ -206,7 +210,9 @@ def derive_deterministic(contract: Contract, results: Mapping[str, Mapping[str, 
             warnings.append("weak attribution: only changes to owned files tie this candidate to %s" % contract.task_id)
     elif strength == "none":
         if any(c.type in NON_TRIVIAL_SIGNALS for c in passed):
-            warnings.append("nothing attributed to %s; passed on a non-trivial signal: needs human review" % contract.task_id)
+            warnings.append(
+                "nothing attributed to %s; passed on a non-trivial signal: needs human review" % contract.task_id
+            )
         elif subtasks:
             warnings.append("planning task passed on the subtasks it created: %s" % ", ".join(str(s) for s in subtasks))
         else:
@@ -220,8 +226,9 @@ EvidenceReader = Callable[[Digest, str], "dict[str, Any] | None"]
 to its digest, or is not that format. Verifiers and the lifecycle pass their own."""
 
 
-def rederive_deterministic(record: TierRecord, contract: Contract, read: EvidenceReader,
-                           waivers: Mapping[str, str] | None = None) -> Outcome:
+def rederive_deterministic(
+    record: TierRecord, contract: Contract, read: EvidenceReader, waivers: Mapping[str, str] | None = None
+) -> Outcome:
     """The deterministic verdict that ``record``'s stored evidence entails (§6a): the one
     rule behind `ledger verify` step 5e and `ledger status`. Two results for one check
     cancel each other; a result must name its own check; the snapshot must be of the
@@ -242,8 +249,12 @@ def rederive_deterministic(record: TierRecord, contract: Contract, read: Evidenc
             if doc is not None and doc.get("id") == check_id:
                 results[check_id] = doc
     if snapshot is not None and snapshot.get("candidate") != str(record.input_hash):
-        return Outcome(Verdict.FAIL, ("the recorded snapshot is of a different candidate",), (),
-                       failed=tuple(c.id for c in contract.checks))
+        return Outcome(
+            Verdict.FAIL,
+            ("the recorded snapshot is of a different candidate",),
+            (),
+            failed=tuple(c.id for c in contract.checks),
+        )
     return derive_deterministic(contract, results, snapshot, waivers)
 
 

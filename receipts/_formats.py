@@ -120,7 +120,10 @@ def is_valid_note_signature(note: SignedNote, name: str, public_key: bytes) -> b
     are ignored; a matching line that fails makes the whole note fail."""
     key_id = note_key_id(name, ED25519_TYPE, public_key)
     matching = [s for s in note.signatures if s.name == name and s.key_id == key_id]
-    return bool(matching) and all(len(s.signature) == 64 and is_valid_ed25519(public_key, s.signature, note.text.encode("utf-8")) for s in matching)
+    return bool(matching) and all(
+        len(s.signature) == 64 and is_valid_ed25519(public_key, s.signature, note.text.encode("utf-8"))
+        for s in matching
+    )
 
 
 def _cosigned_message(text: str, timestamp: int) -> bytes:
@@ -142,7 +145,9 @@ def cosignature_time(note: SignedNote, name: str, public_key: bytes) -> int | No
     for s in note.signatures:
         if s.name == name and s.key_id == key_id and len(s.signature) == 72:
             (timestamp,) = struct.unpack(">Q", s.signature[:8])
-            if timestamp < (1 << 63) and is_valid_ed25519(public_key, s.signature[8:], _cosigned_message(note.text, timestamp)):
+            if timestamp < (1 << 63) and is_valid_ed25519(
+                public_key, s.signature[8:], _cosigned_message(note.text, timestamp)
+            ):
                 return int(timestamp)
     return None
 
@@ -156,8 +161,12 @@ class Checkpoint:
 
 
 def checkpoint_text(cp: Checkpoint) -> str:
-    return "%s\n%d\n%s\n%s" % (cp.origin, cp.size, base64.b64encode(cp.root).decode("ascii"),
-                               "".join(e + "\n" for e in cp.extensions))
+    return "%s\n%d\n%s\n%s" % (
+        cp.origin,
+        cp.size,
+        base64.b64encode(cp.root).decode("ascii"),
+        "".join(e + "\n" for e in cp.extensions),
+    )
 
 
 def parse_checkpoint(text: str) -> Checkpoint:
@@ -247,7 +256,12 @@ class ConsistencyProof:
 
 def consistency_proof_text(old: int, new: int, proof: tuple[bytes, ...] | list[bytes], checkpoint_note: str) -> str:
     """Render a consistency proof: the inverse of `parse_consistency_proof`."""
-    lines = [CONSISTENCY_PROOF_HEADER, "old %d" % old, "new %d" % new, *(base64.b64encode(h).decode("ascii") for h in proof)]
+    lines = [
+        CONSISTENCY_PROOF_HEADER,
+        "old %d" % old,
+        "new %d" % new,
+        *(base64.b64encode(h).decode("ascii") for h in proof),
+    ]
     return "\n".join(lines) + "\n\n" + checkpoint_note
 
 

@@ -107,7 +107,8 @@ def parse_answer(text: str | None) -> Answer | str:
     findings = found.get("findings", [])
     reasons = found.get("reasons", [])
     return Answer(
-        verdict=verdict.strip().lower(), confidence_bp=round(float(confidence) * 10000),
+        verdict=verdict.strip().lower(),
+        confidence_bp=round(float(confidence) * 10000),
         findings=tuple(findings) if isinstance(findings, list) else (),
         reasons=tuple(str(x) for x in reasons) if isinstance(reasons, list) else (str(reasons),),
     )
@@ -125,13 +126,21 @@ def sample_outcome(answer: Answer | str, *, threshold_bp: int, independent: bool
     if isinstance(answer, str):
         return SampleOutcome(Verdict.RETRY, 0, "no usable answer (%s): retry, flagged for review" % answer)
     if answer.verdict == "reject":
-        return SampleOutcome(Verdict.FAIL, answer.confidence_bp, "the judge rejected: %s" % "; ".join(answer.reasons)[:300])
+        return SampleOutcome(
+            Verdict.FAIL, answer.confidence_bp, "the judge rejected: %s" % "; ".join(answer.reasons)[:300]
+        )
     if answer.verdict == "retry":
         return SampleOutcome(Verdict.RETRY, answer.confidence_bp, "the judge asked for a retry")
     if answer.confidence_bp < threshold_bp:
-        return SampleOutcome(Verdict.REVIEW, answer.confidence_bp, "accepted at confidence %d bp, below the threshold of %d bp" % (answer.confidence_bp, threshold_bp))
+        return SampleOutcome(
+            Verdict.REVIEW,
+            answer.confidence_bp,
+            "accepted at confidence %d bp, below the threshold of %d bp" % (answer.confidence_bp, threshold_bp),
+        )
     if not independent:
-        return SampleOutcome(Verdict.REVIEW, answer.confidence_bp, "the judge is of the same model family as the author")
+        return SampleOutcome(
+            Verdict.REVIEW, answer.confidence_bp, "the judge is of the same model family as the author"
+        )
     return SampleOutcome(Verdict.PASS, answer.confidence_bp, "accepted at confidence %d bp" % answer.confidence_bp)
 
 
@@ -145,7 +154,9 @@ def attempt_outcome(samples: Sequence[SampleOutcome]) -> SampleOutcome:
     for verdict in (Verdict.PASS, Verdict.FAIL, Verdict.RETRY):
         votes = [s for s in samples if s.verdict is verdict]
         if len(votes) * 2 > len(samples):
-            return SampleOutcome(verdict, confidence, "%d of %d samples: %s" % (len(votes), len(samples), votes[0].reason))
+            return SampleOutcome(
+                verdict, confidence, "%d of %d samples: %s" % (len(votes), len(samples), votes[0].reason)
+            )
     return SampleOutcome(Verdict.REVIEW, confidence, "no majority among %d samples" % len(samples))
 
 
@@ -161,8 +172,14 @@ def derive_judge(run: Mapping[str, Any], replies: Mapping[str, bytes], contract:
     attempts = run.get("attempts")
     model = run.get("model")
     backend = run.get("backend")
-    if not isinstance(prior, int) or isinstance(prior, bool) or prior < 0 or not isinstance(attempts, list) \
-            or not isinstance(model, str) or not isinstance(backend, str):
+    if (
+        not isinstance(prior, int)
+        or isinstance(prior, bool)
+        or prior < 0
+        or not isinstance(attempts, list)
+        or not isinstance(model, str)
+        or not isinstance(backend, str)
+    ):
         return SampleOutcome(Verdict.FAIL, 0, "the judge run record is malformed")
     if prior + len(attempts) > cap:
         return SampleOutcome(Verdict.FAIL, 0, "more attempts than the retry cap allows")
@@ -181,18 +198,26 @@ def derive_judge(run: Mapping[str, Any], replies: Mapping[str, bytes], contract:
                 samples.append(sample_outcome("malformed sample", threshold_bp=threshold, independent=independent))
                 continue
             if sample.get("error"):
-                samples.append(sample_outcome("transport: %s" % sample["error"], threshold_bp=threshold, independent=independent))
+                samples.append(
+                    sample_outcome("transport: %s" % sample["error"], threshold_bp=threshold, independent=independent)
+                )
                 continue
             body = replies.get(str(sample.get("reply")))
             answer = parse_answer(reply_text(backend, body)) if body is not None else "reply evidence missing"
             samples.append(sample_outcome(answer, threshold_bp=threshold, independent=independent))
         if len(samples) != wanted:
-            samples = [sample_outcome("expected %d sample(s)" % wanted, threshold_bp=threshold, independent=independent)]
+            samples = [
+                sample_outcome("expected %d sample(s)" % wanted, threshold_bp=threshold, independent=independent)
+            ]
         last = attempt_outcome(samples)
     if last is None:
         if prior >= cap:
-            return SampleOutcome(Verdict.FAIL, 0, "retries exhausted: %d attempts were already made for this candidate" % prior)
+            return SampleOutcome(
+                Verdict.FAIL, 0, "retries exhausted: %d attempts were already made for this candidate" % prior
+            )
         return SampleOutcome(Verdict.FAIL, 0, "the judge was never asked")
     if last.verdict is Verdict.RETRY and prior + len(attempts) >= cap:
-        return SampleOutcome(Verdict.FAIL, 0, "retries exhausted after %d attempts; last: %s" % (prior + len(attempts), last.reason))
+        return SampleOutcome(
+            Verdict.FAIL, 0, "retries exhausted after %d attempts; last: %s" % (prior + len(attempts), last.reason)
+        )
     return last

@@ -43,7 +43,9 @@ class KeySpec:
         if not isinstance(self.roles, tuple) or not all(isinstance(r, Role) for r in self.roles):
             raise FormatError("roles must be a tuple of Role")
         if not _roles_in_order(self.roles):
-            raise FormatError("roles must be distinct, non-empty and in the order admin, deterministic, judge, human, seal, agent")
+            raise FormatError(
+                "roles must be distinct, non-empty and in the order admin, deterministic, judge, human, seal, agent"
+            )
         if not isinstance(self.public_key, bytes):
             raise FormatError("public key must be an SSH public key blob")
         parse_public_key_blob(self.public_key)

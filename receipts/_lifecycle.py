@@ -53,8 +53,15 @@ class TaskState:
     claims: tuple[str, ...] = field(default=())
 
 
-def derive_state(steps: Sequence[Step], *, human_approvals: int = 1, repair_attempts: int = 5,
-                 no_progress_after: int = 3, judge_required: bool = True, human_required: bool = True) -> TaskState:
+def derive_state(
+    steps: Sequence[Step],
+    *,
+    human_approvals: int = 1,
+    repair_attempts: int = 5,
+    no_progress_after: int = 3,
+    judge_required: bool = True,
+    human_required: bool = True,
+) -> TaskState:
     candidate = None
     for s in steps:
         if s.kind in ("claim", "det") and s.candidate:
@@ -73,27 +80,51 @@ def derive_state(steps: Sequence[Step], *, human_approvals: int = 1, repair_atte
     if effects:
         begin, result = list(effects.values())[-1]
         if result is None:
-            return TaskState(State.COMMITTING, "effect %s begun, no outcome recorded yet" % begin.key, begin.candidate, attempts)
+            return TaskState(
+                State.COMMITTING, "effect %s begun, no outcome recorded yet" % begin.key, begin.candidate, attempts
+            )
         if result.outcome == "unknown":
-            return TaskState(State.RECONCILING, "effect %s has an unknown outcome: read back to confirm or deny" % begin.key, begin.candidate, attempts)
+            return TaskState(
+                State.RECONCILING,
+                "effect %s has an unknown outcome: read back to confirm or deny" % begin.key,
+                begin.candidate,
+                attempts,
+            )
         if result.outcome == "confirmed":
             verified = any(s.kind == "verified" and s.candidate == begin.candidate for s in steps)
             if verified:
-                return TaskState(State.VERIFIED_COMPLETE, "effect %s confirmed, success verified" % begin.key, begin.candidate, attempts)
-            return TaskState(State.COMMITTED_BUT_UNVERIFIED, "effect %s confirmed, but no verified success for its candidate" % begin.key,
-                             begin.candidate, attempts)
+                return TaskState(
+                    State.VERIFIED_COMPLETE,
+                    "effect %s confirmed, success verified" % begin.key,
+                    begin.candidate,
+                    attempts,
+                )
+            return TaskState(
+                State.COMMITTED_BUT_UNVERIFIED,
+                "effect %s confirmed, but no verified success for its candidate" % begin.key,
+                begin.candidate,
+                attempts,
+            )
         # a failed effect: back to what the ladder says
     if any(s.integrity for s in dets):
-        return TaskState(State.FAILED, "integrity violation on the candidate: the process broke the rules", candidate, attempts)
+        return TaskState(
+            State.FAILED, "integrity violation on the candidate: the process broke the rules", candidate, attempts
+        )
     receipts = [s for s in on if s.kind == "receipt"]
     if any(s.kind == "verified" for s in on) or (receipts and receipts[-1].verdict == "eligible"):
         return TaskState(State.READY_TO_COMMIT, "a merge-eligible receipt covers the candidate", candidate, attempts)
     if attempts >= repair_attempts:
-        return TaskState(State.BLOCKED, "repair budget exhausted: %d failed verification attempts" % attempts, candidate, attempts)
+        return TaskState(
+            State.BLOCKED, "repair budget exhausted: %d failed verification attempts" % attempts, candidate, attempts
+        )
     recent = _failing_streak(steps)
     if len(recent) >= no_progress_after and len(set(recent[-no_progress_after:])) == 1:
-        return TaskState(State.BLOCKED, "no progress: the same checks failed the same way %d times in a row" % no_progress_after,
-                         candidate, attempts)
+        return TaskState(
+            State.BLOCKED,
+            "no progress: the same checks failed the same way %d times in a row" % no_progress_after,
+            candidate,
+            attempts,
+        )
     humans: dict[str, str] = {}
     for s in on:
         if s.kind == "human" and s.key:
@@ -106,18 +137,29 @@ def derive_state(steps: Sequence[Step], *, human_approvals: int = 1, repair_atte
     if last_claim > last_det:
         return TaskState(State.VERIFYING, "a claim awaits verification", candidate, attempts)
     if dets and dets[-1].verdict != "pass":
-        return TaskState(State.REPAIRING, "the deterministic tier failed: %s" % ", ".join(sorted(dets[-1].failing)) or "see the record",
-                         candidate, attempts)
+        return TaskState(
+            State.REPAIRING,
+            "the deterministic tier failed: %s" % ", ".join(sorted(dets[-1].failing)) or "see the record",
+            candidate,
+            attempts,
+        )
     if dets:
         judges = [s for s in on if s.kind == "judge"]
         if judge_required and judges and judges[-1].verdict in ("review", "retry"):
-            return TaskState(State.REVIEW_REQUIRED, "the judge asked for review (%s)" % judges[-1].verdict, candidate, attempts)
+            return TaskState(
+                State.REVIEW_REQUIRED, "the judge asked for review (%s)" % judges[-1].verdict, candidate, attempts
+            )
         if judge_required and judges and judges[-1].verdict == "fail":
             return TaskState(State.REPAIRING, "the judge rejected the candidate", candidate, attempts)
         judged = not judge_required or (judges and judges[-1].verdict == "pass")
         approvals = sum(1 for v in humans.values() if v == "pass")
         if judged and human_required and approvals < max(human_approvals, 1):
-            return TaskState(State.AWAITING_APPROVAL, "%d of %d human approvals" % (approvals, max(human_approvals, 1)), candidate, attempts)
+            return TaskState(
+                State.AWAITING_APPROVAL,
+                "%d of %d human approvals" % (approvals, max(human_approvals, 1)),
+                candidate,
+                attempts,
+            )
         if judged:
             return TaskState(State.VERIFYING, "all tiers ruled; no receipt sealed yet", candidate, attempts)
         return TaskState(State.VERIFYING, "waiting for the judge", candidate, attempts)

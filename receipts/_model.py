@@ -60,7 +60,9 @@ class Role(enum.StrEnum):
 
 def check_task_id(task_id: object) -> str:
     if not isinstance(task_id, str) or _TASK_ID.fullmatch(task_id) is None:
-        raise FormatError("task id must be 1-128 characters of [A-Za-z0-9._:/@+-], starting alphanumeric: %r" % (task_id,))
+        raise FormatError(
+            "task id must be 1-128 characters of [A-Za-z0-9._:/@+-], starting alphanumeric: %r" % (task_id,)
+        )
     return task_id
 
 
@@ -147,7 +149,9 @@ class TierRecord:
         for parent in self.parents:
             _check_digest(parent, "parent")
         if self.confidence_bp is not None and (
-            isinstance(self.confidence_bp, bool) or not isinstance(self.confidence_bp, int) or not 0 <= self.confidence_bp <= 10000
+            isinstance(self.confidence_bp, bool)
+            or not isinstance(self.confidence_bp, int)
+            or not 0 <= self.confidence_bp <= 10000
         ):
             raise FormatError("confidence must be an integer number of basis points in [0, 10000]")
         check_text(self.verifier, "verifier name", limit=256)

@@ -25,8 +25,12 @@ def latest_human_decisions(
     its earlier reject; approving twice counts once."""
     latest: dict[str, Digest] = {}
     for digest, record, signer in decisions:
-        if (record.tier is Tier.HUMAN and record.task_id == task_id and record.input_hash == input_hash
-                and record.config_hash == config_hash):
+        if (
+            record.tier is Tier.HUMAN
+            and record.task_id == task_id
+            and record.input_hash == input_hash
+            and record.config_hash == config_hash
+        ):
             latest.pop(signer, None)
             latest[signer] = digest
     return tuple(latest.values())
@@ -83,7 +87,10 @@ def derive_merge_eligible(
             if record.config_hash != config_hash:
                 reasons.append("tier %s record is under a different config" % tier)
             if max_evidence_age_s is not None and created is not None and created - record.created > max_evidence_age_s:
-                reasons.append("tier %s record is %d s old; the contract allows %d s" % (tier, created - record.created, max_evidence_age_s))
+                reasons.append(
+                    "tier %s record is %d s old; the contract allows %d s"
+                    % (tier, created - record.created, max_evidence_age_s)
+                )
             signer = (signers or {}).get(digest)
             if tier is Tier.HUMAN and record.verdict is Verdict.PASS:
                 if signer is None:

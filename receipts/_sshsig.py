@@ -154,7 +154,9 @@ def parse_public_key_blob(blob: bytes) -> bytes:
     reader = _Reader(blob)
     key_type = reader.string()
     if key_type != _KEY_TYPE:
-        raise FormatError("unsupported key type %r: only ssh-ed25519 keys can sign" % key_type.decode("ascii", "replace"))
+        raise FormatError(
+            "unsupported key type %r: only ssh-ed25519 keys can sign" % key_type.decode("ascii", "replace")
+        )
     raw = reader.string()
     reader.end()
     if len(raw) != 32:

@@ -16,11 +16,17 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import receipts as r
-from ledger import add_key, decide, Ledger, run_deterministic, run_judge, seal_receipt
+from ledger import Ledger, add_key, decide, run_deterministic, run_judge, seal_receipt
 
 KEY_NAMES = ("admin", "ci", "judge", "alice", "bob", "sealer", "agent", "mallory")
-ROLES = {"ci": r.Role.DETERMINISTIC, "judge": r.Role.JUDGE, "alice": r.Role.HUMAN, "bob": r.Role.HUMAN, "sealer": r.Role.SEAL,
-         "agent": r.Role.AGENT}
+ROLES = {
+    "ci": r.Role.DETERMINISTIC,
+    "judge": r.Role.JUDGE,
+    "alice": r.Role.HUMAN,
+    "bob": r.Role.HUMAN,
+    "sealer": r.Role.SEAL,
+    "agent": r.Role.AGENT,
+}
 TASK = "TASK-1"
 
 
@@ -35,11 +41,19 @@ def judge_table(*args: str, **settings: object) -> str:
     return "\n".join(lines) + "\n"
 
 
-def contract_bytes(task: str = TASK, command: str = "print('1 passed')", extra: str = "", kind: str = "code",
-                   owned: tuple[str, ...] = ("app.py",), judge: str | None = None, top: str = "") -> bytes:
+def contract_bytes(
+    task: str = TASK,
+    command: str = "print('1 passed')",
+    extra: str = "",
+    kind: str = "code",
+    owned: tuple[str, ...] = ("app.py",),
+    judge: str | None = None,
+    top: str = "",
+) -> bytes:
     """A contract whose one test runs ``command`` with this interpreter, judged by the
     scripted judge (accepting at 0.9 unless ``judge`` says otherwise)."""
-    return ("""version = 1
+    return (
+        """version = 1
 %s
 task = "%s"
 goal = "a test task"
@@ -59,13 +73,29 @@ total_timeout_s = 60
 id = "tests"
 type = "test_passes"
 command = [%s, "-c", %s]
-%s""" % (top, task, kind, json.dumps(list(owned)), judge if judge is not None else judge_table("accept", "0.9"),
-         json.dumps(sys.executable), json.dumps(command), extra)).encode()
+%s"""
+        % (
+            top,
+            task,
+            kind,
+            json.dumps(list(owned)),
+            judge if judge is not None else judge_table("accept", "0.9"),
+            json.dumps(sys.executable),
+            json.dumps(command),
+            extra,
+        )
+    ).encode()
 
 
 CONTRACT = contract_bytes()
-GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.invalid", "GIT_CONFIG_NOSYSTEM": "1", "HOME": "/nonexistent"}
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.invalid",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.invalid",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "HOME": "/nonexistent",
+}
 
 
 def git(repo: Path, *args: str) -> str:
@@ -123,15 +153,30 @@ def build_sample(tmp: Path, verdicts: dict[r.Tier, r.Verdict] | None = None, jud
     command = "print('1 passed')" if verdicts[r.Tier.DETERMINISTIC] is r.Verdict.PASS else "raise SystemExit(1)"
     judge_mode = {r.Verdict.PASS: ("accept", "0.9"), r.Verdict.FAIL: ("reject", "0.9")}[verdicts[r.Tier.JUDGE]]
     contract = contract_bytes(command=command, judge=judge or judge_table(*judge_mode))
-    run = run_deterministic(ledger, repo=repo, task_id=TASK, contract_bytes=contract, source="c.toml", signer=SIGNERS["ci"])
+    run = run_deterministic(
+        ledger, repo=repo, task_id=TASK, contract_bytes=contract, source="c.toml", signer=SIGNERS["ci"]
+    )
     assert run.outcome.verdict is verdicts[r.Tier.DETERMINISTIC], run.outcome
     records = {r.Tier.DETERMINISTIC: run.appended.body_hash}
-    judged = run_judge(ledger, task_id=TASK, contract_bytes=contract, candidate=run.record.input_hash, signer=SIGNERS["judge"])
+    judged = run_judge(
+        ledger, task_id=TASK, contract_bytes=contract, candidate=run.record.input_hash, signer=SIGNERS["judge"]
+    )
     records[r.Tier.JUDGE] = judged.appended.body_hash
     if judge is None:
-        assert judged.outcome.verdict is (r.Verdict.SKIP if verdicts[r.Tier.DETERMINISTIC] is not r.Verdict.PASS else verdicts[r.Tier.JUDGE])
-    approval = decide(ledger, task_id=TASK, contract_bytes=contract, candidate=run.record.input_hash, signer=SIGNERS["alice"],
-                      approve=verdicts[r.Tier.HUMAN] is r.Verdict.PASS, note="reviewed", repo=repo, confirm=lambda shown: True)
+        assert judged.outcome.verdict is (
+            r.Verdict.SKIP if verdicts[r.Tier.DETERMINISTIC] is not r.Verdict.PASS else verdicts[r.Tier.JUDGE]
+        )
+    approval = decide(
+        ledger,
+        task_id=TASK,
+        contract_bytes=contract,
+        candidate=run.record.input_hash,
+        signer=SIGNERS["alice"],
+        approve=verdicts[r.Tier.HUMAN] is r.Verdict.PASS,
+        note="reviewed",
+        repo=repo,
+        confirm=lambda shown: True,
+    )
     assert approval is not None
     records[r.Tier.HUMAN] = approval.body_hash
     _, sealed = seal_receipt(ledger, task_id=TASK, signer=SIGNERS["sealer"], input_hash=run.record.input_hash)
@@ -187,8 +232,14 @@ def write_rows(root: Path, rows: list[Row], resign_from: int = 0, role: Callable
         task = _task_of(entry.kind, row.body)
         if i >= resign_from:
             kind = entry.kind
-            entry = dataclasses.replace(entry, seq=i, prev=prev, body_hash=r.body_hash(kind, row.body), ring=ring,
-                                        task_prev=last_task.get(task) if task else None)
+            entry = dataclasses.replace(
+                entry,
+                seq=i,
+                prev=prev,
+                body_hash=r.body_hash(kind, row.body),
+                ring=ring,
+                task_prev=last_task.get(task) if task else None,
+            )
             signer = BY_KEY_ID[entry.signer]
             ns = r.namespace_for((role(row) if role else _safe_role(kind, row.body)).value)
             entry = dataclasses.replace(entry, signature=r.sshsig_sign(signer, ns, r.entry_signed_bytes(entry)))
@@ -204,8 +255,10 @@ def write_rows(root: Path, rows: list[Row], resign_from: int = 0, role: Callable
         conn.execute("DELETE FROM entries")
         for i, (entry, data, body) in enumerate(out):
             task = _task_of(entry.kind, body)  # the index column as the store writes it
-            conn.execute("INSERT INTO entries (seq, hash, kind, body_hash, task, entry, body) VALUES (?,?,?,?,?,?,?)",
-                         (i, r.entry_hash(data).value, entry.kind.value, entry.body_hash.value, task, data, body))
+            conn.execute(
+                "INSERT INTO entries (seq, hash, kind, body_hash, task, entry, body) VALUES (?,?,?,?,?,?,?)",
+                (i, r.entry_hash(data).value, entry.kind.value, entry.body_hash.value, task, data, body),
+            )
     conn.close()
 
 

@@ -27,10 +27,29 @@ def test_verify_never_imports_ledger() -> None:
 
 
 def test_receipts_does_no_io() -> None:
-    forbidden = {"sqlite3", "sqlite_utils", "os", "subprocess", "socket", "urllib", "http", "pathlib", "shutil", "tempfile", "ledger", "verify"}
+    forbidden = {
+        "sqlite3",
+        "sqlite_utils",
+        "os",
+        "subprocess",
+        "socket",
+        "urllib",
+        "http",
+        "pathlib",
+        "shutil",
+        "tempfile",
+        "ledger",
+        "verify",
+    }
     assert not (_imports("receipts") & forbidden)
 
 
 def test_receipts_and_verify_are_mypy_strict_clean() -> None:
-    res = subprocess.run([sys.executable, "-m", "mypy", "--strict", "receipts", "verify"], cwd=ROOT, capture_output=True, text=True, timeout=240)
+    res = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "receipts", "verify"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert res.returncode == 0, res.stdout + res.stderr

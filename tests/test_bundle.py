@@ -14,7 +14,7 @@ import pytest
 
 import receipts as r
 from conftest import ADMIN_ID, SIGNERS, Sample, build_sample, run_cli
-from ledger import decide, export_bundle, export_intoto, frozen_clock, Ledger, PAYLOAD_TYPE
+from ledger import PAYLOAD_TYPE, Ledger, decide, export_bundle, export_intoto, frozen_clock
 from verify import BundleSource, CannotVerify, Transparency, TrustRoot, verify_receipt
 
 TRUST = TrustRoot(frozenset({ADMIN_ID}), "t")
@@ -38,8 +38,13 @@ def verify_bundle(path: Path, receipt: str) -> object:
         source.close()
 
 
-def rezip(src: Path, dst: Path, drop: tuple[str, ...] = (), replace: dict[str, bytes] | None = None,
-          extra: list[tuple[zipfile.ZipInfo, bytes]] | None = None) -> Path:
+def rezip(
+    src: Path,
+    dst: Path,
+    drop: tuple[str, ...] = (),
+    replace: dict[str, bytes] | None = None,
+    extra: list[tuple[zipfile.ZipInfo, bytes]] | None = None,
+) -> Path:
     with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
         for info in zin.infolist():
             if info.filename in drop:
@@ -57,7 +62,9 @@ def test_a_bundle_verifies_offline_with_public_keys_only(tmp_path: Path) -> None
     allowed = tmp_path / "allowed_signers"
     allowed.write_text(run_cli("--dir", str(s.root), "keys", "export-allowed-signers").stdout)
     # Offline: no ledger at all, only the bundle and the trust file.
-    cli = run_cli("--dir", str(tmp_path / "nowhere"), "verify", "--bundle", str(bundle), "--trust", str(allowed), "--json")
+    cli = run_cli(
+        "--dir", str(tmp_path / "nowhere"), "verify", "--bundle", str(bundle), "--trust", str(allowed), "--json"
+    )
     assert cli.returncode == 0, cli.stdout + cli.stderr
     assert json.loads(cli.stdout)["checkpoint"].startswith("size ")
     with zipfile.ZipFile(bundle) as zf:
@@ -88,6 +95,7 @@ def test_bundle_size_does_not_grow_with_the_ledger(tmp_path: Path) -> None:
     # Grow the ledger with another task's entries: the bundle carries this task's history only.
     from conftest import contract_bytes
     from ledger import register_contract
+
     for i in range(60):
         register_contract(ledger, "OTHER-%d" % i, contract_bytes(task="OTHER-%d" % i), SIGNERS["ci"])
     ledger.checkpoint(SIGNERS["sealer"])
@@ -158,6 +166,7 @@ def test_a_1gb_zip_bomb_is_rejected_without_unpacking(tmp_path: Path, monkeypatc
             for _ in range(256):  # 1 GiB of zeros
                 fh.write(chunk)
     assert bomb.stat().st_size < 8 << 20
+
     def never(*args: object, **kwargs: object) -> None:
         raise AssertionError("a member was opened: the bomb must be refused from the central directory alone")
 
@@ -169,10 +178,22 @@ def test_a_1gb_zip_bomb_is_rejected_without_unpacking(tmp_path: Path, monkeypatc
 def test_omitting_a_decision_or_a_key_change_from_a_bundle_is_caught(tmp_path: Path) -> None:
     s = build_sample(tmp_path)
     ledger = Ledger.open(s.root)
-    candidate = r.decode_tier_record(next(e for e in ledger.entries(task="TASK-1") if e.kind == "tier_record").body).input_hash
-    decide(ledger, task_id="TASK-1", contract_bytes=s.contract, candidate=candidate, signer=SIGNERS["bob"],
-           approve=False, note="no", repo=s.repo, confirm=lambda shown: True)
+    candidate = r.decode_tier_record(
+        next(e for e in ledger.entries(task="TASK-1") if e.kind == "tier_record").body
+    ).input_hash
+    decide(
+        ledger,
+        task_id="TASK-1",
+        contract_bytes=s.contract,
+        candidate=candidate,
+        signer=SIGNERS["bob"],
+        approve=False,
+        note="no",
+        repo=s.repo,
+        confirm=lambda shown: True,
+    )
     from ledger import seal_receipt
+
     _, sealed = seal_receipt(ledger, task_id="TASK-1", signer=SIGNERS["sealer"], input_hash=candidate)
     ledger.checkpoint(SIGNERS["sealer"])
     bundle = tmp_path / "b.zip"
@@ -182,12 +203,18 @@ def test_omitting_a_decision_or_a_key_change_from_a_bundle_is_caught(tmp_path: P
     receipt = str(sealed.body_hash)
     assert verify_bundle(bundle, receipt).ok  # type: ignore[attr-defined]
     reject_seq = max(seq for seq, e in rows.items() if e.kind == "tier_record")
-    hidden = rezip(bundle, tmp_path / "hidden.zip", drop=("entries/%d.entry" % reject_seq, "entries/%d.body" % reject_seq,
-                                                         "proofs/%d.tlog-proof" % reject_seq))
+    hidden = rezip(
+        bundle,
+        tmp_path / "hidden.zip",
+        drop=("entries/%d.entry" % reject_seq, "entries/%d.body" % reject_seq, "proofs/%d.tlog-proof" % reject_seq),
+    )
     assert "task-link" in {d.code for d in verify_bundle(hidden, receipt).defects}  # type: ignore[attr-defined]
     key_seq = max(seq for seq, e in rows.items() if e.kind == "key_add")
-    no_key = rezip(bundle, tmp_path / "nokey.zip", drop=("entries/%d.entry" % key_seq, "entries/%d.body" % key_seq,
-                                                        "proofs/%d.tlog-proof" % key_seq))
+    no_key = rezip(
+        bundle,
+        tmp_path / "nokey.zip",
+        drop=("entries/%d.entry" % key_seq, "entries/%d.body" % key_seq, "proofs/%d.tlog-proof" % key_seq),
+    )
     assert "ring-link" in {d.code for d in verify_bundle(no_key, receipt).defects}  # type: ignore[attr-defined]
 
 
@@ -242,7 +269,11 @@ def test_the_dsse_envelope_verifies_with_securesystemslib(tmp_path: Path) -> Non
     assert set(digests) == {"sha256", "blake3"} and statement["predicate"]["receipt"] == s.receipt
     assert any("gitCommit" in subject["digest"] for subject in statement["subject"])
     # A changed payload no longer verifies with the independent implementation.
-    tampered = dict(json.loads(out.read_text()), payload=base64.b64encode(base64.b64decode(doc["payload"]).replace(b"true", b"fals")).decode())
+    tampered = dict(
+        json.loads(out.read_text()),
+        payload=base64.b64encode(base64.b64decode(doc["payload"]).replace(b"true", b"fals")).decode(),
+    )
     from securesystemslib.exceptions import VerificationError
+
     with pytest.raises(VerificationError):
         Envelope.from_dict(tampered).verify([key], 1)

@@ -21,7 +21,11 @@ def test_cbor2_canonical_order_is_rfc8949_bytewise_order_for_text_keys(d: dict[s
 
 
 values = st.recursive(
-    st.none() | st.booleans() | st.integers(min_value=-(2**64), max_value=2**64 - 1) | st.text(max_size=20) | st.binary(max_size=20),
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**64), max_value=2**64 - 1)
+    | st.text(max_size=20)
+    | st.binary(max_size=20),
     lambda children: st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=8), children, max_size=5),
     max_leaves=20,
 )
@@ -43,20 +47,23 @@ def test_any_bytes_decode_to_a_value_or_format_error(data: bytes) -> None:
     assert r.canonical_dumps(v) == data
 
 
-@pytest.mark.parametrize("name,hexdata", [
-    ("trailing-byte", "a1616101" + "00"),
-    ("duplicate-key", "a2616101616102"),
-    ("unsorted-keys", "a2616201616101"),
-    ("length-first-violated", "a2626161016162" + "02"),
-    ("non-shortest-int", "a161611801"),
-    ("indefinite-array", "9f01ff"),
-    ("float", "f93c00"),
-    ("tag", "c11a514b67b0"),
-    ("integer-key", "a10101"),
-    ("undefined", "f7"),
-    ("empty", ""),
-    ("bignum", "c249010000000000000000"),
-])
+@pytest.mark.parametrize(
+    "name,hexdata",
+    [
+        ("trailing-byte", "a1616101" + "00"),
+        ("duplicate-key", "a2616101616102"),
+        ("unsorted-keys", "a2616201616101"),
+        ("length-first-violated", "a2626161016162" + "02"),
+        ("non-shortest-int", "a161611801"),
+        ("indefinite-array", "9f01ff"),
+        ("float", "f93c00"),
+        ("tag", "c11a514b67b0"),
+        ("integer-key", "a10101"),
+        ("undefined", "f7"),
+        ("empty", ""),
+        ("bignum", "c249010000000000000000"),
+    ],
+)
 def test_non_canonical_or_disallowed_input_is_rejected(name: str, hexdata: str) -> None:
     with pytest.raises(r.FormatError):
         r.canonical_loads(bytes.fromhex(hexdata))
@@ -83,4 +90,8 @@ def test_nesting_limit_is_sixteen_containers_deep_for_every_leaf(wrap: object, l
     with pytest.raises(r.FormatError, match="deeper"):
         r.canonical_dumps(nest(17))
     with pytest.raises(r.FormatError, match="deeper"):
-        r.canonical_loads(bytes([0x81 if isinstance(nest(1), list) else 0xA1]) + (b"" if isinstance(nest(1), list) else b"\x61k") + data)
+        r.canonical_loads(
+            bytes([0x81 if isinstance(nest(1), list) else 0xA1])
+            + (b"" if isinstance(nest(1), list) else b"\x61k")
+            + data
+        )

@@ -14,7 +14,6 @@ from click.testing import CliRunner, Result
 from conftest import GIT_ENV, judge_table
 from ledger.cli import cli
 
-
 CONTRACT = """version = 1
 task = "T-1"
 goal = "a.txt exists"
@@ -83,7 +82,10 @@ def test_init_creates_ledger_at_git_root_with_private_key_outside(repo: Path, tm
     assert key.read_text().startswith("-----BEGIN OPENSSH PRIVATE KEY-----")
     # The clone's versioned contract is kept, and the chain and evidence stay out of git.
     assert (repo / ".ledger" / "contracts" / "T-1.toml").is_file()
-    assert subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], capture_output=True, text=True).stdout == ""
+    assert (
+        subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], capture_output=True, text=True).stdout
+        == ""
+    )
     again = run("init")
     assert again.exit_code == 2 and "already holds a ledger" in again.output
 
@@ -98,7 +100,11 @@ def test_full_ladder_seals_an_eligible_receipt_that_verifies(repo: Path) -> None
     res = run("verify", receipt["receipt"], "--json")
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
-    assert doc["verified"] and doc["merge_eligible_derived"] is True and [t["status"] for t in doc["tiers"]] == ["pass"] * 3
+    assert (
+        doc["verified"]
+        and doc["merge_eligible_derived"] is True
+        and [t["status"] for t in doc["tiers"]] == ["pass"] * 3
+    )
     human = run("verify", receipt["receipt"])
     assert "VERIFIED" in human.stdout and "deterministic" in human.stdout
     assert run("verify", "--chain").exit_code == 0
@@ -195,7 +201,9 @@ def test_private_key_inside_the_repository_is_refused(repo: Path) -> None:
 
 def test_encrypted_key_needs_its_passphrase(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     setup_keys()
-    res = CliRunner().invoke(cli, ["keys", "generate", "dave", "--role", "human", "--passphrase"], input="s3cret\ns3cret\n")
+    res = CliRunner().invoke(
+        cli, ["keys", "generate", "dave", "--role", "human", "--passphrase"], input="s3cret\ns3cret\n"
+    )
     assert res.exit_code == 0, res.output
     args = ["approve", "T-1", "--key", "dave", "--yes"]
     assert run(*args).exit_code == 2
@@ -211,7 +219,18 @@ def test_bad_inputs_are_one_line_and_exit_2(repo: Path) -> None:
     cases = [
         ("record", "T-1", "--tier", "human", "--verdict", "pass", "--key", "alice", "--config", "missing.toml"),
         ("record", "T-1", "--tier", "human", "--verdict", "pass", "--key", "alice", "--evidence", "nope"),
-        ("record", "bad task", "--tier", "human", "--verdict", "pass", "--key", "alice", "--config", ".ledger/contracts/T-1.toml"),
+        (
+            "record",
+            "bad task",
+            "--tier",
+            "human",
+            "--verdict",
+            "pass",
+            "--key",
+            "alice",
+            "--config",
+            ".ledger/contracts/T-1.toml",
+        ),
         ("record", "T-1", "--tier", "human", "--verdict", "pass", "--key", "nobody"),
         ("record", "T-1", "--tier", "human", "--verdict", "pass", "--key", "alice", "--input", "no-such-rev"),
         ("check", "T-2", "--key", "ci"),
@@ -248,7 +267,10 @@ def test_concurrent_writers_produce_one_linear_chain(repo: Path, tmp_path: Path)
     )
     before = len(json.loads(run("log", "--json").stdout))
     per_writer = int(os.environ.get("RECEIPT_LEDGER_CONCURRENCY", "40"))
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(repo / ".ledger"), str(w), str(per_writer)], env=env) for w in range(4)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code, str(repo / ".ledger"), str(w), str(per_writer)], env=env)
+        for w in range(4)
+    ]
     assert all(p.wait(timeout=1200) == 0 for p in procs)
     res = run("verify", "--chain", "--json")
     doc = json.loads(res.stdout)

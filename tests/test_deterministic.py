@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import select
+import sys
 import time
 from pathlib import Path
 
@@ -14,23 +14,53 @@ import pytest
 
 import receipts as r
 from conftest import ADMIN_ID, SIGNERS, contract_bytes, git, make_repo, run_cli
-from ledger import CheckRun, decide, frozen_clock, InputError, Ledger, register_contract, run_deterministic, run_judge, seal_receipt
+from ledger import (
+    CheckRun,
+    InputError,
+    Ledger,
+    decide,
+    frozen_clock,
+    register_contract,
+    run_deterministic,
+    run_judge,
+    seal_receipt,
+)
 from verify import LedgerSource, TrustRoot, verify_receipt
 
 PY = json.dumps(sys.executable)
 
 
 def check(ledger: Ledger, repo: Path, contract: bytes, task: str = "TASK-1", **kw: object) -> CheckRun:
-    return run_deterministic(ledger, repo=repo, task_id=task, contract_bytes=contract, source="c.toml", signer=SIGNERS["ci"], **kw)  # type: ignore[arg-type]
+    return run_deterministic(
+        ledger, repo=repo, task_id=task, contract_bytes=contract, source="c.toml", signer=SIGNERS["ci"], **kw
+    )  # type: ignore[arg-type]
 
 
 def upper_tiers(ledger: Ledger, repo: Path, run: CheckRun) -> None:
     """The scripted judge and an approval by alice, on the run's candidate and contract."""
-    contract = next(rev.contract for _, rev in reversed(ledger.contract_revisions(run.record.task_id))
-                    if rev.config_hash == run.record.config_hash)
-    run_judge(ledger, task_id=run.record.task_id, contract_bytes=contract, candidate=run.record.input_hash, signer=SIGNERS["judge"])
-    decide(ledger, task_id=run.record.task_id, contract_bytes=contract, candidate=run.record.input_hash, signer=SIGNERS["alice"],
-           approve=True, note="ok", repo=repo, confirm=lambda shown: True)
+    contract = next(
+        rev.contract
+        for _, rev in reversed(ledger.contract_revisions(run.record.task_id))
+        if rev.config_hash == run.record.config_hash
+    )
+    run_judge(
+        ledger,
+        task_id=run.record.task_id,
+        contract_bytes=contract,
+        candidate=run.record.input_hash,
+        signer=SIGNERS["judge"],
+    )
+    decide(
+        ledger,
+        task_id=run.record.task_id,
+        contract_bytes=contract,
+        candidate=run.record.input_hash,
+        signer=SIGNERS["alice"],
+        approve=True,
+        note="ok",
+        repo=repo,
+        confirm=lambda shown: True,
+    )
 
 
 def reasons(run: CheckRun) -> str:
@@ -54,7 +84,9 @@ def test_a_passing_run_verifies_and_its_verdict_is_rederived(env: tuple[Path, Le
     assert blob(ledger, run, "check:tests:stdout") == b"1 passed\n"
     upper_tiers(ledger, repo, run)
     _, sealed = seal_receipt(ledger, task_id="TASK-1", signer=SIGNERS["sealer"], input_hash=run.record.input_hash)
-    result = verify_receipt(LedgerSource.open(tmp_path / "ledger"), str(sealed.body_hash), TrustRoot(frozenset({ADMIN_ID}), "t"))
+    result = verify_receipt(
+        LedgerSource.open(tmp_path / "ledger"), str(sealed.body_hash), TrustRoot(frozenset({ADMIN_ID}), "t")
+    )
     assert result.ok and result.derived_eligible, result.defects
 
 
@@ -77,7 +109,10 @@ def test_a_file_only_in_a_worktree_does_not_count(env: tuple[Path, Ledger], tmp_
     (repo / "only-here.txt").write_text("x\n")
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "TASK-1: add it")
-    assert check(ledger, repo, contract_bytes(extra=path_check(str(wt / "only-here.txt")))).outcome.verdict is r.Verdict.PASS
+    assert (
+        check(ledger, repo, contract_bytes(extra=path_check(str(wt / "only-here.txt")))).outcome.verdict
+        is r.Verdict.PASS
+    )
 
 
 def test_a_path_outside_the_repository_fails(env: tuple[Path, Ledger]) -> None:
@@ -114,7 +149,9 @@ def test_evidence_deleted_after_the_run_is_caught(env: tuple[Path, Ledger], tmp_
     _, sealed = seal_receipt(ledger, task_id="TASK-1", signer=SIGNERS["sealer"], input_hash=run.record.input_hash)
     ref = next(e for e in run.record.evidence if e.check_id == "check:tests")
     os.unlink(ledger.blob_path(ref.digest))
-    result = verify_receipt(LedgerSource.open(tmp_path / "ledger"), str(sealed.body_hash), TrustRoot(frozenset({ADMIN_ID}), "t"))
+    result = verify_receipt(
+        LedgerSource.open(tmp_path / "ledger"), str(sealed.body_hash), TrustRoot(frozenset({ADMIN_ID}), "t")
+    )
     codes = {d.code for d in result.defects}
     assert {"evidence-missing", "verdict-not-entailed"} <= codes
 
@@ -125,7 +162,11 @@ def test_dropping_the_failing_check_needs_an_admin_and_is_flagged(env: tuple[Pat
     assert check(ledger, repo, strict).outcome.verdict is r.Verdict.FAIL
     text = strict.decode()
     start = text.index("[[checks]]")
-    lenient = (text[:start] + text[text.index("[[checks]]", start + 1):]).replace('evidence_required = ["tests"]\n', "").encode()
+    lenient = (
+        (text[:start] + text[text.index("[[checks]]", start + 1) :])
+        .replace('evidence_required = ["tests"]\n', "")
+        .encode()
+    )
     with pytest.raises(InputError, match="weakens the contract.*check tests was dropped"):
         check(ledger, repo, lenient)
     register_contract(ledger, "TASK-1", lenient, SIGNERS["admin"])
@@ -133,9 +174,15 @@ def test_dropping_the_failing_check_needs_an_admin_and_is_flagged(env: tuple[Pat
     assert run.outcome.verdict is r.Verdict.PASS
     upper_tiers(ledger, repo, run)
     _, sealed = seal_receipt(ledger, task_id="TASK-1", signer=SIGNERS["sealer"], input_hash=run.record.input_hash)
-    result = verify_receipt(LedgerSource.open(tmp_path / "ledger"), str(sealed.body_hash), TrustRoot(frozenset({ADMIN_ID}), "t"))
+    result = verify_receipt(
+        LedgerSource.open(tmp_path / "ledger"), str(sealed.body_hash), TrustRoot(frozenset({ADMIN_ID}), "t")
+    )
     assert result.ok, result.defects
-    assert len(result.weakenings) == 1 and "admin (" in result.weakenings[0] and "check tests was dropped" in result.weakenings[0]
+    assert (
+        len(result.weakenings) == 1
+        and "admin (" in result.weakenings[0]
+        and "check tests was dropped" in result.weakenings[0]
+    )
     cli = run_cli("--dir", str(tmp_path / "ledger"), "verify", str(sealed.body_hash))
     assert cli.returncode == 0 and "WEAKENING:" in cli.stdout
 
@@ -161,7 +208,9 @@ def test_a_manager_task_does_not_borrow_its_childrens_work(env: tuple[Path, Ledg
     contract = contract_bytes(task="MGR-1", owned=(), extra=path_check("child.py"))
     run = check(ledger, repo, contract, task="MGR-1")
     assert all(status == "pass" for _, status, _, _ in run.rows)  # its signals are satisfied ...
-    assert run.outcome.verdict is r.Verdict.FAIL and "nothing is attributed to MGR-1" in reasons(run)  # ... by others' work
+    assert run.outcome.verdict is r.Verdict.FAIL and "nothing is attributed to MGR-1" in reasons(
+        run
+    )  # ... by others' work
 
 
 def test_weak_attribution_through_owned_files_passes_with_a_warning(env: tuple[Path, Ledger]) -> None:
@@ -181,7 +230,12 @@ def test_research_and_planning_tasks(env: tuple[Path, Ledger]) -> None:
     plan = contract_bytes(task="PLAN-1", kind="planning", owned=()).decode()
     plan = plan[: plan.index("[[checks]]")].replace('evidence_required = ["tests"]\n', "").encode()
     assert check(ledger, repo, plan, task="PLAN-1").outcome.verdict is r.Verdict.FAIL
-    child = contract_bytes(task="SUB-1").decode().replace('goal = "a test task"', 'goal = "a test task"\nparent = "PLAN-1"').encode()
+    child = (
+        contract_bytes(task="SUB-1")
+        .decode()
+        .replace('goal = "a test task"', 'goal = "a test task"\nparent = "PLAN-1"')
+        .encode()
+    )
     register_contract(ledger, "SUB-1", child, SIGNERS["ci"])
     run = check(ledger, repo, plan, task="PLAN-1")
     assert run.outcome.verdict is r.Verdict.PASS and run.snapshot.subtasks == ("SUB-1",)
@@ -191,7 +245,9 @@ def test_a_secret_in_test_output_is_redacted(env: tuple[Path, Ledger]) -> None:
     repo, ledger = env
     token = "ghp_" + "a1B2" * 9
     contract = contract_bytes(command="import os; print('token', os.environ['API_TOKEN']); print('gh', %r)" % token)
-    contract = contract.replace(b'evidence_required = ["tests"]', b'evidence_required = ["tests"]\nsecret_env = ["API_TOKEN"]')
+    contract = contract.replace(
+        b'evidence_required = ["tests"]', b'evidence_required = ["tests"]\nsecret_env = ["API_TOKEN"]'
+    )
     run = check(ledger, repo, contract, environ=dict(os.environ, API_TOKEN="hunter2-very-secret"))
     stored = blob(ledger, run, "check:tests:stdout")
     assert b"hunter2-very-secret" not in stored and token.encode() not in stored
@@ -211,8 +267,10 @@ def test_a_command_that_hangs_is_killed_at_its_timeout(env: tuple[Path, Ledger],
     repo, ledger = env
     pidfile = tmp_path / "child.pid"
     # Neither the command nor its grandchild ever ends by itself: only the timeout can end them.
-    hang = ("import subprocess, sys, signal; p = subprocess.Popen([sys.executable, '-c', 'import signal; signal.pause()']); "
-            "open(%r, 'w').write(str(p.pid)); signal.pause()" % str(pidfile))
+    hang = (
+        "import subprocess, sys, signal; p = subprocess.Popen([sys.executable, '-c', 'import signal; signal.pause()']); "
+        "open(%r, 'w').write(str(p.pid)); signal.pause()" % str(pidfile)
+    )
     contract = contract_bytes(command=hang).replace(b"check_timeout_s = 20", b"check_timeout_s = 1")
     run = check(ledger, repo, contract)
     assert run.outcome.verdict is r.Verdict.FAIL and "timed out after 1" in reasons(run)
@@ -243,7 +301,9 @@ def test_a_dirty_tree_is_refused_or_included(env: tuple[Path, Ledger]) -> None:
 def test_file_contains_absence_schema_and_hash_signals(env: tuple[Path, Ledger]) -> None:
     repo, ledger = env
     (repo / "data.json").write_text('{"name": "x", "size": 3}\n')
-    (repo / "schema.json").write_text('{"type": "object", "required": ["name"], "properties": {"size": {"type": "integer"}}}\n')
+    (repo / "schema.json").write_text(
+        '{"type": "object", "required": ["name"], "properties": {"size": {"type": "integer"}}}\n'
+    )
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "TASK-1: data")
     digest = str(r.content_digest((repo / "data.json").read_bytes()))
@@ -284,7 +344,9 @@ def test_ledger_check_cli_prints_the_table_and_exit_codes(tmp_path: Path) -> Non
     good = run_cli("check", "TASK-1", "--contract", str(tmp_path / "good.toml"), "--key", "ci", cwd=repo, env=keys)
     assert good.returncode == 0, good.stderr
     assert "tests" in good.stdout and "deterministic PASS" in good.stdout
-    bad = run_cli("check", "TASK-2", "--contract", str(tmp_path / "bad.toml"), "--key", "ci", "--json", cwd=repo, env=keys)
+    bad = run_cli(
+        "check", "TASK-2", "--contract", str(tmp_path / "bad.toml"), "--key", "ci", "--json", cwd=repo, env=keys
+    )
     assert bad.returncode == 1 and json.loads(bad.stdout)["checks"][0]["reason"] == "exit code 3"
     broken = tmp_path / "broken.toml"
     broken.write_bytes(contract_bytes().replace(b"check_timeout_s = 20", b'check_timeout_s = "soon"'))
@@ -301,9 +363,13 @@ def test_stale_evidence_is_not_eligible(env: tuple[Path, Ledger], tmp_path: Path
     fresh, _ = seal_receipt(ledger, task_id="TASK-1", signer=SIGNERS["sealer"], input_hash=run.record.input_hash)
     assert fresh.merge_eligible
     with frozen_clock(time.time() + 3600):  # an hour later
-        stale, sealed = seal_receipt(ledger, task_id="TASK-1", signer=SIGNERS["sealer"], input_hash=run.record.input_hash)
+        stale, sealed = seal_receipt(
+            ledger, task_id="TASK-1", signer=SIGNERS["sealer"], input_hash=run.record.input_hash
+        )
     assert not stale.merge_eligible
-    result = verify_receipt(LedgerSource.open(tmp_path / "ledger"), str(sealed.body_hash), TrustRoot(frozenset({ADMIN_ID}), "t"))
+    result = verify_receipt(
+        LedgerSource.open(tmp_path / "ledger"), str(sealed.body_hash), TrustRoot(frozenset({ADMIN_ID}), "t")
+    )
     assert result.ok and any("s old; the contract allows 60 s" in x for x in result.eligibility_reasons)
 
 

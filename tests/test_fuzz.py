@@ -4,8 +4,8 @@ FormatError, never another exception."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 from hypothesis import given, settings
@@ -33,7 +33,11 @@ for kind in r.EntryKind:
 
 def mutated(valid: bytes) -> st.SearchStrategy[bytes]:
     """Valid bytes with a few bytes flipped, cut or inserted: close enough to get deep."""
-    edits = st.lists(st.tuples(st.integers(0, len(valid)), st.integers(0, 255), st.sampled_from(["set", "cut", "add"])), min_size=1, max_size=4)
+    edits = st.lists(
+        st.tuples(st.integers(0, len(valid)), st.integers(0, 255), st.sampled_from(["set", "cut", "add"])),
+        min_size=1,
+        max_size=4,
+    )
 
     def apply(ops: list[tuple[int, int, str]]) -> bytes:
         data = bytearray(valid)
@@ -83,10 +87,15 @@ def test_public_key_lines_and_digests_parse_or_format_error(text: str) -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.text(max_size=400) | st.sampled_from([
-    "receipt-ledger/x\n8\nXcnaeacGWamtVZy3Ad7ZoqudgjqtL0lgz+Nw7/RgQyg=\n\n\u2014 receipt-ledger/x AAAAAAAA\n",
-    "c2sp.org/tlog-proof@v1\nindex 3\nAAAA\n\nx\n",
-]))
+@given(
+    st.text(max_size=400)
+    | st.sampled_from(
+        [
+            "receipt-ledger/x\n8\nXcnaeacGWamtVZy3Ad7ZoqudgjqtL0lgz+Nw7/RgQyg=\n\n\u2014 receipt-ledger/x AAAAAAAA\n",
+            "c2sp.org/tlog-proof@v1\nindex 3\nAAAA\n\nx\n",
+        ]
+    )
+)
 def test_notes_checkpoints_and_proofs_parse_or_format_error(text: str) -> None:
 
     for parse in (r.parse_note, r.parse_checkpoint, r.parse_tlog_proof, r.parse_consistency_proof):
@@ -97,7 +106,7 @@ def test_notes_checkpoints_and_proofs_parse_or_format_error(text: str) -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.binary(max_size=600) | st.text(max_size=600).map(lambda t: ("version = 1\ntask = \"T-1\"\n" + t).encode()))
+@given(st.binary(max_size=600) | st.text(max_size=600).map(lambda t: ('version = 1\ntask = "T-1"\n' + t).encode()))
 def test_contracts_parse_or_contract_error(data: bytes) -> None:
     try:
         r.parse_contract(data, "fuzz.toml")
@@ -106,16 +115,23 @@ def test_contracts_parse_or_contract_error(data: bytes) -> None:
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.binary(max_size=80) | st.dictionaries(st.sampled_from(["tool", "arguments", "x"]),
-                                                          st.text(max_size=10) | st.integers(), max_size=3).map(
-    lambda d: json.dumps(d).encode()), max_size=6))
+@given(
+    st.lists(
+        st.binary(max_size=80)
+        | st.dictionaries(
+            st.sampled_from(["tool", "arguments", "x"]), st.text(max_size=10) | st.integers(), max_size=3
+        ).map(lambda d: json.dumps(d).encode()),
+        max_size=6,
+    )
+)
 def test_trace_decisions_never_raise(lines: list[bytes]) -> None:
     from receipts import decide_tool_calls
 
-    policy = r.ToolPolicy(allowed=("calc",), denied=("shell",), max_steps=3,
-                          schemas=(("calc", (("type", "object"),)),))
+    policy = r.ToolPolicy(allowed=("calc",), denied=("shell",), max_steps=3, schemas=(("calc", (("type", "object"),)),))
     decisions = decide_tool_calls(policy, lines)
-    assert len(decisions) == len(lines) and all(d.decision in ("approved", "rejected", "requires_human") for d in decisions)
+    assert len(decisions) == len(lines) and all(
+        d.decision in ("approved", "rejected", "requires_human") for d in decisions
+    )
 
 
 @settings(max_examples=60, deadline=None)
@@ -142,8 +158,7 @@ def _real_bundle() -> tuple[bytes, str]:
         import tempfile
 
         from conftest import SIGNERS, build_sample
-        from ledger import Ledger
-        from ledger import export_bundle
+        from ledger import Ledger, export_bundle
 
         tmp = Path(tempfile.mkdtemp(prefix="fuzz-bundle-"))
         s = build_sample(tmp)

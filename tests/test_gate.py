@@ -20,10 +20,16 @@ def flow(tmp_path: Path) -> tuple[Path, dict[str, str], str]:
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "TASK-1: contract")
     env = {"RECEIPT_LEDGER_KEYS": str(tmp_path / "keys"), **GIT_ENV}
-    steps = [("init",), ("keys", "generate", "ci", "--role", "deterministic"), ("keys", "generate", "judge", "--role", "judge"),
-             ("keys", "generate", "alice", "--role", "human"), ("keys", "generate", "sealer", "--role", "seal"),
-             ("check", "TASK-1", "--key", "ci"), ("judge", "TASK-1", "--key", "judge"),
-             ("approve", "TASK-1", "--key", "alice", "--yes")]
+    steps = [
+        ("init",),
+        ("keys", "generate", "ci", "--role", "deterministic"),
+        ("keys", "generate", "judge", "--role", "judge"),
+        ("keys", "generate", "alice", "--role", "human"),
+        ("keys", "generate", "sealer", "--role", "seal"),
+        ("check", "TASK-1", "--key", "ci"),
+        ("judge", "TASK-1", "--key", "judge"),
+        ("approve", "TASK-1", "--key", "alice", "--yes"),
+    ]
     for args in steps:
         res = run_cli(*args, cwd=repo, env=env)
         assert res.returncode == 0, (args, res.stderr)
@@ -70,7 +76,12 @@ def test_gate_fails_on_a_stale_receipt(flow: tuple[Path, dict[str, str], str]) -
 
 def test_gate_fails_on_a_receipt_that_is_not_eligible(flow: tuple[Path, dict[str, str], str]) -> None:
     repo, env, _ = flow
-    assert run_cli("reject", "TASK-1", "--key", "alice", "--yes", "--reason", "changed my mind", cwd=repo, env=env).returncode == 0
+    assert (
+        run_cli(
+            "reject", "TASK-1", "--key", "alice", "--yes", "--reason", "changed my mind", cwd=repo, env=env
+        ).returncode
+        == 0
+    )
     receipt = run_cli("seal", "TASK-1", "--key", "sealer", cwd=repo, env=env).stdout.strip()
     assert run_cli("attach", receipt, cwd=repo, env=env).returncode == 0
     # the earlier, eligible receipt is not attached; only the honest negative one is
@@ -93,4 +104,7 @@ def test_verify_commit_without_receipts_is_a_clean_error(tmp_path: Path) -> None
     assert res.returncode == 2 and "no receipt is attached" in res.stderr
     gated = run_cli("gate", cwd=repo, env=env)
     assert gated.returncode == 1 and "GATE FAIL" in gated.stdout
-    assert subprocess.run(["git", "notes", "--ref=receipts", "list"], cwd=repo, capture_output=True, text=True).stdout == ""
+    assert (
+        subprocess.run(["git", "notes", "--ref=receipts", "list"], cwd=repo, capture_output=True, text=True).stdout
+        == ""
+    )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-
 import time
 from pathlib import Path
 from typing import Any
@@ -12,9 +11,18 @@ import pytest
 
 import receipts as r
 from conftest import ADMIN_ID, SIGNERS, contract_bytes, git, make_repo, run_cli
-from ledger import CheckRun, decide, frozen_clock, InputError, Ledger, run_deterministic, run_judge, seal_receipt, waive_check
+from ledger import (
+    CheckRun,
+    InputError,
+    Ledger,
+    decide,
+    frozen_clock,
+    run_deterministic,
+    run_judge,
+    seal_receipt,
+    waive_check,
+)
 from verify import LedgerSource, TrustRoot, verify_receipt
-
 
 
 def two_approvals() -> bytes:
@@ -25,21 +33,36 @@ def two_approvals() -> bytes:
 
 def lower_tiers(env: tuple[Path, Ledger], contract: bytes) -> CheckRun:
     repo, ledger = env
-    run = run_deterministic(ledger, repo=repo, task_id="TASK-1", contract_bytes=contract, source="c.toml", signer=SIGNERS["ci"])
-    run_judge(ledger, task_id="TASK-1", contract_bytes=contract, candidate=run.record.input_hash, signer=SIGNERS["judge"])
+    run = run_deterministic(
+        ledger, repo=repo, task_id="TASK-1", contract_bytes=contract, source="c.toml", signer=SIGNERS["ci"]
+    )
+    run_judge(
+        ledger, task_id="TASK-1", contract_bytes=contract, candidate=run.record.input_hash, signer=SIGNERS["judge"]
+    )
     return run
 
 
 def vote(env: tuple[Path, Ledger], contract: bytes, candidate: r.Digest, who: str, approve: bool) -> None:
     repo, ledger = env
-    decide(ledger, task_id="TASK-1", contract_bytes=contract, candidate=candidate, signer=SIGNERS[who], approve=approve,
-           note="because", repo=repo, confirm=lambda shown: True)
+    decide(
+        ledger,
+        task_id="TASK-1",
+        contract_bytes=contract,
+        candidate=candidate,
+        signer=SIGNERS[who],
+        approve=approve,
+        note="because",
+        repo=repo,
+        confirm=lambda shown: True,
+    )
 
 
 def sealed(env: tuple[Path, Ledger], candidate: r.Digest) -> tuple[r.LadderReceipt, Any]:
     _, ledger = env
     receipt, appended = seal_receipt(ledger, task_id="TASK-1", signer=SIGNERS["sealer"], input_hash=candidate)
-    result = verify_receipt(LedgerSource.open(ledger.root), str(appended.body_hash), TrustRoot(frozenset({ADMIN_ID}), "t"))
+    result = verify_receipt(
+        LedgerSource.open(ledger.root), str(appended.body_hash), TrustRoot(frozenset({ADMIN_ID}), "t")
+    )
     assert result.ok, result.defects
     return receipt, result
 
@@ -77,13 +100,17 @@ def test_a_reject_blocks_until_the_same_key_approves(env: tuple[Path, Ledger]) -
     vote(env, contract, run.record.input_hash, "alice", False)
     vote(env, contract, run.record.input_hash, "bob", True)
     receipt, result = sealed(env, run.record.input_hash)
-    assert not receipt.merge_eligible and any(x.startswith("tier human verdict is fail by") for x in result.eligibility_reasons)
+    assert not receipt.merge_eligible and any(
+        x.startswith("tier human verdict is fail by") for x in result.eligibility_reasons
+    )
     vote(env, contract, run.record.input_hash, "alice", True)
     receipt, _ = sealed(env, run.record.input_hash)
     assert receipt.merge_eligible
 
 
-def test_a_waiver_lets_a_named_failing_check_pass_until_it_expires(env: tuple[Path, Ledger], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_waiver_lets_a_named_failing_check_pass_until_it_expires(
+    env: tuple[Path, Ledger], monkeypatch: pytest.MonkeyPatch
+) -> None:
     _, ledger = env
     contract = contract_bytes(command="raise SystemExit(1)")
     failing = lower_tiers(env, contract)
@@ -116,21 +143,36 @@ def test_approve_shows_what_is_signed_and_needs_confirmation(tmp_path: Path) -> 
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "TASK-1: contract")
     keys = {"RECEIPT_LEDGER_KEYS": str(tmp_path / "keys")}
-    for args in (("init",), ("keys", "generate", "ci", "--role", "deterministic"), ("keys", "generate", "judge", "--role", "judge"),
-                 ("keys", "generate", "alice", "--role", "human"), ("keys", "generate", "admin2", "--role", "admin"),
-                 ("check", "TASK-1", "--key", "ci"), ("judge", "TASK-1", "--key", "judge")):
+    for args in (
+        ("init",),
+        ("keys", "generate", "ci", "--role", "deterministic"),
+        ("keys", "generate", "judge", "--role", "judge"),
+        ("keys", "generate", "alice", "--role", "human"),
+        ("keys", "generate", "admin2", "--role", "admin"),
+        ("check", "TASK-1", "--key", "ci"),
+        ("judge", "TASK-1", "--key", "judge"),
+    ):
         res = run_cli(*args, cwd=repo, env=keys)
         assert res.returncode == 0, (args, res.stderr)
     refused = run_cli("approve", "TASK-1", "--key", "alice", cwd=repo, env=keys)
     assert refused.returncode == 2 and "pass --yes" in refused.stderr
     ok = run_cli("approve", "TASK-1", "--key", "alice", "--yes", "--comment", "read it", cwd=repo, env=keys)
     assert ok.returncode == 0, ok.stderr
-    assert "APPROVE TASK-1" in ok.stderr and "deterministic" in ok.stderr and "judge" in ok.stderr and "file changed" in ok.stderr
+    assert (
+        "APPROVE TASK-1" in ok.stderr
+        and "deterministic" in ok.stderr
+        and "judge" in ok.stderr
+        and "file changed" in ok.stderr
+    )
     no_reason = run_cli("reject", "TASK-1", "--key", "alice", "--yes", "--reason", " ", cwd=repo, env=keys)
     assert no_reason.returncode == 2 and "needs a reason" in no_reason.stderr
-    waived = run_cli("waive", "TASK-1", "tests", "--key", "admin", "--reason", "flaky", "--expires", "2999-01-01", cwd=repo, env=keys)
+    waived = run_cli(
+        "waive", "TASK-1", "tests", "--key", "admin", "--reason", "flaky", "--expires", "2999-01-01", cwd=repo, env=keys
+    )
     assert waived.returncode == 0, waived.stderr
-    bad_date = run_cli("waive", "TASK-1", "tests", "--key", "admin", "--reason", "flaky", "--expires", "soon", cwd=repo, env=keys)
+    bad_date = run_cli(
+        "waive", "TASK-1", "tests", "--key", "admin", "--reason", "flaky", "--expires", "soon", cwd=repo, env=keys
+    )
     assert bad_date.returncode == 2 and "--expires" in bad_date.stderr
 
 
@@ -147,5 +189,7 @@ def test_verify_rejects_a_pass_leaning_on_an_expired_waiver(env: tuple[Path, Led
     later = int(time.time()) + 3600
     with frozen_clock(later):
         appended = ledger.append(dataclasses.replace(honest, created=later), SIGNERS["sealer"])
-    result = verify_receipt(LedgerSource.open(ledger.root), str(appended.body_hash), TrustRoot(frozenset({ADMIN_ID}), "t"))
+    result = verify_receipt(
+        LedgerSource.open(ledger.root), str(appended.body_hash), TrustRoot(frozenset({ADMIN_ID}), "t")
+    )
     assert [d.code for d in result.defects] == ["waiver-expired"]

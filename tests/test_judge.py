@@ -7,7 +7,6 @@ from __future__ import annotations
 import http.server
 import json
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ import pytest
 
 import receipts as r
 from conftest import ADMIN_ID, SIGNERS, contract_bytes, judge_table
-from ledger import decide, JudgeRun, Ledger, run_deterministic, run_judge, seal_receipt
+from ledger import JudgeRun, Ledger, decide, run_deterministic, run_judge, seal_receipt
 from verify import LedgerSource, TrustRoot, verify_receipt
 
 
@@ -33,14 +32,23 @@ class ChatServer:
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 server.requests.append((dict(self.headers), body))
-                status, content, hang = server.replies.pop(0) if server.replies else (200, {"verdict": "accept", "confidence": 0.9}, False)
+                status, content, hang = (
+                    server.replies.pop(0) if server.replies else (200, {"verdict": "accept", "confidence": 0.9}, False)
+                )
                 if hang:
                     server.released.wait()  # an endpoint that never answers while the client waits
                 if status == 200 and not isinstance(content, bytes):
                     text = content if isinstance(content, str) else json.dumps(content)
-                    content = json.dumps({"id": "x", "object": "chat.completion", "choices": [
-                        {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-                        "usage": {"prompt_tokens": 100, "completion_tokens": 12, "total_tokens": 112}}).encode()
+                    content = json.dumps(
+                        {
+                            "id": "x",
+                            "object": "chat.completion",
+                            "choices": [
+                                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+                            ],
+                            "usage": {"prompt_tokens": 100, "completion_tokens": 12, "total_tokens": 112},
+                        }
+                    ).encode()
                 data = content if isinstance(content, bytes) else json.dumps(content).encode()
                 try:
                     self.send_response(status)
@@ -77,17 +85,37 @@ def openai_table(url: str, model: str = "llama-3.1-8b-instruct", **settings: obj
     return "\n".join(lines) + "\n"
 
 
-def judged(env: tuple[Path, Ledger], judge: str, command: str = "print('1 passed')", top: str = "", **kw: Any) -> tuple[JudgeRun, bytes]:
+def judged(
+    env: tuple[Path, Ledger], judge: str, command: str = "print('1 passed')", top: str = "", **kw: Any
+) -> tuple[JudgeRun, bytes]:
     repo, ledger = env
     contract = contract_bytes(command=command, judge=judge, top=top)
-    run = run_deterministic(ledger, repo=repo, task_id="TASK-1", contract_bytes=contract, source="c.toml", signer=SIGNERS["ci"])
-    return run_judge(ledger, task_id="TASK-1", contract_bytes=contract, candidate=run.record.input_hash, signer=SIGNERS["judge"], **kw), contract
+    run = run_deterministic(
+        ledger, repo=repo, task_id="TASK-1", contract_bytes=contract, source="c.toml", signer=SIGNERS["ci"]
+    )
+    return run_judge(
+        ledger,
+        task_id="TASK-1",
+        contract_bytes=contract,
+        candidate=run.record.input_hash,
+        signer=SIGNERS["judge"],
+        **kw,
+    ), contract
 
 
 def seal_and_verify(env: tuple[Path, Ledger], contract: bytes, candidate: r.Digest) -> Any:
     repo, ledger = env
-    decide(ledger, task_id="TASK-1", contract_bytes=contract, candidate=candidate, signer=SIGNERS["alice"], approve=True,
-           note="ok", repo=repo, confirm=lambda shown: True)
+    decide(
+        ledger,
+        task_id="TASK-1",
+        contract_bytes=contract,
+        candidate=candidate,
+        signer=SIGNERS["alice"],
+        approve=True,
+        note="ok",
+        repo=repo,
+        confirm=lambda shown: True,
+    )
     _, sealed = seal_receipt(ledger, task_id="TASK-1", signer=SIGNERS["sealer"], input_hash=candidate)
     return verify_receipt(LedgerSource.open(ledger.root), str(sealed.body_hash), TrustRoot(frozenset({ADMIN_ID}), "t"))
 
@@ -128,8 +156,12 @@ def test_retries_are_capped_across_runs(env: tuple[Path, Ledger], tmp_path: Path
     assert result.attempts == 2 and result.outcome.verdict is r.Verdict.FAIL
     assert calls.read_text().count("call") == 2
     repo, ledger = env
-    again = run_judge(ledger, task_id="TASK-1", contract_bytes=contract, candidate=result.record.input_hash, signer=SIGNERS["judge"])
-    assert again.attempts == 0 and again.outcome.verdict is r.Verdict.FAIL and "retries exhausted" in again.outcome.reason
+    again = run_judge(
+        ledger, task_id="TASK-1", contract_bytes=contract, candidate=result.record.input_hash, signer=SIGNERS["judge"]
+    )
+    assert (
+        again.attempts == 0 and again.outcome.verdict is r.Verdict.FAIL and "retries exhausted" in again.outcome.reason
+    )
     assert calls.read_text().count("call") == 2  # the backend was not asked again
 
 
@@ -148,7 +180,9 @@ def test_an_unconfigured_or_unreachable_backend_is_a_skip(env: tuple[Path, Ledge
 
 
 def test_openai_backend_speaks_chat_completions(env: tuple[Path, Ledger], chat: ChatServer) -> None:
-    chat.replies.append((200, {"verdict": "accept", "confidence": 0.95, "findings": [], "reasons": ["real fix"]}, False))
+    chat.replies.append(
+        (200, {"verdict": "accept", "confidence": 0.95, "findings": [], "reasons": ["real fix"]}, False)
+    )
     result, _ = judged(env, openai_table(chat.url, api_key_env="JUDGE_KEY"), environ={"JUDGE_KEY": "sk-test"})
     assert result.outcome.verdict is r.Verdict.PASS and result.record.confidence_bp == 9500
     headers, body = chat.requests[0]
@@ -158,7 +192,9 @@ def test_openai_backend_speaks_chat_completions(env: tuple[Path, Ledger], chat: 
     assert request["task"] == "TASK-1" and "app.py" in request["diff"] and request["diff_truncated"] is False
 
 
-def test_stats_report_judge_tokens_only_where_the_replies_carry_them(env: tuple[Path, Ledger], chat: ChatServer) -> None:
+def test_stats_report_judge_tokens_only_where_the_replies_carry_them(
+    env: tuple[Path, Ledger], chat: ChatServer
+) -> None:
     from conftest import run_cli
     from ledger import stats
 
@@ -194,6 +230,7 @@ def test_the_diff_sent_is_truncated_and_says_so(env: tuple[Path, Ledger], chat: 
     repo, ledger = env
     (repo / "app.py").write_text("x = 1\n" * 3000)
     from conftest import git
+
     git(repo, "commit", "-qam", "TASK-1: big")
     result, _ = judged(env, openai_table(chat.url))
     request = json.loads(chat.requests[0][1]["messages"][1]["content"])
@@ -210,22 +247,29 @@ def test_consensus_needs_a_majority_and_swaps_criteria_order(env: tuple[Path, Le
     assert result.outcome.verdict is r.Verdict.PASS and "2 of 3 samples" in result.outcome.reason
     orders = [json.loads(body["messages"][1]["content"])["criteria"] for _, body in chat.requests]
     assert orders[0] == ["first", "second"] and orders[1] == ["second", "first"]
-    chat.replies += [(200, accept, False), (200, {"verdict": "reject", "confidence": 0.8}, False), (200, "prose", False)]
+    chat.replies += [
+        (200, accept, False),
+        (200, {"verdict": "reject", "confidence": 0.8}, False),
+        (200, "prose", False),
+    ]
     split, _ = judged(env, openai_table(chat.url, max_retries=0), top=top.replace("second", "third"), samples=3)
     assert split.outcome.verdict is r.Verdict.REVIEW and "no majority" in split.outcome.reason
 
 
-@pytest.mark.parametrize("text,expected", [
-    ('{"verdict": "accept", "confidence": 0.9}', ("accept", 9000)),
-    ('Sure!\n```json\n{"verdict": "Reject", "confidence": 1}\n```', ("reject", 10000)),
-    ('My answer: {"verdict": "retry", "confidence": 0.1} hope that helps', ("retry", 1000)),
-    ('{"verdict": "accept", "confidence": 1.5}', None),
-    ('{"verdict": "accept", "confidence": true}', None),
-    ('{"verdict": "accept"}', None),
-    ('{"verdict": "lgtm", "confidence": 0.9}', None),
-    ("", None),
-    ("[1, 2, 3]", None),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ('{"verdict": "accept", "confidence": 0.9}', ("accept", 9000)),
+        ('Sure!\n```json\n{"verdict": "Reject", "confidence": 1}\n```', ("reject", 10000)),
+        ('My answer: {"verdict": "retry", "confidence": 0.1} hope that helps', ("retry", 1000)),
+        ('{"verdict": "accept", "confidence": 1.5}', None),
+        ('{"verdict": "accept", "confidence": true}', None),
+        ('{"verdict": "accept"}', None),
+        ('{"verdict": "lgtm", "confidence": 0.9}', None),
+        ("", None),
+        ("[1, 2, 3]", None),
+    ],
+)
 def test_parse_is_tolerant_in_form_and_strict_in_meaning(text: str, expected: tuple[str, int] | None) -> None:
     answer = r.parse_answer(text)
     if expected is None:

@@ -20,38 +20,99 @@ ARROWS = [
     ("start -> WORKING", [], State.WORKING),
     ("WORKING -> VERIFYING (claim)", [Step("claim", A)], State.VERIFYING),
     ("model stopped is not a claim", [Step("stopped")], State.WORKING),
-    ("VERIFYING -> REPAIRING (deterministic fail)", [Step("claim", A), Step("det", A, "fail", failing=frozenset({"tests"}))], State.REPAIRING),
+    (
+        "VERIFYING -> REPAIRING (deterministic fail)",
+        [Step("claim", A), Step("det", A, "fail", failing=frozenset({"tests"}))],
+        State.REPAIRING,
+    ),
     ("REPAIRING -> VERIFYING (new claim)", [Step("det", A, "fail"), Step("claim", B)], State.VERIFYING),
     ("VERIFYING -> REVIEW_REQUIRED (judge review)", [DET_PASS, Step("judge", A, "review")], State.REVIEW_REQUIRED),
     ("judge fail -> REPAIRING", [DET_PASS, Step("judge", A, "fail")], State.REPAIRING),
     ("VERIFYING -> AWAITING_APPROVAL", [DET_PASS, JUDGE_PASS], State.AWAITING_APPROVAL),
     ("approved, not sealed -> VERIFYING", [DET_PASS, JUDGE_PASS, APPROVE], State.VERIFYING),
     ("a human reject -> BLOCKED", [DET_PASS, JUDGE_PASS, Step("human", A, "fail", key="alice")], State.BLOCKED),
-    ("eligible receipt -> READY_TO_COMMIT", [DET_PASS, JUDGE_PASS, APPROVE, Step("receipt", A, "eligible")], State.READY_TO_COMMIT),
-    ("non-eligible receipt stays AWAITING_APPROVAL", [DET_PASS, JUDGE_PASS, Step("receipt", A, "not")], State.AWAITING_APPROVAL),
-    ("READY_TO_COMMIT -> COMMITTING", [DET_PASS, Step("receipt", A, "eligible"), Step("effect_begin", A, key="k")], State.COMMITTING),
-    ("COMMITTING -> RECONCILING (unknown outcome)",
-     [DET_PASS, Step("effect_begin", A, key="k"), Step("effect_result", A, key="k", outcome="unknown")], State.RECONCILING),
-    ("RECONCILING -> COMMITTED_BUT_UNVERIFIED (confirmed, nothing verified)",
-     [DET_PASS, Step("effect_begin", A, key="k"), Step("effect_result", A, key="k", outcome="unknown"),
-      Step("effect_result", A, key="k", outcome="confirmed")], State.COMMITTED_BUT_UNVERIFIED),
-    ("COMMITTING -> VERIFIED_COMPLETE (confirmed, success verified)",
-     [DET_PASS, Step("verified", A), Step("effect_begin", A, key="k"), Step("effect_result", A, key="k", outcome="confirmed")],
-     State.VERIFIED_COMPLETE),
-    ("COMMITTED_BUT_UNVERIFIED -> VERIFIED_COMPLETE (verified after)",
-     [DET_PASS, Step("effect_begin", A, key="k"), Step("effect_result", A, key="k", outcome="confirmed"), Step("verified", A)],
-     State.VERIFIED_COMPLETE),
-    ("a failed effect falls back to the ladder",
-     [DET_PASS, Step("receipt", A, "eligible"), Step("effect_begin", A, key="k"), Step("effect_result", A, key="k", outcome="failed")],
-     State.READY_TO_COMMIT),
+    (
+        "eligible receipt -> READY_TO_COMMIT",
+        [DET_PASS, JUDGE_PASS, APPROVE, Step("receipt", A, "eligible")],
+        State.READY_TO_COMMIT,
+    ),
+    (
+        "non-eligible receipt stays AWAITING_APPROVAL",
+        [DET_PASS, JUDGE_PASS, Step("receipt", A, "not")],
+        State.AWAITING_APPROVAL,
+    ),
+    (
+        "READY_TO_COMMIT -> COMMITTING",
+        [DET_PASS, Step("receipt", A, "eligible"), Step("effect_begin", A, key="k")],
+        State.COMMITTING,
+    ),
+    (
+        "COMMITTING -> RECONCILING (unknown outcome)",
+        [DET_PASS, Step("effect_begin", A, key="k"), Step("effect_result", A, key="k", outcome="unknown")],
+        State.RECONCILING,
+    ),
+    (
+        "RECONCILING -> COMMITTED_BUT_UNVERIFIED (confirmed, nothing verified)",
+        [
+            DET_PASS,
+            Step("effect_begin", A, key="k"),
+            Step("effect_result", A, key="k", outcome="unknown"),
+            Step("effect_result", A, key="k", outcome="confirmed"),
+        ],
+        State.COMMITTED_BUT_UNVERIFIED,
+    ),
+    (
+        "COMMITTING -> VERIFIED_COMPLETE (confirmed, success verified)",
+        [
+            DET_PASS,
+            Step("verified", A),
+            Step("effect_begin", A, key="k"),
+            Step("effect_result", A, key="k", outcome="confirmed"),
+        ],
+        State.VERIFIED_COMPLETE,
+    ),
+    (
+        "COMMITTED_BUT_UNVERIFIED -> VERIFIED_COMPLETE (verified after)",
+        [
+            DET_PASS,
+            Step("effect_begin", A, key="k"),
+            Step("effect_result", A, key="k", outcome="confirmed"),
+            Step("verified", A),
+        ],
+        State.VERIFIED_COMPLETE,
+    ),
+    (
+        "a failed effect falls back to the ladder",
+        [
+            DET_PASS,
+            Step("receipt", A, "eligible"),
+            Step("effect_begin", A, key="k"),
+            Step("effect_result", A, key="k", outcome="failed"),
+        ],
+        State.READY_TO_COMMIT,
+    ),
     ("integrity violation -> FAILED", [DET_PASS, Step("det", A, "fail", integrity=True)], State.FAILED),
-    ("repair budget exhausted -> BLOCKED",
-     [Step("det", A, "fail", failing=frozenset({str(i)})) for i in range(5)], State.BLOCKED),
+    (
+        "repair budget exhausted -> BLOCKED",
+        [Step("det", A, "fail", failing=frozenset({str(i)})) for i in range(5)],
+        State.BLOCKED,
+    ),
     ("no progress -> BLOCKED", [Step("det", A, "fail", failing=frozenset({"tests"}))] * 3, State.BLOCKED),
-    ("progress keeps REPAIRING", [Step("det", A, "fail", failing=frozenset({"a"})), Step("det", A, "fail", failing=frozenset({"b"})),
-                                  Step("det", A, "fail", failing=frozenset({"c"}))], State.REPAIRING),
-    ("a pass resets the budget", [Step("det", A, "fail", failing=frozenset({"x"}))] * 4 + [DET_PASS, JUDGE_PASS,
-                                  Step("det", A, "fail", failing=frozenset({"y"}))], State.REPAIRING),
+    (
+        "progress keeps REPAIRING",
+        [
+            Step("det", A, "fail", failing=frozenset({"a"})),
+            Step("det", A, "fail", failing=frozenset({"b"})),
+            Step("det", A, "fail", failing=frozenset({"c"})),
+        ],
+        State.REPAIRING,
+    ),
+    (
+        "a pass resets the budget",
+        [Step("det", A, "fail", failing=frozenset({"x"}))] * 4
+        + [DET_PASS, JUDGE_PASS, Step("det", A, "fail", failing=frozenset({"y"}))],
+        State.REPAIRING,
+    ),
     ("a deterministic pass waits for the judge", [DET_PASS], State.VERIFYING),
 ]
 
@@ -68,7 +129,9 @@ def test_the_judge_and_human_tiers_are_skipped_when_not_required() -> None:
 
 def test_two_approvals_needed() -> None:
     assert state(DET_PASS, JUDGE_PASS, APPROVE, APPROVE, human_approvals=2) is State.AWAITING_APPROVAL
-    assert state(DET_PASS, JUDGE_PASS, APPROVE, Step("human", A, "pass", key="bob"), human_approvals=2) is State.VERIFYING
+    assert (
+        state(DET_PASS, JUDGE_PASS, APPROVE, Step("human", A, "pass", key="bob"), human_approvals=2) is State.VERIFYING
+    )
 
 
 def test_every_state_is_reachable() -> None:

@@ -91,21 +91,30 @@ def test_signed_note_checkpoint_and_cosignature_round_trip() -> None:
     assert not r.is_valid_note_signature(parsed, cp.origin, r.parse_public_key_blob(SIGNERS["mallory"].public_key_blob))
     cosigned = parsed.with_signature(r.cosign_note(text, "witness.example/w1", SIGNERS["bob"], 1700000000))
     again = r.parse_note(cosigned.encode())
-    assert r.cosignature_time(again, "witness.example/w1", r.parse_public_key_blob(SIGNERS["bob"].public_key_blob)) == 1700000000
-    assert r.cosignature_time(again, "witness.example/w2", r.parse_public_key_blob(SIGNERS["bob"].public_key_blob)) is None
+    assert (
+        r.cosignature_time(again, "witness.example/w1", r.parse_public_key_blob(SIGNERS["bob"].public_key_blob))
+        == 1700000000
+    )
+    assert (
+        r.cosignature_time(again, "witness.example/w2", r.parse_public_key_blob(SIGNERS["bob"].public_key_blob)) is None
+    )
     # the key id follows signed-note: SHA-256(name || 0x0A || 0x01 || key)[:4]
     import hashlib
+
     assert parsed.signatures[0].key_id == hashlib.sha256(cp.origin.encode() + b"\n\x01" + log_key).digest()[:4]
 
 
-@pytest.mark.parametrize("bad", [
-    "origin\n8\nroot\n\n— origin AAAA\n",
-    "origin\n08\nXcnaeacGWamtVZy3Ad7ZoqudgjqtL0lgz+Nw7/RgQyg=\n",
-    "origin\n8\n\n",
-    "origin\n8\nXcnaeacGWamtVZy3Ad7Zoqudgjqtm0lgz+Nw7/RgQ==\n",
-    # the root of the test above with a pad bit set: the same 32 bytes, but not their encoding
-    "origin\n8\nXcnaeacGWamtVZy3Ad7ZoqudgjqtL0lgz+Nw7/RgQyh=\n",
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "origin\n8\nroot\n\n— origin AAAA\n",
+        "origin\n08\nXcnaeacGWamtVZy3Ad7ZoqudgjqtL0lgz+Nw7/RgQyg=\n",
+        "origin\n8\n\n",
+        "origin\n8\nXcnaeacGWamtVZy3Ad7Zoqudgjqtm0lgz+Nw7/RgQ==\n",
+        # the root of the test above with a pad bit set: the same 32 bytes, but not their encoding
+        "origin\n8\nXcnaeacGWamtVZy3Ad7ZoqudgjqtL0lgz+Nw7/RgQyh=\n",
+    ],
+)
 def test_malformed_checkpoints_and_notes_are_format_errors(bad: str) -> None:
     with pytest.raises(r.FormatError):
         r.parse_checkpoint(bad)
@@ -165,7 +174,7 @@ def test_canonical_base64_round_trips_and_refuses_set_pad_bits(raw: bytes) -> No
         i = len(text) - pad - 1
         alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
         for low in range(1, 1 << (2 * pad)):
-            bad = text[:i] + alphabet[alphabet.index(text[i]) | low] + text[i + 1:]
+            bad = text[:i] + alphabet[alphabet.index(text[i]) | low] + text[i + 1 :]
             with pytest.raises(r.FormatError):
                 r.b64decode_canonical(bad, "x")
     for bad in (text.rstrip("="), " " + text, text + "\n"):

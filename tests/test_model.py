@@ -14,13 +14,27 @@ from conftest import CANDIDATE, OTHER_CANDIDATE
 CONFIG = r.config_hash(b"contract")
 ENV = r.domain_hash(r.Domain.ENVIRONMENT, b"env")
 digests = st.binary(min_size=32, max_size=32).map(r.Digest)
-evidence = st.builds(r.EvidenceRef, check_id=st.sampled_from(["tests", "lint", "diff"]), digest=digests,
-                     size=st.integers(0, 2**40), media_type=st.sampled_from(["text/plain", "application/json"]))
+evidence = st.builds(
+    r.EvidenceRef,
+    check_id=st.sampled_from(["tests", "lint", "diff"]),
+    digest=digests,
+    size=st.integers(0, 2**40),
+    media_type=st.sampled_from(["text/plain", "application/json"]),
+)
 records = st.builds(
-    r.new_tier_record, task_id=st.from_regex(r"[A-Z]{1,5}-[0-9]{1,4}", fullmatch=True), tier=st.sampled_from(r.LADDER),
-    config_hash=digests, input_hash=digests, evidence=st.lists(evidence, max_size=4).map(tuple),
-    verdict=st.sampled_from(list(r.Verdict)), verifier=st.just("test"), verifier_version=st.just("1"), environment=digests,
-    created=st.integers(0, 2**39), confidence_bp=st.none() | st.integers(0, 10000), parents=st.lists(digests, max_size=3).map(tuple),
+    r.new_tier_record,
+    task_id=st.from_regex(r"[A-Z]{1,5}-[0-9]{1,4}", fullmatch=True),
+    tier=st.sampled_from(r.LADDER),
+    config_hash=digests,
+    input_hash=digests,
+    evidence=st.lists(evidence, max_size=4).map(tuple),
+    verdict=st.sampled_from(list(r.Verdict)),
+    verifier=st.just("test"),
+    verifier_version=st.just("1"),
+    environment=digests,
+    created=st.integers(0, 2**39),
+    confidence_bp=st.none() | st.integers(0, 10000),
+    parents=st.lists(digests, max_size=3).map(tuple),
 )
 
 
@@ -31,24 +45,56 @@ def test_tier_record_round_trips(rec: r.TierRecord) -> None:
     assert r.encode_tier_record(r.decode_tier_record(data)) == data
 
 
-def record(tier: r.Tier = r.Tier.DETERMINISTIC, verdict: r.Verdict = r.Verdict.PASS, candidate: r.Digest = CANDIDATE, **kw: object) -> r.TierRecord:
-    return r.new_tier_record(task_id="T-1", tier=tier, config_hash=CONFIG, input_hash=candidate, evidence=(), verdict=verdict,
-                             verifier="t", verifier_version="1", environment=ENV, created=1, **kw)  # type: ignore[arg-type]
+def record(
+    tier: r.Tier = r.Tier.DETERMINISTIC,
+    verdict: r.Verdict = r.Verdict.PASS,
+    candidate: r.Digest = CANDIDATE,
+    **kw: object,
+) -> r.TierRecord:
+    return r.new_tier_record(
+        task_id="T-1",
+        tier=tier,
+        config_hash=CONFIG,
+        input_hash=candidate,
+        evidence=(),
+        verdict=verdict,
+        verifier="t",
+        verifier_version="1",
+        environment=ENV,
+        created=1,
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 def test_receipt_round_trips() -> None:
     rec = record()
-    receipt = r.LadderReceipt("T-1", CANDIDATE, CONFIG, r.LADDER, (
-        r.TierEntry(r.Tier.DETERMINISTIC, records=(r.tier_record_hash(rec),)),
-        r.TierEntry(r.Tier.JUDGE, skip_reason="deterministic tier failed"),
-    ), False, 5)
+    receipt = r.LadderReceipt(
+        "T-1",
+        CANDIDATE,
+        CONFIG,
+        r.LADDER,
+        (
+            r.TierEntry(r.Tier.DETERMINISTIC, records=(r.tier_record_hash(rec),)),
+            r.TierEntry(r.Tier.JUDGE, skip_reason="deterministic tier failed"),
+        ),
+        False,
+        5,
+    )
     assert r.decode_receipt(r.encode_receipt(receipt)) == receipt
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"task_id": ""}, {"task_id": "has space"}, {"confidence_bp": 10001}, {"confidence_bp": -1}, {"created": -1},
-    {"verifier": ""}, {"version": 2},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"task_id": ""},
+        {"task_id": "has space"},
+        {"confidence_bp": 10001},
+        {"confidence_bp": -1},
+        {"created": -1},
+        {"verifier": ""},
+        {"version": 2},
+    ],
+)
 def test_constructor_rejects_bad_values(kwargs: dict[str, object]) -> None:
     with pytest.raises(r.FormatError):
         dataclasses.replace(record(), **kwargs)
@@ -81,7 +127,9 @@ def test_domains_separate_identical_bytes() -> None:
     assert r.content_digest(data) not in hashes
 
 
-@pytest.mark.parametrize("text", ["blake3:" + "0" * 63, "BLAKE3:" + "0" * 64, "blake3:" + "G" * 64, "blake3:" + "a" * 64 + "\n"])
+@pytest.mark.parametrize(
+    "text", ["blake3:" + "0" * 63, "BLAKE3:" + "0" * 64, "blake3:" + "G" * 64, "blake3:" + "a" * 64 + "\n"]
+)
 def test_digest_text_form_is_strict(text: str) -> None:
     with pytest.raises(r.FormatError):
         r.Digest.parse(text)
@@ -90,8 +138,13 @@ def test_digest_text_form_is_strict(text: str) -> None:
 # -- the eligibility rule ------------------------------------------------------------------
 
 
-def derive(required: tuple[r.Tier, ...], recs: list[r.TierRecord], skips: dict[r.Tier, str] | None = None,
-           signers: dict[r.Digest, str] | None = None, approvals: int = 1) -> r.Eligibility:
+def derive(
+    required: tuple[r.Tier, ...],
+    recs: list[r.TierRecord],
+    skips: dict[r.Tier, str] | None = None,
+    signers: dict[r.Digest, str] | None = None,
+    approvals: int = 1,
+) -> r.Eligibility:
     by_hash = {r.tier_record_hash(x): x for x in recs}
     slots: dict[r.Tier, tuple[r.Digest, ...]] = {}
     for h, x in by_hash.items():
@@ -101,8 +154,16 @@ def derive(required: tuple[r.Tier, ...], recs: list[r.TierRecord], skips: dict[r
     entries.sort(key=lambda e: r.LADDER.index(e.tier))
     if signers is None:
         signers = {h: "key-%s" % x.tier for h, x in by_hash.items()}
-    return r.derive_merge_eligible(task_id="T-1", input_hash=CANDIDATE, config_hash=CONFIG, required=required,
-                                   entries=tuple(entries), records=by_hash, signers=signers, human_approvals=approvals)
+    return r.derive_merge_eligible(
+        task_id="T-1",
+        input_hash=CANDIDATE,
+        config_hash=CONFIG,
+        required=required,
+        entries=tuple(entries),
+        records=by_hash,
+        signers=signers,
+        human_approvals=approvals,
+    )
 
 
 def test_all_required_tiers_passing_is_eligible() -> None:
@@ -111,7 +172,9 @@ def test_all_required_tiers_passing_is_eligible() -> None:
 
 @pytest.mark.parametrize("verdict", [v for v in r.Verdict if v is not r.Verdict.PASS])
 def test_only_pass_is_eligible(verdict: r.Verdict) -> None:
-    assert not derive(r.LADDER, [record(r.Tier.DETERMINISTIC), record(r.Tier.JUDGE, verdict), record(r.Tier.HUMAN)]).eligible
+    assert not derive(
+        r.LADDER, [record(r.Tier.DETERMINISTIC), record(r.Tier.JUDGE, verdict), record(r.Tier.HUMAN)]
+    ).eligible
 
 
 def test_a_skip_blocks_even_when_not_required() -> None:
@@ -128,7 +191,9 @@ def test_a_required_tier_without_entry_blocks() -> None:
 
 
 def test_a_record_for_another_candidate_blocks() -> None:
-    assert not derive(r.LADDER, [record(r.Tier.DETERMINISTIC), record(r.Tier.JUDGE, candidate=OTHER_CANDIDATE), record(r.Tier.HUMAN)]).eligible
+    assert not derive(
+        r.LADDER, [record(r.Tier.DETERMINISTIC), record(r.Tier.JUDGE, candidate=OTHER_CANDIDATE), record(r.Tier.HUMAN)]
+    ).eligible
 
 
 def test_an_empty_ladder_is_never_eligible() -> None:
@@ -137,8 +202,14 @@ def test_an_empty_ladder_is_never_eligible() -> None:
 
 def test_an_unresolvable_record_blocks() -> None:
     rec = record()
-    e = r.derive_merge_eligible(task_id="T-1", input_hash=CANDIDATE, config_hash=CONFIG, required=(r.Tier.DETERMINISTIC,),
-                                entries=(r.TierEntry(r.Tier.DETERMINISTIC, records=(r.tier_record_hash(rec),)),), records={})
+    e = r.derive_merge_eligible(
+        task_id="T-1",
+        input_hash=CANDIDATE,
+        config_hash=CONFIG,
+        required=(r.Tier.DETERMINISTIC,),
+        entries=(r.TierEntry(r.Tier.DETERMINISTIC, records=(r.tier_record_hash(rec),)),),
+        records={},
+    )
     assert not e.eligible
 
 
@@ -167,14 +238,18 @@ def test_a_reject_blocks_and_a_later_approval_by_the_same_key_withdraws_it() -> 
     base = [record(r.Tier.DETERMINISTIC), record(r.Tier.JUDGE)]
     signers = {hr: "alice", hb: "bob", ha: "alice", **{r.tier_record_hash(x): "k" for x in base}}
     assert not derive(r.LADDER, base + [rej, app_bob], signers=signers).eligible
-    latest = r.latest_human_decisions(history + [(ha, app_alice, "alice")], task_id="T-1", input_hash=CANDIDATE, config_hash=CONFIG)
+    latest = r.latest_human_decisions(
+        history + [(ha, app_alice, "alice")], task_id="T-1", input_hash=CANDIDATE, config_hash=CONFIG
+    )
     assert set(latest) == {hb, ha}
     assert derive(r.LADDER, base + [app_bob, app_alice], signers=signers, approvals=2).eligible
 
 
 def test_approvals_of_another_candidate_are_not_decisions_on_this_one() -> None:
     other = record(r.Tier.HUMAN, candidate=OTHER_CANDIDATE)
-    latest = r.latest_human_decisions([(r.tier_record_hash(other), other, "alice")], task_id="T-1", input_hash=CANDIDATE, config_hash=CONFIG)
+    latest = r.latest_human_decisions(
+        [(r.tier_record_hash(other), other, "alice")], task_id="T-1", input_hash=CANDIDATE, config_hash=CONFIG
+    )
     assert latest == ()
 
 

@@ -10,10 +10,25 @@ import pytest
 
 import receipts as r
 from conftest import GIT_ENV, SIGNERS, contract_bytes, git, make_repo, run_cli
-from ledger import begin_effect, CheckRun, decide, end_effect, ingest_trace, InputError, Ledger, nudge, record_event, run_deterministic, run_judge, seal_receipt, stats, task_state
+from ledger import (
+    CheckRun,
+    InputError,
+    Ledger,
+    begin_effect,
+    decide,
+    end_effect,
+    ingest_trace,
+    nudge,
+    record_event,
+    run_deterministic,
+    run_judge,
+    seal_receipt,
+    stats,
+    task_state,
+)
 
 PROTECTED = 'protected_paths = ["test_app.py", ".ledger/contracts/*"]\n'
-TOOLS = '''
+TOOLS = """
 [tools]
 allowed = ["read_file", "run_tests", "calc", "deploy"]
 denied = ["shell"]
@@ -27,7 +42,7 @@ additionalProperties = false
 [tools.schemas.calc.properties.expression]
 type = "string"
 pattern = "^[0-9+*/() .-]+$"
-'''
+"""
 
 
 def with_tools() -> bytes:
@@ -36,7 +51,9 @@ def with_tools() -> bytes:
 
 def check(env: tuple[Path, Ledger], contract: bytes, task: str = "TASK-1") -> CheckRun:
     repo, ledger = env
-    return run_deterministic(ledger, repo=repo, task_id=task, contract_bytes=contract, source="c.toml", signer=SIGNERS["ci"])
+    return run_deterministic(
+        ledger, repo=repo, task_id=task, contract_bytes=contract, source="c.toml", signer=SIGNERS["ci"]
+    )
 
 
 def trace_file(tmp: Path, *calls: dict[str, object]) -> Path:
@@ -52,9 +69,20 @@ def claim(env: tuple[Path, Ledger], task: str, candidate: r.Digest | None = None
 def full_ladder(env: tuple[Path, Ledger], contract: bytes) -> CheckRun:
     repo, ledger = env
     run = check(env, contract)
-    run_judge(ledger, task_id="TASK-1", contract_bytes=contract, candidate=run.record.input_hash, signer=SIGNERS["judge"])
-    decide(ledger, task_id="TASK-1", contract_bytes=contract, candidate=run.record.input_hash, signer=SIGNERS["alice"],
-           approve=True, note="ok", repo=repo, confirm=lambda s: True)
+    run_judge(
+        ledger, task_id="TASK-1", contract_bytes=contract, candidate=run.record.input_hash, signer=SIGNERS["judge"]
+    )
+    decide(
+        ledger,
+        task_id="TASK-1",
+        contract_bytes=contract,
+        candidate=run.record.input_hash,
+        signer=SIGNERS["alice"],
+        approve=True,
+        note="ok",
+        repo=repo,
+        confirm=lambda s: True,
+    )
     seal_receipt(ledger, task_id="TASK-1", signer=SIGNERS["sealer"], input_hash=run.record.input_hash)
     return run
 
@@ -110,7 +138,14 @@ def test_a_candidate_that_edits_a_protected_test_file_fails(env: tuple[Path, Led
     (repo / "test_app.py").write_text("assert True  # the test was made to pass\n")
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "TASK-1: make the test pass")
-    ingest_trace(ledger, SIGNERS["ci"], "TASK-1", r.parse_contract(with_tools()), trace_file(tmp_path, {"tool": "run_tests", "arguments": {}}), None)
+    ingest_trace(
+        ledger,
+        SIGNERS["ci"],
+        "TASK-1",
+        r.parse_contract(with_tools()),
+        trace_file(tmp_path, {"tool": "run_tests", "arguments": {}}),
+        None,
+    )
     run = check(env, with_tools())
     assert run.outcome.verdict is r.Verdict.FAIL
     assert "integrity: the candidate changes protected path test_app.py" in run.outcome.reasons
@@ -119,22 +154,53 @@ def test_a_candidate_that_edits_a_protected_test_file_fails(env: tuple[Path, Led
 
 def test_a_trace_with_a_denied_tool_fails_the_tier(env: tuple[Path, Ledger], tmp_path: Path) -> None:
     _, ledger = env
-    _, decisions = ingest_trace(ledger, SIGNERS["ci"], "TASK-1", r.parse_contract(with_tools()),
-                                trace_file(tmp_path, {"tool": "read_file", "arguments": {"path": "a"}}, {"tool": "shell", "arguments": {"cmd": "ls"}}), None)
+    _, decisions = ingest_trace(
+        ledger,
+        SIGNERS["ci"],
+        "TASK-1",
+        r.parse_contract(with_tools()),
+        trace_file(
+            tmp_path, {"tool": "read_file", "arguments": {"path": "a"}}, {"tool": "shell", "arguments": {"cmd": "ls"}}
+        ),
+        None,
+    )
     assert [d.decision for d in decisions] == ["approved", "rejected"] and "denied" in decisions[1].reason
     run = check(env, with_tools())
-    assert run.outcome.verdict is r.Verdict.FAIL and "integrity: the agent's trace has 1 rejected tool call(s)" in run.outcome.reasons
+    assert (
+        run.outcome.verdict is r.Verdict.FAIL
+        and "integrity: the agent's trace has 1 rejected tool call(s)" in run.outcome.reasons
+    )
 
 
 def test_arguments_that_fail_the_tool_schema_are_rejected(env: tuple[Path, Ledger], tmp_path: Path) -> None:
     _, ledger = env
-    _, decisions = ingest_trace(ledger, SIGNERS["ci"], "TASK-1", r.parse_contract(with_tools()),
-                                trace_file(tmp_path, {"tool": "calc", "arguments": {"expression": "1+1"}},
-                                           {"tool": "calc", "arguments": {"expression": "1+1; rm -rf /"}}), None)
+    _, decisions = ingest_trace(
+        ledger,
+        SIGNERS["ci"],
+        "TASK-1",
+        r.parse_contract(with_tools()),
+        trace_file(
+            tmp_path,
+            {"tool": "calc", "arguments": {"expression": "1+1"}},
+            {"tool": "calc", "arguments": {"expression": "1+1; rm -rf /"}},
+        ),
+        None,
+    )
     assert [d.decision for d in decisions] == ["approved", "rejected"]
     assert "fail the calc schema" in decisions[1].reason
-    cli = run_cli("--dir", str(ledger.root), "trace", "TASK-1", str(trace_file(tmp_path, {"tool": "calc", "arguments": {"expression": "2*3"}})),
-                  "--key", str(tmp_path / "nokey"), "--contract", str(_write(tmp_path / "c.toml", with_tools())), "--input", str(r.candidate_hash({"a": "b"})))
+    cli = run_cli(
+        "--dir",
+        str(ledger.root),
+        "trace",
+        "TASK-1",
+        str(trace_file(tmp_path, {"tool": "calc", "arguments": {"expression": "2*3"}})),
+        "--key",
+        str(tmp_path / "nokey"),
+        "--contract",
+        str(_write(tmp_path / "c.toml", with_tools())),
+        "--input",
+        str(r.candidate_hash({"a": "b"})),
+    )
     assert cli.returncode == 2  # no such key: a clean refusal, nothing recorded
 
 
@@ -145,13 +211,28 @@ def _write(path: Path, data: bytes) -> Path:
 
 def test_a_requires_human_call_without_approval_fails_until_approved(env: tuple[Path, Ledger], tmp_path: Path) -> None:
     repo, ledger = env
-    ingest_trace(ledger, SIGNERS["ci"], "TASK-1", r.parse_contract(with_tools()),
-                 trace_file(tmp_path, {"tool": "deploy", "arguments": {"env": "prod"}}), None)
+    ingest_trace(
+        ledger,
+        SIGNERS["ci"],
+        "TASK-1",
+        r.parse_contract(with_tools()),
+        trace_file(tmp_path, {"tool": "deploy", "arguments": {"env": "prod"}}),
+        None,
+    )
     run = check(env, with_tools())
     assert run.outcome.verdict is r.Verdict.FAIL
     assert "integrity: 1 tool call(s) needed a human approval that was not recorded" in run.outcome.reasons
-    decide(ledger, task_id="TASK-1", contract_bytes=with_tools(), candidate=run.record.input_hash, signer=SIGNERS["alice"],
-           approve=True, note="deploy is fine", repo=repo, confirm=lambda s: True)
+    decide(
+        ledger,
+        task_id="TASK-1",
+        contract_bytes=with_tools(),
+        candidate=run.record.input_hash,
+        signer=SIGNERS["alice"],
+        approve=True,
+        note="deploy is fine",
+        repo=repo,
+        confirm=lambda s: True,
+    )
     assert check(env, with_tools()).outcome.verdict is r.Verdict.PASS
 
 
@@ -193,6 +274,7 @@ def test_an_effect_after_a_new_commit_is_refused(env: tuple[Path, Ledger]) -> No
     (repo / "app.py").write_text("print('changed after approval')\n")
     git(repo, "commit", "-qam", "TASK-1: after approval")
     from ledger import resolve_candidate
+
     with pytest.raises(InputError, match="candidate changed since approval"):
         begin_effect(ledger, SIGNERS["sealer"], "TASK-1", "merge", "merge-2", "main", resolve_candidate("HEAD", repo))
 
@@ -211,9 +293,13 @@ def test_the_repair_budget_exhausted_blocks_the_task(env: tuple[Path, Ledger], t
     _, ledger = env
     flag = tmp_path / "n"
     # each run fails differently (progress), so only the budget stops it
-    contract = contract_bytes(command="import pathlib, sys; p = pathlib.Path(%r); n = int(p.read_text()) if p.exists() else 0; "
-                                      "p.write_text(str(n + 1)); print('attempt', n); sys.exit(1)" % str(flag))
-    contract = contract.replace(b"check_timeout_s = 20", b"check_timeout_s = 20\nrepair_attempts = 3\nno_progress_after = 9")
+    contract = contract_bytes(
+        command="import pathlib, sys; p = pathlib.Path(%r); n = int(p.read_text()) if p.exists() else 0; "
+        "p.write_text(str(n + 1)); print('attempt', n); sys.exit(1)" % str(flag)
+    )
+    contract = contract.replace(
+        b"check_timeout_s = 20", b"check_timeout_s = 20\nrepair_attempts = 3\nno_progress_after = 9"
+    )
     for _ in range(2):
         check(env, contract)
         assert task_state(ledger, "TASK-1").state is r.State.REPAIRING
@@ -233,7 +319,12 @@ def test_advisory_mode_on_a_failing_task_records_would_block(tmp_path: Path) -> 
     log = json.loads(run_cli("log", "--json", cwd=repo, env=keys).stdout)
     assert log[-1]["kind"] == "event" and log[-1]["task"] == "TASK-1"
     shown = json.loads(run_cli("show", log[-1]["hash"], "--json", cwd=repo, env=keys).stdout)
-    assert shown["body"]["fields"] == [["commit", git(repo, "rev-parse", "HEAD")], ["decision", "would-block"], ["mode", "advisory"], ["receipt", ""]]
+    assert shown["body"]["fields"] == [
+        ["commit", git(repo, "rev-parse", "HEAD")],
+        ["decision", "would-block"],
+        ["mode", "advisory"],
+        ["receipt", ""],
+    ]
     enforce = run_cli("gate", "--json", cwd=repo, env=keys)
     assert enforce.returncode == 1 and json.loads(enforce.stdout)["decision"] == "block"
 
@@ -246,9 +337,20 @@ def test_stats_pass_at_k_and_pass_power_k(env: tuple[Path, Ledger]) -> None:
         task = "FIX@%d" % i
         contract = contract_bytes(task=task, command="print('ok')" if i < 3 else "raise SystemExit(1)")
         run = check(env, contract, task=task)
-        run_judge(ledger, task_id=task, contract_bytes=contract, candidate=run.record.input_hash, signer=SIGNERS["judge"])
-        decide(ledger, task_id=task, contract_bytes=contract, candidate=run.record.input_hash, signer=SIGNERS["alice"],
-               approve=True, note="ok", repo=env[0], confirm=lambda s: True)
+        run_judge(
+            ledger, task_id=task, contract_bytes=contract, candidate=run.record.input_hash, signer=SIGNERS["judge"]
+        )
+        decide(
+            ledger,
+            task_id=task,
+            contract_bytes=contract,
+            candidate=run.record.input_hash,
+            signer=SIGNERS["alice"],
+            approve=True,
+            note="ok",
+            repo=env[0],
+            confirm=lambda s: True,
+        )
         seal_receipt(ledger, task_id=task, signer=SIGNERS["sealer"], input_hash=run.record.input_hash)
     (row,) = [s.as_dict() for s in stats(ledger, "FIX", ks=(1, 2))]
     assert (row["trials"], row["successes"]) == (5, 3)

@@ -10,7 +10,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -51,8 +50,12 @@ def ledger_dir(tmp_path: Path) -> Path:
 
 
 def _spawn(root: Path, tag: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-c", APPENDER, str(root), str(Path(__file__).parent), tag],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", APPENDER, str(root), str(Path(__file__).parent), tag],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
 
 
 def _committed(proc: subprocess.Popen[str]) -> list[int]:
@@ -90,8 +93,11 @@ def test_sigkill_at_random_moments_never_loses_or_tears_an_entry(ledger_dir: Pat
 
 
 def _reader(ledger_dir: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "ledger", "--dir", str(ledger_dir), "verify", "--chain", "--trust", ADMIN_ID],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [sys.executable, "-m", "ledger", "--dir", str(ledger_dir), "verify", "--chain", "--trust", ADMIN_ID],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def test_writers_and_readers_at_once_see_one_linear_chain(ledger_dir: Path) -> None:
@@ -116,19 +122,33 @@ def test_writers_and_readers_at_once_see_one_linear_chain(ledger_dir: Path) -> N
 
 
 def test_a_lock_held_too_long_is_a_clean_error_and_a_dead_holder_frees_it(ledger_dir: Path, tmp_path: Path) -> None:
-    holder = subprocess.Popen([sys.executable, "-c", "import sqlite3, sys, time; c = sqlite3.connect(sys.argv[1], isolation_level=None); "
-                               "c.execute('BEGIN IMMEDIATE'); print('held', flush=True); time.sleep(60)", str(ledger_dir / "ledger.db")],
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sqlite3, sys, time; c = sqlite3.connect(sys.argv[1], isolation_level=None); "
+            "c.execute('BEGIN IMMEDIATE'); print('held', flush=True); time.sleep(60)",
+            str(ledger_dir / "ledger.db"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
     pub = tmp_path / "k.pub"
     from receipts import public_key_line
+
     pub.write_text(public_key_line(SIGNERS["mallory"].public_key_blob))
     keys = {"RECEIPT_LEDGER_KEYS": str(tmp_path / "keys"), "RECEIPT_LEDGER_BUSY_TIMEOUT_MS": "300"}
     (tmp_path / "keys").mkdir()
     from cryptography.hazmat.primitives import serialization
+
     from conftest import seeded_signer
-    (tmp_path / "keys" / "admin").write_bytes(seeded_signer("admin")._key.private_bytes(  # noqa: SLF001
-        serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()))
+
+    (tmp_path / "keys" / "admin").write_bytes(
+        seeded_signer("admin")._key.private_bytes(  # noqa: SLF001
+            serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
+        )
+    )
     locked = run_cli("--dir", str(ledger_dir), "keys", "add", "m", str(pub), "--role", "human", env=keys)
     assert locked.returncode == 2 and "locked" in locked.stderr and "Traceback" not in locked.stderr
     holder.send_signal(signal.SIGKILL)
@@ -141,17 +161,24 @@ def test_a_lock_held_too_long_is_a_clean_error_and_a_dead_holder_frees_it(ledger
 def test_a_missing_blob_store_is_a_clean_error(tmp_path: Path) -> None:
     s = build_sample(tmp_path)
     import shutil
+
     shutil.rmtree(s.root / "blobs")
     evidence = tmp_path / "e.txt"
     evidence.write_text("x")
     res = run_cli("--dir", str(s.root), "verify", s.receipt, "--json")
     assert res.returncode == 1 and "evidence-missing" in res.stdout and "Traceback" not in res.stderr
-    code = ("import sys; sys.path.insert(0, sys.argv[2]); from pathlib import Path; import receipts as r; from conftest import SIGNERS; "
-            "from ledger import Ledger, Evidence, record_tier; from ledger import LedgerError\n"
-            "try:\n    record_tier(Ledger.open(Path(sys.argv[1])), task_id='T-1', tier=r.Tier.HUMAN, verdict=r.Verdict.PASS, "
-            "signer=SIGNERS['alice'], config_hash=r.config_hash(b'x'), input_hash=r.config_hash(b'y'), evidence=[Evidence('e', Path(sys.argv[3]))])\n"
-            "except LedgerError as exc:\n    print('clean:', exc)")
-    out = subprocess.run([sys.executable, "-c", code, str(s.root), str(Path(__file__).parent), str(evidence)], capture_output=True, text=True)
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[2]); from pathlib import Path; import receipts as r; from conftest import SIGNERS; "
+        "from ledger import Ledger, Evidence, record_tier; from ledger import LedgerError\n"
+        "try:\n    record_tier(Ledger.open(Path(sys.argv[1])), task_id='T-1', tier=r.Tier.HUMAN, verdict=r.Verdict.PASS, "
+        "signer=SIGNERS['alice'], config_hash=r.config_hash(b'x'), input_hash=r.config_hash(b'y'), evidence=[Evidence('e', Path(sys.argv[3]))])\n"
+        "except LedgerError as exc:\n    print('clean:', exc)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(s.root), str(Path(__file__).parent), str(evidence)],
+        capture_output=True,
+        text=True,
+    )
     assert out.stdout.startswith("clean: cannot write to the blob store"), out.stdout + out.stderr
     assert verify_chain(LedgerSource.open(s.root), TRUST).ok
 
@@ -160,15 +187,21 @@ def test_a_full_disk_is_a_clean_error_and_leaves_the_ledger_intact(ledger_dir: P
     big = tmp_path / "big.bin"
     big.write_bytes(os.urandom(256 * 1024))
     before = sqlite3.connect(ledger_dir / "ledger.db").execute("SELECT count(*) FROM entries").fetchone()[0]
-    code = ("import resource, signal, sys; sys.path.insert(0, sys.argv[2]); signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
-            "resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))\n"
-            "from pathlib import Path; import receipts as r; from conftest import SIGNERS\n"
-            "from ledger import Ledger, Evidence, record_tier; from ledger import LedgerError\n"
-            "try:\n    record_tier(Ledger.open(Path(sys.argv[1])), task_id='T-1', tier=r.Tier.HUMAN, verdict=r.Verdict.PASS, "
-            "signer=SIGNERS['alice'], config_hash=r.config_hash(b'x'), input_hash=r.config_hash(b'y'), evidence=[Evidence('e', Path(sys.argv[3]))])\n"
-            "    print('written')\n"
-            "except LedgerError as exc:\n    print('clean:', exc)")
-    out = subprocess.run([sys.executable, "-c", code, str(ledger_dir), str(Path(__file__).parent), str(big)], capture_output=True, text=True)
+    code = (
+        "import resource, signal, sys; sys.path.insert(0, sys.argv[2]); signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))\n"
+        "from pathlib import Path; import receipts as r; from conftest import SIGNERS\n"
+        "from ledger import Ledger, Evidence, record_tier; from ledger import LedgerError\n"
+        "try:\n    record_tier(Ledger.open(Path(sys.argv[1])), task_id='T-1', tier=r.Tier.HUMAN, verdict=r.Verdict.PASS, "
+        "signer=SIGNERS['alice'], config_hash=r.config_hash(b'x'), input_hash=r.config_hash(b'y'), evidence=[Evidence('e', Path(sys.argv[3]))])\n"
+        "    print('written')\n"
+        "except LedgerError as exc:\n    print('clean:', exc)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(ledger_dir), str(Path(__file__).parent), str(big)],
+        capture_output=True,
+        text=True,
+    )
     assert out.stdout.startswith("clean:"), out.stdout + out.stderr
     assert not list((ledger_dir / "blobs").rglob(".incoming-*"))  # no half-written blob left behind
     assert sqlite3.connect(ledger_dir / "ledger.db").execute("SELECT count(*) FROM entries").fetchone()[0] == before
@@ -178,18 +211,25 @@ def test_a_full_disk_is_a_clean_error_and_leaves_the_ledger_intact(ledger_dir: P
 def test_a_read_only_ledger_is_a_clean_error(tmp_path: Path) -> None:
     mnt = tmp_path / "ro"
     mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mnt)], capture_output=True).returncode != 0:
+    if (
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mnt)], capture_output=True).returncode
+        != 0
+    ):
         pytest.skip("this machine does not let the tests mount a filesystem")
     try:
         s = build_sample(mnt)
         assert subprocess.run(["mount", "-o", "remount,ro", str(mnt)], capture_output=True).returncode == 0
         res = run_cli("--dir", str(s.root), "checkpoint", "--key", str(tmp_path / "no-such-key"))
         assert res.returncode == 2 and "Traceback" not in res.stderr
-        code = ("import sys; sys.path.insert(0, sys.argv[2]); from pathlib import Path; import receipts as r; from conftest import SIGNERS\n"
-                "from ledger import Ledger; from ledger import LedgerError\n"
-                "try:\n    Ledger.open(Path(sys.argv[1])).checkpoint(SIGNERS['sealer']); print('written')\n"
-                "except LedgerError as exc:\n    print('clean:', exc)")
-        out = subprocess.run([sys.executable, "-c", code, str(s.root), str(Path(__file__).parent)], capture_output=True, text=True)
+        code = (
+            "import sys; sys.path.insert(0, sys.argv[2]); from pathlib import Path; import receipts as r; from conftest import SIGNERS\n"
+            "from ledger import Ledger; from ledger import LedgerError\n"
+            "try:\n    Ledger.open(Path(sys.argv[1])).checkpoint(SIGNERS['sealer']); print('written')\n"
+            "except LedgerError as exc:\n    print('clean:', exc)"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", code, str(s.root), str(Path(__file__).parent)], capture_output=True, text=True
+        )
         assert out.stdout.startswith("clean:"), out.stdout + out.stderr
         verified = run_cli("--dir", str(s.root), "verify", s.receipt, "--trust", ADMIN_ID, "--json")
         assert verified.returncode == 0 and json.loads(verified.stdout)["verified"], verified.stderr
@@ -206,20 +246,52 @@ def test_a_batch_mixing_keyring_contract_and_record_entries_keeps_tree_and_point
     from verify import Transparency
 
     ledger = Ledger.open(ledger_dir)
-    add_key(ledger, SIGNERS["admin"], "multi", [r.Role.ADMIN, r.Role.DETERMINISTIC, r.Role.HUMAN], SIGNERS["mallory"].public_key_blob)
+    add_key(
+        ledger,
+        SIGNERS["admin"],
+        "multi",
+        [r.Role.ADMIN, r.Role.DETERMINISTIC, r.Role.HUMAN],
+        SIGNERS["mallory"].public_key_blob,
+    )
     cfg, env = r.config_hash(b"batch"), r.domain_hash(r.Domain.ENVIRONMENT, b"e")
 
     def rec(i: int) -> r.TierRecord:
-        return r.new_tier_record(task_id=TASK if i % 2 else "B-0", tier=r.Tier.HUMAN, config_hash=cfg, input_hash=cfg, evidence=(),
-                                 verdict=r.Verdict.PASS, verifier="t", verifier_version="1", environment=env, created=1)
+        return r.new_tier_record(
+            task_id=TASK if i % 2 else "B-0",
+            tier=r.Tier.HUMAN,
+            config_hash=cfg,
+            input_hash=cfg,
+            evidence=(),
+            verdict=r.Verdict.PASS,
+            verifier="t",
+            verifier_version="1",
+            environment=env,
+            created=1,
+        )
 
-    strong = r.ContractRevision(TASK, contract_bytes(extra='\n[[checks]]\nid = "more"\ntype = "path_exists"\npath = "app.py"\n'), None)
+    strong = r.ContractRevision(
+        TASK, contract_bytes(extra='\n[[checks]]\nid = "more"\ntype = "path_exists"\npath = "app.py"\n'), None
+    )
     weak = r.ContractRevision(TASK, contract_bytes(), strong.config_hash)
     spec = r.KeySpec("carol", (r.Role.HUMAN,), seeded_signer("carol").public_key_blob)
-    batch: list[r.Body] = [rec(0), rec(1), r.KeyAdd(spec), rec(2), strong, rec(3), weak, rec(4),
-                           r.KeyRevoke(r.fingerprint(spec.public_key), "test"), rec(5), *[rec(i) for i in range(6, 37)]]
+    batch: list[r.Body] = [
+        rec(0),
+        rec(1),
+        r.KeyAdd(spec),
+        rec(2),
+        strong,
+        rec(3),
+        weak,
+        rec(4),
+        r.KeyRevoke(r.fingerprint(spec.public_key), "test"),
+        rec(5),
+        *[rec(i) for i in range(6, 37)],
+    ]
     done = ledger.append_many(batch, SIGNERS["mallory"])  # an admin may weaken: the batch is accepted
-    assert ledger.latest_contract(TASK) == weak and ledger.keyring().get(r.fingerprint(spec.public_key)).revoked_at == done[8].seq  # type: ignore[union-attr]
+    assert (
+        ledger.latest_contract(TASK) == weak
+        and ledger.keyring().get(r.fingerprint(spec.public_key)).revoked_at == done[8].seq
+    )  # type: ignore[union-attr]
     # Without the admin role the second revision weakens the first one of the same batch: refused, nothing written.
     dave = seeded_signer("dave")
     add_key(ledger, SIGNERS["admin"], "dave", [r.Role.DETERMINISTIC, r.Role.HUMAN], dave.public_key_blob)
@@ -230,7 +302,9 @@ def test_a_batch_mixing_keyring_contract_and_record_entries_keeps_tree_and_point
     assert len(list(ledger.entries())) == before
     ledger.checkpoint(SIGNERS["sealer"])
     ledger.close()
-    result = verify_chain(LedgerSource.open(ledger_dir), TRUST, transparency=Transparency(require_checkpoint=True), workers=1)
+    result = verify_chain(
+        LedgerSource.open(ledger_dir), TRUST, transparency=Transparency(require_checkpoint=True), workers=1
+    )
     assert result.ok, result.defects
 
 
@@ -247,9 +321,24 @@ def _chain_with_forged_signatures(ledger_dir: Path, bad: tuple[int, ...]) -> Non
 
     ledger = Ledger.open(ledger_dir)
     cfg = r.config_hash(b"q")
-    ledger.append_many([r.new_tier_record(task_id="Q-1", tier=r.Tier.HUMAN, config_hash=cfg, input_hash=cfg, evidence=(),
-                                          verdict=r.Verdict.PASS, verifier="t", verifier_version="1", environment=cfg, created=1)
-                        for _ in range(40)], SIGNERS["alice"])
+    ledger.append_many(
+        [
+            r.new_tier_record(
+                task_id="Q-1",
+                tier=r.Tier.HUMAN,
+                config_hash=cfg,
+                input_hash=cfg,
+                evidence=(),
+                verdict=r.Verdict.PASS,
+                verifier="t",
+                verifier_version="1",
+                environment=cfg,
+                created=1,
+            )
+            for _ in range(40)
+        ],
+        SIGNERS["alice"],
+    )
     ledger.close()
     rows = read_rows(ledger_dir)
     conn = sqlite3.connect(ledger_dir / "ledger.db")
@@ -262,7 +351,9 @@ def _chain_with_forged_signatures(ledger_dir: Path, bad: tuple[int, ...]) -> Non
     conn.close()
 
 
-def test_signature_checks_on_worker_processes_find_every_forgery(ledger_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_signature_checks_on_worker_processes_find_every_forgery(
+    ledger_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import verify._walk as walk
 
     monkeypatch.setattr(walk.SignatureQueue, "CHUNK", 8)  # several chunks go to the workers, the tail stays here
@@ -270,7 +361,10 @@ def test_signature_checks_on_worker_processes_find_every_forgery(ledger_dir: Pat
     _chain_with_forged_signatures(ledger_dir, (9, 30, 45))
     for workers in (1, 2):
         result = verify_chain(LedgerSource.open(ledger_dir), TRUST, workers=workers)
-        assert sorted(d.seq for d in result.defects if d.code == "signature-invalid") == [9, 30, 45], (workers, result.defects)
+        assert sorted(d.seq for d in result.defects if d.code == "signature-invalid") == [9, 30, 45], (
+            workers,
+            result.defects,
+        )
 
 
 def test_a_dead_signature_worker_means_could_not_verify(ledger_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -292,13 +386,25 @@ def test_batched_appends_build_the_same_verifiable_chain(ledger_dir: Path) -> No
     cfg, env = r.config_hash(b"batch"), r.domain_hash(r.Domain.ENVIRONMENT, b"e")
 
     def rec(i: int) -> r.TierRecord:
-        return r.new_tier_record(task_id="B-%d" % (i % 3), tier=r.Tier.HUMAN, config_hash=cfg, input_hash=cfg, evidence=(),
-                                 verdict=r.Verdict.PASS, verifier="t", verifier_version="1", environment=env, created=1)
+        return r.new_tier_record(
+            task_id="B-%d" % (i % 3),
+            tier=r.Tier.HUMAN,
+            config_hash=cfg,
+            input_hash=cfg,
+            evidence=(),
+            verdict=r.Verdict.PASS,
+            verifier="t",
+            verifier_version="1",
+            environment=env,
+            created=1,
+        )
 
     first = ledger.append_many([rec(i) for i in range(40)], SIGNERS["alice"])
     ledger.append(rec(40), SIGNERS["alice"])
     second = ledger.append_many([rec(i) for i in range(41, 60)], SIGNERS["alice"])
-    assert [a.seq for a in first + second] == list(range(first[0].seq, first[0].seq + 40)) + list(range(second[0].seq, second[0].seq + 19))
+    assert [a.seq for a in first + second] == list(range(first[0].seq, first[0].seq + 40)) + list(
+        range(second[0].seq, second[0].seq + 19)
+    )
     with pytest.raises(InputError):  # one refused body refuses the whole batch
         ledger.append_many([rec(60), rec(61)], SIGNERS["ci"])
     count = len(list(ledger.entries()))

@@ -23,7 +23,7 @@ def _code_labels() -> set[str]:
 
 def _spec_labels() -> set[str]:
     text = (ROOT / "docs" / "format.md").read_text(encoding="utf-8")
-    section = text[text.index("## 8. Verification"):text.index("## 9. Transparency")]
+    section = text[text.index("## 8. Verification") : text.index("## 9. Transparency")]
     return set(re.findall(r"^\s*(?:- )?(\d[a-z]?)\.\s", section, re.M))
 
 

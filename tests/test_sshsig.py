@@ -58,7 +58,9 @@ def test_record_signature_verifies_with_stock_ssh_keygen(sample: Sample, tmp_pat
     assert res.returncode == 0, res.stderr
     record = str(sample.records[r.Tier.DETERMINISTIC])
     message, sig = tmp_path / "entry.bin", tmp_path / "entry.sig"
-    signed = subprocess.run([*LEDGER, "--dir", str(sample.root), "show", record, "--signed-bytes"], capture_output=True, check=True).stdout
+    signed = subprocess.run(
+        [*LEDGER, "--dir", str(sample.root), "show", record, "--signed-bytes"], capture_output=True, check=True
+    ).stdout
     message.write_bytes(signed)
     sig.write_text(run_cli("--dir", str(sample.root), "show", record, "--signature").stdout)
     verify = ["ssh-keygen", "-Y", "verify", "-f", str(allowed), "-I", "ci", "-s", str(sig)]
@@ -67,7 +69,12 @@ def test_record_signature_verifies_with_stock_ssh_keygen(sample: Sample, tmp_pat
     assert b"Good" in ok.stdout
     # The same signature does not count for another role, nor for other bytes.
     assert subprocess.run([*verify, "-n", "receipt-ledger/seal"], input=signed, capture_output=True).returncode != 0
-    assert subprocess.run([*verify, "-n", "receipt-ledger/deterministic"], input=signed + b"x", capture_output=True).returncode != 0
+    assert (
+        subprocess.run(
+            [*verify, "-n", "receipt-ledger/deterministic"], input=signed + b"x", capture_output=True
+        ).returncode
+        != 0
+    )
 
 
 @ssh_keygen
@@ -76,7 +83,11 @@ def test_ssh_keygen_signature_verifies_with_ours(tmp_path: Path) -> None:
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
     msg = tmp_path / "m"
     msg.write_bytes(b"signed by openssh")
-    subprocess.run(["ssh-keygen", "-Y", "sign", "-f", str(key), "-n", "receipt-ledger/seal", str(msg)], check=True, capture_output=True)
+    subprocess.run(
+        ["ssh-keygen", "-Y", "sign", "-f", str(key), "-n", "receipt-ledger/seal", str(msg)],
+        check=True,
+        capture_output=True,
+    )
     blob, _ = r.parse_public_key_line((tmp_path / "id.pub").read_text())
     r.sshsig_verify(blob, "receipt-ledger/seal", msg.read_bytes(), r.dearmor((tmp_path / "m.sig").read_text()))
 
@@ -89,7 +100,9 @@ def test_allowed_signers_trust_file_pins_the_admin(sample: Sample, tmp_path: Pat
     assert "warning" not in ok.stderr
     # A trust file that pins somebody else's admin key rejects the genesis.
     other = tmp_path / "other"
-    other.write_text('boss namespaces="receipt-ledger/admin" %s\n' % r.public_key_line(SIGNERS["mallory"].public_key_blob))
+    other.write_text(
+        'boss namespaces="receipt-ledger/admin" %s\n' % r.public_key_line(SIGNERS["mallory"].public_key_blob)
+    )
     bad = run_cli("--dir", str(sample.root), "verify", sample.receipt, "--trust", str(other), "--json")
     assert bad.returncode == 1 and '"trust-root"' in bad.stdout
     # Without a pin, verification says it is trust on first use.

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ADMIN_ID, SIGNERS, build_sample
-from ledger import export_bundle, Ledger
+from ledger import Ledger, export_bundle
 from verify import BundleSource, CannotVerify, LedgerSource, Transparency, TrustRoot, verify_chain, verify_receipt
 
 TRUST = TrustRoot(frozenset({ADMIN_ID}), "t")
@@ -73,12 +73,16 @@ def test_every_sampled_byte_flip_in_the_ledger_is_detected(sealed: tuple[Path, s
     assert verify_chain(LedgerSource.open(work), TRUST).ok  # restored: no false alarm
 
 
-def test_every_sampled_byte_flip_in_a_bundle_is_detected_or_refused(sealed: tuple[Path, str, Path], tmp_path: Path) -> None:
+def test_every_sampled_byte_flip_in_a_bundle_is_detected_or_refused(
+    sealed: tuple[Path, str, Path], tmp_path: Path
+) -> None:
     _, receipt, bundle = sealed
     with zipfile.ZipFile(bundle) as zf:
         members = {info.filename: zf.read(info) for info in zf.infolist()}
     # informative members are not evidence: the verifier never reads them
-    checked = {n: d for n, d in members.items() if n not in ("manifest.json", "report.html", "report.md", "allowed_signers")}
+    checked = {
+        n: d for n, d in members.items() if n not in ("manifest.json", "report.html", "report.md", "allowed_signers")
+    }
     positions = [(n, i) for n, d in checked.items() for i in range(len(d))]
     rng = random.Random(7)
     missed = []

@@ -13,9 +13,20 @@ import pytest
 
 import receipts as r
 from conftest import (
-    ADMIN_ID, OTHER_CANDIDATE, SIGNERS, TASK, Row, Sample, judge_table, build_sample, find_row, read_rows, run_cli, write_rows,
+    ADMIN_ID,
+    OTHER_CANDIDATE,
+    SIGNERS,
+    TASK,
+    Row,
+    Sample,
+    build_sample,
+    find_row,
+    judge_table,
+    read_rows,
+    run_cli,
+    write_rows,
 )
-from ledger import decide, deterministic_runs, Ledger, LedgerError
+from ledger import Ledger, LedgerError, decide, deterministic_runs
 from verify import CannotVerify, LedgerSource, Result, TrustRoot, verify_receipt
 
 VECTORS = json.loads((Path(__file__).parent / "vectors" / "tamper.json").read_text())["cases"]
@@ -26,6 +37,7 @@ def mutation(name: str) -> Callable[[Callable[[Path], Sample]], Callable[[Path],
     def register(fn: Callable[[Path], Sample]) -> Callable[[Path], Sample]:
         MUTATIONS[name] = fn
         return fn
+
     return register
 
 
@@ -48,7 +60,9 @@ def _retarget_receipt(rows: list[Row], old: r.Digest, new: r.Digest) -> str:
     """Point the receipt at a record's new hash; returns the receipt's new hash."""
     ri = _receipt_index(rows)
     rec = r.decode_receipt(rows[ri].body)
-    entries = tuple(dataclasses.replace(e, records=tuple(new if d == old else d for d in e.records)) for e in rec.entries)
+    entries = tuple(
+        dataclasses.replace(e, records=tuple(new if d == old else d for d in e.records)) for e in rec.entries
+    )
     return _replace_body(rows, ri, dataclasses.replace(rec, entries=entries))
 
 
@@ -57,7 +71,10 @@ def _flip(tmp: Path) -> Sample:
     s = build_sample(tmp)
     conn = sqlite3.connect(s.root / "ledger.db")
     with conn:
-        seq, body = conn.execute("SELECT seq, body FROM entries WHERE body_hash = ?", (r.Digest.parse(str(s.records[r.Tier.DETERMINISTIC])).value,)).fetchone()
+        seq, body = conn.execute(
+            "SELECT seq, body FROM entries WHERE body_hash = ?",
+            (r.Digest.parse(str(s.records[r.Tier.DETERMINISTIC])).value,),
+        ).fetchone()
         body = bytearray(body)
         body[len(body) // 2] ^= 0x40
         conn.execute("UPDATE entries SET body = ? WHERE seq = ?", (bytes(body), seq))
@@ -99,7 +116,9 @@ def _unknown_key(tmp: Path) -> Sample:
 
 @mutation("merge-eligible-flipped-resigned")
 def _flip_eligible(tmp: Path) -> Sample:
-    s = build_sample(tmp, verdicts={r.Tier.DETERMINISTIC: r.Verdict.PASS, r.Tier.JUDGE: r.Verdict.FAIL, r.Tier.HUMAN: r.Verdict.PASS})
+    s = build_sample(
+        tmp, verdicts={r.Tier.DETERMINISTIC: r.Verdict.PASS, r.Tier.JUDGE: r.Verdict.FAIL, r.Tier.HUMAN: r.Verdict.PASS}
+    )
     rows = read_rows(s.root)
     ri = _receipt_index(rows)
     rec = r.decode_receipt(rows[ri].body)
@@ -115,7 +134,9 @@ def _missing_tier(tmp: Path) -> Sample:
     rows = read_rows(s.root)
     ri = _receipt_index(rows)
     rec = r.decode_receipt(rows[ri].body)
-    s.receipt = _replace_body(rows, ri, dataclasses.replace(rec, entries=tuple(e for e in rec.entries if e.tier is not r.Tier.HUMAN)))
+    s.receipt = _replace_body(
+        rows, ri, dataclasses.replace(rec, entries=tuple(e for e in rec.entries if e.tier is not r.Tier.HUMAN))
+    )
     write_rows(s.root, rows, resign_from=ri)
     return s
 
@@ -136,7 +157,9 @@ def _splice(tmp: Path) -> Sample:
 
 @mutation("evidence-hash-copied")
 def _evidence_hash(tmp: Path) -> Sample:
-    s = build_sample(tmp, verdicts={r.Tier.DETERMINISTIC: r.Verdict.FAIL, r.Tier.JUDGE: r.Verdict.PASS, r.Tier.HUMAN: r.Verdict.PASS})
+    s = build_sample(
+        tmp, verdicts={r.Tier.DETERMINISTIC: r.Verdict.FAIL, r.Tier.JUDGE: r.Verdict.PASS, r.Tier.HUMAN: r.Verdict.PASS}
+    )
     rows = read_rows(s.root)
     i = find_row(rows, s.records[r.Tier.DETERMINISTIC])
     passing = _record_body(rows, find_row(rows, s.records[r.Tier.JUDGE]))
@@ -212,9 +235,19 @@ def _inserted(tmp: Path) -> Sample:
     s = build_sample(tmp)
     rows = _raw_rows(s.root)
     extra = r.KeyAdd(r.KeySpec("mallory", (r.Role.DETERMINISTIC,), SIGNERS["mallory"].public_key_blob))
-    entry = r.Entry(seq=3, prev=r.Digest(rows[2][1]), kind=r.EntryKind.KEY_ADD, body_hash=r.body_hash(r.EntryKind.KEY_ADD, r.encode_body(extra)),
-                    time=r.decode_entry(rows[2][5]).time, signer=ADMIN_ID, signature=b"-", ring=r.Digest(rows[2][1]))
-    entry = dataclasses.replace(entry, signature=r.sshsig_sign(SIGNERS["admin"], r.namespace_for("admin"), r.entry_signed_bytes(entry)))
+    entry = r.Entry(
+        seq=3,
+        prev=r.Digest(rows[2][1]),
+        kind=r.EntryKind.KEY_ADD,
+        body_hash=r.body_hash(r.EntryKind.KEY_ADD, r.encode_body(extra)),
+        time=r.decode_entry(rows[2][5]).time,
+        signer=ADMIN_ID,
+        signature=b"-",
+        ring=r.Digest(rows[2][1]),
+    )
+    entry = dataclasses.replace(
+        entry, signature=r.sshsig_sign(SIGNERS["admin"], r.namespace_for("admin"), r.entry_signed_bytes(entry))
+    )
     data = r.encode_entry(entry)
     new = (3, r.entry_hash(data).value, "key_add", entry.body_hash.value, None, data, r.encode_body(extra))
     shifted = [(row[0] + 1,) + row[1:] for row in rows[3:]]  # type: ignore[operator]
@@ -261,12 +294,16 @@ def status_agrees_with_verify(root: Path, result: Result) -> int:
     return len(compared)
 
 
-@pytest.mark.parametrize("verdicts", [
-    {},
-    {r.Tier.DETERMINISTIC: r.Verdict.FAIL},
-    {r.Tier.JUDGE: r.Verdict.FAIL},
-    {r.Tier.HUMAN: r.Verdict.FAIL},
-], ids=["all-pass", "deterministic-fails", "judge-fails", "human-rejects"])
+@pytest.mark.parametrize(
+    "verdicts",
+    [
+        {},
+        {r.Tier.DETERMINISTIC: r.Verdict.FAIL},
+        {r.Tier.JUDGE: r.Verdict.FAIL},
+        {r.Tier.HUMAN: r.Verdict.FAIL},
+    ],
+    ids=["all-pass", "deterministic-fails", "judge-fails", "human-rejects"],
+)
 def test_status_and_verify_agree_on_every_fixture(tmp_path: Path, verdicts: dict[r.Tier, r.Verdict]) -> None:
     s = build_sample(tmp_path, {**{t: r.Verdict.PASS for t in r.LADDER}, **verdicts})
     result = verify_receipt(LedgerSource.open(s.root), s.receipt, TrustRoot(frozenset({ADMIN_ID}), "test"))
@@ -316,9 +353,18 @@ def test_truncated_database_is_a_clean_error(sample: Sample) -> None:
         assert len(cli.stderr.strip().splitlines()) >= 1 and cli.stderr.startswith("ledger: error:")
 
 
-@pytest.mark.parametrize("bad", [
-    "blake3:xyz", "sha256:" + "0" * 64, "blake3:" + "A" * 64, "blake3:" + "0" * 63, "0" * 64, "", "blake3:" + "0" * 65,
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "blake3:xyz",
+        "sha256:" + "0" * 64,
+        "blake3:" + "A" * 64,
+        "blake3:" + "0" * 63,
+        "0" * 64,
+        "",
+        "blake3:" + "0" * 65,
+    ],
+)
 def test_hash_of_the_wrong_form_is_exit_2(sample: Sample, bad: str) -> None:
     cli = run_cli("--dir", str(sample.root), "verify", bad)
     assert cli.returncode == 2
@@ -352,13 +398,19 @@ def _backdated(tmp: Path) -> Sample:
     return s
 
 
-def _deterministic_forgery(tmp: Path, forge_evidence: Callable[[Sample, r.TierRecord], tuple[r.EvidenceRef, ...]] | None) -> Sample:
-    s = build_sample(tmp, verdicts={r.Tier.DETERMINISTIC: r.Verdict.FAIL, r.Tier.JUDGE: r.Verdict.PASS, r.Tier.HUMAN: r.Verdict.PASS})
+def _deterministic_forgery(
+    tmp: Path, forge_evidence: Callable[[Sample, r.TierRecord], tuple[r.EvidenceRef, ...]] | None
+) -> Sample:
+    s = build_sample(
+        tmp, verdicts={r.Tier.DETERMINISTIC: r.Verdict.FAIL, r.Tier.JUDGE: r.Verdict.PASS, r.Tier.HUMAN: r.Verdict.PASS}
+    )
     rows = read_rows(s.root)
     i = find_row(rows, s.records[r.Tier.DETERMINISTIC])
     rec = _record_body(rows, i)
     evidence = forge_evidence(s, rec) if forge_evidence else rec.evidence
-    forged = dataclasses.replace(rec, verdict=r.Verdict.PASS, evidence=evidence, evidence_hash=r.evidence_list_hash(evidence))
+    forged = dataclasses.replace(
+        rec, verdict=r.Verdict.PASS, evidence=evidence, evidence_hash=r.evidence_list_hash(evidence)
+    )
     _replace_body(rows, i, forged)
     _retarget_receipt(rows, s.records[r.Tier.DETERMINISTIC], r.tier_record_hash(forged))
     ri = _receipt_index(rows)
@@ -388,6 +440,7 @@ def _echo_pass(tmp: Path) -> Sample:
                 ref = r.EvidenceRef(ref.check_id, digest, len(data), ref.media_type)
             out.append(ref)
         return tuple(out)
+
     return _deterministic_forgery(tmp, forge)
 
 
@@ -417,8 +470,15 @@ def _drops_tier(tmp: Path) -> Sample:
     rows = read_rows(s.root)
     ri = _receipt_index(rows)
     rec = r.decode_receipt(rows[ri].body)
-    s.receipt = _replace_body(rows, ri, dataclasses.replace(
-        rec, required=(r.Tier.DETERMINISTIC, r.Tier.JUDGE), entries=tuple(e for e in rec.entries if e.tier is not r.Tier.HUMAN)))
+    s.receipt = _replace_body(
+        rows,
+        ri,
+        dataclasses.replace(
+            rec,
+            required=(r.Tier.DETERMINISTIC, r.Tier.JUDGE),
+            entries=tuple(e for e in rec.entries if e.tier is not r.Tier.HUMAN),
+        ),
+    )
     write_rows(s.root, rows, resign_from=ri)
     return s
 
@@ -443,16 +503,29 @@ def _judge_retry(tmp: Path) -> Sample:
 def _reject_dropped(tmp: Path) -> Sample:
     s = build_sample(tmp)
     ledger = Ledger.open(s.root)
-    decide(ledger, task_id=TASK, contract_bytes=s.contract, candidate=_record_body(read_rows(s.root), find_row(read_rows(s.root), s.records[r.Tier.HUMAN])).input_hash,
-           signer=SIGNERS["bob"], approve=False, note="not convinced", repo=s.repo, confirm=lambda shown: True)
+    decide(
+        ledger,
+        task_id=TASK,
+        contract_bytes=s.contract,
+        candidate=_record_body(read_rows(s.root), find_row(read_rows(s.root), s.records[r.Tier.HUMAN])).input_hash,
+        signer=SIGNERS["bob"],
+        approve=False,
+        note="not convinced",
+        repo=s.repo,
+        confirm=lambda shown: True,
+    )
     ledger.close()
     rows = read_rows(s.root)
     old = rows[_receipt_index(rows)]
     receipt = r.decode_receipt(old.body)
     # Dated with the reject, not the old receipt: when the reject lands in a later second, the
     # copy would otherwise also be caught for time running backwards, which is not this attack.
-    rows.append(Row(dataclasses.replace(old.entry, time=rows[-1].entry.time),
-                    r.encode_body(dataclasses.replace(receipt, created=receipt.created + 1))))
+    rows.append(
+        Row(
+            dataclasses.replace(old.entry, time=rows[-1].entry.time),
+            r.encode_body(dataclasses.replace(receipt, created=receipt.created + 1)),
+        )
+    )
     s.receipt = str(r.body_hash(r.EntryKind.RECEIPT, rows[-1].body))
     write_rows(s.root, rows, resign_from=len(rows) - 1)
     return s
@@ -487,6 +560,9 @@ def _task_column(tmp: Path) -> Sample:
     s = build_sample(tmp)
     conn = sqlite3.connect(s.root / "ledger.db")
     with conn:
-        conn.execute("UPDATE entries SET task = 'OTHER-9' WHERE body_hash = ?", (r.Digest.parse(str(s.records[r.Tier.DETERMINISTIC])).value,))
+        conn.execute(
+            "UPDATE entries SET task = 'OTHER-9' WHERE body_hash = ?",
+            (r.Digest.parse(str(s.records[r.Tier.DETERMINISTIC])).value,),
+        )
     conn.close()
     return s

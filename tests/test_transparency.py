@@ -61,7 +61,9 @@ def test_inclusion_proof_verifies_and_fails_for_the_wrong_index(tmp_path: Path) 
 
 def test_a_checkpoint_signed_by_an_unknown_key_is_rejected(tmp_path: Path) -> None:
     s, note = checkpointed(tmp_path)
-    forged = r.SignedNote(note.text, (r.sign_note(note.text, r.parse_checkpoint(note.text).origin, SIGNERS["mallory"]),))
+    forged = r.SignedNote(
+        note.text, (r.sign_note(note.text, r.parse_checkpoint(note.text).origin, SIGNERS["mallory"]),)
+    )
     conn = sqlite3.connect(s.root / "ledger.db")
     with conn:
         conn.execute("UPDATE checkpoints SET note = ?", (forged.encode(),))
@@ -86,6 +88,7 @@ def _rewrite_history(s: Sample) -> None:
     """Re-date the receipt by a second and re-sign it, as a forger with every key would:
     every link and signature holds, but the history differs from what was checkpointed."""
     import dataclasses
+
     rows = read_rows(s.root)
     ri = max(n for n, row in enumerate(rows) if row.entry.kind is r.EntryKind.RECEIPT)
     receipt = r.decode_receipt(rows[ri].body)
@@ -119,6 +122,7 @@ def test_a_rewritten_history_fails_against_a_kept_checkpoint(tmp_path: Path) -> 
     proof_text = run_cli("--dir", str(s.root), "consistency", str(old.size)).stdout.split("\n\n")[0].splitlines()[3:]
     new = r.parse_checkpoint(r.parse_note(run_cli("--dir", str(s.root), "checkpoint", "--show").stdout).text)
     import base64
+
     assert not r.is_valid_consistency(old.size, new.size, old.root, new.root, [base64.b64decode(x) for x in proof_text])
 
 
@@ -128,9 +132,15 @@ def test_witness_cosigns_consistent_checkpoints_and_refuses_a_rewrite(tmp_path: 
     (tmp_path / "keys").mkdir()
     for name in ("bob", "sealer"):
         from cryptography.hazmat.primitives import serialization
+
         from conftest import seeded_signer
+
         key = seeded_signer(name)._key  # noqa: SLF001 - the test's own fixed key
-        (tmp_path / "keys" / name).write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()))
+        (tmp_path / "keys" / name).write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
+            )
+        )
         (tmp_path / "keys" / name).chmod(0o600)
     log_key = r.public_key_line(SIGNERS["sealer"].public_key_blob)
     state = tmp_path / "witness-state.json"
@@ -138,8 +148,22 @@ def test_witness_cosigns_consistent_checkpoints_and_refuses_a_rewrite(tmp_path: 
     def cosign(note: r.SignedNote) -> tuple[int, str, str]:
         path = tmp_path / "cp"
         path.write_text(note.encode())
-        res = run_cli("--dir", str(s.root), "witness", "cosign", str(path), "--key", "bob", "--name", W1.name,
-                      "--log-key", log_key, "--state", str(state), env=keys)
+        res = run_cli(
+            "--dir",
+            str(s.root),
+            "witness",
+            "cosign",
+            str(path),
+            "--key",
+            "bob",
+            "--name",
+            W1.name,
+            "--log-key",
+            log_key,
+            "--state",
+            str(state),
+            env=keys,
+        )
         return res.returncode, res.stdout, res.stderr
 
     code, out, err = cosign(first)
@@ -176,7 +200,15 @@ def test_chain_audit_checks_the_latest_checkpoint(tmp_path: Path) -> None:
     assert res.returncode == 1 and "checkpoint-root" in res.stdout
 
 
-@pytest.mark.parametrize("bad", ["", "c2sp.org/tlog-proof@v1\n", "c2sp.org/tlog-proof@v1\nindex 01\n\n", "c2sp.org/tlog-proof@v1\nindex 1\nnot-base64!\n\n"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "",
+        "c2sp.org/tlog-proof@v1\n",
+        "c2sp.org/tlog-proof@v1\nindex 01\n\n",
+        "c2sp.org/tlog-proof@v1\nindex 1\nnot-base64!\n\n",
+    ],
+)
 def test_malformed_proofs_are_format_errors(bad: str) -> None:
     with pytest.raises(r.FormatError):
         parse_tlog_proof(bad)

@@ -34,7 +34,9 @@ def test_known_answers_decode_and_verify_independently() -> None:
     record = r.decode_tier_record(bytes.fromhex(ka["tier_record"]["cbor"]))
     assert str(r.tier_record_hash(record)) == ka["tier_record"]["hash"]
     assert str(r.evidence_list_hash(record.evidence)) == ka["tier_record"]["evidence_hash"]
-    assert str(r.body_hash(r.EntryKind.TIER_RECORD, bytes.fromhex(ka["tier_record"]["cbor"]))) == ka["tier_record"]["hash"]
+    assert (
+        str(r.body_hash(r.EntryKind.TIER_RECORD, bytes.fromhex(ka["tier_record"]["cbor"]))) == ka["tier_record"]["hash"]
+    )
     receipt = r.decode_receipt(bytes.fromhex(ka["receipt"]["cbor"]))
     assert str(r.receipt_hash(receipt)) == ka["receipt"]["hash"]
     entry_bytes = bytes.fromhex(ka["entry"]["cbor"])

@@ -16,13 +16,32 @@ from ._verifier import verify_chain, verify_receipt, verify_receipt_strict
 
 __all__ = [
     # entry points
-    "verify_receipt", "verify_receipt_strict", "verify_chain",
+    "verify_receipt",
+    "verify_receipt_strict",
+    "verify_chain",
     # what they read
-    "Source", "LedgerSource", "BundleSource", "StoredEntry",
+    "Source",
+    "LedgerSource",
+    "BundleSource",
+    "StoredEntry",
     # what they are asked
-    "Trust", "TrustRoot", "UnsafeTrustOnFirstUse", "parse_allowed_signers", "Transparency", "WitnessKey",
+    "Trust",
+    "TrustRoot",
+    "UnsafeTrustOnFirstUse",
+    "parse_allowed_signers",
+    "Transparency",
+    "WitnessKey",
     # the one evidence reader (re-hashes what it returns)
-    "read_blob", "read_evidence", "evidence_reader",
+    "read_blob",
+    "read_evidence",
+    "evidence_reader",
     # what they return and raise
-    "Result", "ChainResult", "TierLine", "Defect", "Finding", "VerifyError", "CannotVerify", "VerificationFailed",
+    "Result",
+    "ChainResult",
+    "TierLine",
+    "Defect",
+    "Finding",
+    "VerifyError",
+    "CannotVerify",
+    "VerificationFailed",
 ]

@@ -35,8 +35,10 @@ from ._transparency import Transparency, checkpoint_signer, witnessed_by
 __all__ = ["BundleSource", "BUNDLE_FORMAT", "LIMITS"]
 
 BUNDLE_FORMAT = "receipt-ledger/bundle/v1"
-_NAME = re.compile(r"(manifest\.json|checkpoint|report\.html|report\.md|allowed_signers|"
-                   r"entries/[0-9]{1,15}\.(entry|body)|proofs/[0-9]{1,15}\.tlog-proof|blobs/[0-9a-f]{64})")
+_NAME = re.compile(
+    r"(manifest\.json|checkpoint|report\.html|report\.md|allowed_signers|"
+    r"entries/[0-9]{1,15}\.(entry|body)|proofs/[0-9]{1,15}\.tlog-proof|blobs/[0-9a-f]{64})"
+)
 LIMITS = {
     "members": 100_000,
     "small": 4 << 20,  # an entry, body, proof, checkpoint or manifest
@@ -61,7 +63,9 @@ def _check_members(zf: zipfile.ZipFile) -> dict[str, zipfile.ZipInfo]:
         if name in members:
             raise CannotVerify("bundle has two members named %r" % name)
         if _NAME.fullmatch(name) is None:
-            raise CannotVerify("bundle member %r is not a name a bundle may hold (absolute, traversing or unknown path)" % name)
+            raise CannotVerify(
+                "bundle member %r is not a name a bundle may hold (absolute, traversing or unknown path)" % name
+            )
         kind = stat.S_IFMT(info.external_attr >> 16)  # 0 when the archiver recorded no file type
         if kind and kind != stat.S_IFREG:
             raise CannotVerify("bundle member %r is a link or special file" % name)
@@ -69,10 +73,14 @@ def _check_members(zf: zipfile.ZipFile) -> dict[str, zipfile.ZipInfo]:
             raise CannotVerify("bundle member %r is encrypted" % name)
         cap = LIMITS["blob"] if name.startswith("blobs/") else LIMITS["small"]
         if info.file_size > cap:
-            raise CannotVerify("bundle member %r declares %d bytes; at most %d are allowed" % (name, info.file_size, cap))
+            raise CannotVerify(
+                "bundle member %r declares %d bytes; at most %d are allowed" % (name, info.file_size, cap)
+            )
         if info.file_size > (1 << 20) and info.file_size > LIMITS["ratio"] * max(info.compress_size, 1):
-            raise CannotVerify("bundle member %r is compressed %d:1, beyond the %d:1 allowed (a zip bomb?)" % (
-                name, info.file_size // max(info.compress_size, 1), LIMITS["ratio"]))
+            raise CannotVerify(
+                "bundle member %r is compressed %d:1, beyond the %d:1 allowed (a zip bomb?)"
+                % (name, info.file_size // max(info.compress_size, 1), LIMITS["ratio"])
+            )
         total += info.file_size
         if total > LIMITS["total"]:
             raise CannotVerify("bundle declares more than %d bytes in all" % LIMITS["total"])
@@ -205,8 +213,9 @@ class BundleSource:
         return _bundle_transparency(self, ring, origin, receipt_seq, policy)
 
 
-def _bundle_transparency(source: BundleSource, ring: Keyring | None, origin: str, receipt_seq: int,
-                         policy: Transparency) -> Finding:
+def _bundle_transparency(
+    source: BundleSource, ring: Keyring | None, origin: str, receipt_seq: int, policy: Transparency
+) -> Finding:
     """Step 8 offline: every entry in the bundle is proven into the signed checkpoint."""
     defects: list[tuple[str, str]] = []
     if policy.since is not None:
@@ -220,17 +229,39 @@ def _bundle_transparency(source: BundleSource, ring: Keyring | None, origin: str
         defects.append(("checkpoint-malformed", "the checkpoint is for log %r, not %r" % (cp.origin, origin)))
     signer = checkpoint_signer(ring, note, origin, cp.size)
     if signer is None:
-        defects.append(("checkpoint-signature", "the bundle's checkpoint is not signed by a valid seal or admin key of this ledger"))
+        defects.append(
+            (
+                "checkpoint-signature",
+                "the bundle's checkpoint is not signed by a valid seal or admin key of this ledger",
+            )
+        )
     if cp.size <= receipt_seq:
-        defects.append(("checkpoint-root", "the checkpoint (size %d) does not cover the receipt (entry %d)" % (cp.size, receipt_seq)))
+        defects.append(
+            (
+                "checkpoint-root",
+                "the checkpoint (size %d) does not cover the receipt (entry %d)" % (cp.size, receipt_seq),
+            )
+        )
     for seq, stored in sorted(source.entries.items()):
         proof = source.proofs.get(seq)
         # A tlog-proof carries its checkpoint: it must be the very one the bundle is verified against.
-        if proof is None or proof.index != seq or proof.checkpoint_note != source.checkpoint_text \
-                or not is_valid_tlog_proof(proof, stored.entry, cp):
+        if (
+            proof is None
+            or proof.index != seq
+            or proof.checkpoint_note != source.checkpoint_text
+            or not is_valid_tlog_proof(proof, stored.entry, cp)
+        ):
             defects.append(("inclusion", "entry %d is not proven into the checkpoint at size %d" % (seq, cp.size)))
     witnessed = witnessed_by(note, policy)
     if len(witnessed) < policy.quorum:
-        defects.append(("witness-quorum", "the checkpoint has %d valid witness cosignature(s); %d are required" % (len(witnessed), policy.quorum)))
-    return Finding(tuple(Defect(code, message) for code, message in defects), (),
-                   "size %d signed by %s; witnessed by %s" % (cp.size, signer or "nobody valid", ", ".join(witnessed) or "none"))
+        defects.append(
+            (
+                "witness-quorum",
+                "the checkpoint has %d valid witness cosignature(s); %d are required" % (len(witnessed), policy.quorum),
+            )
+        )
+    return Finding(
+        tuple(Defect(code, message) for code, message in defects),
+        (),
+        "size %d signed by %s; witnessed by %s" % (cp.size, signer or "nobody valid", ", ".join(witnessed) or "none"),
+    )

@@ -36,8 +36,15 @@ class TierLine:
     derived: str | None = None
 
     def as_dict(self) -> dict[str, object]:
-        return {"tier": self.tier.value, "required": self.required, "status": self.status, "derived": self.derived,
-                "record": self.record, "signer": self.signer, "detail": self.detail}
+        return {
+            "tier": self.tier.value,
+            "required": self.required,
+            "status": self.status,
+            "derived": self.derived,
+            "record": self.record,
+            "signer": self.signer,
+            "detail": self.detail,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,12 +82,21 @@ class Result:
 
     def as_dict(self) -> dict[str, object]:
         return {
-            "target": self.target, "verified": self.ok, "trust": self.trust, "task": self.task_id,
-            "candidate": self.candidate, "merge_eligible_claimed": self.claimed_eligible,
-            "merge_eligible_derived": self.derived_eligible, "eligibility_reasons": list(self.eligibility_reasons),
-            "tiers": [t.as_dict() for t in self.tiers], "entries_checked": self.entries_checked,
-            "weakenings": list(self.weakenings), "warnings": list(self.warnings), "stale_approvals": list(self.stale),
-            "waivers": list(self.waivers), "checkpoint": self.checkpoint,
+            "target": self.target,
+            "verified": self.ok,
+            "trust": self.trust,
+            "task": self.task_id,
+            "candidate": self.candidate,
+            "merge_eligible_claimed": self.claimed_eligible,
+            "merge_eligible_derived": self.derived_eligible,
+            "eligibility_reasons": list(self.eligibility_reasons),
+            "tiers": [t.as_dict() for t in self.tiers],
+            "entries_checked": self.entries_checked,
+            "weakenings": list(self.weakenings),
+            "warnings": list(self.warnings),
+            "stale_approvals": list(self.stale),
+            "waivers": list(self.waivers),
+            "checkpoint": self.checkpoint,
             "defects": [d.as_dict() for d in self.defects],
         }
 
@@ -104,5 +120,11 @@ class ChainResult:
         return min(seqs) if seqs else None
 
     def as_dict(self) -> dict[str, object]:
-        return {"verified": self.ok, "entries": self.entries, "trust": self.trust, "head": self.head,
-                "first_bad_entry": self.first_bad, "defects": [d.as_dict() for d in self.defects]}
+        return {
+            "verified": self.ok,
+            "entries": self.entries,
+            "trust": self.trust,
+            "head": self.head,
+            "first_bad_entry": self.first_bad,
+            "defects": [d.as_dict() for d in self.defects],
+        }

@@ -18,6 +18,7 @@ from .schema import DB_NAME, blob_path
 
 __all__ = ["Source", "StoredEntry", "LedgerSource"]
 
+
 @dataclass(frozen=True, slots=True)
 class StoredEntry:
     seq: int
@@ -36,8 +37,15 @@ def _row(row: tuple[object, ...] | None) -> StoredEntry | None:
     if row is None:
         return None
     seq, h, kind, bh, task, entry, body = row
-    if not (isinstance(seq, int) and isinstance(h, bytes) and isinstance(kind, str) and isinstance(bh, bytes)
-            and (task is None or isinstance(task, str)) and isinstance(entry, bytes) and isinstance(body, bytes)):
+    if not (
+        isinstance(seq, int)
+        and isinstance(h, bytes)
+        and isinstance(kind, str)
+        and isinstance(bh, bytes)
+        and (task is None or isinstance(task, str))
+        and isinstance(entry, bytes)
+        and isinstance(body, bytes)
+    ):
         raise CannotVerify("ledger database row %r has columns of the wrong type" % (seq,))
     return StoredEntry(seq, h, kind, bh, task, entry, body)
 
@@ -87,8 +95,10 @@ class LedgerSource:
             # the main file only, which is complete exactly when no WAL data is waiting.
             wal = db.with_name(db.name + "-wal")
             if wal.exists() and wal.stat().st_size > 0:
-                raise CannotVerify("cannot read %s (%s), and its write-ahead log holds changes that a read-only copy cannot"
-                                   " include: copy the ledger somewhere writable to verify it" % (db, exc)) from None
+                raise CannotVerify(
+                    "cannot read %s (%s), and its write-ahead log holds changes that a read-only copy cannot"
+                    " include: copy the ledger somewhere writable to verify it" % (db, exc)
+                ) from None
             try:
                 conn = cls._connect(uri + "&immutable=1")
             except sqlite3.Error as exc2:
@@ -132,7 +142,9 @@ class LedgerSource:
             raise CannotVerify("cannot read ledger database: %s" % exc) from None
         return int(n)
 
-    def iter_entries(self, upto: int | None = None, task: str | None = None, kind: str | None = None) -> Iterator[StoredEntry]:
+    def iter_entries(
+        self, upto: int | None = None, task: str | None = None, kind: str | None = None
+    ) -> Iterator[StoredEntry]:
         where: list[str] = []
         args: list[object] = []
         if kind is not None:
@@ -156,7 +168,10 @@ class LedgerSource:
     def checkpoints(self) -> list[tuple[int, str]]:
         """Stored checkpoint notes, by tree size (an older ledger may have none)."""
         try:
-            return [(int(size), str(note)) for size, note in self.conn.execute("SELECT size, note FROM checkpoints ORDER BY size")]
+            return [
+                (int(size), str(note))
+                for size, note in self.conn.execute("SELECT size, note FROM checkpoints ORDER BY size")
+            ]
         except sqlite3.OperationalError:
             return []
         except sqlite3.Error as exc:

@@ -140,7 +140,9 @@ def ledger_transparency(source: LedgerSource, origin: str, receipt_seq: int, pol
         if policy.require_checkpoint:
             defects.append(("no-checkpoint", "no signed checkpoint covers entry %d" % receipt_seq))
         else:
-            warnings.append("no signed checkpoint covers this receipt yet: transparency not checked (run `ledger checkpoint`)")
+            warnings.append(
+                "no signed checkpoint covers this receipt yet: transparency not checked (run `ledger checkpoint`)"
+            )
     else:
         size, text = stored[-1]
         read = read_checkpoint(text, origin)
@@ -150,19 +152,49 @@ def ledger_transparency(source: LedgerSource, origin: str, receipt_seq: int, pol
             note, cp = read
             signer = checkpoint_signer(ring, note, origin, cp.size)
             if signer is None or cp.size != size:
-                defects.append(("checkpoint-signature", "the checkpoint at size %d is not signed by a valid seal or admin key of this ledger" % size))
+                defects.append(
+                    (
+                        "checkpoint-signature",
+                        "the checkpoint at size %d is not signed by a valid seal or admin key of this ledger" % size,
+                    )
+                )
             if root_at(cp.size) != cp.root:
-                defects.append(("checkpoint-root", "the ledger's entries do not hash to the root its checkpoint at size %d signed%s" % (
-                    cp.size, " (it holds only %d entries)" % count if count < cp.size else "")))
+                defects.append(
+                    (
+                        "checkpoint-root",
+                        "the ledger's entries do not hash to the root its checkpoint at size %d signed%s"
+                        % (cp.size, " (it holds only %d entries)" % count if count < cp.size else ""),
+                    )
+                )
             witnessed = witnessed_by(note, policy)
             if len(witnessed) < policy.quorum:
-                defects.append(("witness-quorum", "the checkpoint has %d valid witness cosignature(s); %d are required" % (len(witnessed), policy.quorum)))
-            used = "size %d signed by %s; witnessed by %s" % (cp.size, signer or "nobody valid", ", ".join(witnessed) or "none")
+                defects.append(
+                    (
+                        "witness-quorum",
+                        "the checkpoint has %d valid witness cosignature(s); %d are required"
+                        % (len(witnessed), policy.quorum),
+                    )
+                )
+            used = "size %d signed by %s; witnessed by %s" % (
+                cp.size,
+                signer or "nobody valid",
+                ", ".join(witnessed) or "none",
+            )
     if kept is not None:
         note, cp = kept
         if checkpoint_signer(ring, note, origin, cp.size) is None:
-            defects.append(("since-checkpoint", "the checkpoint you kept is not signed by a valid seal or admin key of this ledger"))
+            defects.append(
+                (
+                    "since-checkpoint",
+                    "the checkpoint you kept is not signed by a valid seal or admin key of this ledger",
+                )
+            )
         if root_at(cp.size) != cp.root:
-            defects.append(("history-rewritten", "the ledger is not an extension of the checkpoint you kept at size %d: its history was rewritten%s" % (
-                cp.size, " or cut short" if count < cp.size else "")))
+            defects.append(
+                (
+                    "history-rewritten",
+                    "the ledger is not an extension of the checkpoint you kept at size %d: its history was rewritten%s"
+                    % (cp.size, " or cut short" if count < cp.size else ""),
+                )
+            )
     return Finding(tuple(Defect(code, message) for code, message in defects), tuple(warnings), used)

@@ -41,14 +41,18 @@ class TrustRoot:
             return cls(frozenset({value}), "fingerprint " + value)
         path = Path(value)
         if not path.is_file():
-            raise CannotVerify("--trust %r is neither a SHA256 key fingerprint nor a readable allowed_signers file" % value)
+            raise CannotVerify(
+                "--trust %r is neither a SHA256 key fingerprint nor a readable allowed_signers file" % value
+            )
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise CannotVerify("cannot read trust file %s: %s" % (path, exc)) from None
         ids = parse_allowed_signers(text)
         if not ids:
-            raise CannotVerify("trust file %s names no ssh-ed25519 key allowed to sign as %s" % (path, namespace_for(Role.ADMIN)))
+            raise CannotVerify(
+                "trust file %s names no ssh-ed25519 key allowed to sign as %s" % (path, namespace_for(Role.ADMIN))
+            )
         return cls(frozenset(ids), "allowed_signers " + str(path))
 
 
@@ -62,7 +66,8 @@ class UnsafeTrustOnFirstUse:
 
     def label(self, genesis_admins: tuple[str, ...]) -> str:
         return "UNSAFE trust on first use: genesis admin key(s) %s not pinned; pass --trust to pin" % (
-            ", ".join(genesis_admins or ("?",)))
+            ", ".join(genesis_admins or ("?",))
+        )
 
 
 Trust = TrustRoot | UnsafeTrustOnFirstUse

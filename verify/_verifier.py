@@ -81,20 +81,32 @@ def verify_receipt(source: Source, target: str, trust: Trust, transparency: Tran
     derived = _step7_eligibility(receipt, receipt_entry, contract, step5)
     step8 = _step8_transparency(source, walk, stored.seq, transparency or Transparency())
     return Result(
-        target=target, trust=walk.trust_label, task_id=receipt.task_id, candidate=str(receipt.input_hash),
+        target=target,
+        trust=walk.trust_label,
+        task_id=receipt.task_id,
+        candidate=str(receipt.input_hash),
         # A human record the receipt lists is checked in step 5 and met again in step 6: report it once.
         defects=tuple(dict.fromkeys((*walk.defects, *step4, *step5.defects, *step6, *derived[1], *step8.defects))),
-        claimed_eligible=receipt.merge_eligible, derived_eligible=derived[0].eligible,
-        eligibility_reasons=derived[0].reasons, tiers=tuple(step5.lines), entries_checked=walk.entries,
+        claimed_eligible=receipt.merge_eligible,
+        derived_eligible=derived[0].eligible,
+        eligibility_reasons=derived[0].reasons,
+        tiers=tuple(step5.lines),
+        entries_checked=walk.entries,
         weakenings=tuple(d for t, d in walk.weakened if t == receipt.task_id),
-        warnings=(*step5.warnings, *step8.warnings), stale=stale,
-        waivers=tuple(describe_waiver(seq, w, label) for seq, w, label in walk.waivers
-                      if w.task_id == receipt.task_id and seq < receipt_entry.seq and w.in_force(receipt.created)),
+        warnings=(*step5.warnings, *step8.warnings),
+        stale=stale,
+        waivers=tuple(
+            describe_waiver(seq, w, label)
+            for seq, w, label in walk.waivers
+            if w.task_id == receipt.task_id and seq < receipt_entry.seq and w.in_force(receipt.created)
+        ),
         checkpoint=step8.checkpoint,
     )
 
 
-def verify_receipt_strict(source: Source, target: str, trust: Trust, transparency: Transparency | None = None) -> Result:
+def verify_receipt_strict(
+    source: Source, target: str, trust: Trust, transparency: Transparency | None = None
+) -> Result:
     """As `verify_receipt`, but raise `VerificationFailed` (holding the result) unless it verified."""
     result = verify_receipt(source, target, trust, transparency)
     if not result.ok:
@@ -139,17 +151,34 @@ def _step4_receipt(receipt: LadderReceipt, entry: Entry, contract: Contract | No
     defects = []
     # 4a. A receipt cannot be back-dated to before a waiver expired or evidence went stale.
     if entry.time - receipt.created > RECEIPT_CLOCK_SKEW:
-        defects.append(Defect("receipt-time", "the receipt is dated %d s before it was appended" % (entry.time - receipt.created), entry.seq))
+        defects.append(
+            Defect(
+                "receipt-time",
+                "the receipt is dated %d s before it was appended" % (entry.time - receipt.created),
+                entry.seq,
+            )
+        )
     # 4b. Its config is a registered contract of its task, it requires every tier that contract
     # requires, and each required tier has an entry.
     if contract is None:
-        defects.append(Defect("config-unregistered", "config %s is not a registered contract of %s" % (
-            receipt.config_hash.short(), receipt.task_id), entry.seq))
+        defects.append(
+            Defect(
+                "config-unregistered",
+                "config %s is not a registered contract of %s" % (receipt.config_hash.short(), receipt.task_id),
+                entry.seq,
+            )
+        )
     else:
-        defects += [Defect("required-weakened", "the contract requires tier %s but the receipt does not" % tier, entry.seq)
-                    for tier in contract.required_tiers if tier not in receipt.required]
-    defects += [Defect("required-tier-missing", "required tier %s has no entry in the receipt" % tier, entry.seq)
-                for tier in LADDER if tier in receipt.required and receipt.entry(tier) is None]
+        defects += [
+            Defect("required-weakened", "the contract requires tier %s but the receipt does not" % tier, entry.seq)
+            for tier in contract.required_tiers
+            if tier not in receipt.required
+        ]
+    defects += [
+        Defect("required-tier-missing", "required tier %s has no entry in the receipt" % tier, entry.seq)
+        for tier in LADDER
+        if tier in receipt.required and receipt.entry(tier) is None
+    ]
     return defects
 
 
@@ -181,8 +210,13 @@ def _step5_records(walk: Walk, source: Source, receipt: LadderReceipt, receipt_e
             found = walk.bodies.get(digest.value)
             if found is None or not isinstance(found[1], TierRecord):
                 # 5a. Every listed record is a tier record earlier in the chain.
-                out.defects.append(Defect("record-missing", "tier %s record %s is not a tier record before the receipt" % (
-                    tier, digest.short()), receipt_entry.seq))
+                out.defects.append(
+                    Defect(
+                        "record-missing",
+                        "tier %s record %s is not a tier record before the receipt" % (tier, digest.short()),
+                        receipt_entry.seq,
+                    )
+                )
                 out.lines.append(TierLine(tier, required, "missing", str(digest), None, "record not found"))
                 continue
             rec_entry, rec = found[0], found[1]
@@ -191,13 +225,23 @@ def _step5_records(walk: Walk, source: Source, receipt: LadderReceipt, receipt_e
             label = walk.signers.get(digest.value)
             if label is not None:
                 out.signers[digest] = rec_entry.signer
-            out.lines.append(TierLine(tier, required, rec.verdict.value, str(digest), label,
-                                      "%d evidence item(s)" % len(rec.evidence), derived))
+            out.lines.append(
+                TierLine(
+                    tier,
+                    required,
+                    rec.verdict.value,
+                    str(digest),
+                    label,
+                    "%d evidence item(s)" % len(rec.evidence),
+                    derived,
+                )
+            )
     return out
 
 
-def _check_record(walk: Walk, source: Source, receipt: LadderReceipt, tier: Tier, entry: Entry, rec: TierRecord,
-                  out: _Records) -> str | None:
+def _check_record(
+    walk: Walk, source: Source, receipt: LadderReceipt, tier: Tier, entry: Entry, rec: TierRecord, out: _Records
+) -> str | None:
     """Steps 5a to 5g for one record; returns the verdict its evidence entails, where re-derived."""
     seq = entry.seq
     # 5a. ... signed by a key with that tier's role (as in 2e).
@@ -209,64 +253,120 @@ def _check_record(walk: Walk, source: Source, receipt: LadderReceipt, tier: Tier
     if rec.tier is not tier:
         out.defects.append(Defect("record-tier", "the %s slot holds a %s record" % (tier, rec.tier), seq))
     if rec.task_id != receipt.task_id:
-        out.defects.append(Defect("record-task", "tier %s record is for task %s, not %s" % (tier, rec.task_id, receipt.task_id), seq))
+        out.defects.append(
+            Defect("record-task", "tier %s record is for task %s, not %s" % (tier, rec.task_id, receipt.task_id), seq)
+        )
     if rec.input_hash != receipt.input_hash:
-        out.defects.append(Defect("record-candidate", "tier %s record is for candidate %s, not %s" % (
-            tier, rec.input_hash.short(), receipt.input_hash.short()), seq))
+        out.defects.append(
+            Defect(
+                "record-candidate",
+                "tier %s record is for candidate %s, not %s"
+                % (tier, rec.input_hash.short(), receipt.input_hash.short()),
+                seq,
+            )
+        )
     if rec.config_hash != receipt.config_hash:
-        out.defects.append(Defect("record-config", "tier %s record is under config %s, not %s" % (
-            tier, rec.config_hash.short(), receipt.config_hash.short()), seq))
+        out.defects.append(
+            Defect(
+                "record-config",
+                "tier %s record is under config %s, not %s"
+                % (tier, rec.config_hash.short(), receipt.config_hash.short()),
+                seq,
+            )
+        )
     # 5c. A record cannot claim to be newer than the entry that appended it (it would look fresher).
     if rec.created > entry.time:
-        out.defects.append(Defect("record-time", "tier %s record is dated %d, after it was appended at %d" % (tier, rec.created, entry.time), seq))
+        out.defects.append(
+            Defect(
+                "record-time",
+                "tier %s record is dated %d, after it was appended at %d" % (tier, rec.created, entry.time),
+                seq,
+            )
+        )
     # 5d. Its evidence list re-hashes, and every blob exists and re-hashes to its digest.
     out.defects += _evidence_defects(source, rec, tier, seq)
     if rec.tier is not tier or tier is Tier.HUMAN:
         return None
     contract = walk.contracts.get((rec.task_id, rec.config_hash.value))
     if contract is None:
-        out.defects.append(Defect("config-unregistered", "the %s record's config is not a registered contract" % tier, seq))
+        out.defects.append(
+            Defect("config-unregistered", "the %s record's config is not a registered contract" % tier, seq)
+        )
         return None
     if tier is Tier.DETERMINISTIC:
         # 5e. A deterministic verdict must follow from its recorded evidence under its contract and waivers.
         in_force = _waivers_in_force(walk, rec, seq)
-        outcome = rederive_deterministic(rec, contract, evidence_reader(source),
-                                         {c: describe_waiver(*ws[-1]) for c, ws in in_force.items()})
+        outcome = rederive_deterministic(
+            rec, contract, evidence_reader(source), {c: describe_waiver(*ws[-1]) for c, ws in in_force.items()}
+        )
         out.warnings += outcome.warnings
         # 5f. A pass that leans on a waiver needs the waiver still in force when the receipt was sealed.
         for check_id in outcome.waived:
             if not any(w.in_force(receipt.created) for _, w, _ in in_force[check_id]):
-                out.defects.append(Defect("waiver-expired", "the deterministic pass relies on a waiver of %s that expired before the receipt was sealed (%s)" % (
-                    check_id, describe_waiver(*in_force[check_id][-1])), seq))
+                out.defects.append(
+                    Defect(
+                        "waiver-expired",
+                        "the deterministic pass relies on a waiver of %s that expired before the receipt was sealed (%s)"
+                        % (check_id, describe_waiver(*in_force[check_id][-1])),
+                        seq,
+                    )
+                )
         if (outcome.verdict is Verdict.PASS) != (rec.verdict is Verdict.PASS):
-            out.defects.append(Defect("verdict-not-entailed", "the deterministic record says %s but its evidence entails %s: %s" % (
-                rec.verdict, outcome.verdict, "; ".join(outcome.reasons) or "all checks passed"), seq))
+            out.defects.append(
+                Defect(
+                    "verdict-not-entailed",
+                    "the deterministic record says %s but its evidence entails %s: %s"
+                    % (rec.verdict, outcome.verdict, "; ".join(outcome.reasons) or "all checks passed"),
+                    seq,
+                )
+            )
         return outcome.verdict.value
     # 5g. A judge verdict (and a pass's confidence) must follow from its stored replies under its contract.
     judged = _rederive_judge(source, rec, contract)
     if (judged.verdict is Verdict.PASS) != (rec.verdict is Verdict.PASS) or (
-            rec.verdict is Verdict.PASS and rec.confidence_bp != judged.confidence_bp):
-        out.defects.append(Defect("verdict-not-entailed", "the judge record says %s (confidence %s) but its stored replies entail %s: %s" % (
-            rec.verdict, rec.confidence_bp, judged.verdict, judged.reason), seq))
+        rec.verdict is Verdict.PASS and rec.confidence_bp != judged.confidence_bp
+    ):
+        out.defects.append(
+            Defect(
+                "verdict-not-entailed",
+                "the judge record says %s (confidence %s) but its stored replies entail %s: %s"
+                % (rec.verdict, rec.confidence_bp, judged.verdict, judged.reason),
+                seq,
+            )
+        )
     return judged.verdict.value
 
 
 def _evidence_defects(source: Source, record: TierRecord, tier: Tier, seq: int) -> list[Defect]:
     defects = []
     if evidence_list_hash(record.evidence) != record.evidence_hash:
-        defects.append(Defect("evidence-hash", "tier %s: evidence_hash does not match the record's evidence list" % tier, seq))
+        defects.append(
+            Defect("evidence-hash", "tier %s: evidence_hash does not match the record's evidence list" % tier, seq)
+        )
     for ref in record.evidence:
         handle = source.open_blob(ref.digest)
         if handle is None:
-            defects.append(Defect("evidence-missing", "tier %s: evidence %s (%s) is missing from the blob store" % (
-                tier, ref.check_id, ref.digest.short()), seq))
+            defects.append(
+                Defect(
+                    "evidence-missing",
+                    "tier %s: evidence %s (%s) is missing from the blob store"
+                    % (tier, ref.check_id, ref.digest.short()),
+                    seq,
+                )
+            )
             continue
         hasher = ContentHasher()
         with handle:
             while chunk := handle.read(_READ_CHUNK):
                 hasher.update(chunk)
         if hasher.digest() != ref.digest or hasher.size != ref.size:
-            defects.append(Defect("evidence-altered", "tier %s: evidence %s no longer hashes to %s" % (tier, ref.check_id, ref.digest.short()), seq))
+            defects.append(
+                Defect(
+                    "evidence-altered",
+                    "tier %s: evidence %s no longer hashes to %s" % (tier, ref.check_id, ref.digest.short()),
+                    seq,
+                )
+            )
     return defects
 
 
@@ -274,7 +374,12 @@ def _waivers_in_force(walk: Walk, rec: TierRecord, before_seq: int) -> dict[str,
     """Validly signed waivers of the record's contract, appended before it and in force at its date."""
     found: dict[str, list[tuple[int, Waiver, str]]] = {}
     for seq, waiver, label in walk.waivers:
-        if seq < before_seq and waiver.task_id == rec.task_id and waiver.config_hash == rec.config_hash and waiver.in_force(rec.created):
+        if (
+            seq < before_seq
+            and waiver.task_id == rec.task_id
+            and waiver.config_hash == rec.config_hash
+            and waiver.in_force(rec.created)
+        ):
             found.setdefault(waiver.check_id, []).append((seq, waiver, label))
     return found
 
@@ -305,45 +410,83 @@ def _step6_human_slot(walk: Walk, receipt: LadderReceipt, receipt_entry: Entry) 
     stale: list[str] = []
     decisions = []
     for entry, body in list(walk.bodies.values()):
-        if not (isinstance(body, TierRecord) and body.tier is Tier.HUMAN and body.task_id == receipt.task_id
-                and entry.seq < receipt_entry.seq):
+        if not (
+            isinstance(body, TierRecord)
+            and body.tier is Tier.HUMAN
+            and body.task_id == receipt.task_id
+            and entry.seq < receipt_entry.seq
+        ):
             continue
         if body.input_hash != receipt.input_hash:
-            stale.append("entry %d: %s by %s is for candidate %s, not this one" % (
-                entry.seq, "approval" if body.verdict is Verdict.PASS else body.verdict.value, entry.signer, body.input_hash.short()))
+            stale.append(
+                "entry %d: %s by %s is for candidate %s, not this one"
+                % (
+                    entry.seq,
+                    "approval" if body.verdict is Verdict.PASS else body.verdict.value,
+                    entry.signer,
+                    body.input_hash.short(),
+                )
+            )
             continue
         if body.config_hash != receipt.config_hash:
             continue
-        signed = walk.signature(entry, body) if entry.body_hash.value not in walk.signers else walk.signers[entry.body_hash.value]
+        signed = (
+            walk.signature(entry, body)
+            if entry.body_hash.value not in walk.signers
+            else walk.signers[entry.body_hash.value]
+        )
         if isinstance(signed, Defect):
             defects.append(signed)
         else:
             decisions.append((entry.body_hash, body, entry.signer))
-    expected = set(latest_human_decisions(decisions, task_id=receipt.task_id, input_hash=receipt.input_hash, config_hash=receipt.config_hash))
+    expected = set(
+        latest_human_decisions(
+            decisions, task_id=receipt.task_id, input_hash=receipt.input_hash, config_hash=receipt.config_hash
+        )
+    )
     slot = receipt.entry(Tier.HUMAN)
     listed = set(slot.records) if slot is not None else set()
     if listed != expected:
-        defects.append(Defect("human-decisions", "the receipt's human slot lists %d decision(s) but the chain holds %d latest decision(s) by human keys on this candidate" % (
-            len(listed), len(expected)), receipt_entry.seq))
+        defects.append(
+            Defect(
+                "human-decisions",
+                "the receipt's human slot lists %d decision(s) but the chain holds %d latest decision(s) by human keys on this candidate"
+                % (len(listed), len(expected)),
+                receipt_entry.seq,
+            )
+        )
     return defects, tuple(stale)
 
 
 # -- 7 ------------------------------------------------------------------------------------------
 
 
-def _step7_eligibility(receipt: LadderReceipt, entry: Entry, contract: Contract | None,
-                       records: _Records) -> tuple[Eligibility, list[Defect]]:
+def _step7_eligibility(
+    receipt: LadderReceipt, entry: Entry, contract: Contract | None, records: _Records
+) -> tuple[Eligibility, list[Defect]]:
     # 7. merge_eligible is derived again with the sealer's rule and must equal the claim.
     derived = derive_merge_eligible(
-        task_id=receipt.task_id, input_hash=receipt.input_hash, config_hash=receipt.config_hash,
-        required=receipt.required, entries=receipt.entries, records=records.records,
-        signers=records.signers, human_approvals=contract.human_approvals if contract else 1,
-        created=receipt.created, max_evidence_age_s=contract.max_evidence_age_s if contract else None,
+        task_id=receipt.task_id,
+        input_hash=receipt.input_hash,
+        config_hash=receipt.config_hash,
+        required=receipt.required,
+        entries=receipt.entries,
+        records=records.records,
+        signers=records.signers,
+        human_approvals=contract.human_approvals if contract else 1,
+        created=receipt.created,
+        max_evidence_age_s=contract.max_evidence_age_s if contract else None,
     )
     if derived.eligible == receipt.merge_eligible:
         return derived, []
-    return derived, [Defect("eligibility-mismatch", "receipt claims merge_eligible=%s but the tier verdicts entail %s" % (
-        str(receipt.merge_eligible).lower(), str(derived.eligible).lower()), entry.seq)]
+    return derived, [
+        Defect(
+            "eligibility-mismatch",
+            "receipt claims merge_eligible=%s but the tier verdicts entail %s"
+            % (str(receipt.merge_eligible).lower(), str(derived.eligible).lower()),
+            entry.seq,
+        )
+    ]
 
 
 # -- 8 ------------------------------------------------------------------------------------------
@@ -360,8 +503,13 @@ def _step8_transparency(source: Source, walk: Walk, receipt_seq: int, policy: Tr
 # -- the whole chain ------------------------------------------------------------------------------
 
 
-def verify_chain(source: LedgerSource, trust: Trust, progress: Callable[[int], None] | None = None,
-                 transparency: Transparency | None = None, workers: int | None = None) -> ChainResult:
+def verify_chain(
+    source: LedgerSource,
+    trust: Trust,
+    progress: Callable[[int], None] | None = None,
+    transparency: Transparency | None = None,
+    workers: int | None = None,
+) -> ChainResult:
     """Audit every entry of a ledger: steps 2 and 3 for the whole chain with every signature
     checked (on ``workers`` processes, default every core), then step 8 against the newest
     checkpoint (and a kept one). Returns a `ChainResult` naming the first bad entry; raises
@@ -381,9 +529,11 @@ def verify_chain(source: LedgerSource, trust: Trust, progress: Callable[[int], N
     finally:
         queue.close()
     head = None if last is None else str(entry_hash(last.entry))
-    walk.defects.sort(key=lambda d: (d.seq if d.seq is not None else -1))
+    walk.defects.sort(key=lambda d: d.seq if d.seq is not None else -1)
     if count == 0:
         walk.defect("empty-ledger", "the ledger has no entries, not even a genesis", None)
     elif walk.origin is not None:
-        walk.defects.extend(source.check_transparency(walk.origin, walk.keyring, -1, transparency or Transparency()).defects)
+        walk.defects.extend(
+            source.check_transparency(walk.origin, walk.keyring, -1, transparency or Transparency()).defects
+        )
     return ChainResult(count, tuple(walk.defects), walk.trust_label, head)

@@ -14,7 +14,6 @@ from receipts import (
     ContractRevision,
     Digest,
     Entry,
-    EntryKind,
     Genesis,
     Keyring,
     KeyringError,
@@ -95,10 +94,16 @@ class Walk:
         # A sparse copy (a bundle) may skip entries; its inclusion proofs fix each entry's place.
         contiguous = seq == self.expected_seq
         if entry.seq != seq or (not self.sparse and not contiguous):
-            self.defect("chain-gap", "expected entry %d, found entry %d stored at %d" % (self.expected_seq, entry.seq, seq), seq)
+            self.defect(
+                "chain-gap", "expected entry %d, found entry %d stored at %d" % (self.expected_seq, entry.seq, seq), seq
+            )
         self.expected_seq = seq + 1
         this_hash = entry_hash(stored.entry)
-        if stored.hash != this_hash.value or stored.kind != entry.kind.value or stored.body_hash != entry.body_hash.value:
+        if (
+            stored.hash != this_hash.value
+            or stored.kind != entry.kind.value
+            or stored.body_hash != entry.body_hash.value
+        ):
             self.defect("index-mismatch", "entry %d: stored index columns disagree with its bytes" % seq, seq)
         # 2b. It links to the entry before it.
         if (contiguous or not self.sparse) and entry.prev != self.prev_hash:
@@ -123,7 +128,11 @@ class Walk:
         task = getattr(body, "task_id", None) if entry.kind in TASK_ENTRY_KINDS else None
         # 2a. ... including the task column, which `ledger log --task` and `ledger status` select by.
         if stored.task != task:
-            self.defect("index-mismatch", "entry %d: its stored task column says %r, its body %r" % (seq, stored.task, task), seq)
+            self.defect(
+                "index-mismatch",
+                "entry %d: its stored task column says %r, its body %r" % (seq, stored.task, task),
+                seq,
+            )
         if entry.ring != self.last_ring:
             self.defect("ring-link", "entry %d does not name the latest keyring entry before it" % seq, seq)
         if entry.task_prev != (self.last_task.get(task) if task is not None else None):
@@ -138,8 +147,12 @@ class Walk:
             self.origin = "receipt-ledger/" + body.ledger_id
             # 3. The trust root: the genesis signer must be pinned (unless trust is explicitly on first use).
             if not self.trust.pins(entry.signer):
-                self.defect("trust-root", "genesis is signed by %s, which the trust root (%s) does not pin" % (
-                    entry.signer, self.trust_label), seq)
+                self.defect(
+                    "trust-root",
+                    "genesis is signed by %s, which the trust root (%s) does not pin"
+                    % (entry.signer, self.trust_label),
+                    seq,
+                )
         if self.keyring is None:
             self.defect("no-genesis", "entry %d comes before any valid genesis entry" % seq, seq)
             return
@@ -169,13 +182,21 @@ class Walk:
             return
         prev = self.latest_contract.get(body.task_id)
         if body.previous != (prev[0].config_hash if prev else None):
-            self.defect("contract-previous", "entry %d: contract revision of %s does not name the revision it replaces" % (
-                entry.seq, body.task_id), entry.seq)
+            self.defect(
+                "contract-previous",
+                "entry %d: contract revision of %s does not name the revision it replaces" % (entry.seq, body.task_id),
+                entry.seq,
+            )
         lowered = weakenings(prev[1], contract) if prev else ()
         signer = self.sign_check(entry, body, contract_roles(bool(lowered)))
         if lowered:
-            self.weakened.append((body.task_id, "entry %d: %s weakened the contract of %s: %s" % (
-                entry.seq, signer or entry.signer, body.task_id, "; ".join(lowered))))
+            self.weakened.append(
+                (
+                    body.task_id,
+                    "entry %d: %s weakened the contract of %s: %s"
+                    % (entry.seq, signer or entry.signer, body.task_id, "; ".join(lowered)),
+                )
+            )
         self.latest_contract[body.task_id] = (body, contract)
         self.contracts[(body.task_id, body.config_hash.value)] = contract
 
@@ -192,13 +213,23 @@ class Walk:
             return Defect("signature-invalid", "entry %d: %s" % (entry.seq, exc), entry.seq)
         label = "%s (%s)" % (state.spec.name, state.key_id)
         if self.deferred is not None:
-            self.deferred.append((state.spec.public_key, namespace_for(role), entry_signed_bytes(entry), entry.signature,
-                                  entry.seq, state.spec.name))
+            self.deferred.append(
+                (
+                    state.spec.public_key,
+                    namespace_for(role),
+                    entry_signed_bytes(entry),
+                    entry.signature,
+                    entry.seq,
+                    state.spec.name,
+                )
+            )
             return label
         try:
             sshsig_verify(state.spec.public_key, namespace_for(role), entry_signed_bytes(entry), entry.signature)
         except ReceiptsError as exc:
-            return Defect("signature-invalid", "entry %d: signature by %s: %s" % (entry.seq, state.spec.name, exc), entry.seq)
+            return Defect(
+                "signature-invalid", "entry %d: signature by %s: %s" % (entry.seq, state.spec.name, exc), entry.seq
+            )
         self.signers[entry.body_hash.value] = label
         return label
 
@@ -268,8 +299,12 @@ class SignatureQueue:
         except Exception as exc:
             raise _not_run(exc) from None
         done.append((self.pending, _signatures_ok([i[:4] for i in self.pending])))
-        return [Defect("signature-invalid", "entry %d: signature by %s: %s" % (item[4], item[5], why), item[4])
-                for items, outcomes in done for item, why in zip(items, outcomes, strict=True) if why is not None]
+        return [
+            Defect("signature-invalid", "entry %d: signature by %s: %s" % (item[4], item[5], why), item[4])
+            for items, outcomes in done
+            for item, why in zip(items, outcomes, strict=True)
+            if why is not None
+        ]
 
     def close(self) -> None:
         if self.pool is not None:

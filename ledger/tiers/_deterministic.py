@@ -31,14 +31,14 @@ from receipts import (
 )
 
 from .. import _clock
-from .._errors import InputError
 from .._contracts import register_contract
 from .._environment import VERSION, environment_digest
+from .._errors import InputError
+from .._store import Appended, Store
 from .._traces import process_facts
 from ._redact import Redactor
 from ._signals import Context, evaluate
 from ._snapshot import Snapshot, take_snapshot
-from .._store import Appended, Store
 
 __all__ = ["CheckRun", "run_deterministic", "RUNNER_NAME"]
 
@@ -89,8 +89,14 @@ def run_deterministic(
     snap_ref, snap_doc = _put_json(store, snapshot.document(diff_digest, dirty_digest), "snapshot", SNAPSHOT_MEDIA_TYPE)
     refs.append(snap_ref)
     env = dict(os.environ if environ is None else environ)
-    ctx = Context(repo=repo, contract=contract, store=store, redactor=Redactor(contract.secret_env, env),
-                  deadline=time.monotonic() + contract.total_timeout_s, environ=env)
+    ctx = Context(
+        repo=repo,
+        contract=contract,
+        store=store,
+        redactor=Redactor(contract.secret_env, env),
+        deadline=time.monotonic() + contract.total_timeout_s,
+        environ=env,
+    )
     results: dict[str, dict[str, Any]] = {}
     rows = []
     for check in contract.checks:
@@ -104,14 +110,24 @@ def run_deterministic(
         ok, why = derive_check(check, stored)
         rows.append((check.id, "pass" if ok else "fail", why, ref.digest.short()))
     now = _clock.now()
-    waived = {w.check_id: "entry %d: %s until %d: %s" % (seq, signer, w.expires, w.reason)
-              for seq, w, signer in store.waivers(task_id) if w.config_hash == config_hash(contract_bytes) and w.in_force(now)}
+    waived = {
+        w.check_id: "entry %d: %s until %d: %s" % (seq, signer, w.expires, w.reason)
+        for seq, w, signer in store.waivers(task_id)
+        if w.config_hash == config_hash(contract_bytes) and w.in_force(now)
+    }
     outcome = derive_deterministic(contract, results, snap_doc, waived)
     try:
         record = new_tier_record(
-            task_id=task_id, tier=Tier.DETERMINISTIC, config_hash=config_hash(contract_bytes), input_hash=snapshot.candidate,
-            evidence=tuple(refs), verdict=outcome.verdict, verifier=RUNNER_NAME, verifier_version=VERSION,
-            environment=environment_digest(), created=now,
+            task_id=task_id,
+            tier=Tier.DETERMINISTIC,
+            config_hash=config_hash(contract_bytes),
+            input_hash=snapshot.candidate,
+            evidence=tuple(refs),
+            verdict=outcome.verdict,
+            verifier=RUNNER_NAME,
+            verifier_version=VERSION,
+            environment=environment_digest(),
+            created=now,
         )
     except ReceiptsError as exc:
         raise InputError(str(exc)) from None

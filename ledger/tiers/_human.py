@@ -9,7 +9,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from receipts import (
-    SNAPSHOT_FORMAT,
     Digest,
     EvidenceRef,
     ReceiptsError,
@@ -20,24 +19,29 @@ from receipts import (
     fingerprint,
     latest_human_decisions,
     new_tier_record,
-    parse_evidence_json,
 )
 
 from .. import _clock
+from .._contracts import current_contract
+from .._environment import VERSION, environment_digest
 from .._errors import InputError
 from .._evidence import snapshot_of
 from .._git import git_ok
-from .._contracts import current_contract
-from .._environment import VERSION, environment_digest
 from .._store import Appended, Store
 
 __all__ = ["decide", "summary"]
 
 
-def _diffstat(store: Store, repo: Path | None, task_id: str, candidate: Digest, config: Digest) -> tuple[str, dict[str, str]]:
+def _diffstat(
+    store: Store, repo: Path | None, task_id: str, candidate: Digest, config: Digest
+) -> tuple[str, dict[str, str]]:
     verdicts: dict[str, str] = {}
     base = commit = None
-    rows = [row for row in store.records_for(task_id) if row.record.input_hash == candidate and row.record.config_hash == config]
+    rows = [
+        row
+        for row in store.records_for(task_id)
+        if row.record.input_hash == candidate and row.record.config_hash == config
+    ]
     for row in rows:
         if row.record.tier is not Tier.HUMAN:
             verdicts[row.record.tier.value] = row.record.verdict.value
@@ -45,8 +49,12 @@ def _diffstat(store: Store, repo: Path | None, task_id: str, candidate: Digest, 
             doc = snapshot_of(store, row.record)
             if doc is not None:
                 base, commit = doc.get("base"), doc.get("commit")
-    human = latest_human_decisions([(row.digest, row.record, row.signer) for row in rows], task_id=task_id,
-                                   input_hash=candidate, config_hash=config)
+    human = latest_human_decisions(
+        [(row.digest, row.record, row.signer) for row in rows],
+        task_id=task_id,
+        input_hash=candidate,
+        config_hash=config,
+    )
     by_digest = {row.digest: row for row in rows}
     for digest in human:
         row = by_digest[digest]
@@ -66,8 +74,18 @@ def summary(task_id: str, candidate: Digest, verdicts: dict[str, str], stat: str
     return "\n".join(lines)
 
 
-def decide(store: Store, *, task_id: str, contract_bytes: bytes, candidate: Digest, signer: Signer, approve: bool,
-           note: str, repo: Path | None, confirm: Callable[[str], bool]) -> Appended | None:
+def decide(
+    store: Store,
+    *,
+    task_id: str,
+    contract_bytes: bytes,
+    candidate: Digest,
+    signer: Signer,
+    approve: bool,
+    note: str,
+    repo: Path | None,
+    confirm: Callable[[str], bool],
+) -> Appended | None:
     """Show the decision, and sign it only if ``confirm`` agrees. None when declined."""
     config = config_hash(contract_bytes)
     current_contract(store, task_id, config)
@@ -79,16 +97,27 @@ def decide(store: Store, *, task_id: str, contract_bytes: bytes, candidate: Dige
         return None
     # Whose decision it is belongs in the record: two keys' identical decisions must not
     # collapse into one record hash.
-    doc = {"format": "receipt-ledger/human-decision/v1", "decision": "approve" if approve else "reject",
-           "approver": fingerprint(signer.public_key_blob), "note": note, "shown": shown}
+    doc = {
+        "format": "receipt-ledger/human-decision/v1",
+        "decision": "approve" if approve else "reject",
+        "approver": fingerprint(signer.public_key_blob),
+        "note": note,
+        "shown": shown,
+    }
     data = json.dumps(doc, sort_keys=True, indent=1).encode()
     digest, size = store.put_blob_stream(io.BytesIO(data))
     try:
         record = new_tier_record(
-            task_id=task_id, tier=Tier.HUMAN, config_hash=config, input_hash=candidate,
+            task_id=task_id,
+            tier=Tier.HUMAN,
+            config_hash=config,
+            input_hash=candidate,
             evidence=(EvidenceRef("human:decision", digest, size, "application/json"),),
-            verdict=Verdict.PASS if approve else Verdict.FAIL, verifier="receipt-ledger human decision",
-            verifier_version=VERSION, environment=environment_digest(), created=_clock.now(),
+            verdict=Verdict.PASS if approve else Verdict.FAIL,
+            verifier="receipt-ledger human decision",
+            verifier_version=VERSION,
+            environment=environment_digest(),
+            created=_clock.now(),
         )
     except ReceiptsError as exc:
         raise InputError(str(exc)) from None

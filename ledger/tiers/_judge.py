@@ -36,14 +36,13 @@ from receipts import (
     config_hash,
     derive_judge,
     new_tier_record,
-    parse_evidence_json,
 )
 
 from .. import _clock
-from .._errors import InputError
-from .._evidence import candidate_snapshot, evidence_bytes, record_evidence
 from .._contracts import current_contract
 from .._environment import VERSION, environment_digest
+from .._errors import InputError
+from .._evidence import candidate_snapshot, evidence_bytes, record_evidence
 from .._store import Appended, Store
 
 __all__ = ["Endpoint", "JudgeRun", "resolve_endpoint", "run_judge", "SYSTEM_PROMPT"]
@@ -116,7 +115,11 @@ def resolve_endpoint(contract: Contract, config_toml: Path | None, environ: dict
 
 
 def _criteria(contract: Contract) -> list[str]:
-    return list(contract.judge.criteria or (contract.deliverables + contract.invariants) or (contract.goal or "the change is correct",))
+    return list(
+        contract.judge.criteria
+        or (contract.deliverables + contract.invariants)
+        or (contract.goal or "the change is correct",)
+    )
 
 
 def _request(contract: Contract, candidate: Digest, diff: str, sample: int) -> tuple[dict[str, Any], bool]:
@@ -125,9 +128,15 @@ def _request(contract: Contract, candidate: Digest, diff: str, sample: int) -> t
     if sample % 2 == 1:
         criteria.reverse()  # swap the order between samples to reduce position bias
     return {
-        "format": "receipt-ledger/judge-request/v1", "task": contract.task_id, "goal": contract.goal,
-        "criteria": criteria, "candidate": str(candidate), "diff": diff[:limit], "diff_truncated": len(diff) > limit,
-        "diff_chars": len(diff), "sample": sample,
+        "format": "receipt-ledger/judge-request/v1",
+        "task": contract.task_id,
+        "goal": contract.goal,
+        "criteria": criteria,
+        "candidate": str(candidate),
+        "diff": diff[:limit],
+        "diff_truncated": len(diff) > limit,
+        "diff_chars": len(diff),
+        "sample": sample,
     }, len(diff) > limit
 
 
@@ -145,9 +154,13 @@ def _ask(endpoint: Endpoint, request: dict[str, Any]) -> tuple[bytes, bytes | No
             return sent, out.stdout[:MAX_REPLY], out.returncode, "the judge command exited %d" % out.returncode
         return sent, out.stdout[:MAX_REPLY], 0, None
     body = {
-        "model": endpoint.model, "temperature": 0, "max_tokens": endpoint.max_tokens,
-        "messages": [{"role": "system", "content": SYSTEM_PROMPT},
-                     {"role": "user", "content": json.dumps(request, sort_keys=True)}],
+        "model": endpoint.model,
+        "temperature": 0,
+        "max_tokens": endpoint.max_tokens,
+        "messages": [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": json.dumps(request, sort_keys=True)},
+        ],
     }
     sent = json.dumps(body, sort_keys=True).encode()
     headers = {"Content-Type": "application/json"}
@@ -190,8 +203,17 @@ def _diff(store: Store, task_id: str, candidate: Digest, config: Digest) -> tupl
     return "the deterministic record's diff evidence is missing or altered", ""
 
 
-def run_judge(store: Store, *, task_id: str, contract_bytes: bytes, candidate: Digest, signer: Signer,
-              config_toml: Path | None = None, environ: dict[str, str] | None = None, samples: int | None = None) -> JudgeRun:
+def run_judge(
+    store: Store,
+    *,
+    task_id: str,
+    contract_bytes: bytes,
+    candidate: Digest,
+    signer: Signer,
+    config_toml: Path | None = None,
+    environ: dict[str, str] | None = None,
+    samples: int | None = None,
+) -> JudgeRun:
     config = config_hash(contract_bytes)
     contract = current_contract(store, task_id, config)
     n_samples = max(samples or 0, contract.judge.samples)
@@ -210,11 +232,16 @@ def run_judge(store: Store, *, task_id: str, contract_bytes: bytes, candidate: D
         skipped = "the judge backend was never reached: " + endpoint
     prior = _prior_attempts(store, task_id, candidate, config)
     run: dict[str, Any] = {
-        "format": JUDGE_RUN_FORMAT, "skipped": skipped, "prior_attempts": prior, "max_retries": contract.judge.max_retries,
+        "format": JUDGE_RUN_FORMAT,
+        "skipped": skipped,
+        "prior_attempts": prior,
+        "max_retries": contract.judge.max_retries,
         "backend": endpoint.backend if isinstance(endpoint, Endpoint) else "none",
         "endpoint": endpoint.url if isinstance(endpoint, Endpoint) else None,
         "model": endpoint.model if isinstance(endpoint, Endpoint) else "none",
-        "diff_truncated": len(diff) > contract.judge.max_diff_chars, "diff_chars": len(diff), "attempts": [],
+        "diff_truncated": len(diff) > contract.judge.max_diff_chars,
+        "diff_chars": len(diff),
+        "attempts": [],
         "samples": n_samples,
     }
     if skipped is None and isinstance(endpoint, Endpoint):
@@ -229,8 +256,16 @@ def run_judge(store: Store, *, task_id: str, contract_bytes: bytes, candidate: D
                 if reply is not None:
                     reply_digest = put("judge:reply:%d:%d" % (attempt, sample), reply, "application/octet-stream")
                     replies[str(reply_digest)] = reply
-                asked.append({"sample": sample, "request": str(req_digest), "reply": None if reply_digest is None else str(reply_digest),
-                                "status": status, "error": error, "elapsed_ms": int((time.monotonic() - started) * 1000)})
+                asked.append(
+                    {
+                        "sample": sample,
+                        "request": str(req_digest),
+                        "reply": None if reply_digest is None else str(reply_digest),
+                        "status": status,
+                        "error": error,
+                        "elapsed_ms": int((time.monotonic() - started) * 1000),
+                    }
+                )
             run["attempts"].append(asked)
             if derive_judge(run, replies, contract).verdict is not Verdict.RETRY:
                 break
@@ -239,9 +274,16 @@ def run_judge(store: Store, *, task_id: str, contract_bytes: bytes, candidate: D
     outcome = derive_judge(json.loads(data), replies, contract)
     try:
         record = new_tier_record(
-            task_id=task_id, tier=Tier.JUDGE, config_hash=config, input_hash=candidate, evidence=tuple(refs),
-            verdict=outcome.verdict, verifier="receipt-ledger judge (%s %s)" % (run["backend"], run["model"]),
-            verifier_version=VERSION, environment=environment_digest(), created=_clock.now(),
+            task_id=task_id,
+            tier=Tier.JUDGE,
+            config_hash=config,
+            input_hash=candidate,
+            evidence=tuple(refs),
+            verdict=outcome.verdict,
+            verifier="receipt-ledger judge (%s %s)" % (run["backend"], run["model"]),
+            verifier_version=VERSION,
+            environment=environment_digest(),
+            created=_clock.now(),
             confidence_bp=None if outcome.verdict is Verdict.SKIP else outcome.confidence_bp,
         )
     except ReceiptsError as exc:

@@ -37,7 +37,9 @@ class Redactor:
     """Redacts known token patterns and the values of the named secret variables."""
 
     def __init__(self, secret_names: Iterable[str], environ: Mapping[str, str]) -> None:
-        self._secrets = [(("env:" + n), environ[n].encode()) for n in secret_names if len(environ.get(n, "")) >= _MIN_SECRET]
+        self._secrets = [
+            (("env:" + n), environ[n].encode()) for n in secret_names if len(environ.get(n, "")) >= _MIN_SECRET
+        ]
         # Longest first, so that a secret containing another is replaced whole.
         self._secrets.sort(key=lambda s: -len(s[1]))
 

@@ -22,10 +22,10 @@ from typing import Any
 from receipts import CHECK_RESULT_FORMAT, Check, Contract, EvidenceRef, content_digest, declared_params
 
 from .. import _clock
-from ._redact import Redactor
 from .._git import git
-from ._snapshot import worktree_roots
 from .._store import Store
+from ._redact import Redactor
+from ._snapshot import worktree_roots
 
 __all__ = ["Context", "Evaluated", "evaluate"]
 
@@ -84,13 +84,27 @@ def _path_exists(ctx: Context, check: Check) -> dict[str, Any]:
     value = str(check.param("path"))
     rel, translated = _resolve(ctx, value)
     if rel is None:
-        return {"path": value, "checked": None, "translated_from": translated, "escaped": True, "exists": False, "matches": []}
+        return {
+            "path": value,
+            "checked": None,
+            "translated_from": translated,
+            "escaped": True,
+            "exists": False,
+            "matches": [],
+        }
     if _GLOB.search(rel):
         matches = sorted(os.path.relpath(m, ctx.repo) for m in glob.glob(str(ctx.repo / rel), recursive=True))
         matches = [m for m in matches if not m.startswith(".git/")]
     else:
         matches = [rel] if os.path.lexists(ctx.repo / rel) else []
-    return {"path": value, "checked": rel, "translated_from": translated, "escaped": False, "exists": bool(matches), "matches": matches[:_MAX_MATCHES]}
+    return {
+        "path": value,
+        "checked": rel,
+        "translated_from": translated,
+        "escaped": False,
+        "exists": bool(matches),
+        "matches": matches[:_MAX_MATCHES],
+    }
 
 
 def _scrubbed_env(ctx: Context, check: Check) -> dict[str, str]:
@@ -104,7 +118,9 @@ def _scrubbed_env(ctx: Context, check: Check) -> dict[str, str]:
     return env
 
 
-def _store_stream(ctx: Context, raw: Path, check: Check, stream: str, out: Evaluated) -> tuple[str, list[dict[str, object]]]:
+def _store_stream(
+    ctx: Context, raw: Path, check: Check, stream: str, out: Evaluated
+) -> tuple[str, list[dict[str, object]]]:
     with tempfile.TemporaryFile() as clean, raw.open("rb") as src:
         redactions = ctx.redactor.copy(src, clean)
         clean.seek(0)
@@ -113,17 +129,32 @@ def _store_stream(ctx: Context, raw: Path, check: Check, stream: str, out: Evalu
     return str(digest), [r.as_dict(stream) for r in redactions]
 
 
-def _run(ctx: Context, check: Check, command: Any, shell: bool, timeout: float, out: Evaluated, label: str) -> dict[str, Any]:
+def _run(
+    ctx: Context, check: Check, command: Any, shell: bool, timeout: float, out: Evaluated, label: str
+) -> dict[str, Any]:
     argv = ["/bin/sh", "-c", command] if shell else list(command)
-    facts: dict[str, Any] = {"command": command, "shell": shell, "timeout_s": round(timeout, 3), "exit_code": None,
-                             "timed_out": False, "error": None}
+    facts: dict[str, Any] = {
+        "command": command,
+        "shell": shell,
+        "timeout_s": round(timeout, 3),
+        "exit_code": None,
+        "timed_out": False,
+        "error": None,
+    }
     with tempfile.TemporaryDirectory(prefix="receipt-ledger-run-") as tmp:
         stdout, stderr = Path(tmp) / "stdout", Path(tmp) / "stderr"
         started = time.monotonic()
         with stdout.open("wb") as so, stderr.open("wb") as se:
             try:
-                proc = subprocess.Popen(argv, cwd=ctx.repo, env=_scrubbed_env(ctx, check), stdout=so, stderr=se,
-                                        stdin=subprocess.DEVNULL, start_new_session=True)
+                proc = subprocess.Popen(
+                    argv,
+                    cwd=ctx.repo,
+                    env=_scrubbed_env(ctx, check),
+                    stdout=so,
+                    stderr=se,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
             except OSError as exc:
                 facts["error"] = "%s: %s" % (argv[0], exc.strerror or exc)
                 proc = None
@@ -154,7 +185,9 @@ def _timeout(ctx: Context, check: Check) -> float:
 
 
 def _test_passes(ctx: Context, check: Check, out: Evaluated) -> dict[str, Any]:
-    return _run(ctx, check, declared_params(check)["command"], bool(check.param("shell", False)), _timeout(ctx, check), out, "")
+    return _run(
+        ctx, check, declared_params(check)["command"], bool(check.param("shell", False)), _timeout(ctx, check), out, ""
+    )
 
 
 def _read(ctx: Context, value: str) -> tuple[str | None, bytes | None]:
@@ -169,7 +202,13 @@ def _read(ctx: Context, value: str) -> tuple[str | None, bytes | None]:
 
 def _file_contains(ctx: Context, check: Check) -> dict[str, Any]:
     rel, data = _read(ctx, str(check.param("path")))
-    facts: dict[str, Any] = {"path": check.param("path"), "file_digest": None, "matched": False, "line": None, "column": None}
+    facts: dict[str, Any] = {
+        "path": check.param("path"),
+        "file_digest": None,
+        "matched": False,
+        "line": None,
+        "column": None,
+    }
     if data is None:
         return facts
     facts["file_digest"] = str(content_digest(data))
@@ -191,9 +230,17 @@ def _file_contains(ctx: Context, check: Check) -> dict[str, Any]:
 
 def _absence(ctx: Context, check: Check, out: Evaluated) -> dict[str, Any]:
     literal, regex = check.param("literal"), check.param("regex")
-    scope = [str(p) for p in (check.param("paths") or ([check.param("path_glob")] if check.param("path_glob") else ["*"]))]
-    facts: dict[str, Any] = {"pattern": literal if literal is not None else regex, "mode": "literal" if literal is not None else "regex",
-                             "scope": scope, "files_searched": 0, "matches": [], "completed": False}
+    scope = [
+        str(p) for p in (check.param("paths") or ([check.param("path_glob")] if check.param("path_glob") else ["*"]))
+    ]
+    facts: dict[str, Any] = {
+        "pattern": literal if literal is not None else regex,
+        "mode": "literal" if literal is not None else "regex",
+        "scope": scope,
+        "files_searched": 0,
+        "matches": [],
+        "completed": False,
+    }
     try:
         pattern = re.compile(re.escape(str(literal)) if literal is not None else str(regex))
         tracked = git(ctx.repo, "ls-files", "-z").decode("utf-8", "surrogateescape").split("\0")
@@ -227,8 +274,14 @@ def _load_doc(path: str, data: bytes) -> Any:
 def _schema_valid(ctx: Context, check: Check) -> dict[str, Any]:
     import jsonschema
 
-    facts: dict[str, Any] = {"path": check.param("path"), "schema": check.param("schema"), "artifact_digest": None,
-                             "schema_digest": None, "valid": False, "errors": []}
+    facts: dict[str, Any] = {
+        "path": check.param("path"),
+        "schema": check.param("schema"),
+        "artifact_digest": None,
+        "schema_digest": None,
+        "valid": False,
+        "errors": [],
+    }
     _, artifact = _read(ctx, str(check.param("path")))
     _, schema_bytes = _read(ctx, str(check.param("schema")))
     if artifact is None or schema_bytes is None:
@@ -244,7 +297,9 @@ def _schema_valid(ctx: Context, check: Check) -> dict[str, Any]:
     except (ValueError, UnicodeDecodeError, tomllib.TOMLDecodeError, jsonschema.SchemaError) as exc:
         facts["errors"] = ["cannot validate: %s" % str(exc).splitlines()[0]]
         return facts
-    facts["errors"] = ["%s: %s" % ("/".join(str(p) for p in e.absolute_path) or "(root)", e.message) for e in errors[:20]]
+    facts["errors"] = [
+        "%s: %s" % ("/".join(str(p) for p in e.absolute_path) or "(root)", e.message) for e in errors[:20]
+    ]
     facts["valid"] = not errors
     return facts
 
@@ -286,6 +341,12 @@ def evaluate(ctx: Context, check: Check) -> Evaluated:
         facts = _hash_stable(ctx, check, out)
     else:
         facts = {}
-    out.result = {"format": CHECK_RESULT_FORMAT, "id": check.id, "type": check.type, "declared": declared_params(check),
-                  "facts": facts, "started": started}
+    out.result = {
+        "format": CHECK_RESULT_FORMAT,
+        "id": check.id,
+        "type": check.type,
+        "declared": declared_params(check),
+        "facts": facts,
+        "started": started,
+    }
     return out

@@ -50,8 +50,13 @@ class Snapshot:
 
     def document(self, diff_digest: Digest, dirty_digest: Digest | None) -> dict[str, object]:
         return {
-            "format": SNAPSHOT_FORMAT, "commit": self.commit, "tree": self.tree, "base": self.base,
-            "diff": str(diff_digest), "diff_empty": not self.diff, "dirty": None if dirty_digest is None else str(dirty_digest),
+            "format": SNAPSHOT_FORMAT,
+            "commit": self.commit,
+            "tree": self.tree,
+            "base": self.base,
+            "diff": str(diff_digest),
+            "diff_empty": not self.diff,
+            "dirty": None if dirty_digest is None else str(dirty_digest),
             "candidate": str(self.candidate),
             "attribution": {"strength": self.strength, "commits": list(self.commits), "files": list(self.files)},
             "subtasks": list(self.subtasks),
@@ -86,29 +91,41 @@ def _dirty_state(repo: Path) -> bytes | None:
     return b"\0\0".join(parts)
 
 
-def take_snapshot(repo: Path, contract: Contract, base: str | None = None, allow_dirty: bool = False,
-                  subtasks: tuple[str, ...] = ()) -> Snapshot:
+def take_snapshot(
+    repo: Path, contract: Contract, base: str | None = None, allow_dirty: bool = False, subtasks: tuple[str, ...] = ()
+) -> Snapshot:
     commit = git_text(repo, "rev-parse", "--verify", "HEAD^{commit}")
     tree = git_text(repo, "rev-parse", "--verify", "HEAD^{tree}")
     dirty = _dirty_state(repo)
     if dirty is not None and not allow_dirty:
-        raise InputError("the working tree has uncommitted changes: commit them, or pass --allow-dirty to include them in the snapshot")
+        raise InputError(
+            "the working tree has uncommitted changes: commit them, or pass --allow-dirty to include them in the snapshot"
+        )
     base_commit = git_text(repo, "rev-parse", "--verify", base + "^{commit}") if base else _default_base(repo)
     diff = git(repo, "diff", "--binary", base_commit or _EMPTY_TREE, commit)
     changed = tuple(sorted(git_text(repo, "diff", "--name-only", base_commit or _EMPTY_TREE, commit).splitlines()))
     rng = ("%s..%s" % (base_commit, commit)) if base_commit else commit
     log = git_text(repo, "log", "--format=%H%x00%B%x1e", rng)
-    strong = tuple(c for c, _, msg in (e.strip().partition("\0") for e in log.split("\x1e") if e.strip())
-                   if _names_task(msg, contract.task_id))
+    strong = tuple(
+        c
+        for c, _, msg in (e.strip().partition("\0") for e in log.split("\x1e") if e.strip())
+        if _names_task(msg, contract.task_id)
+    )
     files: set[str] = set()
     if strong:
         for c in strong:
             files.update(git_text(repo, "diff-tree", "--no-commit-id", "--name-only", "-r", "--root", c).splitlines())
-        return Snapshot(commit, tree, base_commit, diff, dirty, "strong", strong, tuple(sorted(files)), subtasks, changed)
+        return Snapshot(
+            commit, tree, base_commit, diff, dirty, "strong", strong, tuple(sorted(files)), subtasks, changed
+        )
     if contract.owned_files:
         owned = ["--", *contract.owned_files]
         last = git_text(repo, "log", "-1", "--format=%H", rng, *owned)
         if last:
-            owned_changed = git_text(repo, "diff", "--name-only", base_commit or _EMPTY_TREE, commit, *owned).splitlines()
-            return Snapshot(commit, tree, base_commit, diff, dirty, "weak", (last,), tuple(sorted(owned_changed)), subtasks, changed)
+            owned_changed = git_text(
+                repo, "diff", "--name-only", base_commit or _EMPTY_TREE, commit, *owned
+            ).splitlines()
+            return Snapshot(
+                commit, tree, base_commit, diff, dirty, "weak", (last,), tuple(sorted(owned_changed)), subtasks, changed
+            )
     return Snapshot(commit, tree, base_commit, diff, dirty, "none", (), (), subtasks, changed)

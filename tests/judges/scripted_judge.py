@@ -12,8 +12,12 @@ if mode == "count":  # count the calls in a file, then answer as the remaining a
     with open(path, "a") as fh:
         fh.write("call\n")
 confidence = float(rest[0]) if rest else 0.9
-answer = {"verdict": mode, "confidence": confidence, "reasons": ["scripted test judge, not a model"],
-          "findings": [{"criterion": c, "met": mode == "accept", "note": "scripted"} for c in request.get("criteria", [])]}
+answer = {
+    "verdict": mode,
+    "confidence": confidence,
+    "reasons": ["scripted test judge, not a model"],
+    "findings": [{"criterion": c, "met": mode == "accept", "note": "scripted"} for c in request.get("criteria", [])],
+}
 if mode == "prose":
     print("Looks fine to me overall, I would merge it.")
 elif mode == "fenced":
