@@ -8,6 +8,7 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from receipts import CHECK_RESULT_FORMAT, JUDGE_RUN_FORMAT, Digest, EntryKind, ReceiptsError, TierRecord
 from verify import verify_receipt
@@ -56,8 +57,8 @@ class FamilyStats:
     time_ms: dict[str, int | None] = field(default_factory=dict)
     judge_tokens_per_run: int | None = None
 
-    def as_dict(self) -> dict[str, object]:
-        row: dict[str, object] = {"family": self.family, "trials": self.trials, "successes": self.successes}
+    def as_dict(self) -> dict[str, Any]:
+        row: dict[str, Any] = {"family": self.family, "trials": self.trials, "successes": self.successes}
         if self.note is not None:
             row["note"] = self.note
         else:

@@ -9,6 +9,7 @@ import select
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,10 +31,10 @@ from verify import LedgerSource, TrustRoot, verify_receipt
 PY = json.dumps(sys.executable)
 
 
-def check(ledger: Ledger, repo: Path, contract: bytes, task: str = "TASK-1", **kw: object) -> CheckRun:
+def check(ledger: Ledger, repo: Path, contract: bytes, task: str = "TASK-1", **kw: Any) -> CheckRun:
     return run_deterministic(
         ledger, repo=repo, task_id=task, contract_bytes=contract, source="c.toml", signer=SIGNERS["ci"], **kw
-    )  # type: ignore[arg-type]
+    )
 
 
 def upper_tiers(ledger: Ledger, repo: Path, run: CheckRun) -> None:
@@ -227,8 +228,8 @@ def test_research_and_planning_tasks(env: tuple[Path, Ledger]) -> None:
     repo, ledger = env
     research = check(ledger, repo, contract_bytes(task="RES-1", kind="research", owned=()), task="RES-1")
     assert research.outcome.verdict is r.Verdict.PASS and "needs human review" in research.outcome.warnings[0]
-    plan = contract_bytes(task="PLAN-1", kind="planning", owned=()).decode()
-    plan = plan[: plan.index("[[checks]]")].replace('evidence_required = ["tests"]\n', "").encode()
+    planning = contract_bytes(task="PLAN-1", kind="planning", owned=()).decode()
+    plan = planning[: planning.index("[[checks]]")].replace('evidence_required = ["tests"]\n', "").encode()
     assert check(ledger, repo, plan, task="PLAN-1").outcome.verdict is r.Verdict.FAIL
     child = (
         contract_bytes(task="SUB-1")

@@ -27,8 +27,14 @@ DECODERS: dict[str, Callable[[bytes], object]] = {
     "entry": r.decode_entry,
     "sshsig": r.sshsig_public_key,
 }
+
+
+def _body_decoder(kind: r.EntryKind) -> Callable[[bytes], object]:
+    return lambda data: r.decode_body(kind, data)
+
+
 for kind in r.EntryKind:
-    DECODERS["body:" + kind.value] = lambda data, kind=kind: r.decode_body(kind, data)
+    DECODERS["body:" + kind.value] = _body_decoder(kind)
 
 
 def mutated(valid: bytes) -> st.SearchStrategy[bytes]:

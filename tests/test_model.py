@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -49,7 +50,7 @@ def record(
     tier: r.Tier = r.Tier.DETERMINISTIC,
     verdict: r.Verdict = r.Verdict.PASS,
     candidate: r.Digest = CANDIDATE,
-    **kw: object,
+    **kw: Any,
 ) -> r.TierRecord:
     return r.new_tier_record(
         task_id="T-1",
@@ -63,7 +64,7 @@ def record(
         environment=ENV,
         created=1,
         **kw,
-    )  # type: ignore[arg-type]
+    )
 
 
 def test_receipt_round_trips() -> None:
@@ -95,7 +96,7 @@ def test_receipt_round_trips() -> None:
         {"version": 2},
     ],
 )
-def test_constructor_rejects_bad_values(kwargs: dict[str, object]) -> None:
+def test_constructor_rejects_bad_values(kwargs: dict[str, Any]) -> None:
     with pytest.raises(r.FormatError):
         dataclasses.replace(record(), **kwargs)
 

@@ -8,6 +8,7 @@ import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -195,14 +196,14 @@ def _blob_altered(tmp: Path) -> Sample:
     return s
 
 
-def _raw_rows(root: Path) -> list[tuple[object, ...]]:
+def _raw_rows(root: Path) -> list[tuple[Any, ...]]:
     conn = sqlite3.connect(root / "ledger.db")
     rows = conn.execute("SELECT seq, hash, kind, body_hash, task, entry, body FROM entries ORDER BY seq").fetchall()
     conn.close()
     return rows
 
 
-def _store_raw(root: Path, rows: list[tuple[object, ...]]) -> None:
+def _store_raw(root: Path, rows: list[tuple[Any, ...]]) -> None:
     conn = sqlite3.connect(root / "ledger.db")
     with conn:
         conn.execute("DELETE FROM entries")
@@ -250,7 +251,7 @@ def _inserted(tmp: Path) -> Sample:
     )
     data = r.encode_entry(entry)
     new = (3, r.entry_hash(data).value, "key_add", entry.body_hash.value, None, data, r.encode_body(extra))
-    shifted = [(row[0] + 1,) + row[1:] for row in rows[3:]]  # type: ignore[operator]
+    shifted = [(row[0] + 1,) + row[1:] for row in rows[3:]]
     _store_raw(s.root, rows[:3] + [new] + shifted)
     return s
 
