@@ -7,8 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from receipts import SNAPSHOT_FORMAT, Digest, LadderReceipt, Tier, TierRecord
-from verify import evidence_reader, read_blob, read_evidence
-from verify._evidence import SMALL_BLOB
+from verify import SMALL_BLOB, evidence_reader, read_blob, read_evidence
 
 from ._store import Store
 

@@ -26,9 +26,7 @@ from receipts import (
     parse_checkpoint,
     tlog_proof_text,
 )
-from verify import Result, verify_receipt
-from verify._bundle import BUNDLE_FORMAT
-from verify._source import StoredEntry
+from verify import BUNDLE_FORMAT, Result, StoredEntry, verify_receipt
 
 from ._errors import InputError
 from ._evidence import evidence_json

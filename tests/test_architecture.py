@@ -68,3 +68,16 @@ def test_every_public_library_name_resolves() -> None:
     assert set(_api._WHERE) == set(ledger.__all__)
     missing = [name for name in ledger.__all__ if getattr(ledger, name, None) is None]
     assert not missing, missing
+
+
+def test_packages_use_each_other_through_public_names() -> None:
+    # ledger reads through verify's public API (schema, sources, the evidence reader), as an auditor's code would.
+    crossing = []
+    for package in ("receipts", "verify", "ledger"):
+        for path in (ROOT / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    top, _, rest = node.module.partition(".")
+                    if top != package and rest.startswith("_"):
+                        crossing.append("%s: from %s" % (path.relative_to(ROOT), node.module))
+    assert not crossing, crossing

@@ -5,9 +5,9 @@ Entry points: `verify_receipt` (and `verify_receipt_strict`, which raises) for o
 receipt, `verify_chain` for a whole ledger. Both take a `Trust`: a pinned `TrustRoot`,
 or `UnsafeTrustOnFirstUse`, named for what it is and never a default."""
 
-from ._bundle import BundleSource
+from ._bundle import BUNDLE_FORMAT, BundleSource
 from ._errors import CannotVerify, VerificationFailed, VerifyError
-from ._evidence import evidence_reader, read_blob, read_evidence
+from ._evidence import SMALL_BLOB, evidence_reader, read_blob, read_evidence
 from ._result import ChainResult, Defect, Finding, Result, TierLine
 from ._source import LedgerSource, Source, StoredEntry
 from ._transparency import Transparency, WitnessKey
@@ -23,6 +23,7 @@ __all__ = [
     "Source",
     "LedgerSource",
     "BundleSource",
+    "BUNDLE_FORMAT",
     "StoredEntry",
     # what they are asked
     "Trust",
@@ -35,6 +36,7 @@ __all__ = [
     "read_blob",
     "read_evidence",
     "evidence_reader",
+    "SMALL_BLOB",
     # what they return and raise
     "Result",
     "ChainResult",
