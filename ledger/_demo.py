@@ -37,6 +37,7 @@ TASK = "DEMO-1"
 
 
 def demo_contract(test_runs: int = 1) -> bytes:
+    """The demo task's completion contract (TOML bytes)."""
     # test_runs > 1 repeats the test check; the cold-verify benchmark uses it to reach 20 evidence blobs.
     return (
         """# Completion contract for DEMO-1
@@ -112,6 +113,8 @@ def _run_verify(root: Path, receipt: str, trust: TrustRoot) -> bool:
 
 
 def run_demo(keep: Path | None, test_runs: int = 1) -> int:
+    """`ledger demo`: a throwaway repository and ledger, the whole ladder, a receipt that
+    verifies and a tampered copy that does not. Returns the exit code (0 when both hold)."""
     work = keep if keep is not None else Path(tempfile.mkdtemp(prefix="receipt-ledger-demo-"))
     work.mkdir(parents=True, exist_ok=True)
     try:

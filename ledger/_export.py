@@ -65,6 +65,7 @@ def _history(ledger: Ledger, receipt_entry: StoredEntry) -> dict[int, StoredEntr
 
 
 def final_status(result: Result) -> str:
+    """One word for a verification result: verified, or the first tier that blocked it."""
     if result.derived_eligible:
         return "verified"
     statuses = {t.tier.value: t.status for t in result.tiers}
@@ -273,6 +274,11 @@ def _report_html(m: dict[str, Any]) -> str:
 
 
 def export_bundle(ledger: Ledger, receipt_digest: Digest, out: Path) -> dict[str, Any]:
+    """Write the evidence bundle of a receipt to ``out`` (atomically): the receipt, its
+    task's history and the keyring entries with inclusion proofs against the newest
+    checkpoint covering it, every evidence blob, a manifest and the reports. Refuses
+    (`InputError`) a receipt that does not verify against the ledger's own genesis admin,
+    or one no checkpoint covers yet. Returns the manifest."""
     stored, receipt = ledger.receipt(receipt_digest)
     receipt_hash = str(Digest(stored.body_hash))
     result = verify_receipt(ledger.reader, receipt_hash, ledger.genesis_trust())

@@ -56,6 +56,7 @@ def git_ok(repo: Path, *args: str) -> str | None:
 
 
 def git_root(cwd: Path) -> Path | None:
+    """The top of the git work tree holding ``cwd``, or None outside one."""
     found = git_ok(cwd, "rev-parse", "--show-toplevel")
     return None if found is None else Path(found)
 

@@ -87,6 +87,9 @@ def _statement(ledger: Ledger, stored_body: bytes, receipt: LadderReceipt, recei
 
 
 def export_intoto(ledger: Ledger, receipt_digest: Digest, signer: Signer, out: Path) -> dict[str, Any]:
+    """Write a receipt as an in-toto Statement v1 (subjects: the receipt's sha256 and
+    blake3 digests, and the candidate commit) in a DSSE envelope signed by ``signer``.
+    Refuses (`InputError`) a receipt that does not verify. Returns the envelope."""
     stored, receipt = ledger.receipt(receipt_digest)
     receipt_hash = str(Digest(stored.body_hash))
     result = verify_receipt(ledger.reader, receipt_hash, ledger.genesis_trust())

@@ -34,6 +34,8 @@ def add_key(
     valid_after: int | None = None,
     valid_before: int | None = None,
 ) -> Appended:
+    """Add a public key with its roles (an admin signs): it may sign from the next entry.
+    Raises `InputError` for a bad spec or a key the keyring refuses."""
     try:
         spec = KeySpec(name, tuple(r for r in Role if r in roles), public_key, valid_after, valid_before)
     except FormatError as exc:
@@ -42,6 +44,8 @@ def add_key(
 
 
 def revoke_key(ledger: Store, admin: Signer, name_or_id: str, reason: str) -> Appended:
+    """Revoke an active key (by name or id): its signatures after this entry are refused.
+    The last admin key cannot be revoked. Raises `InputError`."""
     ring = ledger.keyring()
     state = ring.get(name_or_id) or ring.by_name(name_or_id)
     if state is None:

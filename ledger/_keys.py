@@ -19,6 +19,7 @@ KEYS_ENV = "RECEIPT_LEDGER_KEYS"
 
 
 def key_dir() -> Path:
+    """Where key files live: $RECEIPT_LEDGER_KEYS, else ~/.config/receipt-ledger/keys."""
     if os.environ.get(KEYS_ENV):
         return Path(os.environ[KEYS_ENV]).expanduser()
     base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")

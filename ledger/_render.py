@@ -54,6 +54,8 @@ def _yn(value: bool | None) -> str:
 
 
 def verify_lines(result: Result) -> list[str]:
+    """A receipt's verification for a person (and a CI log): the ladder, the derived
+    eligibility, weakenings, waivers and every defect."""
     lines = ["receipt   %s" % result.target]
     if result.task_id is not None:
         lines.append("task      %s" % result.task_id)
@@ -94,6 +96,7 @@ def verify_lines(result: Result) -> list[str]:
 
 
 def chain_lines(result: ChainResult) -> list[str]:
+    """A whole-chain audit for a person: the head, the trust, and the first bad entry."""
     lines = ["entries   %d" % result.entries, "head      %s" % (result.head or "-"), "trust     %s" % result.trust]
     if result.ok:
         lines.append("VERIFIED: the whole chain checks out")

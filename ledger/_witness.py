@@ -38,6 +38,10 @@ def _state_file(path: Path | None) -> Path:
 def cosign(
     *, ledger_dir: Path, checkpoint: str, signer: Signer, name: str, log_key: bytes, state_path: Path | None
 ) -> str:
+    """Cosign a checkpoint as witness ``name``: refused unless the log key signed it and it
+    extends (by a consistency proof computed from the ledger) the last checkpoint this
+    witness cosigned for that log. Updates the witness's state file; returns the note
+    with the cosignature added. Raises `InputError` for every refusal."""
     try:
         note = parse_note(checkpoint)
         cp = parse_checkpoint(note.text)

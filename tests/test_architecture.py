@@ -81,3 +81,19 @@ def test_packages_use_each_other_through_public_names() -> None:
                     if top != package and rest.startswith("_"):
                         crossing.append("%s: from %s" % (path.relative_to(ROOT), node.module))
     assert not crossing, crossing
+
+
+def test_every_public_name_of_the_library_and_the_auditor_is_documented() -> None:
+    import inspect
+
+    import ledger
+    import verify
+
+    bare = [
+        "%s.%s" % (mod.__name__, name)
+        for mod in (ledger, verify)
+        for name in mod.__all__
+        if (inspect.isfunction(getattr(mod, name)) or inspect.isclass(getattr(mod, name)))
+        and len(inspect.getdoc(getattr(mod, name)) or "") < 25
+    ]
+    assert not bare, bare

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -11,9 +12,10 @@ import pytest
 from conftest import GIT_ENV, contract_bytes, git, make_repo, run_cli
 
 
-@pytest.fixture
-def flow(tmp_path: Path) -> tuple[Path, dict[str, str], str]:
-    """A repository whose HEAD went through the whole ladder; returns (repo, env, receipt)."""
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """Built once per module: a repository whose HEAD went through the whole ladder, and the keys."""
+    tmp_path = tmp_path_factory.mktemp("flow")
     repo = make_repo(tmp_path / "repo")
     (repo / ".ledger" / "contracts").mkdir(parents=True)
     (repo / ".ledger" / "contracts" / "TASK-1.toml").write_bytes(contract_bytes())
@@ -35,7 +37,15 @@ def flow(tmp_path: Path) -> tuple[Path, dict[str, str], str]:
         assert res.returncode == 0, (args, res.stderr)
     sealed = run_cli("seal", "TASK-1", "--key", "sealer", cwd=repo, env=env)
     assert sealed.returncode == 0, sealed.stderr
-    return repo, env, sealed.stdout.strip()
+    return tmp_path, sealed.stdout.strip()
+
+
+@pytest.fixture
+def flow(built: tuple[Path, str], tmp_path: Path) -> tuple[Path, dict[str, str], str]:
+    """A fresh copy of the built repository, ledger and keys for each test (tests change them)."""
+    source, receipt = built
+    shutil.copytree(source, tmp_path / "flow")
+    return tmp_path / "flow" / "repo", {"RECEIPT_LEDGER_KEYS": str(tmp_path / "flow" / "keys"), **GIT_ENV}, receipt
 
 
 def test_attach_shows_in_git_log_and_verify_commit(flow: tuple[Path, dict[str, str], str]) -> None:

@@ -75,6 +75,12 @@ def run_deterministic(
     environ: dict[str, str] | None = None,
     on_check: Callable[[str], None] | None = None,
 ) -> CheckRun:
+    """The deterministic tier on ``repo``'s HEAD: register the contract (a weakening needs an
+    admin), snapshot the candidate (dirty trees refused unless ``allow_dirty``), run every
+    check for real, store the snapshot, diff and each check's result as evidence, and
+    append a record whose verdict is the §6a rule applied to that evidence. Raises
+    `InputError` on a bad contract, a dirty tree or a git failure; a failing check is a
+    FAIL verdict, not an error. Returns the record, its entry and the table of checks."""
     contract, contract_entry = register_contract(store, task_id, contract_bytes, signer, source)
     subtasks = _subtasks(store, contract)
     snapshot = take_snapshot(repo, contract, base=base, allow_dirty=allow_dirty, subtasks=subtasks)

@@ -214,6 +214,11 @@ def run_judge(
     environ: dict[str, str] | None = None,
     samples: int | None = None,
 ) -> JudgeRun:
+    """The judge tier on ``candidate``: ask the configured model (contract, else
+    ``config_toml``) ``samples`` times at least, store each exact request and reply, and
+    append a record whose verdict follows §6b: a pass only on a clear accept at or above
+    the threshold from another model family; SKIP when the deterministic tier has not
+    passed or no endpoint is configured. Raises `InputError` for an unregistered contract."""
     config = config_hash(contract_bytes)
     contract = current_contract(store, task_id, config)
     n_samples = max(samples or 0, contract.judge.samples)
