@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import receipts as r
 from conftest import ADMIN_ID, ROLES, SIGNERS, build_sample, run_cli
 from ledger import Ledger, add_key
 from verify import LedgerSource, TrustRoot, verify_chain
@@ -37,6 +38,22 @@ while True:
                               signer=SIGNERS["alice"], config_hash=cfg, input_hash=cand)
     print(appended.seq, flush=True)
 """
+
+
+def human_record(task: str, config: r.Digest, environment: r.Digest | None = None) -> r.TierRecord:
+    """A hand-made human approval record, as cheap filler for chains that these tests grow."""
+    return r.new_tier_record(
+        task_id=task,
+        tier=r.Tier.HUMAN,
+        config_hash=config,
+        input_hash=config,
+        evidence=(),
+        verdict=r.Verdict.PASS,
+        verifier="t",
+        verifier_version="1",
+        environment=environment or config,
+        created=1,
+    )
 
 
 @pytest.fixture
@@ -240,7 +257,6 @@ def test_a_read_only_ledger_is_a_clean_error(tmp_path: Path) -> None:
 def test_a_batch_mixing_keyring_contract_and_record_entries_keeps_tree_and_pointers(ledger_dir: Path) -> None:
     """A batch defers its inserts; a body whose append reads the table (keyring, contract)
     must see the batch's earlier entries, and the Merkle tree must match the entries."""
-    import receipts as r
     from conftest import TASK, contract_bytes, seeded_signer
     from ledger import InputError
     from verify import Transparency
@@ -256,18 +272,7 @@ def test_a_batch_mixing_keyring_contract_and_record_entries_keeps_tree_and_point
     cfg, env = r.config_hash(b"batch"), r.domain_hash(r.Domain.ENVIRONMENT, b"e")
 
     def rec(i: int) -> r.TierRecord:
-        return r.new_tier_record(
-            task_id=TASK if i % 2 else "B-0",
-            tier=r.Tier.HUMAN,
-            config_hash=cfg,
-            input_hash=cfg,
-            evidence=(),
-            verdict=r.Verdict.PASS,
-            verifier="t",
-            verifier_version="1",
-            environment=env,
-            created=1,
-        )
+        return human_record(TASK if i % 2 else "B-0", cfg, env)
 
     strong = r.ContractRevision(
         TASK, contract_bytes(extra='\n[[checks]]\nid = "more"\ntype = "path_exists"\npath = "app.py"\n'), None
@@ -314,27 +319,12 @@ def _chain_with_forged_signatures(ledger_dir: Path, bad: tuple[int, ...]) -> Non
     """Give entries ``bad`` a valid SSHSIG by the wrong key (mallory's, same namespace)."""
     import dataclasses
 
-    import receipts as r
     from conftest import read_rows
 
     ledger = Ledger.open(ledger_dir)
     cfg = r.config_hash(b"q")
     ledger.append_many(
-        [
-            r.new_tier_record(
-                task_id="Q-1",
-                tier=r.Tier.HUMAN,
-                config_hash=cfg,
-                input_hash=cfg,
-                evidence=(),
-                verdict=r.Verdict.PASS,
-                verifier="t",
-                verifier_version="1",
-                environment=cfg,
-                created=1,
-            )
-            for _ in range(40)
-        ],
+        [human_record("Q-1", cfg) for _ in range(40)],
         SIGNERS["alice"],
     )
     ledger.close()
@@ -377,25 +367,13 @@ def test_a_dead_signature_worker_means_could_not_verify(ledger_dir: Path, monkey
 
 
 def test_batched_appends_build_the_same_verifiable_chain(ledger_dir: Path) -> None:
-    import receipts as r
     from ledger import InputError
 
     ledger = Ledger.open(ledger_dir)
     cfg, env = r.config_hash(b"batch"), r.domain_hash(r.Domain.ENVIRONMENT, b"e")
 
     def rec(i: int) -> r.TierRecord:
-        return r.new_tier_record(
-            task_id="B-%d" % (i % 3),
-            tier=r.Tier.HUMAN,
-            config_hash=cfg,
-            input_hash=cfg,
-            evidence=(),
-            verdict=r.Verdict.PASS,
-            verifier="t",
-            verifier_version="1",
-            environment=env,
-            created=1,
-        )
+        return human_record("B-%d" % (i % 3), cfg, env)
 
     first = ledger.append_many([rec(i) for i in range(40)], SIGNERS["alice"])
     ledger.append(rec(40), SIGNERS["alice"])
