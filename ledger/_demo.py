@@ -200,7 +200,9 @@ def _demo(work: Path, test_runs: int) -> int:
         repo=repo,
         confirm=_show,
     )
-    assert approval is not None
+    if approval is None:
+        _say("Demo FAILED: the approval was not signed")
+        return 1
     click.echo("    approval %s" % approval.body_hash.short())
 
     _say("7. Seal the receipt")

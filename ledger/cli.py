@@ -153,17 +153,12 @@ def _repo() -> Path:
     return repo
 
 
-def _contract(ctx: click.Context, task: str, path: Path | None, required: bool = True) -> tuple[str, bytes] | None:
-    """The contract file given, or the task's default one under the ledger directory."""
+def _contract(ctx: click.Context, task: str, path: Path | None) -> tuple[str, bytes] | None:
+    """The contract file given, or the task's default one under the ledger directory, if there is one."""
     if path is None:
-        default = _root(ctx) / "contracts" / (task.replace("/", "_") + ".toml")
-        if not default.is_file():
-            if required:
-                raise lib.InputError(
-                    "no contract for task %s: pass --contract FILE or add .ledger/contracts/%s.toml" % (task, task)
-                )
+        path = _root(ctx) / "contracts" / (task.replace("/", "_") + ".toml")
+        if not path.is_file():
             return None
-        path = default
     try:
         return str(path), path.read_bytes()
     except OSError as exc:
@@ -172,7 +167,10 @@ def _contract(ctx: click.Context, task: str, path: Path | None, required: bool =
 
 def _required_contract(ctx: click.Context, task: str, path: Path | None) -> tuple[str, bytes]:
     found = _contract(ctx, task, path)
-    assert found is not None  # required=True raises instead of returning None
+    if found is None:
+        raise lib.InputError(
+            "no contract for task %s: pass --contract FILE or add .ledger/contracts/%s.toml" % (task, task)
+        )
     return found
 
 
@@ -443,7 +441,7 @@ def seal(
     as_json: bool,
 ) -> None:
     """Bind the candidate's latest tier records into a signed receipt."""
-    found = _contract(ctx, task, contract_path, required=False)
+    found = _contract(ctx, task, contract_path)
     receipt, appended = lib.seal_receipt(
         _ledger(ctx),
         task_id=task,

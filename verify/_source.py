@@ -34,8 +34,10 @@ _COLUMNS = "seq, hash, kind, body_hash, task, entry, body"
 
 
 def _row(row: tuple[object, ...] | None) -> StoredEntry | None:
-    if row is None:
-        return None
+    return None if row is None else _entry_row(row)
+
+
+def _entry_row(row: tuple[object, ...]) -> StoredEntry:
     seq, h, kind, bh, task, entry, body = row
     if not (
         isinstance(seq, int)
@@ -159,9 +161,7 @@ class LedgerSource:
         sql = "SELECT %s FROM entries %s ORDER BY seq" % (_COLUMNS, ("WHERE " + " AND ".join(where)) if where else "")
         try:
             for row in self.conn.execute(sql, tuple(args)):
-                stored = _row(row)
-                assert stored is not None
-                yield stored
+                yield _entry_row(row)
         except sqlite3.Error as exc:
             raise CannotVerify("cannot read ledger database: %s" % exc) from None
 
