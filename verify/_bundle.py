@@ -30,7 +30,7 @@ from receipts import (
 from ._errors import CannotVerify
 from ._result import Defect, Finding
 from ._source import StoredEntry
-from ._transparency import Transparency, checkpoint_signer, witnessed_by
+from ._transparency import Transparency, checkpoint_signer, witnessed
 
 __all__ = ["BundleSource", "BUNDLE_FORMAT", "LIMITS"]
 
@@ -217,7 +217,7 @@ def _bundle_transparency(
     source: BundleSource, ring: Keyring | None, origin: str, receipt_seq: int, policy: Transparency
 ) -> Finding:
     """Step 8 offline: every entry in the bundle is proven into the signed checkpoint."""
-    defects: list[tuple[str, str]] = []
+    defects: list[Defect] = []
     if policy.since is not None:
         raise CannotVerify("--since needs the ledger itself: a bundle holds no consistency proof")
     try:
@@ -226,18 +226,18 @@ def _bundle_transparency(
     except ReceiptsError as exc:
         return Finding((Defect("checkpoint-malformed", "malformed checkpoint: %s" % exc),))
     if cp.origin != origin:
-        defects.append(("checkpoint-malformed", "the checkpoint is for log %r, not %r" % (cp.origin, origin)))
+        defects.append(Defect("checkpoint-malformed", "the checkpoint is for log %r, not %r" % (cp.origin, origin)))
     signer = checkpoint_signer(ring, note, origin, cp.size)
     if signer is None:
         defects.append(
-            (
+            Defect(
                 "checkpoint-signature",
                 "the bundle's checkpoint is not signed by a valid seal or admin key of this ledger",
             )
         )
     if cp.size <= receipt_seq:
         defects.append(
-            (
+            Defect(
                 "checkpoint-root",
                 "the checkpoint (size %d) does not cover the receipt (entry %d)" % (cp.size, receipt_seq),
             )
@@ -251,17 +251,8 @@ def _bundle_transparency(
             or proof.checkpoint_note != source.checkpoint_text
             or not is_valid_tlog_proof(proof, stored.entry, cp)
         ):
-            defects.append(("inclusion", "entry %d is not proven into the checkpoint at size %d" % (seq, cp.size)))
-    witnessed = witnessed_by(note, policy)
-    if len(witnessed) < policy.quorum:
-        defects.append(
-            (
-                "witness-quorum",
-                "the checkpoint has %d valid witness cosignature(s); %d are required" % (len(witnessed), policy.quorum),
+            defects.append(
+                Defect("inclusion", "entry %d is not proven into the checkpoint at size %d" % (seq, cp.size))
             )
-        )
-    return Finding(
-        tuple(Defect(code, message) for code, message in defects),
-        (),
-        "size %d signed by %s; witnessed by %s" % (cp.size, signer or "nobody valid", ", ".join(witnessed) or "none"),
-    )
+    quorum, used = witnessed(note, cp.size, signer, policy)
+    return Finding((*defects, *quorum), (), used)

@@ -37,7 +37,7 @@ from ._result import Defect, Finding
 if TYPE_CHECKING:
     from ._source import LedgerSource
 
-__all__ = ["Transparency", "WitnessKey", "ledger_transparency", "checkpoint_signer", "witnessed_by", "read_checkpoint"]
+__all__ = ["Transparency", "WitnessKey", "ledger_transparency", "checkpoint_signer", "witnessed", "read_checkpoint"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,9 +98,23 @@ def checkpoint_signer(ring: Keyring | None, note: SignedNote, origin: str, size:
     return None
 
 
-def witnessed_by(note: SignedNote, policy: Transparency) -> list[str]:
-    """Names of the trusted witnesses whose cosignature on the note verifies."""
-    return [w.name for w in policy.witnesses if cosignature_time(note, w.name, w.public_key) is not None]
+def witnessed(note: SignedNote, size: int, signer: str | None, policy: Transparency) -> tuple[list[Defect], str]:
+    """The witness quorum's defect (if the trusted witnesses whose cosignature verifies are
+    too few), and the one line that describes the checkpoint used."""
+    names = [w.name for w in policy.witnesses if cosignature_time(note, w.name, w.public_key) is not None]
+    defects = []
+    if len(names) < policy.quorum:
+        defects.append(
+            Defect(
+                "witness-quorum",
+                "the checkpoint has %d valid witness cosignature(s); %d are required" % (len(names), policy.quorum),
+            )
+        )
+    return defects, "size %d signed by %s; witnessed by %s" % (
+        size,
+        signer or "nobody valid",
+        ", ".join(names) or "none",
+    )
 
 
 def read_checkpoint(text: str, origin: str) -> tuple[SignedNote, Checkpoint] | str:
@@ -118,7 +132,7 @@ def ledger_transparency(source: LedgerSource, origin: str, receipt_seq: int, pol
     """Step 8 on a whole ledger: the newest checkpoint covering ``receipt_seq`` (-1: any)
     is signed by a valid seal or admin key and its root is recomputed from the entries; a
     kept checkpoint (``policy.since``) is still a prefix of the ledger."""
-    defects: list[tuple[str, str]] = []
+    defects: list[Defect] = []
     warnings: list[str] = []
     stored = [(size, text) for size, text in source.checkpoints() if size > receipt_seq]
     kept = read_checkpoint(policy.since, origin) if policy.since is not None else None
@@ -138,7 +152,7 @@ def ledger_transparency(source: LedgerSource, origin: str, receipt_seq: int, pol
     used = None
     if not stored:
         if policy.require_checkpoint:
-            defects.append(("no-checkpoint", "no signed checkpoint covers entry %d" % receipt_seq))
+            defects.append(Defect("no-checkpoint", "no signed checkpoint covers entry %d" % receipt_seq))
         else:
             warnings.append(
                 "no signed checkpoint covers this receipt yet: transparency not checked (run `ledger checkpoint`)"
@@ -147,54 +161,42 @@ def ledger_transparency(source: LedgerSource, origin: str, receipt_seq: int, pol
         size, text = stored[-1]
         read = read_checkpoint(text, origin)
         if isinstance(read, str):
-            defects.append(("checkpoint-malformed", read))
+            defects.append(Defect("checkpoint-malformed", read))
         else:
             note, cp = read
             signer = checkpoint_signer(ring, note, origin, cp.size)
             if signer is None or cp.size != size:
                 defects.append(
-                    (
+                    Defect(
                         "checkpoint-signature",
                         "the checkpoint at size %d is not signed by a valid seal or admin key of this ledger" % size,
                     )
                 )
             if root_at(cp.size) != cp.root:
                 defects.append(
-                    (
+                    Defect(
                         "checkpoint-root",
                         "the ledger's entries do not hash to the root its checkpoint at size %d signed%s"
                         % (cp.size, " (it holds only %d entries)" % count if count < cp.size else ""),
                     )
                 )
-            witnessed = witnessed_by(note, policy)
-            if len(witnessed) < policy.quorum:
-                defects.append(
-                    (
-                        "witness-quorum",
-                        "the checkpoint has %d valid witness cosignature(s); %d are required"
-                        % (len(witnessed), policy.quorum),
-                    )
-                )
-            used = "size %d signed by %s; witnessed by %s" % (
-                cp.size,
-                signer or "nobody valid",
-                ", ".join(witnessed) or "none",
-            )
+            quorum, used = witnessed(note, cp.size, signer, policy)
+            defects += quorum
     if kept is not None:
         note, cp = kept
         if checkpoint_signer(ring, note, origin, cp.size) is None:
             defects.append(
-                (
+                Defect(
                     "since-checkpoint",
                     "the checkpoint you kept is not signed by a valid seal or admin key of this ledger",
                 )
             )
         if root_at(cp.size) != cp.root:
             defects.append(
-                (
+                Defect(
                     "history-rewritten",
                     "the ledger is not an extension of the checkpoint you kept at size %d: its history was rewritten%s"
                     % (cp.size, " or cut short" if count < cp.size else ""),
                 )
             )
-    return Finding(tuple(Defect(code, message) for code, message in defects), tuple(warnings), used)
+    return Finding(tuple(defects), tuple(warnings), used)
