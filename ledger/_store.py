@@ -61,6 +61,7 @@ from receipts import (
     node_hash,
     parse_checkpoint,
     parse_note,
+    replay_keyring,
     required_role,
     sign_note,
     sshsig_sign,
@@ -282,23 +283,17 @@ class Ledger:
         return ring
 
     def _replay_keyring(self) -> Keyring:
-        ring: Keyring | None = None
         try:
             rows = self.conn.execute(
-                "SELECT seq, kind, body FROM entries WHERE kind IN (?, ?, ?) ORDER BY seq",
+                "SELECT entry, kind, body FROM entries WHERE kind IN (?, ?, ?) ORDER BY seq",
                 (EntryKind.GENESIS.value, EntryKind.KEY_ADD.value, EntryKind.KEY_REVOKE.value),
             ).fetchall()
         except sqlite3.Error as exc:
             raise StoreError("cannot read ledger database: %s" % exc) from None
         try:
-            for seq, kind, body_bytes in rows:
-                body = decode_body(EntryKind(kind), body_bytes)
-                if isinstance(body, Genesis):
-                    ring = Keyring.from_genesis(body)
-                elif ring is not None and isinstance(body, KeyAdd):
-                    ring = ring.with_added(body.key, seq)
-                elif ring is not None and isinstance(body, KeyRevoke):
-                    ring = ring.with_revoked(body.key_id, seq, body.reason)
+            # Our own committed entries: replayed without re-checking signatures (verify does that).
+            changes = [(decode_entry(entry), decode_body(EntryKind(kind), body)) for entry, kind, body in rows]
+            ring = replay_keyring(changes, verify_signatures=False)
         except (ReceiptsError, ValueError) as exc:
             raise StoreError(
                 "the ledger's keyring entries are damaged: %s (run `ledger verify --chain`)" % exc
