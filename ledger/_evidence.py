@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from receipts import SNAPSHOT_FORMAT, Digest, LadderReceipt, Tier, TierRecord
+from receipts import SNAPSHOT_FORMAT, Digest, EvidenceReader, LadderReceipt, Tier, TierRecord
 from verify import SMALL_BLOB, evidence_reader, read_blob, read_evidence
 
 from ._store import Store
@@ -32,7 +32,8 @@ def evidence_json(store: Store, digest: Digest, fmt: str) -> dict[str, Any] | No
     return read_evidence(store.reader, digest, fmt)
 
 
-def store_evidence_reader(store: Store) -> Any:
+def store_evidence_reader(store: Store) -> EvidenceReader:
+    """The one reader bound to a store, as the verdict rules in `receipts` take it."""
     return evidence_reader(store.reader)
 
 

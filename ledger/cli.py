@@ -30,10 +30,11 @@ from receipts import (
     Verdict,
     armor,
     config_hash,
+    decode_entry,
     entry_signed_bytes,
     fingerprint,
 )
-from verify import CannotVerify, Trust, TrustRoot, UnsafeTrustOnFirstUse
+from verify import CannotVerify, Trust, TrustRoot, UnsafeTrustOnFirstUse, WitnessKey
 
 from . import _api as lib
 
@@ -722,8 +723,6 @@ def show(ctx: click.Context, hash_text: str, signed_bytes: bool, signature: bool
     stored = _ledger(ctx).find(_digest(hash_text))
     if stored is None:
         raise lib.InputError("no entry with hash %s" % hash_text)
-    from receipts import decode_entry
-
     if signed_bytes:
         sys.stdout.buffer.write(entry_signed_bytes(decode_entry(stored.entry)))
         sys.stdout.buffer.flush()
@@ -776,9 +775,7 @@ def log(ctx: click.Context, task: str | None, as_json: bool) -> None:
 # -- verify --------------------------------------------------------------------------------------
 
 
-def _witnesses(values: Sequence[str], quorum: int) -> tuple[Any, ...]:
-    from verify import WitnessKey
-
+def _witnesses(values: Sequence[str], quorum: int) -> tuple[WitnessKey, ...]:
     keys = tuple(WitnessKey.parse(v) for v in values)
     if quorum > len(keys):
         raise lib.InputError("--witness-quorum %d needs at least that many --witness keys" % quorum)
