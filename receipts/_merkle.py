@@ -112,7 +112,7 @@ def consistency_proof(nodes: Nodes, old: int, new: int) -> list[bytes]:
 
 def is_valid_inclusion(leaf: bytes, index: int, size: int, proof: Sequence[bytes], root: bytes) -> bool:
     """RFC 9162 §2.1.3.2."""
-    if not 0 <= index < size or any(len(p) != 32 for p in proof) or len(leaf) != 32:
+    if not 0 <= index < size or any(len(p) != 32 for p in proof) or len(leaf) != 32 or len(root) != 32:
         return False
     fn, sn, r = index, size - 1, leaf
     for p in proof:
@@ -131,9 +131,12 @@ def is_valid_inclusion(leaf: bytes, index: int, size: int, proof: Sequence[bytes
 
 
 def is_valid_consistency(old: int, new: int, old_root: bytes, new_root: bytes, proof: Sequence[bytes]) -> bool:
-    """RFC 9162 §2.1.4.2."""
-    if any(len(p) != 32 for p in proof):
+    """RFC 9162 §2.1.4.2. Both roots are 32-byte hashes, and the empty tree has exactly one
+    root (SHA-256 of nothing): a tree of size 0 is consistent only as that root."""
+    if len(old_root) != 32 or len(new_root) != 32 or any(len(p) != 32 for p in proof) or not 0 <= old <= new:
         return False
+    if old == 0:
+        return not proof and old_root == EMPTY_ROOT and (new > 0 or new_root == EMPTY_ROOT)
     if old == new:
         return not proof and old_root == new_root
     if not 0 < old < new or not proof:

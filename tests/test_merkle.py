@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -181,3 +182,20 @@ def test_canonical_base64_round_trips_and_refuses_set_pad_bits(raw: bytes) -> No
         if bad != text:
             with pytest.raises(r.FormatError):
                 r.b64decode_canonical(bad, "x")
+
+
+EDGES = json.loads((Path(__file__).parent / "vectors" / "merkle_edges.json").read_text())
+
+
+@pytest.mark.parametrize("case", EDGES["consistency"], ids=[c["name"] for c in EDGES["consistency"]])
+def test_consistency_edge_vectors(case: dict[str, Any]) -> None:
+    proof = [bytes.fromhex(h) for h in case["proof"]]
+    old_root, new_root = bytes.fromhex(case["old_root"]), bytes.fromhex(case["new_root"])
+    assert r.is_valid_consistency(case["old"], case["new"], old_root, new_root, proof) is case["valid"]
+
+
+@pytest.mark.parametrize("case", EDGES["inclusion"], ids=[c["name"] for c in EDGES["inclusion"]])
+def test_inclusion_edge_vectors(case: dict[str, Any]) -> None:
+    leaf = r.leaf_hash(bytes.fromhex(case["leaf_data"]))
+    proof = [bytes.fromhex(h) for h in case["proof"]]
+    assert r.is_valid_inclusion(leaf, case["index"], case["size"], proof, bytes.fromhex(case["root"])) is case["valid"]
