@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -181,8 +182,9 @@ class TierEntry:
             raise FormatError("a tier entry holds either record hashes or a skip reason, not both or neither")
         for digest in self.records:
             _check_digest(digest, "tier entry record")
-        if len(set(self.records)) != len(self.records):
-            raise FormatError("a tier entry lists a record twice")
+        if any(a.value >= b.value for a, b in itertools.pairwise(self.records)):
+            # Ascending and so without repeats: one set of records has one encoding and one hash.
+            raise FormatError("a tier entry lists its records in ascending digest order, each once")
         if self.tier is not Tier.HUMAN and len(self.records) > 1:
             raise FormatError("the %s tier rules with one record" % self.tier)
         if self.skip_reason is not None:

@@ -22,7 +22,8 @@ def latest_human_decisions(
 ) -> tuple[Digest, ...]:
     """Each human key's latest decision on this candidate under this contract, from
     (record hash, record, signer key id) in chain order. A key's later approval withdraws
-    its earlier reject; approving twice counts once."""
+    its earlier reject; approving twice counts once. Sorted by digest bytes: the order a
+    receipt's human slot must list them in (one set of decisions, one receipt hash)."""
     latest: dict[str, Digest] = {}
     for digest, record, signer in decisions:
         if (
@@ -33,7 +34,7 @@ def latest_human_decisions(
         ):
             latest.pop(signer, None)
             latest[signer] = digest
-    return tuple(latest.values())
+    return tuple(sorted(latest.values(), key=lambda d: d.value))
 
 
 def derive_merge_eligible(

@@ -150,7 +150,7 @@ def derive(
     slots: dict[r.Tier, tuple[r.Digest, ...]] = {}
     for h, x in by_hash.items():
         slots[x.tier] = slots.get(x.tier, ()) + (h,)
-    entries = [r.TierEntry(t, records=hs) for t, hs in slots.items()]
+    entries = [r.TierEntry(t, records=tuple(sorted(hs, key=lambda d: d.value))) for t, hs in slots.items()]
     entries += [r.TierEntry(t, skip_reason=why) for t, why in (skips or {}).items()]
     entries.sort(key=lambda e: r.LADDER.index(e.tier))
     if signers is None:
@@ -259,3 +259,13 @@ def test_only_the_human_tier_may_list_several_records() -> None:
     with pytest.raises(r.FormatError):
         r.TierEntry(r.Tier.JUDGE, records=(d1, d2))
     assert r.TierEntry(r.Tier.HUMAN, records=(d1, d2)).records == (d1, d2)
+
+
+def test_a_slot_lists_its_records_in_one_order_only() -> None:
+    # One set of decisions, one encoding, one receipt hash (issue 11, item 7).
+    d1, d2 = r.Digest(b"\x01" * 32), r.Digest(b"\x02" * 32)
+    for records in ((d2, d1), (d1, d1)):
+        with pytest.raises(r.FormatError, match="ascending"):
+            r.TierEntry(r.Tier.HUMAN, records=records)
+    history = [(d2, human(r.Verdict.PASS, 1), "bob"), (d1, human(r.Verdict.PASS, 2), "alice")]
+    assert r.latest_human_decisions(history, task_id="T-1", input_hash=CANDIDATE, config_hash=CONFIG) == (d1, d2)

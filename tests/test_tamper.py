@@ -27,7 +27,7 @@ from conftest import (
     run_cli,
     write_rows,
 )
-from ledger import Ledger, LedgerError, decide, deterministic_runs
+from ledger import Ledger, LedgerError, decide, deterministic_runs, seal_receipt
 from verify import CannotVerify, LedgerSource, Result, TrustRoot, verify_receipt
 
 VECTORS = json.loads((Path(__file__).parent / "vectors" / "tamper.json").read_text())["cases"]
@@ -566,4 +566,37 @@ def _task_column(tmp: Path) -> Sample:
             (r.Digest.parse(str(s.records[r.Tier.DETERMINISTIC])).value,),
         )
     conn.close()
+    return s
+
+
+@mutation("human-slot-out-of-order")
+def _human_slot_reversed(tmp: Path) -> Sample:
+    s = build_sample(tmp)
+    ledger = Ledger.open(s.root)
+    candidate = _record_body(read_rows(s.root), find_row(read_rows(s.root), s.records[r.Tier.HUMAN])).input_hash
+    decide(
+        ledger,
+        task_id=TASK,
+        contract_bytes=s.contract,
+        candidate=candidate,
+        signer=SIGNERS["bob"],
+        approve=True,
+        note="also fine",
+        repo=s.repo,
+        confirm=lambda shown: True,
+    )
+    sealed = seal_receipt(ledger, task_id=TASK, signer=SIGNERS["sealer"], input_hash=candidate)[1]
+    ledger.close()
+    rows = read_rows(s.root)
+    i = _receipt_index(rows)
+    # The attacker lists the same two approvals in the other order (the constructor refuses
+    # that order, so the CBOR is edited directly) and re-signs with the seal key.
+    body = r.canonical_loads(rows[i].body)
+    human = next(e for e in body["entries"] if e["tier"] == "human")
+    assert len(human["records"]) == 2
+    human["records"].reverse()
+    rows[i].body = r.canonical_dumps(body)
+    write_rows(s.root, rows, resign_from=i)
+    s.receipt = str(r.body_hash(r.EntryKind.RECEIPT, rows[i].body))
+    assert s.receipt != str(sealed.body_hash)
     return s
