@@ -106,11 +106,14 @@ def record_by_hand(
 ) -> tuple[TierRecord, Appended]:
     """`ledger record`: a tier record appended by hand under ``contract`` (registered first
     if it is new). A deterministic or judge pass is refused: only its runner can show the
-    evidence that entails it, and verify would reject it."""
+    evidence that entails it, and verify would reject it; so is a human pass (an approval
+    is signed with `ledger approve`, which records what the person was shown)."""
     if verdict is Verdict.PASS and tier is Tier.DETERMINISTIC:
         raise InputError("a deterministic pass cannot be recorded by hand (verify would reject it): run `ledger check`")
     if verdict is Verdict.PASS and tier is Tier.JUDGE:
         raise InputError("a judge pass cannot be recorded by hand (verify would reject it): run `ledger judge`")
+    if verdict is Verdict.PASS and tier is Tier.HUMAN:
+        raise InputError("a human approval cannot be recorded by hand (verify would reject it): run `ledger approve`")
     chash = config_hash(contract)
     if not any(rev.config_hash == chash for _, rev in store.contract_revisions(task_id)):
         register_contract(store, task_id, contract, signer, contract_source)

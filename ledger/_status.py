@@ -21,6 +21,7 @@ from receipts import (
     Verdict,
     decode_as,
     decode_entry,
+    derive_human,
     derive_state,
     integrity_failure,
     rederive_deterministic,
@@ -80,6 +81,7 @@ def task_state(store: Store, task: str) -> TaskState:
     latest = store.latest_contract(task)
     contract = latest.parse() if latest else None
     runs = {run.seq: run for run in deterministic_runs(store, task)}
+    read = store_evidence_reader(store)
     steps: list[Step] = []
     for stored in store.entries(task=task):
         if stored.seq in runs:
@@ -95,9 +97,10 @@ def task_state(store: Store, task: str) -> TaskState:
             )
         elif stored.kind == EntryKind.TIER_RECORD.value:
             rec = decode_as(TierRecord, stored.body)
-            steps.append(
-                Step(rec.tier.value, str(rec.input_hash), rec.verdict.value, key=decode_entry(stored.entry).signer)
-            )
+            signer = decode_entry(stored.entry).signer
+            # A human decision counts as its document says, as in verify (5h); judge verdicts as recorded.
+            verdict = derive_human(rec, signer, read)[0] if rec.tier is Tier.HUMAN else rec.verdict
+            steps.append(Step(rec.tier.value, str(rec.input_hash), verdict.value, key=signer))
         elif stored.kind == EntryKind.RECEIPT.value:
             receipt = decode_as(LadderReceipt, stored.body)
             steps.append(Step("receipt", str(receipt.input_hash), "eligible" if receipt.merge_eligible else "not"))

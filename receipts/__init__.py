@@ -85,6 +85,7 @@ from ._formats import (
     sign_note,
     tlog_proof_text,
 )
+from ._human import HUMAN_DECISION_FORMAT, HUMAN_DECISION_ID, derive_human
 from ._judge import (
     JUDGE_RUN_FORMAT,
     JUDGE_RUN_MEDIA_TYPE,
@@ -144,6 +145,9 @@ from ._sshsig import (
 from ._tools import APPROVED, REJECTED, REQUIRES_HUMAN, ToolDecision, decide_tool_call, decide_tool_calls
 
 __all__ = [
+    "HUMAN_DECISION_FORMAT",
+    "HUMAN_DECISION_ID",
+    "derive_human",
     "AllowedSigner",
     "allowed_signers_text",
     "parse_allowed_signers",

@@ -157,6 +157,9 @@ def test_a_key_may_sign_only_what_its_role_allows(repo: Path) -> None:
     assert res.exit_code == 2 and "has no seal role" in res.output
     res = run("record", "T-1", "--tier", "deterministic", "--verdict", "pass", "--key", "ci")
     assert res.exit_code == 2 and "ledger check" in res.output
+    for tier, runner in (("judge", "ledger judge"), ("human", "ledger approve")):
+        res = run("record", "T-1", "--tier", tier, "--verdict", "pass", "--key", "alice")
+        assert res.exit_code == 2 and "cannot be recorded by hand" in res.output and runner in res.output, res.output
 
 
 def test_revoked_key_is_refused_and_listed(repo: Path) -> None:
@@ -217,22 +220,22 @@ def test_bad_inputs_are_one_line_and_exit_2(repo: Path) -> None:
     assert run("log").exit_code == 2  # no ledger yet
     setup_keys()
     cases = [
-        ("record", "T-1", "--tier", "human", "--verdict", "pass", "--key", "alice", "--config", "missing.toml"),
-        ("record", "T-1", "--tier", "human", "--verdict", "pass", "--key", "alice", "--evidence", "nope"),
+        ("record", "T-1", "--tier", "human", "--verdict", "fail", "--key", "alice", "--config", "missing.toml"),
+        ("record", "T-1", "--tier", "human", "--verdict", "fail", "--key", "alice", "--evidence", "nope"),
         (
             "record",
             "bad task",
             "--tier",
             "human",
             "--verdict",
-            "pass",
+            "fail",
             "--key",
             "alice",
             "--config",
             ".ledger/contracts/T-1.toml",
         ),
-        ("record", "T-1", "--tier", "human", "--verdict", "pass", "--key", "nobody"),
-        ("record", "T-1", "--tier", "human", "--verdict", "pass", "--key", "alice", "--input", "no-such-rev"),
+        ("record", "T-1", "--tier", "human", "--verdict", "fail", "--key", "nobody"),
+        ("record", "T-1", "--tier", "human", "--verdict", "fail", "--key", "alice", "--input", "no-such-rev"),
         ("check", "T-2", "--key", "ci"),
         ("check", "T-1", "--key", "ci", "--contract", "a.txt"),
         ("show", "blake3:" + "0" * 64),

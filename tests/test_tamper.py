@@ -600,3 +600,31 @@ def _human_slot_reversed(tmp: Path) -> Sample:
     s.receipt = str(r.body_hash(r.EntryKind.RECEIPT, rows[i].body))
     assert s.receipt != str(sealed.body_hash)
     return s
+
+
+@mutation("human-pass-with-reject-decision")
+def _reject_claimed_approval(tmp: Path) -> Sample:
+    s = build_sample(
+        tmp, verdicts={r.Tier.DETERMINISTIC: r.Verdict.PASS, r.Tier.JUDGE: r.Verdict.PASS, r.Tier.HUMAN: r.Verdict.FAIL}
+    )
+    rows = read_rows(s.root)
+    i = find_row(rows, s.records[r.Tier.HUMAN])
+    # alice's key turns her signed reject into a pass; the decision document still says reject.
+    forged = dataclasses.replace(_record_body(rows, i), verdict=r.Verdict.PASS)
+    _replace_body(rows, i, forged)
+    _retarget_receipt(rows, s.records[r.Tier.HUMAN], r.tier_record_hash(forged))
+    ri = _receipt_index(rows)
+    s.receipt = _replace_body(rows, ri, dataclasses.replace(r.decode_receipt(rows[ri].body), merge_eligible=True))
+    write_rows(s.root, rows, resign_from=i)
+    return s
+
+
+@mutation("approval-names-another-approver")
+def _borrowed_approval(tmp: Path) -> Sample:
+    s = build_sample(tmp)
+    rows = read_rows(s.root)
+    i = find_row(rows, s.records[r.Tier.HUMAN])
+    # bob signs alice's approval as his own: the record is unchanged, its document names alice.
+    rows[i].entry = dataclasses.replace(rows[i].entry, signer=r.fingerprint(SIGNERS["bob"].public_key_blob))
+    write_rows(s.root, rows, resign_from=i)
+    return s

@@ -29,6 +29,7 @@ from receipts import (
     TierRecord,
     Verdict,
     Waiver,
+    derive_human,
     derive_judge,
     derive_merge_eligible,
     entry_hash,
@@ -60,7 +61,8 @@ def verify_receipt(source: Source, target: str, trust: Trust, transparency: Tran
       2. replay the chain up to it: links, bodies, signatures, contracts, keyring;
       3. check the genesis signer against the trust root (during step 2);
       4. check the receipt itself: its date, its contract, its required tiers;
-      5. check every record it lists: signer, binding, date, evidence, re-derived verdict;
+      5. check every record it lists: signer, binding, date, evidence, re-derived verdict
+         (deterministic, judge and human alike);
       6. check that the human slot lists exactly each key's latest decision;
       7. derive merge_eligible again and compare it with the claim;
       8. check transparency as the source can prove it (a ledger, or a bundle's proofs).
@@ -242,7 +244,7 @@ def _step5_records(walk: Walk, source: Source, receipt: LadderReceipt, receipt_e
 def _check_record(
     walk: Walk, source: Source, receipt: LadderReceipt, tier: Tier, entry: Entry, rec: TierRecord, out: _Records
 ) -> str | None:
-    """Steps 5a to 5g for one record; returns the verdict its evidence entails, where re-derived."""
+    """Steps 5a to 5h for one record; returns the verdict its evidence entails, where re-derived."""
     seq = entry.seq
     # 5a. ... signed by a key with that tier's role (as in 2e).
     if entry.body_hash.value not in walk.signers:
@@ -285,8 +287,20 @@ def _check_record(
         )
     # 5d. Its evidence list re-hashes, and every blob exists and re-hashes to its digest.
     out.defects += _evidence_defects(source, rec, tier, seq)
-    if rec.tier is not tier or tier is Tier.HUMAN:
+    if rec.tier is not tier:
         return None
+    if tier is Tier.HUMAN:
+        # 5h. A human verdict is what its decision document says, by the key that signed it.
+        human, why = derive_human(rec, entry.signer, evidence_reader(source))
+        if human is not rec.verdict:
+            out.defects.append(
+                Defect(
+                    "verdict-not-entailed",
+                    "the human record says %s but its decision entails %s: %s" % (rec.verdict, human, why),
+                    seq,
+                )
+            )
+        return human.value
     contract = walk.contracts.get((rec.task_id, rec.config_hash.value))
     if contract is None:
         out.defects.append(

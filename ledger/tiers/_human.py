@@ -9,6 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from receipts import (
+    HUMAN_DECISION_FORMAT,
+    HUMAN_DECISION_ID,
     Digest,
     EvidenceRef,
     ReceiptsError,
@@ -98,7 +100,7 @@ def decide(
     # Whose decision it is belongs in the record: two keys' identical decisions must not
     # collapse into one record hash.
     doc = {
-        "format": "receipt-ledger/human-decision/v1",
+        "format": HUMAN_DECISION_FORMAT,
         "decision": "approve" if approve else "reject",
         "approver": fingerprint(signer.public_key_blob),
         "note": note,
@@ -112,7 +114,7 @@ def decide(
             tier=Tier.HUMAN,
             config_hash=config,
             input_hash=candidate,
-            evidence=(EvidenceRef("human:decision", digest, size, "application/json"),),
+            evidence=(EvidenceRef(HUMAN_DECISION_ID, digest, size, "application/json"),),
             verdict=Verdict.PASS if approve else Verdict.FAIL,
             verifier="receipt-ledger human decision",
             verifier_version=VERSION,
