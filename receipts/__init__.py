@@ -32,6 +32,7 @@ from ._codec import (
 from ._contract import (
     NO_OP_KINDS,
     SIGNAL_TYPES,
+    WEAKENING_RULES,
     Check,
     Contract,
     ContractError,
@@ -145,6 +146,7 @@ from ._sshsig import (
 from ._tools import APPROVED, REJECTED, REQUIRES_HUMAN, ToolDecision, decide_tool_call, decide_tool_calls
 
 __all__ = [
+    "WEAKENING_RULES",
     "HUMAN_DECISION_FORMAT",
     "HUMAN_DECISION_ID",
     "derive_human",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,7 @@ __all__ = [
     "ContractError",
     "parse_contract",
     "weakenings",
+    "WEAKENING_RULES",
     "SIGNAL_TYPES",
     "NO_OP_KINDS",
 ]
@@ -443,64 +445,132 @@ def _parent(r: _Reader, doc: dict[str, Any]) -> str | None:
     return parent
 
 
-def weakenings(old: Contract, new: Contract) -> tuple[str, ...]:
-    """How ``new`` lowers the bar set by ``old``. Any change to an existing check counts:
-    we cannot tell a tightened command from a loosened one, so we do not try."""
-    found: list[str] = []
+def _dropped(old: tuple[str, ...], new: tuple[str, ...], what: str) -> list[str]:
+    return ["%s dropped: %s" % (what, item) for item in old if item not in new]
+
+
+def _changed(old: object, new: object, what: str) -> list[str]:
+    return [] if old == new else ["%s changed from %r to %r" % (what, old, new)]
+
+
+def _checks(old: Contract, new: Contract) -> list[str]:
+    found = []
     for check in old.checks:
         now = new.check(check.id)
         if now is None:
             found.append("check %s was dropped" % check.id)
         elif now != check:
             found.append("check %s was changed" % check.id)
-    for tier in old.required_tiers:
-        if tier not in new.required_tiers:
-            found.append("tier %s is no longer required" % tier)
-    if new.judge_threshold_bp < old.judge_threshold_bp:
-        found.append(
-            "judge threshold lowered from %d to %d basis points" % (old.judge_threshold_bp, new.judge_threshold_bp)
-        )
-    if new.human_approvals < old.human_approvals:
-        found.append("human approvals lowered from %d to %d" % (old.human_approvals, new.human_approvals))
-    if not old.no_op and new.no_op:
-        found.append("task kind changed from %s to the no-op kind %s" % (old.kind, new.kind))
-    if old.max_evidence_age_s is not None and (
-        new.max_evidence_age_s is None or new.max_evidence_age_s > old.max_evidence_age_s
-    ):
-        found.append("evidence may now be older")
-    for item in old.evidence_required:
-        if item not in new.evidence_required:
-            found.append("evidence %s is no longer required" % item)
-    if new.judge.max_retries > old.judge.max_retries:
-        found.append("judge retries raised from %d to %d" % (old.judge.max_retries, new.judge.max_retries))
-    if new.judge.samples < old.judge.samples:
-        found.append("judge samples lowered from %d to %d" % (old.judge.samples, new.judge.samples))
-    if old.author_model is not None and new.author_model != old.author_model:
-        found.append("the declared author model changed from %s" % old.author_model)
-    for criterion in old.judge.criteria:
-        if criterion not in new.judge.criteria:
-            found.append("judge criterion dropped: %s" % criterion)
-    for path in old.protected_paths:
-        if path not in new.protected_paths:
-            found.append("protected path dropped: %s" % path)
-    ot, nt = old.tools, new.tools
-    for name in ot.denied:
-        if name not in nt.denied:
-            found.append("tool %s is no longer denied" % name)
-    for name in ot.requires_human:
-        if name not in nt.requires_human:
-            found.append("tool %s no longer requires a human" % name)
-    if ot.allowed and (not nt.allowed or set(nt.allowed) - set(ot.allowed)):
-        found.append("more tools are allowed")
-    if ot.max_steps is not None and (nt.max_steps is None or nt.max_steps > ot.max_steps):
-        found.append("the step limit was raised")
-    old_schemas, new_schemas = dict(ot.schemas), dict(nt.schemas)
-    for name, schema in old_schemas.items():
-        if new_schemas.get(name) != schema:
-            found.append("the argument schema of tool %s was changed or dropped" % name)
-    if new.repair_attempts > old.repair_attempts:
-        found.append("the repair budget was raised from %d to %d" % (old.repair_attempts, new.repair_attempts))
-    return tuple(found)
+    return found
+
+
+def _raised(old: int | None, new: int | None, what: str) -> list[str]:
+    # None means no limit: from a limit to none is raised too.
+    if old is not None and (new is None or new > old):
+        return ["%s raised from %s to %s" % (what, old, "no limit" if new is None else new)]
+    return []
+
+
+def _lowered(old: int, new: int, what: str) -> list[str]:
+    return ["%s lowered from %d to %d" % (what, old, new)] if new < old else []
+
+
+def _more_tools(old: ToolPolicy, new: ToolPolicy) -> list[str]:
+    return (
+        ["more tools are allowed"] if old.allowed and (not new.allowed or set(new.allowed) - set(old.allowed)) else []
+    )
+
+
+def _schemas(old: ToolPolicy, new: ToolPolicy) -> list[str]:
+    now = dict(new.schemas)
+    return [
+        "the argument schema of tool %s was changed or dropped" % name
+        for name, schema in old.schemas
+        if now.get(name) != schema
+    ]
+
+
+# Every way a revision can lower the bar, by a stable name (docs/format.md §5a lists the same
+# names; a test keeps the two equal). A revision that does only what no rule names tightens it.
+WEAKENING_RULES: tuple[tuple[str, Callable[[Contract, Contract], list[str]]], ...] = (
+    ("check-dropped-or-changed", _checks),
+    (
+        "tier-no-longer-required",
+        lambda o, n: ["tier %s is no longer required" % t for t in o.required_tiers if t not in n.required_tiers],
+    ),
+    (
+        "judge-threshold-lowered",
+        lambda o, n: _lowered(o.judge_threshold_bp, n.judge_threshold_bp, "judge threshold (basis points)"),
+    ),
+    ("human-approvals-lowered", lambda o, n: _lowered(o.human_approvals, n.human_approvals, "human approvals")),
+    (
+        "no-op-kind",
+        lambda o, n: (
+            ["task kind changed from %s to the no-op kind %s" % (o.kind, n.kind)] if not o.no_op and n.no_op else []
+        ),
+    ),
+    ("evidence-age-raised", lambda o, n: _raised(o.max_evidence_age_s, n.max_evidence_age_s, "the evidence age limit")),
+    (
+        "evidence-no-longer-required",
+        lambda o, n: _dropped(o.evidence_required, n.evidence_required, "required evidence"),
+    ),
+    ("goal-changed", lambda o, n: _changed(o.goal, n.goal, "the goal")),
+    ("deliverable-dropped", lambda o, n: _dropped(o.deliverables, n.deliverables, "deliverable")),
+    ("invariant-dropped", lambda o, n: _dropped(o.invariants, n.invariants, "invariant")),
+    (
+        "owned-files-widened",
+        lambda o, n: ["owned files widened: %s" % p for p in n.owned_files if p not in o.owned_files],
+    ),
+    ("secret-name-dropped", lambda o, n: _dropped(o.secret_env, n.secret_env, "secret name (no longer redacted)")),
+    (
+        "author-model-changed",
+        lambda o, n: _changed(o.author_model, n.author_model, "the declared author model") if o.author_model else [],
+    ),
+    (
+        "judge-replaced",
+        lambda o, n: [
+            msg
+            for field in ("backend", "base_url", "model", "api_key_env", "command")
+            for msg in _changed(getattr(o.judge, field), getattr(n.judge, field), "the judge's %s" % field)
+        ],
+    ),
+    ("judge-retries-raised", lambda o, n: _raised(o.judge.max_retries, n.judge.max_retries, "judge retries")),
+    ("judge-samples-lowered", lambda o, n: _lowered(o.judge.samples, n.judge.samples, "judge samples")),
+    (
+        "judge-sees-less",
+        lambda o, n: _lowered(
+            o.judge.max_diff_chars, n.judge.max_diff_chars, "the diff shown to the judge (characters)"
+        ),
+    ),
+    ("judge-criterion-dropped", lambda o, n: _dropped(o.judge.criteria, n.judge.criteria, "judge criterion")),
+    ("protected-path-dropped", lambda o, n: _dropped(o.protected_paths, n.protected_paths, "protected path")),
+    (
+        "tool-no-longer-denied",
+        lambda o, n: ["tool %s is no longer denied" % t for t in o.tools.denied if t not in n.tools.denied],
+    ),
+    (
+        "tool-no-longer-requires-human",
+        lambda o, n: [
+            "tool %s no longer requires a human" % t for t in o.tools.requires_human if t not in n.tools.requires_human
+        ],
+    ),
+    ("more-tools-allowed", lambda o, n: _more_tools(o.tools, n.tools)),
+    ("step-limit-raised", lambda o, n: _raised(o.tools.max_steps, n.tools.max_steps, "the step limit")),
+    ("tool-schema-changed", lambda o, n: _schemas(o.tools, n.tools)),
+    ("repair-budget-raised", lambda o, n: _raised(o.repair_attempts, n.repair_attempts, "the repair budget")),
+    (
+        "no-progress-budget-raised",
+        lambda o, n: _raised(o.no_progress_after, n.no_progress_after, "the no-progress budget"),
+    ),
+)
+
+
+def weakenings(old: Contract, new: Contract) -> tuple[str, ...]:
+    """How ``new`` lowers the bar set by ``old``: one line per change any rule of
+    `WEAKENING_RULES` names (ADR 0017). Any change to an existing check counts: we cannot
+    tell a tightened command from a loosened one, so we do not try; likewise any change to
+    who judges, and to the goal."""
+    return tuple(line for _, rule in WEAKENING_RULES for line in rule(old, new))
 
 
 MAX_CONTRACT_SIZE = 256 * 1024

@@ -87,7 +87,7 @@ def test_weakenings() -> None:
     lower = r.parse_contract(EXAMPLE.replace(b"0.8", b"0.5").replace(b'"judge", "human"', b'"judge"'))
     assert set(r.weakenings(old, lower)) == {
         "tier human is no longer required",
-        "judge threshold lowered from 8000 to 5000 basis points",
+        "judge threshold (basis points) lowered from 8000 to 5000",
     }
     noop = r.parse_contract(EXAMPLE.replace(b'kind = "code"', b'kind = "research"'))
     assert r.weakenings(old, noop) == ("task kind changed from code to the no-op kind research",)
@@ -95,3 +95,96 @@ def test_weakenings() -> None:
         EXAMPLE + b'\n[[checks]]\nid = "lint"\ntype = "test_passes"\ncommand = ["ruff", "check"]\n'
     )
     assert r.weakenings(old, stronger) == ()
+
+
+BASE = dataclasses.replace(
+    r.parse_contract(EXAMPLE),
+    deliverables=("greet.py",),
+    invariants=("no network",),
+    author_model="claude-sonnet",
+    protected_paths=(".github/*",),
+    judge=r.JudgeSettings(
+        backend="openai",
+        base_url="http://127.0.0.1:1/v1",
+        model="gpt-4.1-mini",
+        api_key_env="K",
+        criteria=("is friendly",),
+        samples=3,
+        max_retries=1,
+        max_diff_chars=5000,
+    ),
+    tools=r.ToolPolicy(
+        allowed=("read", "edit"),
+        denied=("shell",),
+        requires_human=("deploy",),
+        max_steps=10,
+        schemas=(("edit", (("type", "object"),)),),
+    ),
+    repair_attempts=3,
+    no_progress_after=2,
+)
+J, T = BASE.judge, BASE.tools
+# One revision per rule of ADR 0017, each lowering the bar in exactly the way the rule names.
+WEAKER = {
+    "check-dropped-or-changed": dataclasses.replace(BASE, checks=BASE.checks[1:]),
+    "tier-no-longer-required": dataclasses.replace(BASE, required_tiers=BASE.required_tiers[:2]),
+    "judge-threshold-lowered": dataclasses.replace(BASE, judge_threshold_bp=5000),
+    "human-approvals-lowered": dataclasses.replace(BASE, human_approvals=1),
+    "no-op-kind": dataclasses.replace(BASE, kind="planning"),
+    "evidence-age-raised": dataclasses.replace(BASE, max_evidence_age_s=None),
+    "evidence-no-longer-required": dataclasses.replace(BASE, evidence_required=()),
+    "goal-changed": dataclasses.replace(BASE, goal="greet() returns something"),
+    "deliverable-dropped": dataclasses.replace(BASE, deliverables=()),
+    "invariant-dropped": dataclasses.replace(BASE, invariants=()),
+    "owned-files-widened": dataclasses.replace(BASE, owned_files=BASE.owned_files + ("**",)),
+    "secret-name-dropped": dataclasses.replace(BASE, secret_env=()),
+    "author-model-changed": dataclasses.replace(BASE, author_model="gpt-4.1"),
+    "judge-replaced": dataclasses.replace(BASE, judge=dataclasses.replace(J, backend="command", command=("true",))),
+    "judge-retries-raised": dataclasses.replace(BASE, judge=dataclasses.replace(J, max_retries=5)),
+    "judge-samples-lowered": dataclasses.replace(BASE, judge=dataclasses.replace(J, samples=1)),
+    "judge-sees-less": dataclasses.replace(BASE, judge=dataclasses.replace(J, max_diff_chars=100)),
+    "judge-criterion-dropped": dataclasses.replace(BASE, judge=dataclasses.replace(J, criteria=())),
+    "protected-path-dropped": dataclasses.replace(BASE, protected_paths=()),
+    "tool-no-longer-denied": dataclasses.replace(BASE, tools=dataclasses.replace(T, denied=())),
+    "tool-no-longer-requires-human": dataclasses.replace(BASE, tools=dataclasses.replace(T, requires_human=())),
+    "more-tools-allowed": dataclasses.replace(BASE, tools=dataclasses.replace(T, allowed=("read", "edit", "shell"))),
+    "step-limit-raised": dataclasses.replace(BASE, tools=dataclasses.replace(T, max_steps=None)),
+    "tool-schema-changed": dataclasses.replace(BASE, tools=dataclasses.replace(T, schemas=())),
+    "repair-budget-raised": dataclasses.replace(BASE, repair_attempts=9),
+    "no-progress-budget-raised": dataclasses.replace(BASE, no_progress_after=9),
+}
+RULES = dict(r.WEAKENING_RULES)
+
+
+def test_every_weakening_rule_has_a_case() -> None:
+    assert set(WEAKER) == set(RULES)
+
+
+@pytest.mark.parametrize("name", sorted(WEAKER))
+def test_each_weakening_is_caught_by_its_own_rule(name: str) -> None:
+    weaker = WEAKER[name]
+    assert RULES[name](BASE, weaker), name
+    assert r.weakenings(BASE, weaker)
+    assert [rule for rule, check in RULES.items() if check(BASE, weaker)] == [name]  # the case is that change alone
+    assert r.weakenings(BASE, BASE) == () and not RULES[name](weaker, weaker)
+
+
+def test_judge_replacement_names_each_changed_field() -> None:
+    other = dataclasses.replace(BASE, judge=dataclasses.replace(J, base_url="http://evil.example/v1", model="yes-man"))
+    assert {line.split(" changed")[0] for line in r.weakenings(BASE, other)} == {
+        "the judge's base_url",
+        "the judge's model",
+    }
+
+
+def test_tightening_is_not_weakening() -> None:
+    tighter = dataclasses.replace(
+        BASE,
+        owned_files=BASE.owned_files[:1],
+        deliverables=BASE.deliverables + ("README.md",),
+        human_approvals=3,
+        judge=dataclasses.replace(J, samples=5, criteria=J.criteria + ("has tests",), max_retries=0),
+        tools=dataclasses.replace(T, denied=T.denied + ("rm",), max_steps=5),
+        repair_attempts=1,
+    )
+    assert r.weakenings(BASE, tighter) == ()

@@ -15,7 +15,7 @@ import pytest
 
 import receipts as r
 from conftest import ADMIN_ID, SIGNERS, contract_bytes, judge_table
-from ledger import JudgeRun, Ledger, decide, run_deterministic, run_judge, seal_receipt
+from ledger import JudgeRun, Ledger, decide, register_contract, run_deterministic, run_judge, seal_receipt
 from verify import LedgerSource, TrustRoot, verify_receipt
 
 
@@ -91,6 +91,8 @@ def judged(
 ) -> tuple[JudgeRun, bytes]:
     repo, ledger = env
     contract = contract_bytes(command=command, judge=judge, top=top)
+    # Tests swap the judge between runs of one task: a weakening only an admin may sign (ADR 0017).
+    register_contract(ledger, "TASK-1", contract, SIGNERS["admin"])
     run = run_deterministic(
         ledger, repo=repo, task_id="TASK-1", contract_bytes=contract, source="c.toml", signer=SIGNERS["ci"]
     )

@@ -37,3 +37,12 @@ def test_the_labels_cover_the_whole_ladder_of_steps() -> None:
     # Guards the parser above: a regex that found nothing would make the first test vacuous.
     assert {str(n) for n in range(1, 9)} <= _spec_labels()
     assert {"2a", "2g", "4a", "4b", "5a", "5g"} <= _code_labels()
+
+
+def test_the_weakening_rules_of_code_and_spec_are_the_same_list() -> None:
+    import receipts
+
+    text = (ROOT / "docs" / "format.md").read_text(encoding="utf-8")
+    section = text[text.index("## 5a. Contracts and weakening") : text.index("## 6a.")]
+    listed = re.findall(r"`([a-z]+(?:-[a-z]+)+)`", section)
+    assert listed == [name for name, _ in receipts.WEAKENING_RULES]

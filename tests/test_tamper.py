@@ -628,3 +628,25 @@ def _borrowed_approval(tmp: Path) -> Sample:
     rows[i].entry = dataclasses.replace(rows[i].entry, signer=r.fingerprint(SIGNERS["bob"].public_key_blob))
     write_rows(s.root, rows, resign_from=i)
     return s
+
+
+@mutation("judge-replaced-without-admin")
+def _judge_replaced(tmp: Path) -> Sample:
+    s = build_sample(tmp)
+    rows = read_rows(s.root)
+    ci = next(i for i, row in enumerate(rows) if row.entry.kind is r.EntryKind.CONTRACT)
+    old = r.decode_as(r.ContractRevision, rows[ci].body)
+    # Every check unchanged; only the judge is swapped for a command that always accepts.
+    yes_man = judge_table("accept", "1.0")
+    text = old.contract.decode()
+    start = text.index("[judge]")
+    revision = r.ContractRevision(
+        TASK, (text[:start] + yes_man + text[text.index("[[checks]]") :]).encode(), old.config_hash
+    )
+    assert r.weakenings(old.parse(), revision.parse()) and all(
+        "judge" in w for w in r.weakenings(old.parse(), revision.parse())
+    )
+    ri = _receipt_index(rows)
+    rows.insert(ri, Row(rows[ci].entry, r.encode_body(revision)))
+    write_rows(s.root, rows, resign_from=ri)
+    return s
