@@ -98,6 +98,10 @@ def verify_lines(result: Result) -> list[str]:
 def chain_lines(result: ChainResult) -> list[str]:
     """A whole-chain audit for a person: the head, the trust, and the first bad entry."""
     lines = ["entries   %d" % result.entries, "head      %s" % (result.head or "-"), "trust     %s" % result.trust]
+    if result.evidence_blobs is None:
+        lines.append("evidence  NOT CHECKED (--skip-evidence): blobs were not read, only the entries")
+    else:
+        lines.append("evidence  %d distinct blob(s) re-hashed" % result.evidence_blobs)
     if result.ok:
         lines.append("VERIFIED: the whole chain checks out")
     else:

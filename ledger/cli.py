@@ -796,6 +796,7 @@ def _witnesses(values: Sequence[str], quorum: int) -> tuple[WitnessKey, ...]:
 @click.option(
     "--witness-quorum", default=0, type=click.IntRange(0, 64), help="Cosignatures required from --witness keys."
 )
+@click.option("--skip-evidence", is_flag=True, help="With --chain: do not read evidence blobs (the output says so).")
 @json_option
 @click.pass_context
 def verify_cmd(
@@ -809,6 +810,7 @@ def verify_cmd(
     require_checkpoint: bool,
     witnesses: Sequence[str],
     witness_quorum: int,
+    skip_evidence: bool,
     as_json: bool,
 ) -> None:
     """Recompute every hash and signature and re-derive merge_eligible.
@@ -841,9 +843,11 @@ def verify_cmd(
         if chain and isinstance(source, LedgerSource):
             if sys.stderr.isatty() and not as_json:
                 with click.progressbar(length=source.count(), label="verifying chain", file=sys.stderr) as bar:
-                    cres = verify_chain(source, root, progress=bar.update, transparency=policy)
+                    cres = verify_chain(
+                        source, root, progress=bar.update, transparency=policy, evidence=not skip_evidence
+                    )
             else:
-                cres = verify_chain(source, root, transparency=policy)
+                cres = verify_chain(source, root, transparency=policy, evidence=not skip_evidence)
             _emit(as_json, cres.as_dict(), lib.chain_lines(cres), root)
             _done(cres.ok)
         if hash_text is None and isinstance(source, BundleSource):

@@ -28,7 +28,7 @@ from conftest import (
     write_rows,
 )
 from ledger import Ledger, LedgerError, decide, deterministic_runs, seal_receipt
-from verify import CannotVerify, LedgerSource, Result, TrustRoot, verify_receipt
+from verify import CannotVerify, LedgerSource, Result, TrustRoot, verify_chain, verify_receipt
 
 VECTORS = json.loads((Path(__file__).parent / "vectors" / "tamper.json").read_text())["cases"]
 MUTATIONS: dict[str, Callable[[Path], Sample]] = {}
@@ -650,3 +650,17 @@ def _judge_replaced(tmp: Path) -> Sample:
     rows.insert(ri, Row(rows[ci].entry, r.encode_body(revision)))
     write_rows(s.root, rows, resign_from=ri)
     return s
+
+
+@pytest.mark.parametrize(
+    "name,code", [("evidence-blob-altered", "evidence-altered"), ("evidence-blob-missing", "evidence-missing")]
+)
+def test_a_full_audit_reads_every_evidence_blob(tmp_path: Path, name: str, code: str) -> None:
+    # issue 11, item 3: `verify --chain` audits the evidence too, or says plainly that it did not.
+    s = MUTATIONS[name](tmp_path)
+    audit = verify_chain(LedgerSource.open(s.root), TrustRoot(frozenset({ADMIN_ID}), "test"), workers=1)
+    assert code in [d.code for d in audit.defects] and audit.evidence_blobs
+    cli = run_cli("--dir", str(s.root), "verify", "--chain", "--trust", ADMIN_ID)
+    assert cli.returncode == 1 and code in cli.stdout and "blob(s) re-hashed" in cli.stdout
+    skipped = run_cli("--dir", str(s.root), "verify", "--chain", "--trust", ADMIN_ID, "--skip-evidence")
+    assert skipped.returncode == 0 and "NOT CHECKED" in skipped.stdout

@@ -109,6 +109,7 @@ class ChainResult:
     defects: tuple[Defect, ...]
     trust: str
     head: str | None
+    evidence_blobs: int | None = None  # distinct blobs re-hashed; None when the audit skipped evidence
 
     @property
     def ok(self) -> bool:
@@ -123,6 +124,7 @@ class ChainResult:
         return {
             "verified": self.ok,
             "entries": self.entries,
+            "evidence_blobs_checked": self.evidence_blobs,
             "trust": self.trust,
             "head": self.head,
             "first_bad_entry": self.first_bad,

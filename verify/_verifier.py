@@ -351,37 +351,50 @@ def _check_record(
     return judged.verdict.value
 
 
-def _evidence_defects(source: Source, record: TierRecord, tier: Tier, seq: int) -> list[Defect]:
+def _evidence_defects(
+    source: Source, record: TierRecord, tier: Tier, seq: int, seen: dict[tuple[Digest, int], str | None] | None = None
+) -> list[Defect]:
+    """5d: the evidence list re-hashes, and each blob exists and re-hashes to its digest and
+    size, read in chunks. ``seen`` remembers blobs already read (an audit reads each once)."""
     defects = []
     if evidence_list_hash(record.evidence) != record.evidence_hash:
         defects.append(
             Defect("evidence-hash", "tier %s: evidence_hash does not match the record's evidence list" % tier, seq)
         )
     for ref in record.evidence:
-        handle = source.open_blob(ref.digest)
-        if handle is None:
+        key = (ref.digest, ref.size)
+        problem = seen[key] if seen is not None and key in seen else _blob_problem(source, ref.digest, ref.size)
+        if seen is not None:
+            seen[key] = problem
+        if problem == "evidence-missing":
             defects.append(
                 Defect(
-                    "evidence-missing",
+                    problem,
                     "tier %s: evidence %s (%s) is missing from the blob store"
                     % (tier, ref.check_id, ref.digest.short()),
                     seq,
                 )
             )
-            continue
-        hasher = ContentHasher()
-        with handle:
-            while chunk := handle.read(_READ_CHUNK):
-                hasher.update(chunk)
-        if hasher.digest() != ref.digest or hasher.size != ref.size:
+        elif problem == "evidence-altered":
             defects.append(
                 Defect(
-                    "evidence-altered",
+                    problem,
                     "tier %s: evidence %s no longer hashes to %s" % (tier, ref.check_id, ref.digest.short()),
                     seq,
                 )
             )
     return defects
+
+
+def _blob_problem(source: Source, digest: Digest, size: int) -> str | None:
+    handle = source.open_blob(digest)
+    if handle is None:
+        return "evidence-missing"
+    hasher = ContentHasher()
+    with handle:
+        while chunk := handle.read(_READ_CHUNK):
+            hasher.update(chunk)
+    return None if hasher.digest() == digest and hasher.size == size else "evidence-altered"
 
 
 def _waivers_in_force(walk: Walk, rec: TierRecord, before_seq: int) -> dict[str, list[tuple[int, Waiver, str]]]:
@@ -523,18 +536,26 @@ def verify_chain(
     progress: Callable[[int], None] | None = None,
     transparency: Transparency | None = None,
     workers: int | None = None,
+    evidence: bool = True,
 ) -> ChainResult:
     """Audit every entry of a ledger: steps 2 and 3 for the whole chain with every signature
-    checked (on ``workers`` processes, default every core), then step 8 against the newest
-    checkpoint (and a kept one). Returns a `ChainResult` naming the first bad entry; raises
-    `CannotVerify` if the ledger cannot be read or a signature worker dies."""
+    checked (on ``workers`` processes, default every core), step 5d for every tier record's
+    evidence (each blob read once, in chunks; ``evidence=False`` skips it and the result
+    says so), then step 8 against the newest checkpoint (and a kept one). Returns a
+    `ChainResult` naming the first bad entry; raises `CannotVerify` if the ledger cannot be
+    read or a signature worker dies."""
     queue = SignatureQueue(workers or os.cpu_count() or 1)
     walk = Walk(trust, deferred=queue)
     count = 0
     last: StoredEntry | None = None
+    seen: dict[tuple[Digest, int], str | None] = {}
     try:
         for stored in source.iter_entries():
             walk.step(stored, check_signature=True)
+            if evidence and stored.kind == EntryKind.TIER_RECORD.value:
+                found = walk.bodies.get(stored.body_hash)
+                if found is not None and isinstance(found[1], TierRecord):
+                    walk.defects += _evidence_defects(source, found[1], found[1].tier, stored.seq, seen)
             count += 1
             last = stored
             if progress is not None:
@@ -550,4 +571,4 @@ def verify_chain(
         walk.defects.extend(
             source.check_transparency(walk.origin, walk.keyring, -1, transparency or Transparency()).defects
         )
-    return ChainResult(count, tuple(walk.defects), walk.trust_label, head)
+    return ChainResult(count, tuple(walk.defects), walk.trust_label, head, len(seen) if evidence else None)
