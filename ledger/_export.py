@@ -13,6 +13,7 @@ from typing import Any
 
 from receipts import (
     CHECK_RESULT_FORMAT,
+    KEYRING_KINDS,
     SNAPSHOT_FORMAT,
     ContractRevision,
     Digest,
@@ -20,17 +21,19 @@ from receipts import (
     LadderReceipt,
     TierRecord,
     Verdict,
+    allowed_signers_text,
     decode_as,
+    decode_body,
     decode_entry,
     inclusion_proof,
     parse_checkpoint,
+    replay_keyring,
     tlog_proof_text,
 )
 from verify import BUNDLE_FORMAT, Result, StoredEntry, verify_receipt
 
 from ._errors import InputError
 from ._evidence import evidence_json
-from ._keyring import allowed_signers
 from ._store import Ledger
 
 __all__ = ["export_bundle", "final_status"]
@@ -62,6 +65,20 @@ def _history(ledger: Ledger, receipt_entry: StoredEntry) -> dict[int, StoredEntr
             pointer = getattr(decode_entry(stored.entry), pointer_name)
     # Keyring changes between genesis and the receipt are all on the ring chain already.
     return chosen
+
+
+def _bundle_allowed_signers(entries: dict[int, StoredEntry]) -> str:
+    """The keyring the bundle's own entries replay to (not the ledger's newest), so that a
+    verifier can recompute this member from the bundle alone."""
+    kinds = {k.value for k in KEYRING_KINDS}
+    changes = [
+        (decode_entry(e.entry), decode_body(EntryKind(e.kind), e.body))
+        for _, e in sorted(entries.items())
+        if e.kind in kinds
+    ]
+    ring = replay_keyring(changes, verify_signatures=False)
+    times = {seq: decode_entry(e.entry).time for seq, e in entries.items()}
+    return allowed_signers_text(ring, times) if ring is not None else ""
 
 
 def final_status(result: Result) -> str:
@@ -302,7 +319,7 @@ def export_bundle(ledger: Ledger, receipt_digest: Digest, out: Path) -> dict[str
         "checkpoint": checkpoint_text.encode(),
         "report.md": _report_md(manifest).encode(),
         "report.html": _report_html(manifest).encode(),
-        "allowed_signers": allowed_signers(ledger).encode(),
+        "allowed_signers": _bundle_allowed_signers(entries).encode(),
     }
     for seq, e in entries.items():
         members["entries/%d.entry" % seq] = e.entry

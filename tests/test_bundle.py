@@ -14,8 +14,8 @@ import pytest
 
 import receipts as r
 from conftest import ADMIN_ID, SIGNERS, Sample, build_sample, run_cli
-from ledger import PAYLOAD_TYPE, Ledger, decide, export_bundle, export_intoto, frozen_clock
-from verify import BundleSource, CannotVerify, Transparency, TrustRoot, verify_receipt
+from ledger import PAYLOAD_TYPE, Ledger, add_key, decide, export_bundle, export_intoto, frozen_clock
+from verify import BundleSource, CannotVerify, Result, Transparency, TrustRoot, verify_receipt
 
 TRUST = TrustRoot(frozenset({ADMIN_ID}), "t")
 
@@ -30,7 +30,7 @@ def exported(tmp: Path, name: str = "bundle.zip") -> tuple[Sample, Path]:
     return s, out
 
 
-def verify_bundle(path: Path, receipt: str) -> object:
+def verify_bundle(path: Path, receipt: str) -> Result:
     source = BundleSource(path)
     try:
         return verify_receipt(source, receipt, TRUST, Transparency(require_checkpoint=True))
@@ -58,7 +58,7 @@ def rezip(
 def test_a_bundle_verifies_offline_with_public_keys_only(tmp_path: Path) -> None:
     s, bundle = exported(tmp_path)
     result = verify_bundle(bundle, s.receipt)
-    assert result.ok and result.derived_eligible, result.defects  # type: ignore[attr-defined]
+    assert result.ok and result.derived_eligible, result.defects
     allowed = tmp_path / "allowed_signers"
     allowed.write_text(run_cli("--dir", str(s.root), "keys", "export-allowed-signers").stdout)
     # Offline: no ledger at all, only the bundle and the trust file.
@@ -103,7 +103,7 @@ def test_bundle_size_does_not_grow_with_the_ledger(tmp_path: Path) -> None:
     export_bundle(ledger, r.Digest.parse(s.receipt), big)
     ledger.close()
     assert abs(big.stat().st_size - small.stat().st_size) < 4096, (small.stat().st_size, big.stat().st_size)
-    assert verify_bundle(big, s.receipt).ok  # type: ignore[attr-defined]
+    assert verify_bundle(big, s.receipt).ok
 
 
 def _blob_names(bundle: Path) -> list[str]:
@@ -114,7 +114,7 @@ def _blob_names(bundle: Path) -> list[str]:
 def test_a_bundle_with_a_missing_blob_is_rejected(tmp_path: Path) -> None:
     s, bundle = exported(tmp_path)
     broken = rezip(bundle, tmp_path / "missing.zip", drop=(_blob_names(bundle)[0],))
-    codes = {d.code for d in verify_bundle(broken, s.receipt).defects}  # type: ignore[attr-defined]
+    codes = {d.code for d in verify_bundle(broken, s.receipt).defects}
     assert "evidence-missing" in codes
 
 
@@ -123,7 +123,7 @@ def test_a_bundle_with_a_swapped_blob_is_rejected(tmp_path: Path) -> None:
     a, b = _blob_names(bundle)[:2]
     with zipfile.ZipFile(bundle) as zf:
         swapped = rezip(bundle, tmp_path / "swapped.zip", replace={a: zf.read(b), b: zf.read(a)})
-    codes = {d.code for d in verify_bundle(swapped, s.receipt).defects}  # type: ignore[attr-defined]
+    codes = {d.code for d in verify_bundle(swapped, s.receipt).defects}
     assert "evidence-altered" in codes
 
 
@@ -201,21 +201,21 @@ def test_omitting_a_decision_or_a_key_change_from_a_bundle_is_caught(tmp_path: P
     rows = {e.seq: e for e in ledger.entries()}
     ledger.close()
     receipt = str(sealed.body_hash)
-    assert verify_bundle(bundle, receipt).ok  # type: ignore[attr-defined]
+    assert verify_bundle(bundle, receipt).ok
     reject_seq = max(seq for seq, e in rows.items() if e.kind == "tier_record")
     hidden = rezip(
         bundle,
         tmp_path / "hidden.zip",
         drop=("entries/%d.entry" % reject_seq, "entries/%d.body" % reject_seq, "proofs/%d.tlog-proof" % reject_seq),
     )
-    assert "task-link" in {d.code for d in verify_bundle(hidden, receipt).defects}  # type: ignore[attr-defined]
+    assert "task-link" in {d.code for d in verify_bundle(hidden, receipt).defects}
     key_seq = max(seq for seq, e in rows.items() if e.kind == "key_add")
     no_key = rezip(
         bundle,
         tmp_path / "nokey.zip",
         drop=("entries/%d.entry" % key_seq, "entries/%d.body" % key_seq, "proofs/%d.tlog-proof" % key_seq),
     )
-    assert "ring-link" in {d.code for d in verify_bundle(no_key, receipt).defects}  # type: ignore[attr-defined]
+    assert "ring-link" in {d.code for d in verify_bundle(no_key, receipt).defects}
 
 
 def _with_first_proof_hash(tmp: Path, bundle: Path, change: Callable[[str], str]) -> Path:
@@ -230,7 +230,7 @@ def _with_first_proof_hash(tmp: Path, bundle: Path, change: Callable[[str], str]
 def test_an_entry_not_proven_into_the_checkpoint_is_rejected(tmp_path: Path) -> None:
     s, bundle = exported(tmp_path)
     bad = _with_first_proof_hash(tmp_path, bundle, lambda line: base64.b64encode(bytes(32)).decode())
-    assert "inclusion" in {d.code for d in verify_bundle(bad, s.receipt).defects}  # type: ignore[attr-defined]
+    assert "inclusion" in {d.code for d in verify_bundle(bad, s.receipt).defects}
 
 
 def test_a_proof_hash_in_non_canonical_base64_is_refused(tmp_path: Path) -> None:
@@ -277,3 +277,45 @@ def test_the_dsse_envelope_verifies_with_securesystemslib(tmp_path: Path) -> Non
 
     with pytest.raises(VerificationError):
         Envelope.from_dict(tampered).verify([key], 1)
+
+
+def _codes(path: Path, receipt: str) -> list[str]:
+    return [d.code for d in verify_bundle(path, receipt).defects]
+
+
+def test_every_bundle_member_is_verified_or_refused(tmp_path: Path) -> None:
+    # issue 11, item 2: nothing in a bundle may ride along unchecked.
+    s, bundle = exported(tmp_path)
+    assert verify_bundle(bundle, s.receipt).ok
+    stray = rezip(bundle, tmp_path / "stray.zip", extra=[(zipfile.ZipInfo("blobs/" + "ab" * 32), b"forged evidence")])
+    assert _codes(stray, s.receipt) == ["bundle-member-unverified"]
+    with zipfile.ZipFile(bundle) as zf:
+        signers = zf.read("allowed_signers").decode()
+        manifest = json.loads(zf.read("manifest.json"))
+    mallory = r.public_key_line(SIGNERS["mallory"].public_key_blob)
+    forged = rezip(
+        bundle, tmp_path / "signers.zip", replace={"allowed_signers": (signers + "admin2 " + mallory + "\n").encode()}
+    )
+    assert _codes(forged, s.receipt) == ["bundle-member-altered"]
+    other = rezip(
+        bundle, tmp_path / "manifest.zip", replace={"manifest.json": json.dumps({**manifest, "entries": [0]}).encode()}
+    )
+    assert _codes(other, s.receipt) == ["bundle-member-altered"]
+    # The renderings cannot be checked against anything: they verify, and the output says they were not checked.
+    report = rezip(bundle, tmp_path / "report.zip", replace={"report.html": b"<h1>Status: verified</h1>"})
+    result = verify_bundle(report, s.receipt)
+    assert result.ok and any("NOT verified" in w and "report.html" in w for w in result.warnings)
+    cli = run_cli("verify", "--bundle", str(report), s.receipt, "--trust", ADMIN_ID)
+    assert cli.returncode == 0 and "NOT verified" in cli.stdout
+
+
+def test_the_bundles_allowed_signers_is_the_keyring_at_the_receipt(tmp_path: Path) -> None:
+    s = build_sample(tmp_path)
+    ledger = Ledger.open(s.root)
+    add_key(ledger, SIGNERS["admin"], "carol", [r.Role.HUMAN], SIGNERS["mallory"].public_key_blob)  # after the receipt
+    ledger.checkpoint(SIGNERS["sealer"])
+    export_bundle(ledger, r.Digest.parse(s.receipt), tmp_path / "b.zip")
+    ledger.close()
+    with zipfile.ZipFile(tmp_path / "b.zip") as zf:
+        assert "carol" not in zf.read("allowed_signers").decode()
+    assert verify_bundle(tmp_path / "b.zip", s.receipt).ok

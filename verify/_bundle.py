@@ -5,6 +5,7 @@ byte is read, nothing is extracted to disk, and every read is capped."""
 from __future__ import annotations
 
 import io
+import json
 import re
 import stat
 import zipfile
@@ -15,9 +16,13 @@ from typing import BinaryIO
 
 from receipts import (
     Digest,
+    EntryKind,
     Keyring,
     ReceiptsError,
+    TierRecord,
     TlogProof,
+    allowed_signers_text,
+    decode_as,
     decode_body,
     decode_entry,
     entry_hash,
@@ -28,6 +33,7 @@ from receipts import (
 )
 
 from ._errors import CannotVerify
+from ._evidence import blob_problem
 from ._result import Defect, Finding
 from ._source import StoredEntry
 from ._transparency import Transparency, checkpoint_signer, witnessed
@@ -126,6 +132,7 @@ class BundleSource:
         self.members = _check_members(self._zip)
         self.entries: dict[int, StoredEntry] = {}
         self.proofs: dict[int, TlogProof] = {}
+        self.opened: set[str] = set()
         for name in self.members:
             if name.startswith("entries/") and name.endswith(".entry"):
                 seq = int(name[8:-6])
@@ -186,6 +193,7 @@ class BundleSource:
         info = self.members.get(name)
         if info is None:
             return None
+        self.opened.add(name)  # step 5d reads (and re-hashes) every blob it opens
         try:
             return io.BufferedReader(_Capped(self._zip.open(info), info.file_size))  # type: ignore[arg-type]
         except _UNREADABLE as exc:
@@ -202,15 +210,68 @@ class BundleSource:
 
     def receipt_hash(self) -> str:
         """The receipt the manifest names (the one the bundle was exported for)."""
-        import json
-
         try:
             return str(json.loads(self.read("manifest.json"))["receipt"])
         except (ValueError, KeyError, TypeError):
             raise CannotVerify("the bundle's manifest names no receipt: give its HASH") from None
 
     def check_transparency(self, origin: str, ring: Keyring | None, receipt_seq: int, policy: Transparency) -> Finding:
-        return _bundle_transparency(self, ring, origin, receipt_seq, policy)
+        proven = _bundle_transparency(self, ring, origin, receipt_seq, policy)
+        members, said = _account_for_members(self, ring, receipt_seq)
+        return Finding((*proven.defects, *members), (*proven.warnings, *said), proven.checkpoint)
+
+
+def _account_for_members(
+    source: BundleSource, ring: Keyring | None, receipt_seq: int
+) -> tuple[list[Defect], list[str]]:
+    """Step 8 for a bundle, beyond the proofs: every member is verified or refused. Blobs must
+    be evidence of a record in the bundle (those step 5d did not read are re-hashed here);
+    allowed_signers must be the keyring the entries replay to; manifest.json must name this
+    receipt, this format and exactly these entries. The renderings cannot be checked: the
+    result says so."""
+    defects: list[Defect] = []
+    referenced: set[str] = set()
+    times: dict[int, int] = {}
+    for seq, stored in source.entries.items():
+        try:
+            times[seq] = decode_entry(stored.entry).time
+            if stored.kind == EntryKind.TIER_RECORD.value:
+                referenced.update("blobs/" + ref.digest.hex for ref in decode_as(TierRecord, stored.body).evidence)
+        except ReceiptsError:
+            continue  # the walk reports an entry that does not decode
+    blobs = sorted(name for name in source.members if name.startswith("blobs/"))
+    for name in blobs:
+        if name not in referenced:
+            defects.append(Defect("bundle-member-unverified", "%s is evidence of no record in the bundle" % name))
+        elif name not in source.opened and blob_problem(source, Digest.parse("blake3:" + name[6:])) is not None:
+            defects.append(Defect("evidence-altered", "%s no longer hashes to its name" % name))
+    expected = allowed_signers_text(ring, times) if ring is not None else None
+    if "allowed_signers" in source.members and source.read("allowed_signers").decode("utf-8", "replace") != expected:
+        defects.append(
+            Defect("bundle-member-altered", "allowed_signers is not the keyring the bundle's entries replay to")
+        )
+    receipt = source.entries.get(receipt_seq)
+    try:
+        manifest = json.loads(source.read("manifest.json")) if "manifest.json" in source.members else None
+    except ValueError:
+        manifest = None
+    if not isinstance(manifest, dict):
+        defects.append(Defect("bundle-member-altered", "manifest.json is missing or is not a JSON object"))
+    elif (manifest.get("format"), manifest.get("receipt"), manifest.get("entries")) != (
+        BUNDLE_FORMAT,
+        str(Digest(receipt.body_hash)) if receipt else None,
+        sorted(source.entries),
+    ):
+        defects.append(
+            Defect("bundle-member-altered", "manifest.json does not name this receipt, format and entry list")
+        )
+    said = [
+        "bundle: %d entries proven into the checkpoint, %d evidence blob(s) re-hashed, allowed_signers checked "
+        "against the keyring" % (len(source.entries), len(blobs)),
+        "bundle: NOT verified, renderings only: report.html, report.md, and manifest.json beyond its receipt, "
+        "format and entry list; the result above is what was verified",
+    ]
+    return defects, said
 
 
 def _bundle_transparency(

@@ -10,7 +10,7 @@ from receipts import ContentHasher, Digest, EvidenceReader, ReceiptsError, parse
 
 from ._source import Source
 
-__all__ = ["SMALL_BLOB", "read_blob", "read_evidence", "evidence_reader"]
+__all__ = ["SMALL_BLOB", "read_blob", "read_evidence", "evidence_reader", "blob_problem"]
 
 SMALL_BLOB = 4 << 20  # evidence read whole to re-derive a verdict (JSON, replies) is at most this
 _CHUNK = 1 << 20
@@ -47,3 +47,16 @@ def read_evidence(source: Source, digest: Digest, fmt: str) -> dict[str, Any] | 
 def evidence_reader(source: Source) -> EvidenceReader:
     """`read_evidence` bound to a source, as the verdict rules in `receipts` take it."""
     return lambda digest, fmt: read_evidence(source, digest, fmt)
+
+
+def blob_problem(source: Source, digest: Digest, size: int | None = None) -> str | None:
+    """Stream a blob through BLAKE3: None if it hashes to ``digest`` (and has ``size``, when
+    given), else the defect code: ``evidence-missing`` or ``evidence-altered``."""
+    handle = source.open_blob(digest)
+    if handle is None:
+        return "evidence-missing"
+    hasher = ContentHasher()
+    with handle:
+        while chunk := handle.read(_CHUNK):
+            hasher.update(chunk)
+    return None if hasher.digest() == digest and size in (None, hasher.size) else "evidence-altered"

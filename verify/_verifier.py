@@ -16,7 +16,6 @@ from receipts import (
     JUDGE_RUN_FORMAT,
     JUDGE_RUN_MEDIA_TYPE,
     LADDER,
-    ContentHasher,
     Contract,
     Digest,
     Eligibility,
@@ -39,7 +38,7 @@ from receipts import (
 )
 
 from ._errors import CannotVerify, VerificationFailed
-from ._evidence import evidence_reader, read_blob, read_evidence
+from ._evidence import blob_problem, evidence_reader, read_blob, read_evidence
 from ._result import ChainResult, Defect, Finding, Result, TierLine
 from ._source import LedgerSource, Source, StoredEntry
 from ._transparency import Transparency
@@ -48,7 +47,7 @@ from ._walk import SignatureQueue, Walk, describe_waiver
 
 __all__ = ["verify_receipt", "verify_receipt_strict", "verify_chain", "RECEIPT_CLOCK_SKEW"]
 
-_READ_CHUNK = 1 << 20
+
 RECEIPT_CLOCK_SKEW = 300  # seconds a receipt's own date may trail the entry that appended it
 
 
@@ -363,7 +362,7 @@ def _evidence_defects(
         )
     for ref in record.evidence:
         key = (ref.digest, ref.size)
-        problem = seen[key] if seen is not None and key in seen else _blob_problem(source, ref.digest, ref.size)
+        problem = seen[key] if seen is not None and key in seen else blob_problem(source, ref.digest, ref.size)
         if seen is not None:
             seen[key] = problem
         if problem == "evidence-missing":
@@ -384,17 +383,6 @@ def _evidence_defects(
                 )
             )
     return defects
-
-
-def _blob_problem(source: Source, digest: Digest, size: int) -> str | None:
-    handle = source.open_blob(digest)
-    if handle is None:
-        return "evidence-missing"
-    hasher = ContentHasher()
-    with handle:
-        while chunk := handle.read(_READ_CHUNK):
-            hasher.update(chunk)
-    return None if hasher.digest() == digest and hasher.size == size else "evidence-altered"
 
 
 def _waivers_in_force(walk: Walk, rec: TierRecord, before_seq: int) -> dict[str, list[tuple[int, Waiver, str]]]:
