@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from ._status import DeterministicRun, Nudge, StatusReport, deterministic_runs, nudge, status_report, task_state
     from ._store import LEDGER_DIRNAME, Appended, Ledger, RecordRow, Store, find_ledger_dir
     from ._traces import TRACE_DECISIONS_FORMAT, ingest_trace, process_facts
-    from ._witness import cosign
+    from ._witness import add_cosignatures, cosign
     from .tiers import CheckRun, JudgeRun, decide, run_deterministic, run_judge
 
 __all__ = [
@@ -134,6 +134,7 @@ __all__ = [
     "PREDICATE_TYPE",
     "pae",
     "cosign",
+    "add_cosignatures",
     # proofs
     "prove_inclusion",
     "prove_consistency",
@@ -228,6 +229,7 @@ _WHERE = {
     "PREDICATE_TYPE": "_intoto",
     "pae": "_intoto",
     "cosign": "_witness",
+    "add_cosignatures": "_witness",
     "prove_inclusion": "_proofs",
     "prove_consistency": "_proofs",
     "verify_lines": "_render",

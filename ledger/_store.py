@@ -606,6 +606,21 @@ class Ledger:
             raise StoreError("cannot store the checkpoint: %s" % exc) from None
         return note
 
+    def store_cosigned(self, size: int, old: SignedNote, new: SignedNote) -> None:
+        """Replace the stored checkpoint at ``size`` by the same checkpoint with more
+        signature lines, only if it is still ``old`` (two writers cannot lose each other's)."""
+        if new.text != old.text or new.signatures[: len(old.signatures)] != old.signatures:
+            raise StoreError("a cosigned checkpoint keeps the text and the signatures it extends")
+        try:
+            with self.conn:
+                changed = self.conn.execute(
+                    "UPDATE checkpoints SET note = ? WHERE size = ? AND note = ?", (new.encode(), size, old.encode())
+                ).rowcount
+        except sqlite3.Error as exc:
+            raise StoreError("cannot store the cosigned checkpoint: %s" % exc) from None
+        if changed != 1:
+            raise InputError("the stored checkpoint at size %d changed meanwhile: add the cosignatures again" % size)
+
     def _last_keyring_seq(self) -> int | None:
         """One indexed probe per keyring kind: O(log n) however long the chain."""
         try:

@@ -1,5 +1,6 @@
-"""A witness: cosign a log's checkpoint only after proving it extends the last
-checkpoint this witness cosigned for that log (tlog-cosignature v1, Ed25519)."""
+"""Witnessing. A witness cosigns a log's checkpoint only after proving it extends the last
+checkpoint this witness cosigned for that log (tlog-cosignature v1, Ed25519); the log then
+stores the cosignatures that verify, so that verify and bundles can count them."""
 
 from __future__ import annotations
 
@@ -7,28 +8,32 @@ import base64
 import json
 import os
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from receipts import (
     MemoryTree,
     ReceiptsError,
+    SignedNote,
     Signer,
     b64decode_canonical,
     consistency_proof,
     cosign_note,
+    cosignature_time,
     is_valid_consistency,
     is_valid_note_signature,
     leaf_hash,
     parse_checkpoint,
     parse_note,
 )
-from verify import LedgerSource
+from verify import LedgerSource, WitnessKey
 
 from . import _clock
 from ._errors import InputError
 from ._keys import key_dir
+from ._store import Ledger
 
-__all__ = ["cosign"]
+__all__ = ["cosign", "add_cosignatures"]
 
 
 def _state_file(path: Path | None) -> Path:
@@ -89,3 +94,35 @@ def cosign(
         json.dump(state, fh, indent=1, sort_keys=True)
     os.replace(tmp, path)
     return signed.encode()
+
+
+def add_cosignatures(ledger: Ledger, text: str, witnesses: Sequence[WitnessKey]) -> tuple[str, ...]:
+    """Store, on the ledger's own checkpoint of the same text, each named witness's
+    cosignature found in the cosigned checkpoint ``text``, after it verifies against that
+    witness's key. Lines of other signers are not stored. Returns the witnesses added
+    (none if all were stored already); `InputError` if the text is not one of this
+    ledger's checkpoints or a named witness did not validly cosign it."""
+    try:
+        note = parse_note(text)
+        size = parse_checkpoint(note.text).size
+    except ReceiptsError as exc:
+        raise InputError("not a checkpoint: %s" % exc) from None
+    stored = dict(ledger.checkpoints()).get(size)
+    if stored is None or stored.text != note.text:
+        raise InputError("refused: this ledger stores no checkpoint with that text at size %d" % size)
+    added, current = [], stored
+    for witness in witnesses:
+        valid = tuple(
+            sig
+            for sig in note.signatures
+            if cosignature_time(SignedNote(note.text, (sig,)), witness.name, witness.public_key) is not None
+        )
+        if not valid:
+            raise InputError("refused: the checkpoint carries no valid cosignature by witness %s" % witness.name)
+        new = tuple(sig for sig in valid if sig not in current.signatures)
+        if new:
+            current = SignedNote(current.text, current.signatures + new)
+            added.append(witness.name)
+    if added:
+        ledger.store_cosigned(size, stored, current)
+    return tuple(added)

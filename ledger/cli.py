@@ -967,6 +967,22 @@ def witness_cosign(
         click.echo("cosigned checkpoint written to %s" % output, err=True)
 
 
+@witness.command("add")
+@click.argument("checkpoint_file", type=_FILE)
+@click.option(
+    "--witness",
+    "witnesses",
+    multiple=True,
+    required=True,
+    help="The witness whose cosignature to store: 'NAME ssh-ed25519 AAAA...' (or 'NAME PATH.pub'); repeatable.",
+)
+@click.pass_context
+def witness_add(ctx: click.Context, checkpoint_file: Path, witnesses: Sequence[str]) -> None:
+    """Store witnesses' cosignatures on the ledger's own checkpoint, each after it verifies."""
+    added = lib.add_cosignatures(_ledger(ctx), _read_text(checkpoint_file, "checkpoint"), _witnesses(witnesses, 0))
+    click.echo("stored cosignatures of %s" % ", ".join(added) if added else "already stored: nothing to add")
+
+
 # -- receipts on pull requests -------------------------------------------------------------------
 
 

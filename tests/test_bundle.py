@@ -14,8 +14,8 @@ import pytest
 
 import receipts as r
 from conftest import ADMIN_ID, SIGNERS, Sample, build_sample, run_cli
-from ledger import PAYLOAD_TYPE, Ledger, add_key, decide, export_bundle, export_intoto, frozen_clock
-from verify import BundleSource, CannotVerify, Result, Transparency, TrustRoot, verify_receipt
+from ledger import PAYLOAD_TYPE, Ledger, add_cosignatures, add_key, decide, export_bundle, export_intoto, frozen_clock
+from verify import BundleSource, CannotVerify, Result, Transparency, TrustRoot, WitnessKey, verify_receipt
 
 TRUST = TrustRoot(frozenset({ADMIN_ID}), "t")
 
@@ -319,3 +319,21 @@ def test_the_bundles_allowed_signers_is_the_keyring_at_the_receipt(tmp_path: Pat
     with zipfile.ZipFile(tmp_path / "b.zip") as zf:
         assert "carol" not in zf.read("allowed_signers").decode()
     assert verify_bundle(tmp_path / "b.zip", s.receipt).ok
+
+
+def test_a_bundle_carries_the_stored_witness_cosignatures(tmp_path: Path) -> None:
+    # issue 11, item 8: a cosignature stored with `witness add` travels in the bundle and counts there.
+    s = build_sample(tmp_path)
+    ledger = Ledger.open(s.root)
+    note = ledger.checkpoint(SIGNERS["sealer"])
+    witness = WitnessKey("witness.example/w1", r.parse_public_key_blob(SIGNERS["bob"].public_key_blob))
+    quorum = Transparency(require_checkpoint=True, witnesses=(witness,), quorum=1)
+    export_bundle(ledger, r.Digest.parse(s.receipt), tmp_path / "plain.zip")
+    with BundleSource(tmp_path / "plain.zip") as plain:
+        assert [d.code for d in verify_receipt(plain, s.receipt, TRUST, quorum).defects] == ["witness-quorum"]
+    cosigned = note.with_signature(r.cosign_note(note.text, witness.name, SIGNERS["bob"], 1_700_000_000))
+    assert add_cosignatures(ledger, cosigned.encode(), (witness,)) == (witness.name,)
+    export_bundle(ledger, r.Digest.parse(s.receipt), tmp_path / "witnessed.zip")
+    ledger.close()
+    with BundleSource(tmp_path / "witnessed.zip") as witnessed:
+        assert verify_receipt(witnessed, s.receipt, TRUST, quorum).ok

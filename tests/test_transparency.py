@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import receipts as r
-from conftest import ADMIN_ID, SIGNERS, Sample, build_sample, read_rows, run_cli, write_rows
+from conftest import ADMIN_ID, SIGNERS, Sample, build_sample, read_rows, run_cli, seeded_signer, write_rows
 from ledger import Ledger
 from receipts import is_valid_tlog_proof, parse_tlog_proof, tlog_proof_text
 from verify import LedgerSource, Result, Transparency, TrustRoot, WitnessKey, verify_receipt
@@ -134,8 +134,6 @@ def test_witness_cosigns_consistent_checkpoints_and_refuses_a_rewrite(tmp_path: 
     for name in ("bob", "sealer"):
         from cryptography.hazmat.primitives import serialization
 
-        from conftest import seeded_signer
-
         key = seeded_signer(name)._key  # noqa: SLF001 - the test's own fixed key
         (tmp_path / "keys" / name).write_bytes(
             key.private_bytes(
@@ -176,12 +174,36 @@ def test_witness_cosigns_consistent_checkpoints_and_refuses_a_rewrite(tmp_path: 
     ledger.close()
     code, out, err = cosign(second)
     assert code == 0, err
-    conn = sqlite3.connect(s.root / "ledger.db")
-    with conn:
-        conn.execute("UPDATE checkpoints SET note = ? WHERE size = ?", (out, r.parse_checkpoint(second.text).size))
-    conn.close()
+    assert [d.code for d in verify(s, witnesses=(W1,), quorum=1).defects] == ["witness-quorum"]  # not stored yet
+    # issue 11, item 8: the cosignature is stored by a command (verified first), not by hand.
+    cosigned = tmp_path / "cosigned"
+    cosigned.write_text(out)
+    w1 = "%s %s" % (W1.name, r.public_key_line(SIGNERS["bob"].public_key_blob))
+    wrong = "%s %s" % (W1.name, r.public_key_line(SIGNERS["mallory"].public_key_blob))
+    refused = run_cli("--dir", str(s.root), "witness", "add", str(cosigned), "--witness", wrong)
+    assert refused.returncode == 2 and "no valid cosignature" in refused.stderr
+    foreign = tmp_path / "foreign"
+    foreign.write_text(out.replace("\n", "\nextension line\n", 2).split("\n\n")[0] + "\n\n" + out.split("\n\n")[1])
+    assert run_cli("--dir", str(s.root), "witness", "add", str(foreign), "--witness", w1).returncode == 2
+    added = run_cli("--dir", str(s.root), "witness", "add", str(cosigned), "--witness", w1)
+    assert added.returncode == 0 and W1.name in added.stdout, added.stderr
+    again = run_cli("--dir", str(s.root), "witness", "add", str(cosigned), "--witness", w1)
+    assert again.returncode == 0 and "nothing to add" in again.stdout
     quorum = verify(s, witnesses=(W1,), quorum=1)
     assert quorum.ok and "witness.example/w1" in (quorum.checkpoint or "")
+    by_cli = run_cli(
+        "--dir", str(s.root), "verify", s.receipt, "--trust", ADMIN_ID, "--witness", w1, "--witness-quorum", "1"
+    )
+    assert by_cli.returncode == 0, by_cli.stdout
+    # A newer, unwitnessed checkpoint: the kept cosigned one still covers the receipt and counts.
+    ledger = Ledger.open(s.root)
+    ledger.append(
+        r.KeyAdd(r.KeySpec("later", (r.Role.HUMAN,), seeded_signer("later").public_key_blob)), SIGNERS["admin"]
+    )
+    ledger.checkpoint(SIGNERS["sealer"])
+    ledger.close()
+    assert [d.code for d in verify(s, witnesses=(W1,), quorum=1).defects] == ["witness-quorum"]
+    assert verify(s, witnesses=(W1,), quorum=1, since=out).ok
     unwitnessed = WitnessKey("witness.example/w2", W1.public_key)
     assert [d.code for d in verify(s, witnesses=(W1, unwitnessed), quorum=2).defects] == ["witness-quorum"]
     _rewrite_history(s)
@@ -232,3 +254,10 @@ def test_no_bit_flip_of_a_tlog_proof_parses_to_the_same_proof() -> None:
             except (r.FormatError, UnicodeDecodeError):
                 continue
             assert other != proof, "byte %d bit %d changed the text but not the proof" % (i, bit)
+
+
+def test_a_witness_quorum_is_never_met_without_a_checkpoint(tmp_path: Path) -> None:
+    # Asking for witnesses must fail closed when there is nothing they could have cosigned.
+    s = build_sample(tmp_path)
+    result = verify(s, witnesses=(W1,), quorum=1)
+    assert [d.code for d in result.defects] == ["witness-quorum"]

@@ -175,6 +175,12 @@ class BundleSource:
     def close(self) -> None:
         self._zip.close()
 
+    def __enter__(self) -> BundleSource:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     # -- the Source interface ---------------------------------------------------------------
 
     def by_body_hash(self, digest: Digest) -> StoredEntry | None:

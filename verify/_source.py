@@ -119,6 +119,12 @@ class LedgerSource:
     def close(self) -> None:
         self.conn.close()
 
+    def __enter__(self) -> LedgerSource:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def _one(self, sql: str, args: tuple[object, ...]) -> StoredEntry | None:
         try:
             return _row(self.conn.execute(sql, args).fetchone())

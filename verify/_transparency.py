@@ -150,6 +150,9 @@ def ledger_transparency(source: LedgerSource, origin: str, receipt_seq: int, pol
         return tree_root(tree, size) if tree is not None else tree_root(MemoryTree([]), 0)
 
     used = None
+    # Witness quorums of the checkpoints that cover the receipt: any one that meets the quorum
+    # suffices (a kept checkpoint is proven to be a prefix of the newest one below).
+    quorums: list[list[Defect]] = []
     if not stored:
         if policy.require_checkpoint:
             defects.append(Defect("no-checkpoint", "no signed checkpoint covers entry %d" % receipt_seq))
@@ -181,10 +184,15 @@ def ledger_transparency(source: LedgerSource, origin: str, receipt_seq: int, pol
                     )
                 )
             quorum, used = witnessed(note, cp.size, signer, policy)
-            defects += quorum
+            quorums.append(quorum)
     if kept is not None:
         note, cp = kept
-        if checkpoint_signer(ring, note, origin, cp.size) is None:
+        kept_signer = checkpoint_signer(ring, note, origin, cp.size)
+        if cp.size > receipt_seq:
+            quorum, line = witnessed(note, cp.size, kept_signer, policy)
+            quorums.append(quorum)
+            used = line if used is None else "%s; kept checkpoint %s" % (used, line)
+        if kept_signer is None:
             defects.append(
                 Defect(
                     "since-checkpoint",
@@ -199,4 +207,16 @@ def ledger_transparency(source: LedgerSource, origin: str, receipt_seq: int, pol
                     % (cp.size, " or cut short" if count < cp.size else ""),
                 )
             )
+    if policy.quorum and all(quorums):  # every covering checkpoint falls short, or there is none
+        defects += (
+            quorums[0]
+            if quorums
+            else [
+                Defect(
+                    "witness-quorum",
+                    "no checkpoint covering entry %d carries the %d witness cosignature(s) required"
+                    % (receipt_seq, policy.quorum),
+                )
+            ]
+        )
     return Finding(tuple(defects), tuple(warnings), used)
