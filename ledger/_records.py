@@ -68,6 +68,10 @@ def record_tier(
     """Ingest evidence into the blob store, then append one signed tier record."""
     refs = []
     for item in evidence:
+        try:
+            item.check_id.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InputError("evidence name %r is not UTF-8 text: rename the file" % item.check_id) from None
         digest, size = ledger.put_blob_file(item.path)
         refs.append(EvidenceRef(item.check_id, digest, size, item.media_type or _media_type(item.path)))
     try:

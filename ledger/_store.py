@@ -14,6 +14,7 @@ import os
 import secrets
 import shutil
 import sqlite3
+import stat
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -78,6 +79,8 @@ from ._git import git_root
 __all__ = ["Store", "Ledger", "Appended", "RecordRow", "LEDGER_DIRNAME", "find_ledger_dir"]
 
 LEDGER_DIRNAME = ".ledger"
+MAX_EVIDENCE = 1 << 30  # bytes in one evidence blob: what a bundle may carry (verify's bundle limit)
+_INCOMING = ".incoming-"  # temporary blob files: .incoming-<writer pid>-<random>
 _CHUNK = 8 << 20  # large enough for BLAKE3 to use every core, small enough to bound memory
 
 
@@ -180,6 +183,16 @@ def _connect(db: Path) -> sqlite3.Connection:
     return conn
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
+
+
 def _fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -209,6 +222,10 @@ class Ledger:
             ledger._sync_tree()
         except sqlite3.Error as exc:
             raise StoreError("cannot prepare ledger database %s: %s" % (root / DB_NAME, exc)) from None
+        try:
+            ledger.sweep_incoming()
+        except OSError:
+            pass  # a read-only copy: nothing could be written there either
         return ledger
 
     @classmethod
@@ -649,10 +666,12 @@ class Ledger:
     # -- blobs ---------------------------------------------------------------------------
 
     def put_blob_stream(self, stream: BinaryIO) -> tuple[Digest, int]:
-        """Store content by its plain BLAKE3 digest, streaming (never read whole)."""
+        """Store content by its plain BLAKE3 digest, streaming (never read whole). At most
+        `MAX_EVIDENCE` bytes: more could not travel in a bundle. The temporary file is
+        removed on every way out, an interrupt included."""
         blobs = self.root / BLOB_DIR
         try:
-            fd, tmp_name = tempfile.mkstemp(prefix=".incoming-", dir=blobs)
+            fd, tmp_name = tempfile.mkstemp(prefix="%s%d-" % (_INCOMING, os.getpid()), dir=blobs)
         except OSError as exc:
             raise StoreError("cannot write to the blob store %s: %s" % (blobs, exc)) from None
         tmp = Path(tmp_name)
@@ -661,6 +680,8 @@ class Ledger:
             with os.fdopen(fd, "wb") as out:
                 while chunk := stream.read(_CHUNK):
                     hasher.update(chunk)
+                    if hasher.size > MAX_EVIDENCE:
+                        raise InputError("evidence is larger than %d bytes, the most a bundle may carry" % MAX_EVIDENCE)
                     out.write(chunk)
                 out.flush()
                 os.fsync(out.fileno())
@@ -676,11 +697,19 @@ class Ledger:
         except OSError as exc:
             tmp.unlink(missing_ok=True)
             raise StoreError("cannot write to the blob store: %s" % exc) from None
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
         return digest, hasher.size
 
     def put_blob_file(self, path: Path) -> tuple[Digest, int]:
+        """Store an evidence file: a regular file only (a device or a pipe could be read forever)."""
         try:
+            if not stat.S_ISREG(path.stat().st_mode):
+                raise InputError("evidence %s is not a regular file" % path)
             with path.open("rb") as fh:
+                if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):  # replaced since the check above
+                    raise InputError("evidence %s is not a regular file" % path)
                 return self.put_blob_stream(fh)
         except FileNotFoundError:
             raise InputError("evidence file %s does not exist" % path) from None
@@ -688,6 +717,17 @@ class Ledger:
             raise InputError("evidence %s is a directory, not a file" % path) from None
         except PermissionError as exc:
             raise InputError("cannot read evidence file %s: %s" % (path, exc)) from None
+
+    def sweep_incoming(self) -> list[Path]:
+        """Remove the temporary blob files that writers killed mid-write left behind (their
+        process is gone); returns what was removed. Live writers' files are left alone."""
+        removed = []
+        for tmp in (self.root / BLOB_DIR).glob(_INCOMING + "*"):
+            pid = tmp.name[len(_INCOMING) :].split("-", 1)[0]
+            if pid.isdigit() and not _alive(int(pid)):
+                tmp.unlink(missing_ok=True)
+                removed.append(tmp)
+        return removed
 
     def blob_path(self, digest: Digest) -> Path:
         return blob_path(self.root, digest)

@@ -3,6 +3,7 @@ and resource faults. Each leaves a ledger that verifies, and a clean error."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import random
@@ -11,12 +12,13 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import receipts as r
 from conftest import ADMIN_ID, ROLES, SIGNERS, build_sample, run_cli
-from ledger import Ledger, add_key
+from ledger import Evidence, InputError, Ledger, add_key, record_tier, register_contract
 from verify import LedgerSource, TrustRoot, verify_chain
 
 TRUST = TrustRoot(frozenset({ADMIN_ID}), "t")
@@ -27,6 +29,7 @@ APPENDER = r"""
 import sys
 sys.path.insert(0, sys.argv[2])
 from pathlib import Path
+from typing import Any
 import receipts as r
 from conftest import SIGNERS
 from ledger import Ledger, record_tier
@@ -389,3 +392,121 @@ def test_batched_appends_build_the_same_verifiable_chain(ledger_dir: Path) -> No
     ledger.close()
     result = verify_chain(LedgerSource.open(ledger_dir), TRUST, workers=1)
     assert result.ok and result.entries == count == second[-1].seq + 1
+
+
+def _limited_fsize() -> None:
+    # A regression that reads a device forever dies at 8 MiB written instead of filling the disk.
+    import resource
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (8 << 20, 8 << 20))
+
+
+def test_evidence_must_be_a_regular_file_and_leaves_nothing_behind(ledger_dir: Path, tmp_path: Path) -> None:
+    # issue 11, item 9: `--evidence /dev/zero` read forever and left a growing .incoming-* file.
+    contract = tmp_path / "c.toml"
+    from conftest import contract_bytes
+
+    contract.write_bytes(contract_bytes(task="T-1"))
+    register_contract(Ledger.open(ledger_dir), "T-1", contract.read_bytes(), SIGNERS["ci"])
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    from cryptography.hazmat.primitives import serialization
+
+    from conftest import seeded_signer
+
+    pem = seeded_signer("alice")._key.private_bytes(  # noqa: SLF001 - the test's own fixed key
+        serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
+    )
+    (keys / "alice").write_bytes(pem)
+    (keys / "alice").chmod(0o600)
+    for device in ("/dev/zero",):
+        res = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ledger",
+                "--dir",
+                str(ledger_dir),
+                "record",
+                "T-1",
+                "--tier",
+                "human",
+                "--verdict",
+                "fail",
+                "--key",
+                "alice",
+                "--contract",
+                str(contract),
+                "--input",
+                "blake3:" + "0" * 64,
+                "--evidence",
+                device,
+            ],
+            capture_output=True,
+            text=True,
+            preexec_fn=_limited_fsize,
+            env=dict(os.environ, RECEIPT_LEDGER_KEYS=str(keys)),
+        )
+        assert res.returncode == 2 and "not a regular file" in res.stderr, res.stderr
+    assert not list((ledger_dir / "blobs").glob(".incoming-*"))
+
+
+def test_a_pipe_is_not_evidence(ledger_dir: Path, tmp_path: Path) -> None:
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+
+    def writer() -> None:
+        # Opening blocks until a reader comes: a build that opened the pipe would read this and
+        # return (so the test fails instead of hanging); the refusal never opens it.
+        with open(fifo, "wb") as out:
+            out.write(b"not evidence")
+
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    with pytest.raises(InputError, match="not a regular file"):
+        Ledger.open(ledger_dir).put_blob_file(fifo)
+    release = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # lets the writer finish
+    thread.join()
+    os.close(release)
+
+
+def test_an_interrupted_write_and_a_killed_writer_leave_no_temporary_blob(ledger_dir: Path) -> None:
+    class Interrupted(io.RawIOBase):
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, buf: Any) -> int:
+            raise KeyboardInterrupt
+
+    ledger = Ledger.open(ledger_dir)
+    with pytest.raises(KeyboardInterrupt):
+        ledger.put_blob_stream(io.BufferedReader(Interrupted()))
+    assert not list((ledger_dir / "blobs").glob(".incoming-*"))
+    # A writer killed mid-write cannot clean up: the next opening of the ledger does, for dead writers only.
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    left = ledger_dir / "blobs" / (".incoming-%s-abc" % dead.stdout.strip())
+    live = ledger_dir / "blobs" / (".incoming-%d-def" % os.getpid())
+    left.write_bytes(b"half")
+    live.write_bytes(b"in progress")
+    Ledger.open(ledger_dir).close()
+    assert not left.exists() and live.exists()
+    live.unlink()
+
+
+def test_a_non_utf8_evidence_name_is_bad_input(ledger_dir: Path, tmp_path: Path) -> None:
+    odd = tmp_path / os.fsdecode(b"r\xe9sultat.txt")
+    odd.write_text("x")
+    with pytest.raises(InputError, match="not UTF-8"):
+        record_tier(
+            Ledger.open(ledger_dir),
+            task_id="T-1",
+            tier=r.Tier.HUMAN,
+            verdict=r.Verdict.FAIL,
+            signer=SIGNERS["alice"],
+            config_hash=r.config_hash(b"x"),
+            input_hash=r.config_hash(b"y"),
+            evidence=[Evidence(odd.name, odd)],
+        )

@@ -261,3 +261,15 @@ def test_a_witness_quorum_is_never_met_without_a_checkpoint(tmp_path: Path) -> N
     s = build_sample(tmp_path)
     result = verify(s, witnesses=(W1,), quorum=1)
     assert [d.code for d in result.defects] == ["witness-quorum"]
+
+
+def test_a_malformed_or_foreign_kept_checkpoint_is_bad_input(tmp_path: Path) -> None:
+    # issue 11, item 11: not a rejected ledger (exit 1) but a file that cannot be used (exit 2).
+    s, kept = checkpointed(tmp_path)
+    garbage = tmp_path / "garbage"
+    garbage.write_text("this is not a checkpoint\n")
+    foreign = tmp_path / "foreign"
+    foreign.write_text(kept.encode().replace("receipt-ledger/", "other-log/", 1))
+    for path, why in ((garbage, "malformed checkpoint"), (foreign, "is for log")):
+        res = run_cli("--dir", str(s.root), "verify", s.receipt, "--trust", ADMIN_ID, "--since", str(path))
+        assert res.returncode == 2 and why in res.stderr and "Traceback" not in res.stderr, res.stderr
