@@ -179,6 +179,10 @@ def _connect(db: Path) -> sqlite3.Connection:
         conn.execute("PRAGMA synchronous = FULL")
         conn.execute("SELECT count(*) FROM entries").fetchone()
     except sqlite3.Error as exc:
+        if not os.access(db.parent, os.W_OK) or not os.access(db, os.W_OK):
+            raise StoreError(
+                "ledger %s is read-only: this command writes (log, show, status and verify only read)" % db.parent
+            ) from None
         raise StoreError("cannot open ledger database %s: %s" % (db, exc)) from None
     return conn
 
@@ -213,9 +217,16 @@ class Ledger:
     # -- opening and creating ------------------------------------------------------------
 
     @classmethod
-    def open(cls, root: Path) -> Ledger:
+    def open(cls, root: Path, read_only: bool = False) -> Ledger:
+        """Open the ledger at ``root``. ``read_only`` opens it as an auditor does (it works on
+        read-only media and copies; every write then fails cleanly)."""
         if not (root / DB_NAME).is_file():
             raise InputError("no ledger at %s: run `ledger init` first" % root)
+        if read_only:
+            try:
+                return cls(root, LedgerSource.open(root).conn)
+            except CannotVerify as exc:
+                raise StoreError(str(exc)) from None
         ledger = cls(root, _connect(root / DB_NAME))
         try:
             ledger.conn.executescript(SCHEMA)  # tables added since the ledger was made

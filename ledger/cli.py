@@ -117,6 +117,11 @@ def _ledger(ctx: click.Context) -> lib.Ledger:
     return lib.Ledger.open(_root(ctx))
 
 
+def _reader(ctx: click.Context) -> lib.Ledger:
+    """For commands that only read: works on a read-only copy of the ledger."""
+    return lib.Ledger.open(_root(ctx), read_only=True)
+
+
 def _ask_passphrase(path: str) -> bytes:
     if not sys.stdin.isatty():
         raise lib.InputError("private key %s is encrypted: set RECEIPT_LEDGER_PASSPHRASE" % path)
@@ -331,7 +336,7 @@ def keys_revoke(ctx: click.Context, name_or_id: str, reason: str, admin: str | N
 @click.pass_context
 def keys_list(ctx: click.Context, as_json: bool) -> None:
     """List the keyring as it stands now, revoked keys included."""
-    rows = lib.keyring_rows(_ledger(ctx).keyring())
+    rows = lib.keyring_rows(_reader(ctx).keyring())
     _emit(
         as_json,
         rows,
@@ -344,7 +349,7 @@ def keys_list(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def keys_export(ctx: click.Context, output: Any) -> None:
     """The keyring as an OpenSSH allowed_signers file (roles as namespaces)."""
-    output.write(lib.allowed_signers(_ledger(ctx)))
+    output.write(lib.allowed_signers(_reader(ctx)))
 
 
 # -- contracts, records and receipts -------------------------------------------------------------
@@ -695,7 +700,7 @@ def contract_set(ctx: click.Context, task: str, contract_path: Path | None, key_
 @click.pass_context
 def contract_show(ctx: click.Context, task: str, as_json: bool) -> None:
     """The task's contract revisions, oldest first, with their signers and weakenings."""
-    rows = lib.contract_history(_ledger(ctx), task)
+    rows = lib.contract_history(_reader(ctx), task)
     if not rows and not as_json:
         raise lib.InputError("task %s has no registered contract" % task)
     _emit(
@@ -720,7 +725,7 @@ def contract_show(ctx: click.Context, task: str, as_json: bool) -> None:
 @click.pass_context
 def show(ctx: click.Context, hash_text: str, signed_bytes: bool, signature: bool, as_json: bool) -> None:
     """Show an entry, record or receipt (by record/receipt hash or entry hash)."""
-    stored = _ledger(ctx).find(_digest(hash_text))
+    stored = _reader(ctx).find(_digest(hash_text))
     if stored is None:
         raise lib.InputError("no entry with hash %s" % hash_text)
     if signed_bytes:
@@ -739,7 +744,7 @@ def show(ctx: click.Context, hash_text: str, signed_bytes: bool, signature: bool
 @click.pass_context
 def blob(ctx: click.Context, digest_text: str, full: bool, lines: int) -> None:
     """Show stored evidence by its digest: truncated for reading, whole with --full."""
-    handle = _ledger(ctx).reader.open_blob(_digest(digest_text))
+    handle = _reader(ctx).reader.open_blob(_digest(digest_text))
     if handle is None:
         raise lib.InputError("no evidence blob %s in the blob store" % digest_text)
     with handle:
@@ -764,7 +769,7 @@ def blob(ctx: click.Context, digest_text: str, full: bool, lines: int) -> None:
 @click.pass_context
 def log(ctx: click.Context, task: str | None, as_json: bool) -> None:
     """List the chain, oldest first."""
-    rows = lib.log_rows(_ledger(ctx).entries(task=task))
+    rows = lib.log_rows(_reader(ctx).entries(task=task))
     _emit(
         as_json,
         rows,
@@ -878,7 +883,7 @@ def verify_cmd(
 def export(ctx: click.Context, hash_text: str, output: Path, fmt: str, key_name: str | None) -> None:
     """Export a receipt: as an evidence bundle, or as a signed in-toto attestation."""
     if fmt == "bundle":
-        manifest = lib.export_bundle(_ledger(ctx), _digest(hash_text), output)
+        manifest = lib.export_bundle(_reader(ctx), _digest(hash_text), output)
         click.echo(
             "wrote %s: %s, %d entries, final status %s"
             % (output, manifest["task"], len(manifest["entries"]), manifest["final_status"]),
@@ -897,7 +902,7 @@ def export(ctx: click.Context, hash_text: str, output: Path, fmt: str, key_name:
 @click.pass_context
 def checkpoint(ctx: click.Context, key_name: str | None, show: bool) -> None:
     """Sign the current tree head as a C2SP checkpoint (a signed note)."""
-    ledger = _ledger(ctx)
+    ledger = _reader(ctx) if show else _ledger(ctx)
     if show:
         stored = ledger.checkpoints()
         if not stored:
@@ -914,7 +919,7 @@ def checkpoint(ctx: click.Context, key_name: str | None, show: bool) -> None:
 @click.pass_context
 def prove(ctx: click.Context, hash_text: str) -> None:
     """An inclusion proof for an entry against the latest checkpoint, as a C2SP tlog-proof."""
-    click.echo(lib.prove_inclusion(_ledger(ctx), _digest(hash_text)), nl=False)
+    click.echo(lib.prove_inclusion(_reader(ctx), _digest(hash_text)), nl=False)
 
 
 @cli.command()
@@ -922,7 +927,7 @@ def prove(ctx: click.Context, hash_text: str) -> None:
 @click.pass_context
 def consistency(ctx: click.Context, old_size: int) -> None:
     """A consistency proof from an earlier tree size to the latest checkpoint."""
-    click.echo(lib.prove_consistency(_ledger(ctx), old_size), nl=False)
+    click.echo(lib.prove_consistency(_reader(ctx), old_size), nl=False)
 
 
 @cli.group(cls=_Group)
@@ -1030,7 +1035,7 @@ def gate(
         raise lib.InputError("advisory mode records its decision: pass --key (a seal key)")
     root = _trust(trust)
     result = lib.gate(
-        _ledger(ctx),
+        _ledger(ctx) if key_name else _reader(ctx),
         _repo(),
         rev,
         root,
@@ -1192,7 +1197,7 @@ effect.add_command(_end("unknown"), "unknown")
 @click.pass_context
 def status(ctx: click.Context, task: str | None, window: int, threshold: float, as_json: bool) -> None:
     """Each task's state, derived from the chain alone, and the verification nudge."""
-    report = lib.status_report(_ledger(ctx), task, window, threshold)
+    report = lib.status_report(_reader(ctx), task, window, threshold)
     n = report.nudge
     lines = ["%-24s %-25s %s" % (t, s.state.value, s.reason) for t, s in report.tasks]
     lines.append("claims without verification: %d of the last %d (%.0f%%)" % (n.unverified, n.claims, 100 * n.share))
@@ -1219,7 +1224,7 @@ def stats(ctx: click.Context, task_prefix: str, ks: str, as_json: bool) -> None:
         k_values = [int(k) for k in ks.split(",") if k.strip()]
     except ValueError:
         raise lib.InputError("--k takes whole numbers, comma-separated") from None
-    rows = lib.stats(_ledger(ctx), task_prefix, k_values)
+    rows = lib.stats(_reader(ctx), task_prefix, k_values)
     lines = []
     for row in rows:
         costs = "  mean time per run: deterministic %s, judge %s; judge tokens per run: %s" % (

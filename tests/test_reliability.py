@@ -252,9 +252,21 @@ def test_a_read_only_ledger_is_a_clean_error(tmp_path: Path) -> None:
         out = subprocess.run(
             [sys.executable, "-c", code, str(s.root), str(Path(__file__).parent)], capture_output=True, text=True
         )
-        assert out.stdout.startswith("clean:"), out.stdout + out.stderr
+        assert out.stdout.startswith("clean:") and "read-only" in out.stdout, out.stdout + out.stderr
         verified = run_cli("--dir", str(s.root), "verify", s.receipt, "--trust", ADMIN_ID, "--json")
         assert verified.returncode == 0 and json.loads(verified.stdout)["verified"], verified.stderr
+        # issue 11, item 10: the commands that only read work on a read-only copy too.
+        for args in (
+            ("log",),
+            ("show", s.receipt),
+            ("status",),
+            ("keys", "list"),
+            ("contract", "show", "TASK-1"),
+            ("stats",),
+            ("verify", "--chain", "--trust", ADMIN_ID),
+        ):
+            res = run_cli("--dir", str(s.root), *args)
+            assert res.returncode == 0, (args, res.stderr)
     finally:
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
