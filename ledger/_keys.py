@@ -62,6 +62,12 @@ def load_signer(name_or_path: str, ask: Callable[[str], bytes] | None = None) ->
 
     path = key_path(name_or_path)
     try:
+        mode = path.stat().st_mode
+        if mode & 0o077:
+            # As OpenSSH refuses: a secret others can read is no longer a secret.
+            raise InputError(
+                "private key %s is accessible by others (mode %o): run chmod 600 %s" % (path, mode & 0o777, path)
+            )
         data = path.read_bytes()
     except FileNotFoundError:
         raise InputError("no private key %r (looked for %s)" % (name_or_path, path)) from None

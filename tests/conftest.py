@@ -294,3 +294,17 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = No
 
 # The ledger of this interpreter, whatever is on PATH.
 LEDGER = [sys.executable, "-m", "ledger"]
+
+
+def write_private_key(path: Path, name: str) -> Path:
+    """The fixed test key ``name`` as an OpenSSH private key file, mode 0600 as OpenSSH wants."""
+    from cryptography.hazmat.primitives import serialization
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(
+        seeded_signer(name)._key.private_bytes(  # noqa: SLF001 - the test's own fixed key
+            serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
+        )
+    )
+    path.chmod(0o600)
+    return path

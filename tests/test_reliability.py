@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import receipts as r
-from conftest import ADMIN_ID, ROLES, SIGNERS, build_sample, run_cli
+from conftest import ADMIN_ID, ROLES, SIGNERS, build_sample, run_cli, write_private_key
 from ledger import Evidence, InputError, Ledger, add_key, record_tier, register_contract
 from verify import LedgerSource, TrustRoot, verify_chain
 
@@ -159,16 +159,7 @@ def test_a_lock_held_too_long_is_a_clean_error_and_a_dead_holder_frees_it(ledger
 
     pub.write_text(public_key_line(SIGNERS["mallory"].public_key_blob))
     keys = {"RECEIPT_LEDGER_KEYS": str(tmp_path / "keys"), "RECEIPT_LEDGER_BUSY_TIMEOUT_MS": "300"}
-    (tmp_path / "keys").mkdir()
-    from cryptography.hazmat.primitives import serialization
-
-    from conftest import seeded_signer
-
-    (tmp_path / "keys" / "admin").write_bytes(
-        seeded_signer("admin")._key.private_bytes(  # noqa: SLF001
-            serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
-        )
-    )
+    write_private_key(tmp_path / "keys" / "admin", "admin")
     locked = run_cli("--dir", str(ledger_dir), "keys", "add", "m", str(pub), "--role", "human", env=keys)
     assert locked.returncode == 2 and "locked" in locked.stderr and "Traceback" not in locked.stderr
     holder.send_signal(signal.SIGKILL)
@@ -422,16 +413,7 @@ def test_evidence_must_be_a_regular_file_and_leaves_nothing_behind(ledger_dir: P
     contract.write_bytes(contract_bytes(task="T-1"))
     register_contract(Ledger.open(ledger_dir), "T-1", contract.read_bytes(), SIGNERS["ci"])
     keys = tmp_path / "keys"
-    keys.mkdir()
-    from cryptography.hazmat.primitives import serialization
-
-    from conftest import seeded_signer
-
-    pem = seeded_signer("alice")._key.private_bytes(  # noqa: SLF001 - the test's own fixed key
-        serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
-    )
-    (keys / "alice").write_bytes(pem)
-    (keys / "alice").chmod(0o600)
+    write_private_key(keys / "alice", "alice")
     for device in ("/dev/zero",):
         res = subprocess.run(
             [

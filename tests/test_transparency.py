@@ -10,7 +10,17 @@ from typing import Any
 import pytest
 
 import receipts as r
-from conftest import ADMIN_ID, SIGNERS, Sample, build_sample, read_rows, run_cli, seeded_signer, write_rows
+from conftest import (
+    ADMIN_ID,
+    SIGNERS,
+    Sample,
+    build_sample,
+    read_rows,
+    run_cli,
+    seeded_signer,
+    write_private_key,
+    write_rows,
+)
 from ledger import Ledger
 from receipts import is_valid_tlog_proof, parse_tlog_proof, tlog_proof_text
 from verify import LedgerSource, Result, Transparency, TrustRoot, WitnessKey, verify_receipt
@@ -130,17 +140,8 @@ def test_a_rewritten_history_fails_against_a_kept_checkpoint(tmp_path: Path) -> 
 def test_witness_cosigns_consistent_checkpoints_and_refuses_a_rewrite(tmp_path: Path) -> None:
     s, first = checkpointed(tmp_path)
     keys = {"RECEIPT_LEDGER_KEYS": str(tmp_path / "keys")}
-    (tmp_path / "keys").mkdir()
     for name in ("bob", "sealer"):
-        from cryptography.hazmat.primitives import serialization
-
-        key = seeded_signer(name)._key  # noqa: SLF001 - the test's own fixed key
-        (tmp_path / "keys" / name).write_bytes(
-            key.private_bytes(
-                serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
-            )
-        )
-        (tmp_path / "keys" / name).chmod(0o600)
+        write_private_key(tmp_path / "keys" / name, name)
     log_key = r.public_key_line(SIGNERS["sealer"].public_key_blob)
     state = tmp_path / "witness-state.json"
 
