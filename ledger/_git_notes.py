@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -67,8 +68,21 @@ def attach(ledger: Ledger, repo: Path, receipt_digest: Digest, rev: str | None) 
         "-m",
         _summary(ledger, receipt_hash, receipt).rstrip("\n"),
         fields["commit"],
+        env=_identity(repo),
     )
     return fields["commit"]
+
+
+def _identity(repo: Path) -> dict[str, str] | None:
+    """A notes commit needs a committer. Where git knows none (a fresh CI machine), use a
+    neutral one: the note's trust comes from the signed receipt, never from this name."""
+    if run_git(repo, "var", "GIT_COMMITTER_IDENT").returncode == 0:
+        return None
+    neutral = {"NAME": "receipt-ledger", "EMAIL": "receipt-ledger@localhost"}
+    return {
+        **os.environ,
+        **{"GIT_%s_%s" % (who, part): value for who in ("AUTHOR", "COMMITTER") for part, value in neutral.items()},
+    }
 
 
 def attached(repo: Path, rev: str) -> list[str]:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -118,3 +120,24 @@ def test_verify_commit_without_receipts_is_a_clean_error(tmp_path: Path) -> None
         subprocess.run(["git", "notes", "--ref=receipts", "list"], cwd=repo, capture_output=True, text=True).stdout
         == ""
     )
+
+
+def test_attach_works_where_git_knows_no_identity(flow: tuple[Path, dict[str, str], str], tmp_path: Path) -> None:
+    # issue 11, item 12: a fresh CI machine has no user.name or user.email.
+    repo, env, receipt = flow
+    bare = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    bare.update(
+        HOME=str(tmp_path / "home"),
+        GIT_CONFIG_NOSYSTEM="1",
+        RECEIPT_LEDGER_KEYS=env["RECEIPT_LEDGER_KEYS"],
+        EMAIL="",
+        GIT_CONFIG_GLOBAL=str(tmp_path / "no-config"),
+    )
+    assert (
+        subprocess.run(["git", "var", "GIT_COMMITTER_IDENT"], cwd=repo, env=bare, capture_output=True).returncode != 0
+    )
+    res = subprocess.run(
+        [sys.executable, "-m", "ledger", "attach", receipt], cwd=repo, env=bare, capture_output=True, text=True
+    )
+    assert res.returncode == 0, res.stderr
+    assert "receipt-ledger: " + receipt in git(repo, "notes", "--ref=receipts", "show", "HEAD")
