@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         evidence_json,
         receipt_snapshot,
         record_evidence,
+        resolve_blob,
         snapshot_of,
     )
     from ._export import export_bundle, final_status
@@ -88,6 +89,7 @@ __all__ = [
     "JudgeRun",
     "decide",
     # stored evidence, read back (re-hashed)
+    "resolve_blob",
     "evidence_bytes",
     "evidence_json",
     "record_evidence",
@@ -190,6 +192,7 @@ _WHERE = {
     "JudgeRun": "tiers",
     "decide": "tiers",
     "evidence_bytes": "_evidence",
+    "resolve_blob": "_evidence",
     "evidence_json": "_evidence",
     "record_evidence": "_evidence",
     "snapshot_of": "_evidence",

@@ -4,14 +4,18 @@ verify's one reader (which re-hashes every blob), so that `status`, `seal`, expo
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from receipts import SNAPSHOT_FORMAT, Digest, EvidenceReader, LadderReceipt, Tier, TierRecord
 from verify import SMALL_BLOB, evidence_reader, read_blob, read_evidence
+from verify.schema import BLOB_DIR
 
+from ._errors import InputError
 from ._store import Store
 
 __all__ = [
+    "resolve_blob",
     "evidence_bytes",
     "evidence_json",
     "record_evidence",
@@ -77,3 +81,25 @@ def candidate_snapshot(
         ):
             latest = rec
     return None if latest is None else (latest, snapshot_of(store, latest))
+
+
+_PREFIX = re.compile(r"blake3:([0-9a-f]{8,64})")
+
+
+def resolve_blob(store: Store, text: str) -> Digest:
+    """A blob's digest from its full text or a unique prefix of at least 8 hex digits (as
+    tables print it). `InputError` for no match, several, or text of another form."""
+    match = _PREFIX.fullmatch(text)
+    if match is None:
+        raise InputError(
+            "a blob is named blake3:<hex>, in full or by at least 8 of its first hex digits: %r" % text[:80]
+        )
+    prefix = match.group(1)
+    if len(prefix) == 64:
+        return Digest.parse(text)
+    found = sorted(p.name for p in (store.reader.root / BLOB_DIR / prefix[:2]).glob(prefix + "*") if len(p.name) == 64)
+    if len(found) != 1:
+        raise InputError(
+            "%s names %s" % (text, "no stored blob" if not found else "%d blobs: give more digits" % len(found))
+        )
+    return Digest.parse("blake3:" + found[0])

@@ -506,7 +506,8 @@ def check(
         on_check=(lambda cid: click.echo("running %s ..." % cid, err=True)) if show else None,
     )
     lines = ["  %-20s %-6s %-22s %s" % ("SIGNAL", "RESULT", "EVIDENCE", "REASON")]
-    lines += ["  %-20s %-6s %-22s %s" % (cid, status, digest, why[:120]) for cid, status, why, digest in run.rows]
+    # The table shows a prefix (`ledger blob` takes it); --json gives the whole digest.
+    lines += ["  %-20s %-6s %-22s %s" % (cid, status, digest[:19], why[:120]) for cid, status, why, digest in run.rows]
     lines += ["attribution: %s" % run.snapshot.strength] + ["fail: %s" % why for why in run.outcome.reasons]
     lines += ["warning: %s" % w for w in run.outcome.warnings]
     lines += ["deterministic %s: record %s" % (run.outcome.verdict.value.upper(), run.appended.body_hash)]
@@ -744,7 +745,7 @@ def show(ctx: click.Context, hash_text: str, signed_bytes: bool, signature: bool
 @click.pass_context
 def blob(ctx: click.Context, digest_text: str, full: bool, lines: int) -> None:
     """Show stored evidence by its digest: truncated for reading, whole with --full."""
-    handle = _reader(ctx).reader.open_blob(_digest(digest_text))
+    handle = _reader(ctx).reader.open_blob(lib.resolve_blob(_reader(ctx), digest_text))
     if handle is None:
         raise lib.InputError("no evidence blob %s in the blob store" % digest_text)
     with handle:

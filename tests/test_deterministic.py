@@ -349,6 +349,14 @@ def test_ledger_check_cli_prints_the_table_and_exit_codes(tmp_path: Path) -> Non
         "check", "TASK-2", "--contract", str(tmp_path / "bad.toml"), "--key", "ci", "--json", cwd=repo, env=keys
     )
     assert bad.returncode == 1 and json.loads(bad.stdout)["checks"][0]["reason"] == "exit code 3"
+    # issue 11, item 12: the digests printed are ones `ledger blob` takes: whole in --json, a prefix in the table.
+    digest = json.loads(bad.stdout)["checks"][0]["evidence"]
+    assert len(digest) == 71 and run_cli("blob", digest, cwd=repo, env=keys).returncode == 0
+    shown = next(line for line in good.stdout.splitlines() if line.strip().startswith("tests"))
+    prefix = shown.split()[2]
+    assert prefix.startswith("blake3:") and len(prefix) < 71
+    assert run_cli("blob", prefix, cwd=repo, env=keys).returncode == 0
+    assert run_cli("blob", "blake3:ab", cwd=repo, env=keys).returncode == 2
     broken = tmp_path / "broken.toml"
     broken.write_bytes(contract_bytes().replace(b"check_timeout_s = 20", b'check_timeout_s = "soon"'))
     res = run_cli("check", "TASK-1", "--contract", str(broken), "--key", "ci", cwd=repo, env=keys)

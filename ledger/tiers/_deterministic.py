@@ -50,7 +50,7 @@ class CheckRun:
     record: TierRecord
     appended: Appended
     outcome: Outcome
-    rows: tuple[tuple[str, str, str, str], ...]  # check id, pass/fail, reason, result digest
+    rows: tuple[tuple[str, str, str, str], ...]  # check id, pass/fail, reason, result digest (full)
     snapshot: Snapshot
     contract_entry: Appended | None
 
@@ -114,7 +114,7 @@ def run_deterministic(
         refs.append(ref)
         results[check.id] = stored
         ok, why = derive_check(check, stored)
-        rows.append((check.id, "pass" if ok else "fail", why, ref.digest.short()))
+        rows.append((check.id, "pass" if ok else "fail", why, str(ref.digest)))
     now = _clock.now()
     waived = {
         w.check_id: "entry %d: %s until %d: %s" % (seq, signer, w.expires, w.reason)
