@@ -91,7 +91,7 @@ def _timings(ledger: Ledger, record: TierRecord, timings: dict[str, list[int]], 
     for ref in record.evidence:
         if ref.check_id.startswith("check:") and ref.check_id.count(":") == 1:
             doc = evidence_json(ledger, ref.digest, CHECK_RESULT_FORMAT)
-            ms = (doc.get("facts") or {}).get("duration_ms") if doc is not None else None
+            ms = doc.get("duration_ms") if doc is not None else None
             check_ms.append(ms if isinstance(ms, int) else None)
         elif ref.check_id == "judge:run":
             run = evidence_json(ledger, ref.digest, JUDGE_RUN_FORMAT)

@@ -360,3 +360,20 @@ def test_stats_pass_at_k_and_pass_power_k(env: tuple[Path, Ledger]) -> None:
     (few,) = [s.as_dict() for s in stats(ledger, "FIX", min_trials=6)]
     assert "too few trials" in few["note"] and "pass@1" not in few
     assert row["time_ms"]["deterministic"] is not None and row["time_ms"]["judge"] is not None
+
+
+def test_stats_time_every_kind_of_check(env: tuple[Path, Ledger]) -> None:
+    # issue 11, item 12: a contract with any non-command check used to read "not recorded".
+    repo, ledger = env
+    extra = '\n[[checks]]\nid = "module"\ntype = "path_exists"\npath = "app.py"\n'
+    run = run_deterministic(
+        ledger,
+        repo=repo,
+        task_id="T@1",
+        contract_bytes=contract_bytes(task="T@1", extra=extra),
+        source="c.toml",
+        signer=SIGNERS["ci"],
+    )
+    assert run.outcome.verdict is r.Verdict.PASS
+    (row,) = stats(ledger, "T", min_trials=1)
+    assert row.time_ms["deterministic"] is not None

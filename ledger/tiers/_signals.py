@@ -327,6 +327,7 @@ def evaluate(ctx: Context, check: Check) -> Evaluated:
     verdict rule reads as a fail with the reason."""
     out = Evaluated(result={})
     started = _clock.now()
+    clock = time.monotonic()
     if check.type == "path_exists":
         facts = _path_exists(ctx, check)
     elif check.type == "test_passes":
@@ -348,5 +349,7 @@ def evaluate(ctx: Context, check: Check) -> Evaluated:
         "declared": declared_params(check),
         "facts": facts,
         "started": started,
+        # Every check is timed, not only commands: a run's time is the sum of its checks'.
+        "duration_ms": int((time.monotonic() - clock) * 1000),
     }
     return out
