@@ -194,6 +194,8 @@ def derive_deterministic(
                 reasons.append("integrity: the agent's trace has %d rejected tool call(s)" % rejected)
             if unapproved:
                 reasons.append("integrity: %d tool call(s) needed a human approval that was not recorded" % unapproved)
+    if str(snapshot.get("base_source", "")).startswith("fallback:"):
+        warnings.append("the diff base fell back to HEAD~1: no main branch was found to compare with (pass --base)")
     attribution = snapshot.get("attribution")
     strength = attribution.get("strength") if isinstance(attribution, dict) else None
     subtasks = snapshot.get("subtasks") if isinstance(snapshot.get("subtasks"), list) else []

@@ -392,3 +392,31 @@ def test_large_output_is_stored_whole_and_shown_truncated(env: tuple[Path, Ledge
     assert shown.returncode == 0 and shown.stdout.count("\n") == 200 and "truncated" in shown.stderr
     whole = run_cli("--dir", str(tmp_path / "ledger"), "blob", str(ref.digest), "--full")
     assert whole.stdout.encode() == stored
+
+
+def test_a_ci_checkout_diffs_against_origin_main_and_a_guess_says_so(env: tuple[Path, Ledger], tmp_path: Path) -> None:
+    # issue 11, item 12: a detached HEAD with no local main silently fell back to HEAD~1.
+    repo, ledger = env
+    origin = tmp_path / "origin.git"
+    git(tmp_path, "clone", "-q", "--bare", str(repo), str(origin))
+    git(repo, "checkout", "-q", "-b", "feature")
+    (repo / "app.py").write_text("print('one')\n")
+    git(repo, "commit", "-qam", "TASK-1: one")
+    (repo / "app.py").write_text("print('two')\n")
+    git(repo, "commit", "-qam", "TASK-1: two")
+    git(repo, "push", "-q", str(origin), "feature")
+    ci = tmp_path / "ci"
+    git(tmp_path, "clone", "-q", str(origin), str(ci))
+    git(ci, "checkout", "-q", "--detach", "origin/feature")
+    git(ci, "branch", "-q", "-D", "main")
+    git(ci, "remote", "set-head", "origin", "-d")  # as a checkout that fetched only the pull request
+    run = check(ledger, ci, contract_bytes())
+    snap = json.loads(
+        ledger.reader.open_blob(next(e.digest for e in run.record.evidence if e.check_id == "snapshot")).read()
+    )
+    assert snap["base_source"] == "merge-base with origin/main" and snap["base"] == git(repo, "rev-parse", "main")
+    assert not any("fell back" in w for w in run.outcome.warnings)
+    lone = make_repo(tmp_path / "lone", message="TASK-1: add app")
+    git(lone, "branch", "-q", "-m", "main", "work")
+    guessed = check(ledger, lone, contract_bytes())
+    assert any("fell back to HEAD~1" in w for w in guessed.outcome.warnings)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,7 @@ class Snapshot:
 
     changed: tuple[str, ...] = ()
     process: dict[str, object] | None = None
+    base_source: str = ""
 
     def document(self, diff_digest: Digest, dirty_digest: Digest | None) -> dict[str, object]:
         return {
@@ -54,6 +56,7 @@ class Snapshot:
             "commit": self.commit,
             "tree": self.tree,
             "base": self.base,
+            "base_source": self.base_source,
             "diff": str(diff_digest),
             "diff_empty": not self.diff,
             "dirty": None if dirty_digest is None else str(dirty_digest),
@@ -65,13 +68,24 @@ class Snapshot:
         }
 
 
-def _default_base(repo: Path) -> str | None:
+BASE_FALLBACK = "fallback: HEAD~1 (no main branch to compare with: pass --base)"
+
+
+def _default_base(repo: Path) -> tuple[str | None, str]:
+    """The base to diff against and where it came from. A CI checkout often has a detached
+    HEAD and only remote branches, so those count too; the last resort says so."""
     head = git_text(repo, "rev-parse", "HEAD")
-    for ref in ("origin/HEAD", "main", "master"):
+    tip_of = None
+    for ref in ("origin/HEAD", "main", "master", "origin/main", "origin/master"):
         mb = git_ok(repo, "merge-base", "HEAD", ref)
         if mb and mb != head:
-            return mb
-    return git_ok(repo, "rev-parse", "--verify", "--quiet", "HEAD~1")
+            return mb, "merge-base with %s" % ref
+        tip_of = tip_of or (ref if mb == head else None)
+    parent = git_ok(repo, "rev-parse", "--verify", "--quiet", "HEAD~1")
+    if parent is None:
+        return None, "none (the first commit)"
+    # On the tip of the main branch, its last commit is the change; without any main branch it is a guess.
+    return parent, "HEAD~1 (HEAD is the tip of %s)" % tip_of if tip_of else BASE_FALLBACK
 
 
 def _names_task(message: str, task: str) -> bool:
@@ -101,7 +115,26 @@ def take_snapshot(
         raise InputError(
             "the working tree has uncommitted changes: commit them, or pass --allow-dirty to include them in the snapshot"
         )
-    base_commit = git_text(repo, "rev-parse", "--verify", base + "^{commit}") if base else _default_base(repo)
+    base_commit: str | None
+    if base:
+        base_commit, base_source = git_text(repo, "rev-parse", "--verify", base + "^{commit}"), "given: %s" % base
+    else:
+        base_commit, base_source = _default_base(repo)
+    return dataclasses.replace(
+        _attributed(repo, contract, commit, tree, base_commit, dirty, subtasks), base_source=base_source
+    )
+
+
+def _attributed(
+    repo: Path,
+    contract: Contract,
+    commit: str,
+    tree: str,
+    base_commit: str | None,
+    dirty: bytes | None,
+    subtasks: tuple[str, ...],
+) -> Snapshot:
+    """The diff against the base, and which of it is this task's work (strong, weak or none)."""
     diff = git(repo, "diff", "--binary", base_commit or _EMPTY_TREE, commit)
     changed = tuple(sorted(git_text(repo, "diff", "--name-only", base_commit or _EMPTY_TREE, commit).splitlines()))
     rng = ("%s..%s" % (base_commit, commit)) if base_commit else commit
