@@ -25,6 +25,7 @@ from ledger import (
     run_deterministic,
     run_judge,
     seal_receipt,
+    snapshot_of,
 )
 from verify import LedgerSource, TrustRoot, verify_receipt
 
@@ -411,9 +412,8 @@ def test_a_ci_checkout_diffs_against_origin_main_and_a_guess_says_so(env: tuple[
     git(ci, "branch", "-q", "-D", "main")
     git(ci, "remote", "set-head", "origin", "-d")  # as a checkout that fetched only the pull request
     run = check(ledger, ci, contract_bytes())
-    snap = json.loads(
-        ledger.reader.open_blob(next(e.digest for e in run.record.evidence if e.check_id == "snapshot")).read()
-    )
+    snap = snapshot_of(ledger, run.record)
+    assert snap is not None
     assert snap["base_source"] == "merge-base with origin/main" and snap["base"] == git(repo, "rev-parse", "main")
     assert not any("fell back" in w for w in run.outcome.warnings)
     lone = make_repo(tmp_path / "lone", message="TASK-1: add app")
