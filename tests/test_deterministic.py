@@ -420,3 +420,17 @@ def test_a_ci_checkout_diffs_against_origin_main_and_a_guess_says_so(env: tuple[
     git(lone, "branch", "-q", "-m", "main", "work")
     guessed = check(ledger, lone, contract_bytes())
     assert any("fell back to HEAD~1" in w for w in guessed.outcome.warnings)
+
+
+def test_what_the_checks_create_does_not_make_the_next_check_dirty(env: tuple[Path, Ledger]) -> None:
+    # issue 11, item 12: a pytest check left __pycache__/ behind and the next check refused the tree.
+    repo, ledger = env
+    writes = "import pathlib; pathlib.Path('__pycache__').mkdir(exist_ok=True); pathlib.Path('__pycache__/x.pyc').write_text('c'); print('1 passed')"
+    contract = contract_bytes(command=writes)
+    first = check(ledger, repo, contract)
+    assert (repo / "__pycache__" / "x.pyc").exists()
+    second = check(ledger, repo, contract)  # no uncommitted-changes refusal
+    assert second.record.input_hash == first.record.input_hash
+    (repo / "notes.txt").write_text("the user's own new file\n")
+    with pytest.raises(InputError, match="uncommitted changes"):
+        check(ledger, repo, contract)

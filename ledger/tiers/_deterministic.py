@@ -38,7 +38,7 @@ from .._store import Appended, Store
 from .._traces import process_facts
 from ._redact import Redactor
 from ._signals import Context, evaluate
-from ._snapshot import Snapshot, take_snapshot
+from ._snapshot import Snapshot, remember_check_outputs, take_snapshot, untracked
 
 __all__ = ["CheckRun", "run_deterministic", "RUNNER_NAME"]
 
@@ -105,6 +105,7 @@ def run_deterministic(
     )
     results: dict[str, dict[str, Any]] = {}
     rows = []
+    before = untracked(repo)
     for check in contract.checks:
         if on_check is not None:
             on_check(check.id)
@@ -115,6 +116,7 @@ def run_deterministic(
         results[check.id] = stored
         ok, why = derive_check(check, stored)
         rows.append((check.id, "pass" if ok else "fail", why, str(ref.digest)))
+    remember_check_outputs(repo, before)
     now = _clock.now()
     waived = {
         w.check_id: "entry %d: %s until %d: %s" % (seq, signer, w.expires, w.reason)

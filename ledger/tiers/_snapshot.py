@@ -12,7 +12,7 @@ from receipts import SNAPSHOT_FORMAT, Contract, Digest, candidate_hash, content_
 from .._errors import InputError
 from .._git import git, git_ok, git_text
 
-__all__ = ["Snapshot", "take_snapshot", "worktree_roots"]
+__all__ = ["Snapshot", "take_snapshot", "worktree_roots", "untracked", "remember_check_outputs"]
 
 _EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
@@ -92,12 +92,46 @@ def _names_task(message: str, task: str) -> bool:
     return re.search(r"(?<![A-Za-z0-9_-])%s(?![A-Za-z0-9_])" % re.escape(task), message) is not None
 
 
+def _status(repo: Path) -> list[bytes]:
+    return [e for e in git(repo, "status", "--porcelain=v1", "-z", "--untracked-files=all").split(b"\0") if e]
+
+
+def untracked(repo: Path) -> set[bytes]:
+    """Untracked, not ignored files, as git names them (repository-relative)."""
+    return {e[3:] for e in _status(repo) if e.startswith(b"?? ")}
+
+
+def _outputs_file(repo: Path) -> Path:
+    # In the git directory, not the work tree: the list must not make the tree dirty itself.
+    found = Path(git_text(repo, "rev-parse", "--git-path", "receipt-ledger-check-outputs"))
+    return found if found.is_absolute() else repo / found
+
+
+def _check_outputs(repo: Path) -> set[bytes]:
+    try:
+        return set(_outputs_file(repo).read_bytes().split(b"\0")) - {b""}
+    except FileNotFoundError:
+        return set()
+
+
+def remember_check_outputs(repo: Path, before: set[bytes]) -> tuple[str, ...]:
+    """Note the untracked files that appeared while the checks ran (caches, reports), so
+    that the next run does not take them for uncommitted work. Returns them."""
+    created = untracked(repo) - before
+    if created:
+        with _outputs_file(repo).open("ab") as out:
+            out.write(b"".join(path + b"\0" for path in sorted(created)))
+    return tuple(sorted(p.decode("utf-8", "replace") for p in created))
+
+
 def _dirty_state(repo: Path) -> bytes | None:
-    status = git(repo, "status", "--porcelain=v1", "-z", "--untracked-files=all")
-    if not status:
+    outputs = _check_outputs(repo)
+    entries = [e for e in _status(repo) if not (e.startswith(b"?? ") and e[3:] in outputs)]
+    if not entries:
         return None
+    status = b"".join(e + b"\0" for e in entries)
     parts = [b"status\0" + status, b"diff\0" + git(repo, "diff", "HEAD", "--binary")]
-    for entry in status.split(b"\0"):
+    for entry in entries:
         if entry.startswith(b"?? "):
             path = repo / entry[3:].decode("utf-8", "surrogateescape")
             if path.is_file():
