@@ -285,3 +285,19 @@ def test_model_family() -> None:
     assert r.model_family("anthropic/claude-3-5-sonnet") == r.model_family("claude-sonnet-4") == "claude"
     assert r.model_family("gpt-4o") == r.model_family("openai/gpt-4.1-mini") == "gpt"
     assert r.model_family("llama-3.1-8b") != r.model_family("qwen2.5-coder")
+
+
+def test_the_request_the_judge_receives_is_the_one_the_spec_documents(
+    env: tuple[Path, Ledger], chat: ChatServer
+) -> None:
+    # issue 11, item 12: the request format was undocumented; this keeps docs/format.md §6b and the code together.
+    import re
+
+    judged(env, openai_table(chat.url))
+    (_, body), *_ = chat.requests
+    assert [m["role"] for m in body["messages"]] == ["system", "user"] and body["temperature"] == 0
+    sent = json.loads(body["messages"][1]["content"])
+    spec = (Path(__file__).resolve().parents[1] / "docs" / "format.md").read_text()
+    documented = spec[spec.index("**The request.**") : spec.index("A command judge receives")]
+    assert set(sent) == set(re.findall(r"`([a-z_]+)`(?: =|,| \(| and)", documented)) - {"judge"}
+    assert sent["format"] == "receipt-ledger/judge-request/v1"
