@@ -8,7 +8,7 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from receipts import Ed25519Signer, public_key_line
+from receipts import Ed25519Signer, Signer, public_key_line
 
 from ._errors import InputError
 
@@ -56,8 +56,21 @@ def generate_key_file(path: Path, comment: str, passphrase: bytes | None = None)
     return signer
 
 
-def load_signer(name_or_path: str, ask: Callable[[str], bytes] | None = None) -> Ed25519Signer:
-    """Load a private key; an encrypted one takes its passphrase from the environment or ``ask``."""
+def load_signer(name_or_path: str, ask: Callable[[str], bytes] | None = None) -> Signer:
+    """The signer a ``--key`` names: a key name in the key directory or a private key path
+    (an encrypted one takes its passphrase from the environment or ``ask``); or a key held
+    by the SSH agent, as ``agent:FINGERPRINT``, ``agent:COMMENT``, ``agent:`` (its only
+    Ed25519 key) or the path of its ``.pub`` file, as ``ssh-keygen -Y sign`` takes it."""
+    from ._agent import AgentSigner
+
+    if name_or_path.startswith("agent:"):
+        return AgentSigner.find(name_or_path[6:])
+    if name_or_path.endswith(".pub"):
+        return AgentSigner.from_public_key_file(key_path(name_or_path))
+    return _load_key_file(name_or_path, ask)
+
+
+def _load_key_file(name_or_path: str, ask: Callable[[str], bytes] | None) -> Ed25519Signer:
     from cryptography.hazmat.primitives import serialization
 
     path = key_path(name_or_path)
