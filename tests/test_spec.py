@@ -46,3 +46,22 @@ def test_the_weakening_rules_of_code_and_spec_are_the_same_list() -> None:
     section = text[text.index("## 5a. Contracts and weakening") : text.index("## 6a.")]
     listed = re.findall(r"`([a-z]+(?:-[a-z]+)+)`", section)
     assert listed == [name for name, _ in receipts.WEAKENING_RULES]
+
+
+def test_the_defect_code_table_lists_exactly_the_codes_the_verifier_emits() -> None:
+    import ast
+
+    emitted = {"evidence-missing", "evidence-altered"}  # returned by verify._evidence.blob_problem
+    for path in (ROOT / "verify").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+                if name in ("Defect", "defect") and node.args and isinstance(node.args[0], ast.Constant):
+                    emitted.add(str(node.args[0].value))
+    text = (ROOT / "docs" / "format.md").read_text(encoding="utf-8")
+    table = text[text.index("## 8a. Defect codes") : text.index("## 9. Transparency")]
+    documented = set(re.findall(r"^\| `([a-z-]+)` \|", table, re.M))
+    assert emitted == documented, "emitted only: %s; documented only: %s" % (
+        sorted(emitted - documented),
+        sorted(documented - emitted),
+    )

@@ -58,3 +58,23 @@ def test_base64_is_read_only_in_its_canonical_form() -> None:
         except r.FormatError:
             continue
         raise AssertionError("accepted %s: %r" % (case["name"], case["text"]))
+
+
+JUDGE = json.loads((Path(__file__).parent / "vectors" / "judge_arithmetic.json").read_text())
+
+
+def test_judge_arithmetic_vectors() -> None:
+    for case in JUDGE["confidence_to_bp"]:
+        answer = r.parse_answer(json.dumps({"verdict": "accept", "confidence": case["confidence"]}))
+        assert isinstance(answer, r.Answer) and answer.confidence_bp == case["confidence_bp"], case
+    for case in JUDGE["model_family"]:
+        assert r.model_family(case["model"]) == case["family"], case
+    for case in JUDGE["attempt_majority_and_median"]:
+        samples = [r.SampleOutcome(r.Verdict(s["verdict"]), s["confidence_bp"], "x") for s in case["samples"]]
+        outcome = r.attempt_outcome(samples)
+        assert (outcome.verdict.value, outcome.confidence_bp) == (case["verdict"], case["confidence_bp"]), case
+    for case in JUDGE["threshold"]:
+        answer = r.parse_answer(json.dumps({"verdict": "accept", "confidence": case["confidence"]}))
+        assert isinstance(answer, r.Answer)
+        outcome = r.sample_outcome(answer, threshold_bp=case["threshold_bp"], independent=True)
+        assert outcome.verdict.value == case["verdict"], case
