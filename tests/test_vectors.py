@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from pathlib import Path
+from typing import Any
 
 import blake3
+import pytest
 
 import receipts as r
 
@@ -78,3 +81,72 @@ def test_judge_arithmetic_vectors() -> None:
         assert isinstance(answer, r.Answer)
         outcome = r.sample_outcome(answer, threshold_bp=case["threshold_bp"], independent=True)
         assert outcome.verdict.value == case["verdict"], case
+
+
+ELIGIBILITY = json.loads((Path(__file__).parent / "vectors" / "eligibility.json").read_text())
+
+
+def _eligibility_case(case: dict[str, Any]) -> bool:
+    config, candidate = r.config_hash(b"c"), r.candidate_hash({"commit": "a" * 40, "tree": "b" * 40})
+
+    def record(tier: r.Tier, verdict: str, n: int) -> r.TierRecord:
+        return r.new_tier_record(
+            task_id="T-1",
+            tier=tier,
+            config_hash=config,
+            input_hash=candidate,
+            evidence=(),
+            verdict=r.Verdict(verdict),
+            verifier="v",
+            verifier_version="1",
+            environment=config,
+            created=1 + n,
+        )
+
+    lower = [record(r.Tier.DETERMINISTIC, "pass", 0), record(r.Tier.JUDGE, "pass", 0)]
+    human = [record(r.Tier.HUMAN, v, 10 + i) for i, v in enumerate(case["human_verdicts"])]
+    by_hash = {r.tier_record_hash(x): x for x in lower + human}
+    signers = {d: "key-%d" % i for i, d in enumerate(by_hash)}
+    if not case["human_signers_known"]:
+        for x in human:
+            signers.pop(r.tier_record_hash(x))
+    entries = [r.TierEntry(x.tier, records=(r.tier_record_hash(x),)) for x in lower]
+    if human:
+        entries.append(
+            r.TierEntry(
+                r.Tier.HUMAN, records=tuple(sorted((r.tier_record_hash(x) for x in human), key=lambda d: d.value))
+            )
+        )
+    required = tuple(t for t in r.LADDER if t.value in case["required"])
+    return r.derive_merge_eligible(
+        task_id="T-1",
+        input_hash=candidate,
+        config_hash=config,
+        required=required,
+        entries=tuple(entries),
+        records=by_hash,
+        signers=signers,
+        human_approvals=case["human_approvals"],
+    ).eligible
+
+
+@pytest.mark.parametrize("case", ELIGIBILITY["cases"], ids=[c["name"] for c in ELIGIBILITY["cases"]])
+def test_eligibility_corner_vectors(case: dict[str, Any]) -> None:
+    assert _eligibility_case(case) is case["eligible"]
+
+
+CONTRACTS = json.loads((Path(__file__).parent / "vectors" / "contracts.json").read_text())
+
+
+@pytest.mark.parametrize("case", CONTRACTS["cases"], ids=[c["name"] for c in CONTRACTS["cases"]])
+def test_contract_schema_vectors(case: dict[str, Any]) -> None:
+    if "error" in case:
+        with pytest.raises(r.ContractError, match=re.escape(case["error"])):
+            r.parse_contract(case["toml"].encode())
+        return
+    contract = r.parse_contract(case["toml"].encode())
+    for field, expected in case["parsed"].items():
+        value = getattr(contract, field)
+        if isinstance(value, tuple):
+            value = [getattr(v, "value", v) for v in value]
+        assert value == expected, field
