@@ -150,3 +150,23 @@ def test_contract_schema_vectors(case: dict[str, Any]) -> None:
         if isinstance(value, tuple):
             value = [getattr(v, "value", v) for v in value]
         assert value == expected, field
+
+
+VALUES = json.loads((Path(__file__).parent / "vectors" / "values.json").read_text())
+
+
+def test_value_rule_vectors() -> None:
+    digest = r.content_digest(b"x")
+
+    def accepted(check_id: str, media_type: str) -> bool:
+        try:
+            r.EvidenceRef(check_id, digest, 1, media_type)
+        except r.FormatError:
+            return False
+        return True
+
+    for case in VALUES["media_type"]:
+        assert accepted("x", case["value"]) is case["valid"], case
+    for case in VALUES["evidence_name"]:
+        assert accepted(case["value"], "text/plain") is case["valid"], case
+    assert [role.value for role in r.Role] == VALUES["role_order"]
