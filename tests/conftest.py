@@ -195,6 +195,17 @@ def env(tmp_path: Path) -> tuple[Path, Ledger]:
 
 
 @pytest.fixture
+def ledger_dir(tmp_path: Path) -> Path:
+    """A ledger (no repository) with a key for every role, closed."""
+    root = tmp_path / "ledger"
+    ledger = Ledger.create(root, SIGNERS["admin"], "admin")
+    for name, role in ROLES.items():
+        add_key(ledger, SIGNERS["admin"], name, [role], SIGNERS[name].public_key_blob)
+    ledger.close()
+    return root
+
+
+@pytest.fixture
 def sample(tmp_path: Path) -> Sample:
     return build_sample(tmp_path)
 

@@ -18,7 +18,7 @@ import pytest
 
 import receipts as r
 from conftest import ADMIN_ID, ROLES, SIGNERS, contract_bytes, run_cli, write_private_key
-from ledger import InputError, Ledger, add_key, load_signer, record_tier, register_contract
+from ledger import InputError, Ledger, load_signer, record_tier, register_contract
 from verify import LedgerSource, TrustRoot, verify_chain
 
 ALICE = r.fingerprint(SIGNERS["alice"].public_key_blob)
@@ -44,16 +44,6 @@ def agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     finally:
         proc.terminate()
         proc.wait()
-
-
-@pytest.fixture
-def ledger_dir(tmp_path: Path) -> Path:
-    root = tmp_path / "ledger"
-    ledger = Ledger.create(root, SIGNERS["admin"], "admin")
-    for name, role in ROLES.items():
-        add_key(ledger, SIGNERS["admin"], name, [role], SIGNERS[name].public_key_blob)
-    ledger.close()
-    return root
 
 
 def _record(root: Path, signer: r.Signer) -> None:

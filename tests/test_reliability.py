@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import receipts as r
-from conftest import ADMIN_ID, ROLES, SIGNERS, build_sample, run_cli, write_private_key
+from conftest import ADMIN_ID, SIGNERS, build_sample, run_cli, write_private_key
 from ledger import Evidence, InputError, Ledger, add_key, record_tier, register_contract
 from verify import LedgerSource, TrustRoot, verify_chain
 
@@ -57,16 +57,6 @@ def human_record(task: str, config: r.Digest, environment: r.Digest | None = Non
         environment=environment or config,
         created=1,
     )
-
-
-@pytest.fixture
-def ledger_dir(tmp_path: Path) -> Path:
-    root = tmp_path / "ledger"
-    ledger = Ledger.create(root, SIGNERS["admin"], "admin")
-    for name, role in ROLES.items():
-        add_key(ledger, SIGNERS["admin"], name, [role], SIGNERS[name].public_key_blob)
-    ledger.close()
-    return root
 
 
 def _spawn(root: Path, tag: str) -> subprocess.Popen[str]:
