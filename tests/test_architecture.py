@@ -97,3 +97,19 @@ def test_every_public_name_of_the_library_and_the_auditor_is_documented() -> Non
         and len(inspect.getdoc(getattr(mod, name)) or "") < 25
     ]
     assert not bare, bare
+
+
+def test_every_package_directory_is_installed() -> None:
+    # A subpackage missing from the install broke `pip install .` (not the editable test install).
+    import fnmatch
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    patterns = config.get("packages", {}).get("find", {}).get("include", [])
+    packages = sorted(
+        str(init.parent.relative_to(ROOT)).replace("/", ".")
+        for root in ("receipts", "verify", "ledger")
+        for init in (ROOT / root).rglob("__init__.py")
+    )
+    assert "ledger.tiers" in packages
+    assert all(any(fnmatch.fnmatchcase(p, pattern) for pattern in patterns) for p in packages), (packages, patterns)
