@@ -31,6 +31,7 @@ def main(n: int = 100_000) -> dict[str, object]:
     ledger, signers = fresh_ledger(work / "ledger")
     for start in range(0, n, 5000):
         ledger.append_many([record(i) for i in range(start, min(n, start + 5000))], signers["alice"])
+    trust = ledger.genesis_trust()  # the bench's own ledger: its genesis admin is the pin
     ledger.close()
     cores = os.cpu_count() or 1
     source = LedgerSource.open(work / "ledger")
@@ -38,7 +39,8 @@ def main(n: int = 100_000) -> dict[str, object]:
 
     def audit() -> None:
         nonlocal result
-        result = verify_chain(source, workers=cores)
+        # The records carry no evidence: the audit's cost is the walk and the signatures, as before.
+        result = verify_chain(source, trust, workers=cores)
 
     audit_s = timed(audit)
     assert result is not None and result.ok, result
