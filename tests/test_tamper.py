@@ -449,20 +449,27 @@ def _blob(s: Sample, digest: r.Digest) -> Path:
     return s.root / "blobs" / digest.hex[:2] / digest.hex
 
 
-@mutation("contract-weakened-without-admin")
-def _weakened(tmp: Path) -> Sample:
+def _splice_revision(tmp: Path, revise: Callable[[str], str]) -> Sample:
+    """A contract revision made from the task's first contract text, signed by the
+    deterministic key (not admin) and spliced into the chain just before the receipt."""
     s = build_sample(tmp)
     rows = read_rows(s.root)
     ci = next(i for i, row in enumerate(rows) if row.entry.kind is r.EntryKind.CONTRACT)
-    old = r.decode_body(r.EntryKind.CONTRACT, rows[ci].body)
-    assert isinstance(old, r.ContractRevision)
-    text = old.contract.decode()
-    weaker = text[: text.index("[[checks]]")] + '[[checks]]\nid = "exists"\ntype = "path_exists"\npath = "app.py"\n'
-    revision = r.ContractRevision(TASK, weaker.encode(), old.config_hash)
+    old = r.decode_as(r.ContractRevision, rows[ci].body)
+    revision = r.ContractRevision(TASK, revise(old.contract.decode()).encode(), old.config_hash)
+    assert r.weakenings(old.parse(), revision.parse())
     ri = _receipt_index(rows)
     rows.insert(ri, Row(rows[ci].entry, r.encode_body(revision)))
     write_rows(s.root, rows, resign_from=ri)
     return s
+
+
+@mutation("contract-weakened-without-admin")
+def _weakened(tmp: Path) -> Sample:
+    def weaker(text: str) -> str:
+        return text[: text.index("[[checks]]")] + '[[checks]]\nid = "exists"\ntype = "path_exists"\npath = "app.py"\n'
+
+    return _splice_revision(tmp, weaker)
 
 
 @mutation("receipt-drops-contract-tier")
@@ -632,24 +639,11 @@ def _borrowed_approval(tmp: Path) -> Sample:
 
 @mutation("judge-replaced-without-admin")
 def _judge_replaced(tmp: Path) -> Sample:
-    s = build_sample(tmp)
-    rows = read_rows(s.root)
-    ci = next(i for i, row in enumerate(rows) if row.entry.kind is r.EntryKind.CONTRACT)
-    old = r.decode_as(r.ContractRevision, rows[ci].body)
-    # Every check unchanged; only the judge is swapped for a command that always accepts.
-    yes_man = judge_table("accept", "1.0")
-    text = old.contract.decode()
-    start = text.index("[judge]")
-    revision = r.ContractRevision(
-        TASK, (text[:start] + yes_man + text[text.index("[[checks]]") :]).encode(), old.config_hash
-    )
-    assert r.weakenings(old.parse(), revision.parse()) and all(
-        "judge" in w for w in r.weakenings(old.parse(), revision.parse())
-    )
-    ri = _receipt_index(rows)
-    rows.insert(ri, Row(rows[ci].entry, r.encode_body(revision)))
-    write_rows(s.root, rows, resign_from=ri)
-    return s
+    def yes_man(text: str) -> str:
+        # Every check unchanged; only the judge is swapped for a command that always accepts.
+        return text[: text.index("[judge]")] + judge_table("accept", "1.0") + text[text.index("[[checks]]") :]
+
+    return _splice_revision(tmp, yes_man)
 
 
 @pytest.mark.parametrize(
