@@ -9,8 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from receipts import (
-    CHECK_RESULT_FORMAT,
-    CHECK_RESULT_MEDIA_TYPE,
     LADDER,
     Contract,
     Digest,
@@ -23,18 +21,19 @@ from receipts import (
     TierRecord,
     Verdict,
     config_hash,
-    derive_check,
     derive_merge_eligible,
     latest_human_decisions,
     new_tier_record,
+    rederive_deterministic,
+    waivers_in_force,
 )
 
 from . import _clock
 from ._contracts import current_contract, register_contract
 from ._environment import VERSION, environment_digest
 from ._errors import InputError
-from ._evidence import evidence_json
-from ._store import Appended, Store
+from ._evidence import store_evidence_reader
+from ._store import Appended, RecordRow, Store
 
 __all__ = ["Evidence", "record_tier", "record_by_hand", "seal_receipt"]
 
@@ -180,7 +179,8 @@ def seal_receipt(
     now = _clock.now()
     det = chosen.get(Tier.DETERMINISTIC)
     if det is not None and by_hash[det[0]].verdict is Verdict.PASS:
-        expired = _expired_waivers_relied_on(ledger, by_hash[det[0]], contract, now)
+        det_row = next(row for row in rows if row.digest == det[0])
+        expired = _expired_waivers_relied_on(ledger, det_row, contract, now)
         if expired:
             raise InputError(
                 "the deterministic pass relied on a waiver of %s that has expired: run `ledger check` again"
@@ -213,23 +213,13 @@ def seal_receipt(
     return receipt, ledger.append(receipt, signer)
 
 
-def _expired_waivers_relied_on(store: Store, record: TierRecord, contract: Contract, now: int) -> list[str]:
-    """Checks that failed in ``record`` and passed only by a waiver no longer in force."""
-    used = [
-        w
-        for _, w, _ in store.waivers(record.task_id)
-        if w.config_hash == record.config_hash and w.in_force(record.created)
-    ]
-    if not used:
+def _expired_waivers_relied_on(store: Store, row: RecordRow, contract: Contract, now: int) -> list[str]:
+    """Checks whose failure the record's pass leans on a waiver for, where no such waiver is
+    in force any more: the verifier's step 5f, by the same rules."""
+    in_force = waivers_in_force(store.waivers(row.record.task_id), row.record, row.seq)
+    if not in_force:
         return []
-    expired = []
-    for ref in record.evidence:
-        if not ref.check_id.startswith("check:") or ref.media_type != CHECK_RESULT_MEDIA_TYPE:
-            continue
-        check = contract.check(ref.check_id[6:])
-        if check is None or not any(w.check_id == check.id for w in used):
-            continue
-        result = evidence_json(store, ref.digest, CHECK_RESULT_FORMAT)
-        if not derive_check(check, result)[0] and not any(w.check_id == check.id and w.in_force(now) for w in used):
-            expired.append(check.id)
-    return expired
+    outcome = rederive_deterministic(
+        row.record, contract, store_evidence_reader(store), {c: "waived" for c in in_force}
+    )
+    return [c for c in outcome.waived if not any(w.in_force(now) for _, w, _ in in_force[c])]

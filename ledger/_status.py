@@ -25,6 +25,7 @@ from receipts import (
     derive_state,
     integrity_failure,
     rederive_deterministic,
+    waivers_in_force,
 )
 
 from ._errors import InputError
@@ -67,9 +68,8 @@ def deterministic_runs(store: Store, task: str) -> list[DeterministicRun]:
             outcome = _unregistered(rec)
         else:
             in_force = {
-                w.check_id: "entry %d: waived until %d: %s" % (seq, w.expires, w.reason)
-                for seq, w, _ in waivers
-                if seq < row.seq and w.config_hash == rec.config_hash and w.in_force(rec.created)
+                check: "entry %d: waived until %d: %s" % (ws[-1][0], ws[-1][1].expires, ws[-1][1].reason)
+                for check, ws in waivers_in_force(waivers, rec, row.seq).items()
             }
             outcome = rederive_deterministic(rec, contract, read, in_force)
         runs.append(DeterministicRun(row.seq, row.digest, rec, outcome))

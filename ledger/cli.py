@@ -745,7 +745,8 @@ def show(ctx: click.Context, hash_text: str, signed_bytes: bool, signature: bool
 @click.pass_context
 def blob(ctx: click.Context, digest_text: str, full: bool, lines: int) -> None:
     """Show stored evidence by its digest: truncated for reading, whole with --full."""
-    handle = _reader(ctx).reader.open_blob(lib.resolve_blob(_reader(ctx), digest_text))
+    ledger = _reader(ctx)
+    handle = ledger.reader.open_blob(lib.resolve_blob(ledger, digest_text))
     if handle is None:
         raise lib.InputError("no evidence blob %s in the blob store" % digest_text)
     with handle:

@@ -60,6 +60,7 @@ from ._deterministic import (
     integrity_failure,
     parse_evidence_json,
     rederive_deterministic,
+    waivers_in_force,
 )
 from ._digest import ContentHasher, Digest, Domain, content_digest, domain_hash
 from ._errors import FormatError, KeyringError, ReceiptsError, SignatureError
@@ -244,6 +245,7 @@ __all__ = [
     "derive_deterministic",
     "parse_evidence_json",
     "EvidenceReader",
+    "waivers_in_force",
     "rederive_deterministic",
     "latest_human_decisions",
     "FORMAT_VERSION",

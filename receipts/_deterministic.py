@@ -9,11 +9,11 @@ so a record whose verdict does not follow from its evidence is caught.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._contract import Check, Contract, ToolPolicy, thaw
+from ._contract import Check, Contract, ToolPolicy, Waiver, thaw
 from ._digest import Digest
 from ._errors import FormatError
 from ._model import TierRecord, Verdict
@@ -33,6 +33,7 @@ __all__ = [
     "integrity_failure",
     "EvidenceReader",
     "rederive_deterministic",
+    "waivers_in_force",
 ]
 
 CHECK_RESULT_FORMAT = "receipt-ledger/check-result/v1"
@@ -274,3 +275,21 @@ def _protected_changes(contract: Contract, snapshot: Mapping[str, Any]) -> list[
 def integrity_failure(reasons: tuple[str, ...]) -> bool:
     """True when a deterministic outcome failed on the process (protected paths, trace)."""
     return any(r.startswith("integrity:") for r in reasons)
+
+
+def waivers_in_force(
+    waivers: Iterable[tuple[int, Waiver, str]], record: TierRecord, record_seq: int
+) -> dict[str, list[tuple[int, Waiver, str]]]:
+    """§6c: of (seq, waiver, signer) in chain order, those of the record's task and contract,
+    appended before the record (at ``record_seq``) and in force at the record's own date,
+    by check id."""
+    found: dict[str, list[tuple[int, Waiver, str]]] = {}
+    for seq, waiver, signer in waivers:
+        if (
+            seq < record_seq
+            and waiver.task_id == record.task_id
+            and waiver.config_hash == record.config_hash
+            and waiver.in_force(record.created)
+        ):
+            found.setdefault(waiver.check_id, []).append((seq, waiver, signer))
+    return found

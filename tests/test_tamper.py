@@ -85,12 +85,7 @@ def _flip(tmp: Path) -> Sample:
 
 @mutation("record-resigned-without-role")
 def _wrong_role(tmp: Path) -> Sample:
-    s = build_sample(tmp)
-    rows = read_rows(s.root)
-    i = find_row(rows, s.records[r.Tier.DETERMINISTIC])
-    rows[i].entry = dataclasses.replace(rows[i].entry, signer=r.fingerprint(SIGNERS["judge"].public_key_blob))
-    write_rows(s.root, rows, resign_from=i)
-    return s
+    return _resigned_by(tmp, r.Tier.DETERMINISTIC, "judge")
 
 
 @mutation("signature-after-revocation")
@@ -399,30 +394,44 @@ def _backdated(tmp: Path) -> Sample:
     return s
 
 
-def _deterministic_forgery(
-    tmp: Path, forge_evidence: Callable[[Sample, r.TierRecord], tuple[r.EvidenceRef, ...]] | None
+def _claim_pass(
+    tmp: Path,
+    tier: r.Tier = r.Tier.DETERMINISTIC,
+    forge_evidence: Callable[[Sample, r.TierRecord], tuple[r.EvidenceRef, ...]] | None = None,
 ) -> Sample:
-    s = build_sample(
-        tmp, verdicts={r.Tier.DETERMINISTIC: r.Verdict.FAIL, r.Tier.JUDGE: r.Verdict.PASS, r.Tier.HUMAN: r.Verdict.PASS}
-    )
+    """A failing record of ``tier`` re-signed by its own key as a pass (its evidence kept,
+    or forged), and the receipt re-sealed as eligible: only re-derivation can catch it."""
+    verdicts = {t: r.Verdict.PASS for t in r.LADDER}
+    verdicts[tier] = r.Verdict.FAIL
+    s = build_sample(tmp, verdicts=verdicts)
     rows = read_rows(s.root)
-    i = find_row(rows, s.records[r.Tier.DETERMINISTIC])
+    i = find_row(rows, s.records[tier])
     rec = _record_body(rows, i)
     evidence = forge_evidence(s, rec) if forge_evidence else rec.evidence
     forged = dataclasses.replace(
         rec, verdict=r.Verdict.PASS, evidence=evidence, evidence_hash=r.evidence_list_hash(evidence)
     )
     _replace_body(rows, i, forged)
-    _retarget_receipt(rows, s.records[r.Tier.DETERMINISTIC], r.tier_record_hash(forged))
+    _retarget_receipt(rows, s.records[tier], r.tier_record_hash(forged))
     ri = _receipt_index(rows)
     s.receipt = _replace_body(rows, ri, dataclasses.replace(r.decode_receipt(rows[ri].body), merge_eligible=True))
     write_rows(s.root, rows, resign_from=i)
     return s
 
 
+def _resigned_by(tmp: Path, tier: r.Tier, signer: str) -> Sample:
+    """The sample's record of ``tier`` re-signed, unchanged, by ``signer``'s key."""
+    s = build_sample(tmp)
+    rows = read_rows(s.root)
+    i = find_row(rows, s.records[tier])
+    rows[i].entry = dataclasses.replace(rows[i].entry, signer=r.fingerprint(SIGNERS[signer].public_key_blob))
+    write_rows(s.root, rows, resign_from=i)
+    return s
+
+
 @mutation("deterministic-fail-claimed-pass")
 def _claimed_pass(tmp: Path) -> Sample:
-    return _deterministic_forgery(tmp, None)
+    return _claim_pass(tmp)
 
 
 @mutation("check-command-swapped")
@@ -442,7 +451,7 @@ def _echo_pass(tmp: Path) -> Sample:
             out.append(ref)
         return tuple(out)
 
-    return _deterministic_forgery(tmp, forge)
+    return _claim_pass(tmp, forge_evidence=forge)
 
 
 def _blob(s: Sample, digest: r.Digest) -> Path:
@@ -611,30 +620,14 @@ def _human_slot_reversed(tmp: Path) -> Sample:
 
 @mutation("human-pass-with-reject-decision")
 def _reject_claimed_approval(tmp: Path) -> Sample:
-    s = build_sample(
-        tmp, verdicts={r.Tier.DETERMINISTIC: r.Verdict.PASS, r.Tier.JUDGE: r.Verdict.PASS, r.Tier.HUMAN: r.Verdict.FAIL}
-    )
-    rows = read_rows(s.root)
-    i = find_row(rows, s.records[r.Tier.HUMAN])
     # alice's key turns her signed reject into a pass; the decision document still says reject.
-    forged = dataclasses.replace(_record_body(rows, i), verdict=r.Verdict.PASS)
-    _replace_body(rows, i, forged)
-    _retarget_receipt(rows, s.records[r.Tier.HUMAN], r.tier_record_hash(forged))
-    ri = _receipt_index(rows)
-    s.receipt = _replace_body(rows, ri, dataclasses.replace(r.decode_receipt(rows[ri].body), merge_eligible=True))
-    write_rows(s.root, rows, resign_from=i)
-    return s
+    return _claim_pass(tmp, r.Tier.HUMAN)
 
 
 @mutation("approval-names-another-approver")
 def _borrowed_approval(tmp: Path) -> Sample:
-    s = build_sample(tmp)
-    rows = read_rows(s.root)
-    i = find_row(rows, s.records[r.Tier.HUMAN])
     # bob signs alice's approval as his own: the record is unchanged, its document names alice.
-    rows[i].entry = dataclasses.replace(rows[i].entry, signer=r.fingerprint(SIGNERS["bob"].public_key_blob))
-    write_rows(s.root, rows, resign_from=i)
-    return s
+    return _resigned_by(tmp, r.Tier.HUMAN, "bob")
 
 
 @mutation("judge-replaced-without-admin")

@@ -27,7 +27,6 @@ from receipts import (
     Tier,
     TierRecord,
     Verdict,
-    Waiver,
     derive_human,
     derive_judge,
     derive_merge_eligible,
@@ -35,6 +34,7 @@ from receipts import (
     evidence_list_hash,
     latest_human_decisions,
     rederive_deterministic,
+    waivers_in_force,
 )
 
 from ._errors import CannotVerify, VerificationFailed
@@ -308,7 +308,7 @@ def _check_record(
         return None
     if tier is Tier.DETERMINISTIC:
         # 5e. A deterministic verdict must follow from its recorded evidence under its contract and waivers.
-        in_force = _waivers_in_force(walk, rec, seq)
+        in_force = waivers_in_force(walk.waivers, rec, seq)
         outcome = rederive_deterministic(
             rec, contract, evidence_reader(source), {c: describe_waiver(*ws[-1]) for c, ws in in_force.items()}
         )
@@ -383,20 +383,6 @@ def _evidence_defects(
                 )
             )
     return defects
-
-
-def _waivers_in_force(walk: Walk, rec: TierRecord, before_seq: int) -> dict[str, list[tuple[int, Waiver, str]]]:
-    """Validly signed waivers of the record's contract, appended before it and in force at its date."""
-    found: dict[str, list[tuple[int, Waiver, str]]] = {}
-    for seq, waiver, label in walk.waivers:
-        if (
-            seq < before_seq
-            and waiver.task_id == rec.task_id
-            and waiver.config_hash == rec.config_hash
-            and waiver.in_force(rec.created)
-        ):
-            found.setdefault(waiver.check_id, []).append((seq, waiver, label))
-    return found
 
 
 def _rederive_judge(source: Source, record: TierRecord, contract: Contract) -> SampleOutcome:
