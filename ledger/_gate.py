@@ -31,6 +31,7 @@ class GateResult:
     receipt: str | None
     reasons: tuple[str, ...]
     mode: str = "enforce"
+    attached: tuple[str, ...] = ()  # every receipt hash the commit's note names
 
     @property
     def passed(self) -> bool:
@@ -82,12 +83,12 @@ def gate_check(
         elif not res.derived_eligible:
             reasons.append("%s is not merge-eligible: %s" % (h, "; ".join(res.eligibility_reasons)))
         else:
-            return GateResult(fields["commit"], fields["tree"], candidate, h, tuple(reasons), mode)
-    return GateResult(fields["commit"], fields["tree"], candidate, None, tuple(reasons), mode)
+            return GateResult(fields["commit"], fields["tree"], candidate, h, tuple(reasons), mode, tuple(hashes))
+    return GateResult(fields["commit"], fields["tree"], candidate, None, tuple(reasons), mode, tuple(hashes))
 
 
-def _task_of(ledger: Ledger, result: GateResult, repo: Path) -> str:
-    for h in ([result.receipt] if result.receipt else []) + attached(repo, result.commit):
+def _task_of(ledger: Ledger, result: GateResult) -> str:
+    for h in ([result.receipt] if result.receipt else []) + list(result.attached):
         stored = ledger.find(Digest.parse(h))
         if stored is not None and stored.task:
             return stored.task
@@ -111,7 +112,7 @@ def gate(
         raise InputError("advisory mode records its decision: pass --key (a seal key)")
     result = gate_check(ledger, repo, rev, trust, require_checkpoint, mode)
     if signer is not None:
-        task_id = task or _task_of(ledger, result, repo)
+        task_id = task or _task_of(ledger, result)
         record_event(
             ledger,
             signer,

@@ -141,3 +141,9 @@ def test_attach_works_where_git_knows_no_identity(flow: tuple[Path, dict[str, st
     )
     assert res.returncode == 0, res.stderr
     assert "receipt-ledger: " + receipt in git(repo, "notes", "--ref=receipts", "show", "HEAD")
+
+
+def test_advisory_mode_without_a_key_is_bad_input(flow: tuple[Path, dict[str, str], str]) -> None:
+    repo, env, _ = flow
+    res = run_cli("gate", "--mode", "advisory", cwd=repo, env=env)
+    assert res.returncode == 2 and "pass --key" in res.stderr and "Traceback" not in res.stderr

@@ -272,8 +272,12 @@ def _account_for_members(
             Defect("bundle-member-altered", "manifest.json does not name this receipt, format and entry list")
         )
     said = [
-        "bundle: %d entries proven into the checkpoint, %d evidence blob(s) re-hashed, allowed_signers checked "
-        "against the keyring" % (len(source.entries), len(blobs)),
+        "bundle: %d entries proven into the checkpoint, %d evidence blob(s) re-hashed%s"
+        % (
+            len(source.entries),
+            len([b for b in blobs if b in referenced]),
+            ", allowed_signers checked against the keyring" if "allowed_signers" in source.members else "",
+        ),
         "bundle: NOT verified, renderings only: report.html, report.md, and manifest.json beyond its receipt, "
         "format and entry list; the result above is what was verified",
     ]

@@ -79,7 +79,7 @@ def verify_receipt(source: Source, target: str, trust: Trust, transparency: Tran
     step4 = _step4_receipt(receipt, receipt_entry, contract)
     step5 = _step5_records(walk, source, receipt, receipt_entry)
     step6, stale = _step6_human_slot(walk, receipt, receipt_entry)
-    derived = _step7_eligibility(receipt, receipt_entry, contract, step5)
+    derived, step7 = _step7_eligibility(receipt, receipt_entry, contract, step5)
     step8 = _step8_transparency(source, walk, stored.seq, transparency or Transparency())
     return Result(
         target=target,
@@ -87,10 +87,10 @@ def verify_receipt(source: Source, target: str, trust: Trust, transparency: Tran
         task_id=receipt.task_id,
         candidate=str(receipt.input_hash),
         # A human record the receipt lists is checked in step 5 and met again in step 6: report it once.
-        defects=tuple(dict.fromkeys((*walk.defects, *step4, *step5.defects, *step6, *derived[1], *step8.defects))),
+        defects=tuple(dict.fromkeys((*walk.defects, *step4, *step5.defects, *step6, *step7, *step8.defects))),
         claimed_eligible=receipt.merge_eligible,
-        derived_eligible=derived[0].eligible,
-        eligibility_reasons=derived[0].reasons,
+        derived_eligible=derived.eligible,
+        eligibility_reasons=derived.reasons,
         tiers=tuple(step5.lines),
         entries_checked=walk.entries,
         weakenings=tuple(d for t, d in walk.weakened if t == receipt.task_id),
