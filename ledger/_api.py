@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._clock import frozen_clock
+    from ._config import describe_store, open_source, shared_store, write_store_config
     from ._contracts import ContractHistoryRow, contract_history, current_contract, register_contract, waive_check
     from ._demo import demo_contract, run_demo
     from ._environment import VERSION, environment_digest
@@ -31,9 +32,19 @@ if TYPE_CHECKING:
     from ._intoto import PAYLOAD_TYPE, PREDICATE_TYPE, export_intoto, pae
     from ._keyring import add_key, allowed_signers, create_key, revoke_key
     from ._keys import generate_key_file, key_dir, key_path, load_signer, read_public_key
+    from ._mirror import PullResult, pull
     from ._proofs import prove_consistency, prove_inclusion
     from ._records import Evidence, record_by_hand, record_tier, seal_receipt
-    from ._render import chain_lines, entry_document, jsonable, keyring_rows, log_rows, pr_comment, verify_lines
+    from ._render import (
+        chain_lines,
+        entry_document,
+        jsonable,
+        keyring_rows,
+        log_rows,
+        pr_comment,
+        pull_lines,
+        verify_lines,
+    )
     from ._stats import FamilyStats, family_of, stats
     from ._status import DeterministicRun, Nudge, StatusReport, deterministic_runs, nudge, status_report, task_state
     from ._store import LEDGER_DIRNAME, Appended, Ledger, RecordRow, Store, find_ledger_dir
@@ -49,6 +60,12 @@ __all__ = [
     "RecordRow",
     "LEDGER_DIRNAME",
     "find_ledger_dir",
+    "shared_store",
+    "open_source",
+    "write_store_config",
+    "describe_store",
+    "pull",
+    "PullResult",
     # errors
     "LedgerError",
     "InputError",
@@ -142,6 +159,7 @@ __all__ = [
     "prove_consistency",
     # renderings and the demo
     "verify_lines",
+    "pull_lines",
     "chain_lines",
     "pr_comment",
     "jsonable",
@@ -159,6 +177,12 @@ _WHERE = {
     "RecordRow": "_store",
     "LEDGER_DIRNAME": "_store",
     "find_ledger_dir": "_store",
+    "shared_store": "_config",
+    "open_source": "_config",
+    "write_store_config": "_config",
+    "describe_store": "_config",
+    "pull": "_mirror",
+    "PullResult": "_mirror",
     "LedgerError": "_errors",
     "InputError": "_errors",
     "StoreError": "_errors",
@@ -236,6 +260,7 @@ _WHERE = {
     "prove_inclusion": "_proofs",
     "prove_consistency": "_proofs",
     "verify_lines": "_render",
+    "pull_lines": "_render",
     "keyring_rows": "_render",
     "log_rows": "_render",
     "entry_document": "_render",

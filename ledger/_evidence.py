@@ -8,10 +8,9 @@ import re
 from typing import Any
 
 from receipts import SNAPSHOT_FORMAT, Digest, EvidenceReader, LadderReceipt, Tier, TierRecord
-from verify import SMALL_BLOB, evidence_reader, read_blob, read_evidence
-from verify.schema import BLOB_DIR
+from verify import SMALL_BLOB, CannotVerify, evidence_reader, read_blob, read_evidence
 
-from ._errors import InputError
+from ._errors import InputError, StoreError
 from ._store import Store
 
 __all__ = [
@@ -97,7 +96,10 @@ def resolve_blob(store: Store, text: str) -> Digest:
     prefix = match.group(1)
     if len(prefix) == 64:
         return Digest.parse(text)
-    found = sorted(p.name for p in (store.reader.root / BLOB_DIR / prefix[:2]).glob(prefix + "*") if len(p.name) == 64)
+    try:
+        found = store.reader.blob_digests(prefix)
+    except CannotVerify as exc:
+        raise StoreError(str(exc)) from None
     if len(found) != 1:
         raise InputError(
             "%s names %s" % (text, "no stored blob" if not found else "%d blobs: give more digits" % len(found))

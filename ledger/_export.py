@@ -314,7 +314,7 @@ def export_bundle(ledger: Ledger, receipt_digest: Digest, out: Path) -> dict[str
             if any(Digest(e.body_hash) in slot.records for slot in receipt.entries):
                 records[str(Digest(e.body_hash))] = (rec, decode_entry(e.entry).signer)
     manifest = _manifest(ledger, receipt, receipt_hash, result, entries, records, checkpoint_text)
-    members: dict[str, bytes | Path] = {
+    members: dict[str, bytes | Digest] = {
         "manifest.json": (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode(),
         "checkpoint": checkpoint_text.encode(),
         "report.md": _report_md(manifest).encode(),
@@ -329,18 +329,23 @@ def export_bundle(ledger: Ledger, receipt_digest: Digest, out: Path) -> dict[str
         ).encode()
     for rec, _ in records.values():
         for ref in rec.evidence:
-            path = ledger.blob_path(ref.digest)
-            if not path.is_file():
+            handle = ledger.reader.open_blob(ref.digest)
+            if handle is None:
                 raise InputError("evidence blob %s is missing from the blob store" % ref.digest)
-            members["blobs/" + ref.digest.hex] = path
+            handle.close()
+            members["blobs/" + ref.digest.hex] = ref.digest
     tmp = out.with_name(out.name + ".partial")
     try:
         with zipfile.ZipFile(tmp, "w", compresslevel=6) as zf:
             for name in sorted(members):
                 content = members[name]
-                with zf.open(_member(name), "w", force_zip64=isinstance(content, Path)) as dst:
-                    if isinstance(content, Path):
-                        with content.open("rb") as src:
+                with zf.open(_member(name), "w", force_zip64=isinstance(content, Digest)) as dst:
+                    if isinstance(content, Digest):
+                        # Streamed from whichever store holds it: never whole in memory.
+                        src = ledger.reader.open_blob(content)
+                        if src is None:
+                            raise InputError("evidence blob %s vanished from the blob store" % content)
+                        with src:
                             while chunk := src.read(1 << 20):
                                 dst.write(chunk)
                     else:

@@ -6,12 +6,16 @@ import dataclasses
 import enum
 import json
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from receipts import Digest, Keyring, KeySpec, LadderReceipt, TierRecord, decode_body, decode_entry, public_key_line
 from verify import ChainResult, Result, StoredEntry
 
+if TYPE_CHECKING:
+    from ._mirror import PullResult
+
 __all__ = [
+    "pull_lines",
     "jsonable",
     "dumps",
     "verify_lines",
@@ -214,3 +218,23 @@ def keyring_rows(ring: Keyring) -> list[dict[str, Any]]:
         }
         for s in ring
     ]
+
+
+def pull_lines(res: PullResult) -> list[str]:
+    """A pull, as a CI log shows it."""
+    lines = ["mirror       %s" % res.mirror]
+    if not res.ok:
+        lines += ["REFUSED: the shared ledger did not only grow; nothing was written"]
+        lines += ["  - %s" % d for d in res.defects]
+        return lines
+    lines.append("entries      %d -> %d" % (res.entries_before, res.entries_after))
+    lines.append("blobs        %d copied" % res.blobs_copied)
+    lines.append("checkpoints  %d copied" % res.checkpoints_copied)
+    if res.proven is not None:
+        lines.append("proof        consistent from the kept checkpoint (size %d) to size %d" % res.proven)
+    elif res.first:
+        lines.append("proof        none: a new mirror has no kept checkpoint (the next pull proves against this one)")
+    else:
+        lines.append("proof        no newer checkpoint; the mirror's head is still the shared store's prefix")
+    lines.append("PULLED: verify the mirror with `ledger --dir %s verify --chain --trust ...`" % res.mirror)
+    return lines

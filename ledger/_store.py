@@ -1,9 +1,12 @@
-"""The writing side of the ledger: the SQLite chain (through sqlite-utils) and the blob store.
+"""The writing side of the ledger: the chain logic over a store backend, and the
+embedded backend (SQLite through sqlite-utils, blobs as files).
 
-Appends are one `BEGIN IMMEDIATE` transaction that reads the head, signs the new entry
-and inserts it, so concurrent writers queue on SQLite's write lock and the chain never
-forks. Blobs are written before the entry that refers to them, each by rename, so a
-crash leaves at worst an unreferenced blob.
+The chain logic (`Ledger`) reads the head, checks the keyring, signs on the client and
+builds rows; a backend only locks the head, writes rows and blobs, and commits. An
+append is one write transaction that holds the backend's sequencer (SQLite's write lock
+taken by `BEGIN IMMEDIATE`; on the shared store, `ledger._postgres`, an advisory lock),
+so concurrent writers queue and the chain never forks. Blobs are stored before the entry
+that refers to them, so a crash leaves at worst an unreferenced blob.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import Any, BinaryIO, Protocol
 
 from receipts import (
     KEYRING_KINDS,
@@ -82,6 +85,36 @@ LEDGER_DIRNAME = ".ledger"
 MAX_EVIDENCE = 1 << 30  # bytes in one evidence blob: what a bundle may carry (verify's bundle limit)
 _INCOMING = ".incoming-"  # temporary blob files: .incoming-<writer pid>-<random>
 _CHUNK = 8 << 20  # large enough for BLAKE3 to use every core, small enough to bound memory
+# Only what is versioned with the code is let through: contracts, the shared store's
+# address and this file; the chain, the evidence and private state are not.
+GITIGNORE = "*\n!.gitignore\n!config.toml\n!contracts/\n!contracts/**\n"
+
+
+class Backend(Protocol):
+    """Where a ledger keeps its rows and blobs. It locks, writes and commits; every rule
+    of the chain stays in `Ledger`. Queries use ``?`` placeholders and the tables of
+    docs/format.md §7; `errors` is what the driver raises."""
+
+    errors: tuple[type[BaseException], ...]
+
+    @property
+    def reader(self) -> LedgerSource: ...
+
+    def sql(self, query: str, args: tuple[object, ...] = ()) -> Any: ...
+
+    def write(self) -> contextlib.AbstractContextManager[None]:
+        """A transaction holding the sequencer: the head read inside it stays the head."""
+        ...
+
+    def insert_entries(self, rows: Sequence[tuple[object, ...]]) -> None: ...
+
+    def insert_nodes(self, nodes: Sequence[tuple[int, int, bytes]]) -> None: ...
+
+    def put_blob_stream(self, stream: BinaryIO) -> tuple[Digest, int]: ...
+
+    def sweep_incoming(self) -> list[Path]: ...
+
+    def close(self) -> None: ...
 
 
 @dataclass(slots=True)
@@ -101,6 +134,7 @@ class _Cursor:
 
 # Bodies whose append reads nothing that an earlier entry of the same batch could change.
 _DEFERRABLE = (TierRecord, LadderReceipt, TaskEvent)
+# Rows carry the entry's `prev` last: the shared store keeps it as a UNIQUE column.
 _INSERT_ENTRY = "INSERT INTO entries (seq, hash, kind, body_hash, task, entry, body) VALUES (?, ?, ?, ?, ?, ?, ?)"
 _INSERT_NODE = "INSERT OR REPLACE INTO tree (level, idx, hash) VALUES (?, ?, ?)"
 
@@ -205,31 +239,132 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-class Ledger:
-    """A ledger directory opened for writing."""
+class SqliteBackend:
+    """The embedded backend: one SQLite file in WAL mode and a directory of blob files."""
+
+    errors: tuple[type[BaseException], ...] = (sqlite3.Error,)
 
     def __init__(self, root: Path, conn: sqlite3.Connection) -> None:
         self.root = root
         self.conn = conn
         self.reader = LedgerSource(conn, root)
+
+    def sql(self, query: str, args: tuple[object, ...] = ()) -> sqlite3.Cursor:
+        return self.conn.execute(query, args)
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[None]:
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise StoreError("cannot start a write transaction: %s" % exc) from None
+        try:
+            yield
+            self.conn.execute("COMMIT")
+        except BaseException as exc:
+            try:
+                self.conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+            if isinstance(exc, sqlite3.Error):
+                raise StoreError("cannot append to the ledger: %s" % exc) from None
+            raise
+
+    def insert_entries(self, rows: Sequence[tuple[object, ...]]) -> None:
+        self.conn.executemany(_INSERT_ENTRY, [row[:7] for row in rows])
+
+    def insert_nodes(self, nodes: Sequence[tuple[int, int, bytes]]) -> None:
+        self.conn.executemany(_INSERT_NODE, nodes)
+
+    def put_blob_stream(self, stream: BinaryIO) -> tuple[Digest, int]:
+        """Store content by its plain BLAKE3 digest, streaming (never read whole). At most
+        `MAX_EVIDENCE` bytes: more could not travel in a bundle. The temporary file is
+        removed on every way out, an interrupt included."""
+        blobs = self.root / BLOB_DIR
+        try:
+            fd, tmp_name = tempfile.mkstemp(prefix="%s%d-" % (_INCOMING, os.getpid()), dir=blobs)
+        except OSError as exc:
+            raise StoreError("cannot write to the blob store %s: %s" % (blobs, exc)) from None
+        tmp = Path(tmp_name)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                digest, size = copy_hashed(stream, out)
+                out.flush()
+                os.fsync(out.fileno())
+            final = blob_path(self.root, digest)
+            final.parent.mkdir(exist_ok=True)
+            if final.exists():
+                tmp.unlink()
+            else:
+                os.chmod(tmp, 0o444)
+                os.replace(tmp, final)
+                _fsync_dir(final.parent)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise StoreError("cannot write to the blob store: %s" % exc) from None
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        return digest, size
+
+    def sweep_incoming(self) -> list[Path]:
+        removed = []
+        for tmp in (self.root / BLOB_DIR).glob(_INCOMING + "*"):
+            pid = tmp.name[len(_INCOMING) :].split("-", 1)[0]
+            if pid.isdigit() and not _alive(int(pid)):
+                tmp.unlink(missing_ok=True)
+                removed.append(tmp)
+        return removed
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def copy_hashed(stream: BinaryIO, out: BinaryIO) -> tuple[Digest, int]:
+    """Copy ``stream`` to ``out`` in chunks while hashing it; refuse more than `MAX_EVIDENCE`."""
+    hasher = ContentHasher()
+    while chunk := stream.read(_CHUNK):
+        hasher.update(chunk)
+        if hasher.size > MAX_EVIDENCE:
+            raise InputError("evidence is larger than %d bytes, the most a bundle may carry" % MAX_EVIDENCE)
+        out.write(chunk)
+    return hasher.digest(), hasher.size
+
+
+class Ledger:
+    """A ledger opened for writing: the chain's rules over a `Backend`. ``root`` is the
+    local ledger directory (contracts, configuration), whichever backend holds the chain."""
+
+    def __init__(self, root: Path, backend: Backend, store: str | None = None) -> None:
+        self.root = root
+        self.backend = backend
+        self.reader = backend.reader
+        self.store = store  # the shared store's URL (without a password), or None for the local one
         self._ring_cache: tuple[int | None, Keyring] | None = None
 
     # -- opening and creating ------------------------------------------------------------
 
     @classmethod
-    def open(cls, root: Path, read_only: bool = False) -> Ledger:
-        """Open the ledger at ``root``. ``read_only`` opens it as an auditor does (it works on
-        read-only media and copies; every write then fails cleanly)."""
+    def open(cls, root: Path, read_only: bool = False, store: str | None = None) -> Ledger:
+        """Open the ledger at ``root`` (or the shared ``store``, a postgresql:// URL).
+        ``read_only`` opens it as an auditor does (it works on read-only media and copies;
+        every write then fails cleanly)."""
+        if store is not None:
+            from ._postgres import PostgresBackend
+
+            return cls(root, PostgresBackend.open(store, read_only=read_only), store)
         if not (root / DB_NAME).is_file():
             raise InputError("no ledger at %s: run `ledger init` first" % root)
         if read_only:
             try:
-                return cls(root, LedgerSource.open(root).conn)
+                conn = LedgerSource.open(root).conn
             except CannotVerify as exc:
                 raise StoreError(str(exc)) from None
-        ledger = cls(root, _connect(root / DB_NAME))
+            return cls(root, SqliteBackend(root, conn))
+        backend = SqliteBackend(root, _connect(root / DB_NAME))
+        ledger = cls(root, backend)
         try:
-            ledger.conn.executescript(SCHEMA)  # tables added since the ledger was made
+            backend.conn.executescript(SCHEMA)  # tables added since the ledger was made
             ledger._sync_tree()
         except sqlite3.Error as exc:
             raise StoreError("cannot prepare ledger database %s: %s" % (root / DB_NAME, exc)) from None
@@ -239,33 +374,48 @@ class Ledger:
             pass  # a read-only copy: nothing could be written there either
         return ledger
 
-    @classmethod
-    def create(cls, root: Path, admin: Signer, admin_name: str, now: int | None = None) -> Ledger:
-        """Create the ledger with its genesis entry, all or nothing. ``root`` may already
-        exist (a clone brings its versioned contracts) as long as it holds no database."""
-        if (root / DB_NAME).exists():
-            raise InputError("%s already holds a ledger; refusing to initialise over it" % root)
-        if root.exists() and not root.is_dir():
-            raise InputError("%s exists and is not a directory" % root)
-        created = _clock.now() if now is None else now
-        genesis = Genesis(
+    @staticmethod
+    def new_genesis(admin: Signer, admin_name: str, created: int) -> Genesis:
+        return Genesis(
             ledger_id=secrets.token_hex(16),
             created=created,
             keys=(KeySpec(admin_name, (Role.ADMIN,), admin.public_key_blob),),
         )
+
+    @classmethod
+    def create(
+        cls, root: Path, admin: Signer, admin_name: str, now: int | None = None, store: str | None = None
+    ) -> Ledger:
+        """Create the ledger with its genesis entry, all or nothing. ``root`` may already
+        exist (a clone brings its versioned contracts) as long as it holds no database.
+        With ``store`` the chain is created in that shared database instead."""
+        created = _clock.now() if now is None else now
+        genesis = cls.new_genesis(admin, admin_name, created)
+        if store is not None:
+            from ._postgres import PostgresBackend
+
+            ledger = cls(root, PostgresBackend.create(store), store)
+            ledger._append(genesis, admin, seq=0, prev=None, now=created)
+            root.mkdir(parents=True, exist_ok=True)  # the clone's side: contracts and config.toml
+            if not (root / ".gitignore").exists():
+                (root / ".gitignore").write_text(GITIGNORE)
+            return ledger
+        if (root / DB_NAME).exists():
+            raise InputError("%s already holds a ledger; refusing to initialise over it" % root)
+        if root.exists() and not root.is_dir():
+            raise InputError("%s exists and is not a directory" % root)
         root.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=root.name + ".init-", dir=root.parent))
         try:
             (staging / BLOB_DIR).mkdir()
-            # Only contracts are versioned with the code; the chain, evidence and this file are not.
-            (staging / ".gitignore").write_text("*\n!contracts/\n!contracts/**\n")
+            (staging / ".gitignore").write_text(GITIGNORE)
             import sqlite_utils  # only creating a ledger needs it: keep `ledger verify` quick to start
 
             db = sqlite_utils.Database(staging / DB_NAME)
             db.execute("PRAGMA journal_mode = WAL")
             db.executescript(SCHEMA)
             db.conn.close()
-            ledger = cls(staging, _connect(staging / DB_NAME))
+            ledger = cls(staging, SqliteBackend(staging, _connect(staging / DB_NAME)))
             ledger._append(genesis, admin, seq=0, prev=None, now=created)
             ledger.close()  # the last connection checkpoints the WAL into ledger.db
             if not root.exists():
@@ -284,7 +434,7 @@ class Ledger:
         return cls.open(root)
 
     def close(self) -> None:
-        self.conn.close()
+        self.backend.close()
 
     # -- reading -------------------------------------------------------------------------
 
@@ -312,15 +462,17 @@ class Ledger:
 
     def _replay_keyring(self) -> Keyring:
         try:
-            rows = self.conn.execute(
+            rows = self.backend.sql(
                 "SELECT entry, kind, body FROM entries WHERE kind IN (?, ?, ?) ORDER BY seq",
                 (EntryKind.GENESIS.value, EntryKind.KEY_ADD.value, EntryKind.KEY_REVOKE.value),
             ).fetchall()
-        except sqlite3.Error as exc:
+        except self.backend.errors as exc:
             raise StoreError("cannot read ledger database: %s" % exc) from None
         try:
             # Our own committed entries: replayed without re-checking signatures (verify does that).
-            changes = [(decode_entry(entry), decode_body(EntryKind(kind), body)) for entry, kind, body in rows]
+            changes = [
+                (decode_entry(bytes(entry)), decode_body(EntryKind(kind), bytes(body))) for entry, kind, body in rows
+            ]
             ring = replay_keyring(changes, verify_signatures=False)
         except (ReceiptsError, ValueError) as exc:
             raise StoreError(
@@ -429,7 +581,7 @@ class Ledger:
         """Append several bodies signed by one key, all or nothing, in one write transaction."""
         if any(isinstance(b, Genesis) for b in bodies):
             raise InputError("a ledger has exactly one genesis entry")
-        with self._write():
+        with self.backend.write():
             ring = self.keyring()
             head = self.reader.head()
             if head is None:
@@ -450,31 +602,13 @@ class Ledger:
             return out
 
     def _flush(self, cursor: _Cursor) -> None:
-        self.conn.executemany(_INSERT_ENTRY, cursor.rows)
-        self.conn.executemany(_INSERT_NODE, [(level, idx, h) for (level, idx), h in cursor.nodes.items()])
+        self.backend.insert_entries(cursor.rows)
+        self.backend.insert_nodes([(level, idx, h) for (level, idx), h in cursor.nodes.items()])
         cursor.rows.clear()
         cursor.nodes.clear()
 
-    @contextlib.contextmanager
-    def _write(self) -> Iterator[None]:
-        try:
-            self.conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise StoreError("cannot start a write transaction: %s" % exc) from None
-        try:
-            yield
-            self.conn.execute("COMMIT")
-        except BaseException as exc:
-            try:
-                self.conn.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass
-            if isinstance(exc, sqlite3.Error):
-                raise StoreError("cannot append to the ledger: %s" % exc) from None
-            raise
-
     def _append(self, body: Body, signer: Signer, seq: int | None, prev: Digest | None, now: int | None) -> Appended:
-        with self._write():
+        with self.backend.write():
             if seq is None:
                 return self._append_locked(body, signer, self.keyring())
             if not isinstance(body, Genesis) or now is None:
@@ -535,9 +669,18 @@ class Ledger:
         )
         entry_bytes = encode_entry(entry)
         ehash = entry_hash(entry_bytes)
-        row = (seq, ehash.value, kind.value, bhash.value, task, entry_bytes, body_bytes)
+        row = (
+            seq,
+            ehash.value,
+            kind.value,
+            bhash.value,
+            task,
+            entry_bytes,
+            body_bytes,
+            None if prev is None else prev.value,
+        )
         if cursor is None:
-            self.conn.execute(_INSERT_ENTRY, row)
+            self.backend.insert_entries([row])
             self._add_leaf(seq, leaf_hash(entry_bytes))
         else:
             cursor.rows.append(row)
@@ -564,30 +707,28 @@ class Ledger:
         if pending is not None:
             pending.update(made)
         else:
-            self.conn.executemany(_INSERT_NODE, [(lv, i, node) for (lv, i), node in made.items()])
+            self.backend.insert_nodes([(lv, i, node) for (lv, i), node in made.items()])
 
     def node(self, level: int, index: int) -> bytes:
-        row = self.conn.execute("SELECT hash FROM tree WHERE level = ? AND idx = ?", (level, index)).fetchone()
-        if row is None:
+        try:
+            found = self.reader.tree_node(level, index)
+        except CannotVerify as exc:
+            raise StoreError(str(exc)) from None
+        if found is None:
             raise StoreError("the ledger's Merkle tree lacks node (%d, %d): the store is damaged" % (level, index))
-        return bytes(row[0])
+        return found
 
     def _sync_tree(self) -> None:
         """Fill in tree nodes for entries appended before the tree existed (older ledgers)."""
-        leaves = self.conn.execute("SELECT count(*) FROM tree WHERE level = 0").fetchone()[0]
+        leaves = self.backend.sql("SELECT count(*) FROM tree WHERE level = 0").fetchone()[0]
         if leaves >= self.reader.count():
             return
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
-            leaves = self.conn.execute("SELECT count(*) FROM tree WHERE level = 0").fetchone()[0]
-            for seq, data in self.conn.execute(
+        with self.backend.write():
+            leaves = self.backend.sql("SELECT count(*) FROM tree WHERE level = 0").fetchone()[0]
+            for seq, data in self.backend.sql(
                 "SELECT seq, entry FROM entries WHERE seq >= ? ORDER BY seq", (leaves,)
             ).fetchall():
                 self._add_leaf(seq, leaf_hash(bytes(data)))
-            self.conn.execute("COMMIT")
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
 
     def tree_size(self) -> int:
         return self.reader.count()
@@ -611,27 +752,28 @@ class Ledger:
         state = ring.get(fingerprint(signer.public_key_blob))
         if state is None or state.revoked_at is not None or not ({Role.SEAL, Role.ADMIN} & set(state.spec.roles)):
             raise InputError("refused: a checkpoint must be signed by an active seal or admin key of this ledger")
-        size = self.tree_size()
-        root = self.root_hash(size)
-        previous = self.checkpoints()
-        if previous:
-            old_size, old_note = previous[-1]
-            old = parse_checkpoint(old_note.text)
-            if old_size == size:
-                return old_note
-            if not is_valid_consistency(
-                old.size, size, old.root, root, consistency_proof(self, old.size, size) if old.size else []
-            ):
-                raise StoreError("the ledger is not consistent with its last checkpoint: its history was rewritten")
-        text = checkpoint_text(Checkpoint(self.origin(), size, root))
-        note = SignedNote(text, (sign_note(text, self.origin(), signer),))
-        try:
-            with self.conn:
-                self.conn.execute(
-                    "INSERT OR REPLACE INTO checkpoints (size, note) VALUES (?, ?)", (size, note.encode())
-                )
-        except sqlite3.Error as exc:
-            raise StoreError("cannot store the checkpoint: %s" % exc) from None
+        origin = self.origin()
+        # Under the sequencer: the head cannot move, and a checkpoint is stored only if it
+        # extends the newest stored one (two writers never store two heads out of order).
+        with self.backend.write():
+            size = self.tree_size()
+            root = self.root_hash(size)
+            previous = self.checkpoints()
+            if previous:
+                old_size, old_note = previous[-1]
+                old = parse_checkpoint(old_note.text)
+                if old_size == size:
+                    return old_note
+                if old_size > size or not is_valid_consistency(
+                    old.size, size, old.root, root, consistency_proof(self, old.size, size) if old.size else []
+                ):
+                    raise StoreError("the ledger is not consistent with its last checkpoint: its history was rewritten")
+            text = checkpoint_text(Checkpoint(origin, size, root))
+            note = SignedNote(text, (sign_note(text, origin, signer),))
+            try:
+                self.backend.sql("INSERT INTO checkpoints (size, note) VALUES (?, ?)", (size, note.encode()))
+            except self.backend.errors as exc:
+                raise StoreError("cannot store the checkpoint: %s" % exc) from None
         return note
 
     def store_cosigned(self, size: int, old: SignedNote, new: SignedNote) -> None:
@@ -640,11 +782,11 @@ class Ledger:
         if new.text != old.text or new.signatures[: len(old.signatures)] != old.signatures:
             raise StoreError("a cosigned checkpoint keeps the text and the signatures it extends")
         try:
-            with self.conn:
-                changed = self.conn.execute(
+            with self.backend.write():
+                changed = self.backend.sql(
                     "UPDATE checkpoints SET note = ? WHERE size = ? AND note = ?", (new.encode(), size, old.encode())
                 ).rowcount
-        except sqlite3.Error as exc:
+        except self.backend.errors as exc:
             raise StoreError("cannot store the cosigned checkpoint: %s" % exc) from None
         if changed != 1:
             raise InputError("the stored checkpoint at size %d changed meanwhile: add the cosignatures again" % size)
@@ -653,10 +795,10 @@ class Ledger:
         """One indexed probe per keyring kind: O(log n) however long the chain."""
         try:
             seqs = [
-                self.conn.execute("SELECT max(seq) FROM entries WHERE kind = ?", (k.value,)).fetchone()[0]
+                self.backend.sql("SELECT max(seq) FROM entries WHERE kind = ?", (k.value,)).fetchone()[0]
                 for k in KEYRING_KINDS
             ]
-        except sqlite3.Error as exc:
+        except self.backend.errors as exc:
             raise StoreError("cannot read ledger database: %s" % exc) from None
         found = [s for s in seqs if s is not None]
         return max(found) if found else None
@@ -664,54 +806,22 @@ class Ledger:
     def _pointers(self, task: str | None) -> tuple[Digest, Digest | None]:
         """The latest keyring entry's hash, and the task's latest entry's hash (in-transaction)."""
         last = self._last_keyring_seq()
-        row = None if last is None else self.conn.execute("SELECT hash FROM entries WHERE seq = ?", (last,)).fetchone()
+        row = None if last is None else self.backend.sql("SELECT hash FROM entries WHERE seq = ?", (last,)).fetchone()
         if row is None:
             raise StoreError("the ledger has no genesis entry")
         task_row = None
         if task is not None:
-            task_row = self.conn.execute(
+            task_row = self.backend.sql(
                 "SELECT hash FROM entries WHERE task = ? ORDER BY seq DESC LIMIT 1", (task,)
             ).fetchone()
-        return Digest(row[0]), None if task_row is None else Digest(task_row[0])
+        return Digest(bytes(row[0])), None if task_row is None else Digest(bytes(task_row[0]))
 
     # -- blobs ---------------------------------------------------------------------------
 
     def put_blob_stream(self, stream: BinaryIO) -> tuple[Digest, int]:
-        """Store content by its plain BLAKE3 digest, streaming (never read whole). At most
-        `MAX_EVIDENCE` bytes: more could not travel in a bundle. The temporary file is
-        removed on every way out, an interrupt included."""
-        blobs = self.root / BLOB_DIR
-        try:
-            fd, tmp_name = tempfile.mkstemp(prefix="%s%d-" % (_INCOMING, os.getpid()), dir=blobs)
-        except OSError as exc:
-            raise StoreError("cannot write to the blob store %s: %s" % (blobs, exc)) from None
-        tmp = Path(tmp_name)
-        try:
-            hasher = ContentHasher()
-            with os.fdopen(fd, "wb") as out:
-                while chunk := stream.read(_CHUNK):
-                    hasher.update(chunk)
-                    if hasher.size > MAX_EVIDENCE:
-                        raise InputError("evidence is larger than %d bytes, the most a bundle may carry" % MAX_EVIDENCE)
-                    out.write(chunk)
-                out.flush()
-                os.fsync(out.fileno())
-            digest = hasher.digest()
-            final = blob_path(self.root, digest)
-            final.parent.mkdir(exist_ok=True)
-            if final.exists():
-                tmp.unlink()
-            else:
-                os.chmod(tmp, 0o444)
-                os.replace(tmp, final)
-                _fsync_dir(final.parent)
-        except OSError as exc:
-            tmp.unlink(missing_ok=True)
-            raise StoreError("cannot write to the blob store: %s" % exc) from None
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        return digest, hasher.size
+        """Store content by its plain BLAKE3 digest, streaming (never read whole); storing
+        content already there changes nothing."""
+        return self.backend.put_blob_stream(stream)
 
     def put_blob_file(self, path: Path) -> tuple[Digest, int]:
         """Store an evidence file: a regular file only (a device or a pipe could be read forever)."""
@@ -732,13 +842,10 @@ class Ledger:
     def sweep_incoming(self) -> list[Path]:
         """Remove the temporary blob files that writers killed mid-write left behind (their
         process is gone); returns what was removed. Live writers' files are left alone."""
-        removed = []
-        for tmp in (self.root / BLOB_DIR).glob(_INCOMING + "*"):
-            pid = tmp.name[len(_INCOMING) :].split("-", 1)[0]
-            if pid.isdigit() and not _alive(int(pid)):
-                tmp.unlink(missing_ok=True)
-                removed.append(tmp)
-        return removed
+        return self.backend.sweep_incoming()
 
     def blob_path(self, digest: Digest) -> Path:
+        """Where the embedded store keeps a blob (a shared store keeps blobs in its database)."""
+        if not isinstance(self.backend, SqliteBackend):
+            raise StoreError("blobs of a shared store live in its database: read them through `reader.open_blob`")
         return blob_path(self.root, digest)

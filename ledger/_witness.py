@@ -41,12 +41,13 @@ def _state_file(path: Path | None) -> Path:
 
 
 def cosign(
-    *, ledger_dir: Path, checkpoint: str, signer: Signer, name: str, log_key: bytes, state_path: Path | None
+    *, source: LedgerSource, checkpoint: str, signer: Signer, name: str, log_key: bytes, state_path: Path | None
 ) -> str:
     """Cosign a checkpoint as witness ``name``: refused unless the log key signed it and it
     extends (by a consistency proof computed from the ledger) the last checkpoint this
     witness cosigned for that log. Updates the witness's state file; returns the note
-    with the cosignature added. Raises `InputError` for every refusal."""
+    with the cosignature added. Raises `InputError` for every refusal. ``source`` stays
+    open (the caller's)."""
     try:
         note = parse_note(checkpoint)
         cp = parse_checkpoint(note.text)
@@ -73,11 +74,7 @@ def cosign(
                 % (cp.size, old_size)
             )
         # The witness computes the proof from the ledger and checks it against both roots.
-        source = LedgerSource.open(ledger_dir)
-        try:
-            leaves = [leaf_hash(b) for b in source.entry_bytes(cp.size)]
-        finally:
-            source.close()
+        leaves = [leaf_hash(b) for b in source.entry_bytes(cp.size)]
         if len(leaves) < cp.size:
             raise InputError("refused: the ledger holds fewer entries than the checkpoint claims")
         tree = MemoryTree(leaves)

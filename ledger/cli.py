@@ -101,6 +101,15 @@ def trust_option(f: F) -> F:
     return click.option("--trust", help="Pin the admin key: a SHA256 fingerprint or an allowed_signers file.")(f)
 
 
+def store_option(f: F) -> F:
+    return click.option(
+        "--store",
+        envvar="LEDGER_STORE",
+        help="A shared ledger: postgresql://HOST/DB (default: the store line of .ledger/config.toml,"
+        " else the local ledger). Passwords come from PGPASSWORD or ~/.pgpass, never the URL in a file.",
+    )(f)
+
+
 def yes_option(f: F) -> F:
     return click.option("--yes", is_flag=True, help="Sign without asking (for scripts).")(f)
 
@@ -108,18 +117,46 @@ def yes_option(f: F) -> F:
 # -- what commands share -------------------------------------------------------------------------
 
 
+class _Where:
+    """The local ledger directory, and the shared store's URL if one is configured (read
+    when a command first asks, so that a bad config.toml fails as that command's input)."""
+
+    def __init__(self, root: Path, explicit_store: str | None) -> None:
+        self.root = root
+        self._explicit = explicit_store
+        self._store: tuple[str | None] | None = None
+
+    @property
+    def store(self) -> str | None:
+        if self._store is None:
+            self._store = (lib.shared_store(self.root, self._explicit),)
+        return self._store[0]
+
+
+def _where(ctx: click.Context) -> _Where:
+    where: _Where = ctx.find_root().obj
+    return where
+
+
 def _root(ctx: click.Context) -> Path:
-    root: Path = ctx.find_root().obj
-    return root
+    return _where(ctx).root
 
 
 def _ledger(ctx: click.Context) -> lib.Ledger:
-    return lib.Ledger.open(_root(ctx))
+    where = _where(ctx)
+    return lib.Ledger.open(where.root, store=where.store)
 
 
 def _reader(ctx: click.Context) -> lib.Ledger:
     """For commands that only read: works on a read-only copy of the ledger."""
-    return lib.Ledger.open(_root(ctx), read_only=True)
+    where = _where(ctx)
+    return lib.Ledger.open(where.root, read_only=True, store=where.store)
+
+
+def _source(ctx: click.Context) -> Any:
+    """The ledger as the auditor reads it (`verify.LedgerSource` or `verify.PostgresSource`)."""
+    where = _where(ctx)
+    return lib.open_source(where.root, where.store)
 
 
 def _ask_passphrase(path: str) -> bytes:
@@ -224,10 +261,11 @@ TIER_CHOICE = click.Choice([t.value for t in Tier])
     envvar="LEDGER_DIR",
     help="Ledger directory (default: .ledger at the git root).",
 )
+@store_option
 @click.pass_context
-def cli(ctx: click.Context, ledger_dir: Path | None) -> None:
+def cli(ctx: click.Context, ledger_dir: Path | None, store: str | None) -> None:
     """Signed, replayable receipts of what was actually checked."""
-    ctx.obj = lib.find_ledger_dir(ledger_dir, Path.cwd())
+    ctx.obj = _Where(lib.find_ledger_dir(ledger_dir, Path.cwd()), store)
 
 
 # -- init and keys -------------------------------------------------------------------------------
@@ -246,10 +284,13 @@ def _refuse_inside_repo(path: Path, ledger_root: Path) -> None:
     type=_FILE,
     help="Use this existing OpenSSH Ed25519 private key (e.g. ~/.ssh/id_ed25519) instead of generating one.",
 )
+@store_option
 @click.pass_context
-def init(ctx: click.Context, admin_name: str, admin_key: Path | None) -> None:
-    """Create the ledger with a genesis entry signed by its admin key."""
+def init(ctx: click.Context, admin_name: str, admin_key: Path | None, store: str | None) -> None:
+    """Create the ledger with a genesis entry signed by its admin key (with --store: the
+    team's shared ledger, named in .ledger/config.toml for the team to commit)."""
     root = _root(ctx)
+    url = lib.shared_store(root, store) if store else _where(ctx).store
     path = lib.key_path(admin_name)
     if admin_key is not None:
         signer = _signer(str(admin_key))
@@ -260,9 +301,11 @@ def init(ctx: click.Context, admin_name: str, admin_key: Path | None) -> None:
         _refuse_inside_repo(path, root)
         signer = lib.generate_key_file(path, admin_name)
         click.echo("generated admin key %s (keep it secret)" % path, err=True)
-    ledger = lib.Ledger.create(root, signer, admin_name)
+    ledger = lib.Ledger.create(root, signer, admin_name, store=url)
     genesis = ledger.reader.by_seq(0)
-    click.echo("initialised ledger %s" % root, err=True)
+    click.echo("initialised ledger %s" % lib.describe_store(root, url), err=True)
+    if url is not None and lib.write_store_config(root, url):
+        click.echo("wrote %s: commit it so that every clone uses the shared ledger" % (root / "config.toml"), err=True)
     click.echo("genesis entry %s" % (Digest(genesis.hash) if genesis else "?"))
     click.echo("admin key %s %s" % (admin_name, fingerprint(signer.public_key_blob)))
 
@@ -836,7 +879,7 @@ def verify_cmd(
         quorum=witness_quorum,
     )
     root = _trust(trust)
-    source: BundleSource | LedgerSource = BundleSource(bundle) if bundle is not None else LedgerSource.open(_root(ctx))
+    source: BundleSource | LedgerSource = BundleSource(bundle) if bundle is not None else _source(ctx)
     try:
         if commit_rev is not None:
             results = lib.verify_commit(source, _repo(), commit_rev, root, policy)
@@ -863,6 +906,31 @@ def verify_cmd(
     finally:
         source.close()
     _emit(as_json, res.as_dict(), lib.verify_lines(res), root)
+    _done(res.ok)
+
+
+@cli.command()
+@click.option("--from", "from_url", help="The shared ledger's URL (default: the configured store).")
+@click.option(
+    "--to", "to_dir", type=click.Path(path_type=Path, file_okay=False), help="Mirror directory (default: --dir)."
+)
+@json_option
+@click.pass_context
+def pull(ctx: click.Context, from_url: str | None, to_dir: Path | None, as_json: bool) -> None:
+    """Copy a shared ledger into a local mirror, proving the shared log only grew.
+
+    Exit 0 pulled, 1 refused (a rewritten history: nothing written), 2 cannot run."""
+    where = _where(ctx)
+    url = lib.shared_store(where.root, from_url) if from_url else where.store
+    if url is None:
+        raise lib.InputError("pull needs --from postgresql://HOST/DB (or a configured store)")
+    to = to_dir or where.root
+    if sys.stderr.isatty() and not as_json:
+        with click.progressbar(length=0, label="pulling entries", file=sys.stderr) as bar:
+            res = lib.pull(url, to, progress=bar.update)
+    else:
+        res = lib.pull(url, to)
+    _emit(as_json, res.as_dict(), lib.pull_lines(res))
     _done(res.ok)
 
 
@@ -959,14 +1027,15 @@ def witness_cosign(
     """Add a tlog-cosignature to a checkpoint after proving it consistent with the last one seen."""
     from receipts import parse_public_key_blob
 
-    text = lib.cosign(
-        ledger_dir=_root(ctx),
-        checkpoint=_read_text(checkpoint_file, "checkpoint"),
-        signer=_signer(key_name),
-        name=witness_name,
-        log_key=parse_public_key_blob(lib.read_public_key(log_key)),
-        state_path=state,
-    )
+    with _source(ctx) as source:
+        text = lib.cosign(
+            source=source,
+            checkpoint=_read_text(checkpoint_file, "checkpoint"),
+            signer=_signer(key_name),
+            name=witness_name,
+            log_key=parse_public_key_blob(lib.read_public_key(log_key)),
+            state_path=state,
+        )
     if output is None:
         click.echo(text, nl=False)
     else:
@@ -1066,9 +1135,9 @@ def gate(
 @click.pass_context
 def pr_comment_cmd(ctx: click.Context, hash_text: str, trust: str | None) -> None:
     """Markdown for a pull-request comment: the ladder, the verdict, how to verify."""
-    from verify import LedgerSource, verify_receipt
+    from verify import verify_receipt
 
-    source = LedgerSource.open(_root(ctx))
+    source = _source(ctx)
     try:
         res = verify_receipt(source, hash_text, root := _trust(trust))
     finally:

@@ -13,6 +13,7 @@ from ._source import LedgerSource, Source, StoredEntry
 from ._transparency import Transparency, WitnessKey
 from ._trust import Trust, TrustRoot, UnsafeTrustOnFirstUse, parse_allowed_signers
 from ._verifier import verify_chain, verify_receipt, verify_receipt_strict
+from .postgres import PostgresSource
 
 __all__ = [
     # entry points
@@ -23,6 +24,7 @@ __all__ = [
     "Source",
     "LedgerSource",
     "BundleSource",
+    "PostgresSource",
     "BUNDLE_FORMAT",
     "StoredEntry",
     # what they are asked

@@ -7,14 +7,14 @@ import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import Any, BinaryIO, Protocol
 
 from receipts import Digest, Keyring
 
 from ._errors import CannotVerify
 from ._result import Finding
 from ._transparency import Transparency, ledger_transparency
-from .schema import DB_NAME, blob_path
+from .schema import BLOB_DIR, DB_NAME, blob_path
 
 __all__ = ["Source", "StoredEntry", "LedgerSource"]
 
@@ -76,11 +76,14 @@ class Source(Protocol):
 
 
 class LedgerSource:
-    """A ledger directory opened read-only. Every SQLite failure becomes `CannotVerify`."""
+    """A ledger directory opened read-only. Every SQLite failure becomes `CannotVerify`.
+
+    Every query goes through `_rows`, so that a store speaking another SQL dialect (the
+    shared PostgreSQL store, `verify.PostgresSource`) reads with the same queries."""
 
     sparse = False  # every entry is here; a bundle holds only some
 
-    def __init__(self, conn: sqlite3.Connection, root: Path) -> None:
+    def __init__(self, conn: Any, root: Path | None) -> None:
         self.conn = conn
         self.root = root
 
@@ -125,11 +128,15 @@ class LedgerSource:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _one(self, sql: str, args: tuple[object, ...]) -> StoredEntry | None:
+    def _rows(self, sql: str, args: tuple[object, ...] = ()) -> Iterator[tuple[Any, ...]]:
+        """Rows of one query (``?`` placeholders); a database failure is `CannotVerify`."""
         try:
-            return _row(self.conn.execute(sql, args).fetchone())
+            yield from self.conn.execute(sql, args)
         except sqlite3.Error as exc:
             raise CannotVerify("cannot read ledger database: %s" % exc) from None
+
+    def _one(self, sql: str, args: tuple[object, ...]) -> StoredEntry | None:
+        return _row(next(iter(self._rows(sql, args)), None))
 
     def by_seq(self, seq: int) -> StoredEntry | None:
         return self._one("SELECT %s FROM entries WHERE seq = ?" % _COLUMNS, (seq,))
@@ -144,11 +151,11 @@ class LedgerSource:
         return self._one("SELECT %s FROM entries ORDER BY seq DESC LIMIT 1" % _COLUMNS, ())
 
     def count(self) -> int:
-        try:
-            n = self.conn.execute("SELECT count(*) FROM entries").fetchone()[0]
-        except sqlite3.Error as exc:
-            raise CannotVerify("cannot read ledger database: %s" % exc) from None
-        return int(n)
+        # seq runs 0..n-1 without gaps (verify checks it), so the newest seq is the count,
+        # found by the primary key instead of a scan.
+        for (n,) in self._rows("SELECT max(seq) FROM entries"):
+            return 0 if n is None else int(n) + 1
+        return 0
 
     def iter_entries(
         self, upto: int | None = None, task: str | None = None, kind: str | None = None
@@ -165,23 +172,28 @@ class LedgerSource:
             where.append("task = ?")
             args.append(task)
         sql = "SELECT %s FROM entries %s ORDER BY seq" % (_COLUMNS, ("WHERE " + " AND ".join(where)) if where else "")
-        try:
-            for row in self.conn.execute(sql, tuple(args)):
+        for row in self._rows(sql, tuple(args)):
+            yield _entry_row(row)
+
+    def entries_between(self, start: int, stop: int, page: int = 5000) -> Iterator[StoredEntry]:
+        """Entries with start <= seq < stop in order, a page at a time: memory stays bounded
+        however many there are."""
+        while start < stop:
+            rows = list(
+                self._rows(
+                    "SELECT %s FROM entries WHERE seq >= ? AND seq < ? ORDER BY seq LIMIT ?" % _COLUMNS,
+                    (start, stop, page),
+                )
+            )
+            if not rows:
+                return
+            for row in rows:
                 yield _entry_row(row)
-        except sqlite3.Error as exc:
-            raise CannotVerify("cannot read ledger database: %s" % exc) from None
+            start = int(rows[-1][0]) + 1
 
     def checkpoints(self) -> list[tuple[int, str]]:
         """Stored checkpoint notes, by tree size (an older ledger may have none)."""
-        try:
-            return [
-                (int(size), str(note))
-                for size, note in self.conn.execute("SELECT size, note FROM checkpoints ORDER BY size")
-            ]
-        except sqlite3.OperationalError:
-            return []
-        except sqlite3.Error as exc:
-            raise CannotVerify("cannot read ledger database: %s" % exc) from None
+        return [(int(size), str(note)) for size, note in self._rows("SELECT size, note FROM checkpoints ORDER BY size")]
 
     def check_transparency(self, origin: str, ring: Keyring | None, receipt_seq: int, policy: Transparency) -> Finding:
         # The whole ledger is here: the checkpoints' own keyring is replayed past the receipt.
@@ -189,13 +201,23 @@ class LedgerSource:
 
     def entry_bytes(self, upto: int) -> Iterator[bytes]:
         """Entry bytes in sequence order, for seq < upto: the Merkle tree's leaves."""
-        try:
-            for (data,) in self.conn.execute("SELECT entry FROM entries WHERE seq < ? ORDER BY seq", (upto,)):
-                yield bytes(data)
-        except sqlite3.Error as exc:
-            raise CannotVerify("cannot read ledger database: %s" % exc) from None
+        for (data,) in self._rows("SELECT entry FROM entries WHERE seq < ? ORDER BY seq", (upto,)):
+            yield bytes(data)
+
+    def tree_node(self, level: int, index: int) -> bytes | None:
+        """A stored Merkle tree node (docs/format.md §7); None if absent. Untrusted: a
+        verifier recomputes what it relies on."""
+        for (h,) in self._rows("SELECT hash FROM tree WHERE level = ? AND idx = ?", (level, index)):
+            return bytes(h)
+        return None
+
+    def blob_digests(self, prefix: str) -> list[str]:
+        """The hex digests of stored blobs that start with ``prefix`` (at least 2 hex digits)."""
+        assert self.root is not None
+        return sorted(p.name for p in (self.root / BLOB_DIR / prefix[:2]).glob(prefix + "*") if len(p.name) == 64)
 
     def open_blob(self, digest: Digest) -> BinaryIO | None:
+        assert self.root is not None
         try:
             return blob_path(self.root, digest).open("rb")
         except FileNotFoundError:

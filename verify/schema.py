@@ -8,7 +8,7 @@ from pathlib import Path
 
 from receipts import Digest
 
-__all__ = ["DB_NAME", "BLOB_DIR", "SCHEMA_VERSION", "SCHEMA", "blob_path"]
+__all__ = ["DB_NAME", "BLOB_DIR", "SCHEMA_VERSION", "SCHEMA", "PG_SCHEMA_VERSION", "PG_SCHEMA", "blob_path"]
 
 DB_NAME = "ledger.db"
 BLOB_DIR = "blobs"
@@ -46,3 +46,76 @@ CREATE TABLE IF NOT EXISTS checkpoints (
 def blob_path(root: Path, digest: Digest) -> Path:
     """An evidence blob's file: ``blobs/<first 2 hex>/<64 hex>`` under the ledger directory."""
     return root / BLOB_DIR / digest.hex[:2] / digest.hex
+
+
+# The shared store (docs/format.md §7a): the same three tables on PostgreSQL, plus
+# `prev` as a UNIQUE column (two entries can never extend one predecessor), the blobs in
+# chunks, a schema version, and triggers that make every table append-only. The one
+# change a trigger lets through is a checkpoint gaining signature lines (cosignatures).
+PG_SCHEMA_VERSION = 1
+PG_SCHEMA = """
+CREATE TABLE IF NOT EXISTS ledger_meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS entries (
+    seq BIGINT PRIMARY KEY CHECK (seq >= 0),
+    hash BYTEA NOT NULL UNIQUE,
+    kind TEXT NOT NULL,
+    body_hash BYTEA NOT NULL,
+    task TEXT,
+    entry BYTEA NOT NULL,
+    body BYTEA NOT NULL,
+    prev BYTEA UNIQUE
+);
+CREATE INDEX IF NOT EXISTS entries_body_hash ON entries(body_hash);
+CREATE INDEX IF NOT EXISTS entries_task_seq ON entries(task, seq);
+CREATE INDEX IF NOT EXISTS entries_kind_seq ON entries(kind, seq);
+CREATE TABLE IF NOT EXISTS tree (
+    level INTEGER NOT NULL,
+    idx BIGINT NOT NULL,
+    hash BYTEA NOT NULL,
+    PRIMARY KEY (level, idx)
+);
+CREATE TABLE IF NOT EXISTS checkpoints (
+    size BIGINT PRIMARY KEY,
+    note TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS blob_chunks (
+    digest BYTEA NOT NULL,
+    idx INTEGER NOT NULL,
+    data BYTEA NOT NULL,
+    PRIMARY KEY (digest, idx)
+);
+CREATE TABLE IF NOT EXISTS blobs (
+    digest BYTEA PRIMARY KEY,
+    size BIGINT NOT NULL,
+    chunks INTEGER NOT NULL
+);
+CREATE OR REPLACE FUNCTION receipt_ledger_append_only() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+    IF TG_OP = 'UPDATE' AND TG_TABLE_NAME = 'checkpoints'
+       AND NEW.size = OLD.size AND starts_with(NEW.note, OLD.note) THEN
+        RETURN NEW;
+    END IF;
+    RAISE EXCEPTION 'receipt-ledger: % on % refused: the ledger is append-only', TG_OP, TG_TABLE_NAME
+        USING ERRCODE = 'insufficient_privilege';
+END
+$fn$;
+CREATE OR REPLACE TRIGGER entries_append_only BEFORE UPDATE OR DELETE ON entries
+    FOR EACH ROW EXECUTE FUNCTION receipt_ledger_append_only();
+CREATE OR REPLACE TRIGGER tree_append_only BEFORE UPDATE OR DELETE ON tree
+    FOR EACH ROW EXECUTE FUNCTION receipt_ledger_append_only();
+CREATE OR REPLACE TRIGGER checkpoints_append_only BEFORE UPDATE OR DELETE ON checkpoints
+    FOR EACH ROW EXECUTE FUNCTION receipt_ledger_append_only();
+CREATE OR REPLACE TRIGGER blobs_append_only BEFORE UPDATE OR DELETE ON blobs
+    FOR EACH ROW EXECUTE FUNCTION receipt_ledger_append_only();
+CREATE OR REPLACE TRIGGER blob_chunks_append_only BEFORE UPDATE OR DELETE ON blob_chunks
+    FOR EACH ROW EXECUTE FUNCTION receipt_ledger_append_only();
+CREATE OR REPLACE TRIGGER entries_no_truncate BEFORE TRUNCATE ON entries
+    FOR EACH STATEMENT EXECUTE FUNCTION receipt_ledger_append_only();
+CREATE OR REPLACE TRIGGER tree_no_truncate BEFORE TRUNCATE ON tree
+    FOR EACH STATEMENT EXECUTE FUNCTION receipt_ledger_append_only();
+CREATE OR REPLACE TRIGGER checkpoints_no_truncate BEFORE TRUNCATE ON checkpoints
+    FOR EACH STATEMENT EXECUTE FUNCTION receipt_ledger_append_only();
+"""

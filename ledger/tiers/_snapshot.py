@@ -124,8 +124,13 @@ def remember_check_outputs(repo: Path, before: set[bytes]) -> tuple[str, ...]:
     return tuple(sorted(p.decode("utf-8", "replace") for p in created))
 
 
+# The ledger's own files, new after `ledger init` until the team commits them: they
+# configure the ledger, never the candidate, so they do not make the tree dirty.
+_LEDGER_FILES = {b".ledger/.gitignore", b".ledger/config.toml"}
+
+
 def _dirty_state(repo: Path) -> bytes | None:
-    outputs = _check_outputs(repo)
+    outputs = _check_outputs(repo) | _LEDGER_FILES
     entries = [e for e in _status(repo) if not (e.startswith(b"?? ") and e[3:] in outputs)]
     if not entries:
         return None

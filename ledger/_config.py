@@ -1,0 +1,93 @@
+"""Which store a command uses: ``--store URL`` or ``LEDGER_STORE``, else the ``store``
+line of the repository's committed ``.ledger/config.toml``, else the local SQLite ledger.
+
+A URL kept in a file never carries a password: libpq's own means (``PGPASSWORD``,
+``~/.pgpass``, a service file, ``sslmode``/``sslrootcert`` in the URL) supply the rest."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import tomllib
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from verify import CannotVerify, LedgerSource
+from verify.postgres import PostgresSource, is_postgres_url, redact_url
+
+from ._errors import InputError, StoreError
+
+__all__ = ["CONFIG_NAME", "shared_store", "open_source", "write_store_config", "without_password", "describe_store"]
+
+CONFIG_NAME = "config.toml"
+
+
+def _checked(url: str, where: str) -> str:
+    if not is_postgres_url(url):
+        raise InputError("%s: a shared store is a postgresql://HOST/DB URL, not %r" % (where, url[:80]))
+    return url
+
+
+def shared_store(root: Path, explicit: str | None) -> str | None:
+    """The shared store's URL for the ledger directory ``root``, or None for the local one."""
+    if explicit:
+        return _checked(explicit, "--store/LEDGER_STORE")
+    path = root / CONFIG_NAME
+    if not path.is_file():
+        return None
+    try:
+        found = tomllib.loads(path.read_text(encoding="utf-8")).get("store")
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise InputError("%s: %s" % (path, exc)) from None
+    if found is None:
+        return None
+    if not isinstance(found, str):
+        raise InputError("%s: store must be a string URL" % path)
+    if urlsplit(found).password is not None:
+        raise InputError(
+            "%s: the store URL holds a password; keep it out of the repository (PGPASSWORD, ~/.pgpass"
+            " or a service file)" % path
+        )
+    return _checked(found, str(path))
+
+
+def without_password(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)
+    user = netloc[0].split(":", 1)[0]
+    return parts._replace(netloc=user + "@" + netloc[1]).geturl()
+
+
+def write_store_config(root: Path, url: str) -> bool:
+    """Name the shared store in ``root/config.toml`` for the team to commit, unless a
+    config already exists there (it is the team's file then). True if written."""
+    path = root / CONFIG_NAME
+    if path.exists():
+        return False
+    root.mkdir(parents=True, exist_ok=True)
+    text = (
+        "# The shared ledger this repository's commands use (docs/team.md); no password here.\n"
+        'store = "%s"\n' % without_password(url).replace("\\", "\\\\").replace('"', '\\"')
+    )
+    fd, tmp = tempfile.mkstemp(dir=root, prefix=".config-")
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(text)
+    os.replace(tmp, path)
+    return True
+
+
+def open_source(root: Path, store: str | None) -> LedgerSource:
+    """The ledger as an auditor reads it: the shared store read-only, or the local directory."""
+    try:
+        return PostgresSource.open_url(store) if store is not None else LedgerSource.open(root)
+    except CannotVerify as exc:
+        if store is not None and "no ledger" not in str(exc):
+            raise StoreError(str(exc)) from None
+        raise InputError(str(exc)) from None
+
+
+def describe_store(root: Path, store: str | None) -> str:
+    """Where a ledger is, for messages: the store's URL without its password, or the directory."""
+    return redact_url(store) if store is not None else str(root)
