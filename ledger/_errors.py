@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["LedgerError", "InputError", "StoreError"]
+__all__ = ["LedgerError", "InputError", "StoreError", "NotCommitted", "CommitUnknown"]
 
 
 class LedgerError(Exception):
@@ -15,3 +15,12 @@ class InputError(LedgerError):
 
 class StoreError(LedgerError):
     """The ledger store could not be read or written (corrupt, locked, read-only, full)."""
+
+
+class NotCommitted(StoreError):
+    """The connection to a shared store failed before COMMIT was sent: the server rolled
+    the transaction back, so the whole operation may safely run again."""
+
+
+class CommitUnknown(StoreError):
+    """The connection failed while COMMIT was in flight: the write may have committed."""

@@ -22,9 +22,9 @@ from verify import CannotVerify
 from verify.postgres import PostgresSource, check_schema, connect_error, import_psycopg, redact_url
 from verify.schema import PG_SCHEMA, PG_SCHEMA_VERSION
 
-from ._errors import InputError, StoreError
+from ._errors import CommitUnknown, InputError, NotCommitted, StoreError
 
-__all__ = ["PostgresBackend", "NotCommitted", "CommitUnknown", "LOCK_KEY", "BLOB_CHUNK"]
+__all__ = ["PostgresBackend", "LOCK_KEY", "BLOB_CHUNK"]
 
 LOCK_KEY = 0x7265636C65646772  # the sequencer's advisory lock key ("recledgr")
 BLOB_CHUNK = 1 << 20  # bytes per blob_chunks row: bounded memory on both sides
@@ -32,15 +32,6 @@ _INSERT_ENTRY = (
     "INSERT INTO entries (seq, hash, kind, body_hash, task, entry, body, prev) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
 )
 _INSERT_NODE = "INSERT INTO tree (level, idx, hash) VALUES (%s, %s, %s)"
-
-
-class NotCommitted(StoreError):
-    """The connection failed before COMMIT was sent: the server rolled the transaction
-    back, so the whole operation may be run again."""
-
-
-class CommitUnknown(StoreError):
-    """The connection failed while COMMIT was in flight: the append may have committed."""
 
 
 def _timeout_ms() -> int:

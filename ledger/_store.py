@@ -19,10 +19,10 @@ import shutil
 import sqlite3
 import stat
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Protocol
+from typing import Any, BinaryIO, Protocol, TypeVar
 
 from receipts import (
     KEYRING_KINDS,
@@ -76,7 +76,7 @@ from verify import CannotVerify, LedgerSource, StoredEntry, TrustRoot
 from verify.schema import BLOB_DIR, DB_NAME, SCHEMA, blob_path
 
 from . import _clock
-from ._errors import InputError, StoreError
+from ._errors import CommitUnknown, InputError, NotCommitted, StoreError
 from ._git import git_root
 
 __all__ = ["Store", "Ledger", "Appended", "RecordRow", "LEDGER_DIRNAME", "find_ledger_dir"]
@@ -84,6 +84,8 @@ __all__ = ["Store", "Ledger", "Appended", "RecordRow", "LEDGER_DIRNAME", "find_l
 LEDGER_DIRNAME = ".ledger"
 MAX_EVIDENCE = 1 << 30  # bytes in one evidence blob: what a bundle may carry (verify's bundle limit)
 _INCOMING = ".incoming-"  # temporary blob files: .incoming-<writer pid>-<random>
+_T = TypeVar("_T")
+_ATTEMPTS = 3  # whole write transactions tried when a shared store's connection drops before COMMIT
 _CHUNK = 8 << 20  # large enough for BLAKE3 to use every core, small enough to bound memory
 # Only what is versioned with the code is let through: contracts, the shared store's
 # address and this file; the chain, the evidence and private state are not.
@@ -113,6 +115,10 @@ class Backend(Protocol):
     def put_blob_stream(self, stream: BinaryIO) -> tuple[Digest, int]: ...
 
     def sweep_incoming(self) -> list[Path]: ...
+
+    def reconnect(self) -> None:
+        """A new connection after `NotCommitted` or `CommitUnknown` (never raised by SQLite)."""
+        ...
 
     def close(self) -> None: ...
 
@@ -316,6 +322,9 @@ class SqliteBackend:
                 removed.append(tmp)
         return removed
 
+    def reconnect(self) -> None:
+        pass  # one file, no connection to lose
+
     def close(self) -> None:
         self.conn.close()
 
@@ -339,8 +348,9 @@ class Ledger:
         self.root = root
         self.backend = backend
         self.reader = backend.reader
-        self.store = store  # the shared store's URL (without a password), or None for the local one
+        self.store = store  # the shared store's URL, or None for the local one
         self._ring_cache: tuple[int | None, Keyring] | None = None
+        self._inflight: tuple[Digest, Any] | None = None  # the last entry written, and what returns it
 
     # -- opening and creating ------------------------------------------------------------
 
@@ -575,12 +585,43 @@ class Ledger:
         """Sign and append ``body`` as the next entry, in one write transaction."""
         if isinstance(body, Genesis):
             raise InputError("a ledger has exactly one genesis entry")
-        return self._append(body, signer, seq=None, prev=None, now=None)
+        return self._sequenced(lambda: self._append(body, signer, seq=None, prev=None, now=None))
+
+    def _sequenced(self, run: Callable[[], _T]) -> _T:
+        """Run one whole write transaction; again, from the start, when the connection broke
+        before COMMIT was sent (nothing was written), a bounded number of times. When it
+        broke during COMMIT, look: the entry is there (done) or it is not (refused)."""
+        for attempt in range(1, _ATTEMPTS + 1):
+            self._inflight = None
+            try:
+                return run()
+            except NotCommitted as exc:
+                if attempt == _ATTEMPTS:
+                    raise StoreError("%s (gave up after %d attempts)" % (exc, _ATTEMPTS)) from None
+            except CommitUnknown as exc:
+                inflight = self._inflight
+                self._reconnect()
+                if inflight is not None and self.reader.by_hash(inflight[0]) is not None:
+                    result: _T = inflight[1]
+                    return result
+                raise StoreError("%s; the entry is not in the ledger, so it was not written" % exc) from None
+            self._reconnect()
+        raise AssertionError("unreachable")
+
+    def _reconnect(self) -> None:
+        self._ring_cache = None
+        try:
+            self.backend.reconnect()
+        except StoreError as exc:
+            raise StoreError("%s (reconnecting after a lost connection)" % exc) from None
 
     def append_many(self, bodies: Sequence[Body], signer: Signer) -> list[Appended]:
         """Append several bodies signed by one key, all or nothing, in one write transaction."""
         if any(isinstance(b, Genesis) for b in bodies):
             raise InputError("a ledger has exactly one genesis entry")
+        return self._sequenced(lambda: self._append_batch(bodies, signer))
+
+    def _append_batch(self, bodies: Sequence[Body], signer: Signer) -> list[Appended]:
         with self.backend.write():
             ring = self.keyring()
             head = self.reader.head()
@@ -599,6 +640,8 @@ class Ledger:
                     self._flush(cursor)
                     ring = self.keyring()
             self._flush(cursor)
+            if out:
+                self._inflight = (out[-1].entry_hash, out)
             return out
 
     def _flush(self, cursor: _Cursor) -> None:
@@ -690,7 +733,9 @@ class Ledger:
                 cursor.ring = ehash
             if task is not None:
                 cursor.tasks[task] = ehash
-        return Appended(seq, ehash, bhash, entry)
+        appended = Appended(seq, ehash, bhash, entry)
+        self._inflight = (ehash, appended)
+        return appended
 
     # -- the Merkle tree over entries --------------------------------------------------------
 
@@ -753,6 +798,9 @@ class Ledger:
         if state is None or state.revoked_at is not None or not ({Role.SEAL, Role.ADMIN} & set(state.spec.roles)):
             raise InputError("refused: a checkpoint must be signed by an active seal or admin key of this ledger")
         origin = self.origin()
+        return self._sequenced(lambda: self._checkpoint(signer, origin))
+
+    def _checkpoint(self, signer: Signer, origin: str) -> SignedNote:
         # Under the sequencer: the head cannot move, and a checkpoint is stored only if it
         # extends the newest stored one (two writers never store two heads out of order).
         with self.backend.write():
@@ -770,10 +818,7 @@ class Ledger:
                     raise StoreError("the ledger is not consistent with its last checkpoint: its history was rewritten")
             text = checkpoint_text(Checkpoint(origin, size, root))
             note = SignedNote(text, (sign_note(text, origin, signer),))
-            try:
-                self.backend.sql("INSERT INTO checkpoints (size, note) VALUES (?, ?)", (size, note.encode()))
-            except self.backend.errors as exc:
-                raise StoreError("cannot store the checkpoint: %s" % exc) from None
+            self.backend.sql("INSERT INTO checkpoints (size, note) VALUES (?, ?)", (size, note.encode()))
         return note
 
     def store_cosigned(self, size: int, old: SignedNote, new: SignedNote) -> None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import secrets
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -319,3 +320,47 @@ def write_private_key(path: Path, name: str) -> Path:
     )
     path.chmod(0o600)
     return path
+
+
+# -- a real PostgreSQL server -------------------------------------------------------------------
+
+PG_ENV = "RECEIPT_LEDGER_TEST_PG"
+PG_DEFAULT = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+def _with_database(url: str, name: str) -> str:
+    from urllib.parse import urlsplit
+
+    return urlsplit(url)._replace(path="/" + name).geturl()
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> str:
+    """The server's URL (``RECEIPT_LEDGER_TEST_PG``, else the project's machines' default).
+    Unreachable: the test is skipped with the reason, except under CI=true, where it fails."""
+    url = os.environ.get(PG_ENV, PG_DEFAULT)
+    try:
+        import psycopg
+
+        psycopg.connect(url, connect_timeout=10).close()
+    except Exception as exc:  # ImportError or any connection failure: say which
+        reason = "no PostgreSQL server for the shared-store tests at %s (%s: %s)" % (url, type(exc).__name__, exc)
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return url
+
+
+@pytest.fixture
+def pg_url(pg_server: str) -> Iterator[str]:
+    """A new database of its own on the real server, dropped afterwards."""
+    import psycopg
+
+    name = "rl_test_" + secrets.token_hex(6)
+    with psycopg.connect(pg_server, autocommit=True) as admin:
+        admin.execute("CREATE DATABASE " + name)
+    try:
+        yield _with_database(pg_server, name)
+    finally:
+        with psycopg.connect(pg_server, autocommit=True) as admin:
+            admin.execute("DROP DATABASE IF EXISTS %s WITH (FORCE)" % name)

@@ -48,7 +48,7 @@ def import_psycopg() -> Any:
 
 def connect_error(url: str, exc: Exception) -> str:
     """One line for a failed connection: the server's own reason, without the password."""
-    reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return "cannot connect to the shared ledger %s: %s" % (redact_url(url), reason)
 
 

@@ -94,9 +94,10 @@ CREATE TABLE IF NOT EXISTS blobs (
 );
 CREATE OR REPLACE FUNCTION receipt_ledger_append_only() RETURNS trigger LANGUAGE plpgsql AS $fn$
 BEGIN
-    IF TG_OP = 'UPDATE' AND TG_TABLE_NAME = 'checkpoints'
-       AND NEW.size = OLD.size AND starts_with(NEW.note, OLD.note) THEN
-        RETURN NEW;
+    IF TG_OP = 'UPDATE' AND TG_TABLE_NAME = 'checkpoints' THEN
+        IF NEW.size = OLD.size AND starts_with(NEW.note, OLD.note) THEN
+            RETURN NEW;
+        END IF;
     END IF;
     RAISE EXCEPTION 'receipt-ledger: % on % refused: the ledger is append-only', TG_OP, TG_TABLE_NAME
         USING ERRCODE = 'insufficient_privilege';

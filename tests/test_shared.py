@@ -1,0 +1,462 @@
+"""The shared store on a real PostgreSQL server: schema, append-only tables, faults,
+concurrent writers, killed writers, terminated connections, and a rewritten history."""
+
+from __future__ import annotations
+
+import io
+import os
+import random
+import signal
+import subprocess
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+import receipts as r
+from conftest import ADMIN_ID, SIGNERS, run_cli, seeded_signer, write_private_key
+from ledger import Appended, Ledger, StoreError, add_key, pull, record_tier, revoke_key
+from verify import PostgresSource, TrustRoot, verify_chain
+
+TRUST = TrustRoot(frozenset({ADMIN_ID}), "t")
+KILL_TRIALS = int(os.environ.get("RECEIPT_LEDGER_PG_KILL_TRIALS", "100"))
+APPEND_ONLY = ("entries", "tree", "checkpoints", "blobs", "blob_chunks")
+
+
+def shared(url: str, tmp: Path) -> Ledger:
+    """A shared ledger with an admin, a sealer and a human key."""
+    ledger = Ledger.create(tmp / "clone" / ".ledger", SIGNERS["admin"], "admin", store=url)
+    add_key(ledger, SIGNERS["admin"], "sealer", [r.Role.SEAL], SIGNERS["sealer"].public_key_blob)
+    add_key(ledger, SIGNERS["admin"], "alice", [r.Role.HUMAN], SIGNERS["alice"].public_key_blob)
+    return ledger
+
+
+def approve(ledger: Ledger, task: str) -> Appended:
+    _, appended = record_tier(
+        ledger,
+        task_id=task,
+        tier=r.Tier.HUMAN,
+        verdict=r.Verdict.PASS,
+        signer=SIGNERS["alice"],
+        config_hash=r.config_hash(b"shared"),
+        input_hash=r.candidate_hash({"commit": "c" * 40}),
+    )
+    return appended
+
+
+def seqs(url: str) -> list[int]:
+    with psycopg.connect(url) as conn:
+        return [int(s) for (s,) in conn.execute("SELECT seq FROM entries ORDER BY seq")]
+
+
+def audit(url: str, **kwargs: Any) -> Any:
+    source = PostgresSource.open_url(url)
+    try:
+        return verify_chain(source, TRUST, **kwargs)
+    finally:
+        source.close()
+
+
+def test_a_shared_ledger_appends_verifies_and_keeps_blobs_in_chunks(pg_url: str, tmp_path: Path) -> None:
+    ledger = shared(pg_url, tmp_path)
+    data = os.urandom(3 * (1 << 20) + 7)
+    digest, size = ledger.put_blob_stream(io.BytesIO(data))
+    again = ledger.put_blob_stream(io.BytesIO(data))  # content-addressed: a second upload is a no-op
+    assert (digest, size) == again == (r.content_digest(data), len(data))
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT count(*) FROM blob_chunks WHERE digest = %s", (digest.value,)).fetchone() == (4,)
+        assert conn.execute("SELECT count(*) FROM blobs").fetchone() == (1,)
+    handle = ledger.reader.open_blob(digest)
+    assert handle is not None and handle.read() == data
+    approve(ledger, "T")
+    ledger.checkpoint(SIGNERS["sealer"])
+    assert seqs(pg_url) == [0, 1, 2, 3]
+    result = audit(pg_url)
+    assert result.ok, result.defects
+
+
+def test_every_append_only_table_refuses_update_and_delete(pg_url: str, tmp_path: Path) -> None:
+    ledger = shared(pg_url, tmp_path)
+    ledger.put_blob_stream(io.BytesIO(b"evidence"))
+    note = ledger.checkpoint(SIGNERS["sealer"])
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        for table in APPEND_ONLY:
+            column = "size" if table in ("checkpoints", "blobs") else ("idx" if table != "entries" else "seq")
+            for statement in ("UPDATE %s SET %s = %s + 1" % (table, column, column), "DELETE FROM %s" % table):
+                with pytest.raises(psycopg.errors.InsufficientPrivilege, match="append-only"):
+                    conn.execute(statement)
+        for table in ("entries", "tree", "checkpoints"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match="append-only"):
+                conn.execute("TRUNCATE %s" % table)
+        # The one change let through: a checkpoint gaining signature lines (a cosignature).
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("UPDATE checkpoints SET note = %s", (note.encode().replace("receipt", "forged"),))
+        conn.execute("UPDATE checkpoints SET note = note || %s", ("\u2014 witness AAAA\n",))
+    assert seqs(pg_url) == [0, 1, 2]
+
+
+def test_a_connection_at_snapshot_isolation_is_refused(pg_url: str, tmp_path: Path) -> None:
+    shared(pg_url, tmp_path).close()
+    for level in ("repeatable%5C%20read", "serializable"):
+        url = pg_url + "?options=-c%20default_transaction_isolation%3D" + level
+        with pytest.raises(StoreError, match="READ COMMITTED"):
+            Ledger.open(tmp_path, store=url)
+        res = run_cli("--store", url, "log")
+        assert res.returncode == 2 and "READ COMMITTED" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_faults_are_one_clear_line_and_exit_2(pg_url: str, tmp_path: Path) -> None:
+    shared(pg_url, tmp_path).close()
+    bad = {
+        "unreachable": "postgresql://postgres@127.0.0.1:1/test",
+        "unknown role": pg_url.replace("postgres@", "nobody_here@"),
+        "no such database": pg_url.rsplit("/", 1)[0] + "/rl_no_such_database",
+        "not postgres": "mysql://127.0.0.1/test",
+    }
+    for what, url in bad.items():
+        res = run_cli("--store", url, "log")
+        assert res.returncode == 2, (what, res.stderr)
+        assert res.stderr.count("\n") == 1 and res.stderr.startswith("ledger: error:"), (what, res.stderr)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("UPDATE ledger_meta SET value = '99' WHERE key = 'schema_version'")
+    res = run_cli("--store", pg_url, "log")
+    assert res.returncode == 2 and "schema version 99" in res.stderr
+    res = run_cli("--store", pg_url, "verify", "--chain", "--trust", ADMIN_ID)
+    assert res.returncode == 2 and "schema version 99" in res.stderr
+
+
+def test_init_refuses_a_database_that_holds_a_ledger(pg_url: str, tmp_path: Path) -> None:
+    shared(pg_url, tmp_path).close()
+    with pytest.raises(Exception, match="already holds a ledger"):
+        Ledger.create(tmp_path / "other", SIGNERS["admin"], "admin", store=pg_url)
+    assert seqs(pg_url) == [0, 1, 2]
+
+
+def test_a_lock_not_granted_in_time_is_a_clean_error_with_nothing_written(pg_url: str, tmp_path: Path) -> None:
+    shared(pg_url, tmp_path).close()
+    write_private_key(tmp_path / "admin.key", "admin")
+    with psycopg.connect(pg_url) as holder:  # a transaction holding the sequencer
+        holder.execute("SELECT pg_advisory_xact_lock(%s)", (0x7265636C65646772,))
+        res = run_cli(
+            "--store",
+            pg_url,
+            "keys",
+            "revoke",
+            "alice",
+            "--reason",
+            "left",
+            "--admin",
+            str(tmp_path / "admin.key"),
+            env={"RECEIPT_LEDGER_BUSY_TIMEOUT_MS": "300"},
+        )
+    assert res.returncode == 2 and "busy" in res.stderr and res.stderr.count("\n") == 1, res.stderr
+    assert seqs(pg_url) == [0, 1, 2]
+
+
+# -- many writers -----------------------------------------------------------------------------
+
+
+def _child(pipe: int, work: Any) -> int:
+    """Fork a writer that runs ``work(report)``; each report(seq) writes one line to ``pipe``."""
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        code = 1
+        try:
+            work(lambda seq: os.write(pipe, b"%d\n" % seq))
+            code = 0
+        except BaseException:
+            traceback.print_exc()  # on the test's stderr: pytest shows it beside the failure
+        finally:
+            os._exit(code)
+    return pid
+
+
+class Lines:
+    """Lines from the children, read as they come: each is a committed append."""
+
+    def __init__(self) -> None:
+        self.read_fd, self.write_fd = os.pipe()
+        self._file = os.fdopen(self.read_fd, "rb", buffering=0)
+        self._buffer = b""
+
+    def next(self) -> int:
+        while b"\n" not in self._buffer:
+            chunk = self._file.read(4096)
+            assert chunk, "every writer stopped before committing"
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return int(line)
+
+    def rest(self) -> list[int]:
+        """After the last writer has exited and the parent's write end is closed."""
+        os.close(self.write_fd)
+        data = self._buffer + self._file.read()
+        return [int(x) for x in data.split()]
+
+
+def _mixed_writer(url: str, root: Path, tag: int, appends: int) -> Any:
+    def work(report: Any) -> None:
+        ledger = Ledger.open(root, store=url)
+        for i in range(appends):
+            if i % 50 == 25:  # keyring changes interleave with everyone's records
+                name = "k%d-%d" % (tag, i)
+                appended = add_key(ledger, SIGNERS["admin"], name, [r.Role.HUMAN], seeded_signer(name).public_key_blob)
+            elif i % 50 == 26:
+                appended = revoke_key(ledger, SIGNERS["admin"], "k%d-%d" % (tag, i - 1), "rotated")
+            else:
+                appended = approve(ledger, "W%d" % tag)
+            report(appended.seq)
+            if i % 40 == 0:
+                ledger.checkpoint(SIGNERS["sealer"])
+
+    return work
+
+
+def test_eight_writers_make_one_linear_chain(pg_url: str, tmp_path: Path) -> None:
+    ledger = shared(pg_url, tmp_path)
+    base = len(seqs(pg_url))
+    ledger.close()
+    lines = Lines()
+    pids = [_child(lines.write_fd, _mixed_writer(pg_url, tmp_path, i, 250)) for i in range(8)]
+    codes = [os.waitpid(pid, 0)[1] for pid in pids]
+    reported = lines.rest()
+    assert codes == [0] * 8
+    assert sorted(reported) == list(range(base, base + 2000))  # every seq handed out once, no gap
+    assert seqs(pg_url) == list(range(base + 2000))
+    with psycopg.connect(pg_url) as conn:
+        leaves = [r.leaf_hash(bytes(e)) for (e,) in conn.execute("SELECT entry FROM entries ORDER BY seq")]
+        prevs = [p for (p,) in conn.execute("SELECT prev FROM entries")]
+    assert len(set(prevs)) == len(prevs)  # no two entries extend one predecessor
+    reopened = Ledger.open(tmp_path, store=pg_url)
+    assert reopened.root_hash(len(leaves)) == r.tree_root(r.MemoryTree(leaves), len(leaves))
+    reopened.close()
+    result = audit(pg_url, evidence=False)
+    assert result.ok, result.defects[:3]
+    assert result.entries == base + 2000
+
+
+def _looping_approver(url: str, root: Path) -> Any:
+    def work(report: Any) -> None:
+        ledger = Ledger.open(root, store=url)
+        while True:
+            report(approve(ledger, "KILL").seq)
+
+    return work
+
+
+def _waiting_backends(conn: psycopg.Connection[Any]) -> list[int]:
+    return [
+        int(pid)
+        for (pid,) in conn.execute(
+            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND database ="
+            " (SELECT oid FROM pg_database WHERE datname = current_database())"
+        )
+    ]
+
+
+def _until_waiting(conn: psycopg.Connection[Any]) -> list[int]:
+    """Block until some backend waits on the sequencer: polls a real condition in the server."""
+    while True:
+        found = _waiting_backends(conn)
+        if found:
+            return found
+
+
+def test_writers_killed_at_random_moments_lose_nothing_committed_and_tear_nothing(pg_url: str, tmp_path: Path) -> None:
+    shared(pg_url, tmp_path).close()
+    base = len(seqs(pg_url))
+    rng = random.Random(1203)
+    lines = Lines()
+    reported: list[int] = []
+    watcher = psycopg.connect(pg_url, autocommit=True)
+    for trial in range(KILL_TRIALS):
+        if trial % 5 == 0:
+            # Inside its transaction, waiting for the sequencer the test holds: killed there.
+            with watcher.transaction():
+                watcher.execute("SELECT pg_advisory_xact_lock(%s)", (0x7265636C65646772,))
+                pid = _child(lines.write_fd, _looping_approver(pg_url, tmp_path))
+                _until_waiting(watcher)
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            continue
+        pid = _child(lines.write_fd, _looping_approver(pg_url, tmp_path))
+        # Past its first commit the child is always inside some append: killing it after a
+        # random number of further commits lands at a random point of one.
+        for _ in range(1 + rng.randrange(3)):
+            reported.append(lines.next())
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    watcher.close()
+    reported += lines.rest()
+    present = seqs(pg_url)
+    assert present == list(range(len(present)))  # no gap, no fork
+    assert set(reported) <= set(present)  # every append reported committed is there
+    # and nothing else: at most the one append in flight per killed writer committed unreported
+    assert len(present) - base - len(reported) <= KILL_TRIALS
+    result = audit(pg_url, evidence=False)
+    assert result.ok, result.defects[:3]
+
+
+def test_a_connection_terminated_before_commit_is_retried_once_committed(pg_url: str, tmp_path: Path) -> None:
+    shared(pg_url, tmp_path).close()
+    before = seqs(pg_url)
+    lines = Lines()
+    watcher = psycopg.connect(pg_url, autocommit=True)
+    with watcher.transaction():
+        watcher.execute("SELECT pg_advisory_xact_lock(%s)", (0x7265636C65646772,))
+
+        def one(report: Any) -> None:
+            report(approve(Ledger.open(tmp_path, store=pg_url), "TERM").seq)
+
+        pid = _child(lines.write_fd, one)
+        (backend,) = _until_waiting(watcher)
+        watcher.execute("SELECT pg_terminate_backend(%s)", (backend,))
+        # The writer reconnects and waits again: the append had certainly not committed.
+        while _waiting_backends(watcher) in ([], [backend]):
+            pass
+    assert os.waitpid(pid, 0)[1] == 0
+    watcher.close()
+    (seq,) = lines.rest()
+    assert seqs(pg_url) == before + [seq]
+    assert audit(pg_url, evidence=False).ok
+
+
+def test_a_connection_terminated_every_time_gives_up_cleanly(pg_url: str, tmp_path: Path) -> None:
+    shared(pg_url, tmp_path).close()
+    before = seqs(pg_url)
+    key = write_private_key(tmp_path / "keys" / "admin", "admin")
+    watcher = psycopg.connect(pg_url, autocommit=True)
+    with watcher.transaction():
+        watcher.execute("SELECT pg_advisory_xact_lock(%s)", (0x7265636C65646772,))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ledger", "--store", pg_url, "keys", "revoke", "alice", "--reason", "x"]
+            + ["--admin", str(key)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        terminated: set[int] = set()
+        while proc.poll() is None:
+            for backend in _waiting_backends(watcher):
+                if backend not in terminated:
+                    watcher.execute("SELECT pg_terminate_backend(%s)", (backend,))
+                    terminated.add(backend)
+    _, err = proc.communicate()
+    watcher.close()
+    assert proc.returncode == 2 and err.count("\n") == 1 and "connection" in err and "nothing was written" in err
+    assert len(terminated) == 3  # a bounded number of attempts
+    assert seqs(pg_url) == before
+
+
+def test_connections_terminated_at_random_moments_keep_the_chain_whole(pg_url: str, tmp_path: Path) -> None:
+    shared(pg_url, tmp_path).close()
+    rng = random.Random(77)
+    lines = Lines()
+
+    def tolerant(report: Any) -> None:
+        ledger = Ledger.open(tmp_path, store=pg_url)
+        for _ in range(120):
+            try:
+                report(approve(ledger, "TERM").seq)
+            except StoreError:  # three terminations in a row, or a commit of unknown outcome
+                ledger.backend.reconnect()
+
+    pid = _child(lines.write_fd, tolerant)
+    reported: list[int] = []
+    with psycopg.connect(pg_url, autocommit=True) as watcher:
+        for _ in range(20):
+            for _ in range(1 + rng.randrange(3)):
+                reported.append(lines.next())
+            for (backend,) in watcher.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            ).fetchall():
+                watcher.execute("SELECT pg_terminate_backend(%s)", (backend,))
+    assert os.waitpid(pid, 0)[1] == 0
+    reported += lines.rest()
+    present = seqs(pg_url)
+    assert present == list(range(len(present)))
+    assert set(reported) <= set(present)
+    assert audit(pg_url, evidence=False).ok
+
+
+# -- mirrors and a rewritten history ------------------------------------------------------------
+
+
+def _rewrite_from(url: str, root: Path, keep: int) -> None:
+    """What someone holding the database and the admin key can do: drop the entries from
+    ``keep`` on, bypassing the triggers, and append others, validly signed, with a
+    recomputed tree and a new checkpoint."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SET session_replication_role = replica")  # triggers off: the admin's power
+        conn.execute("DELETE FROM entries WHERE seq >= %s", (keep,))
+        conn.execute("DELETE FROM tree")
+        conn.execute("DELETE FROM checkpoints")
+    ledger = Ledger.open(root, store=url)
+    with ledger.backend.write():
+        for seq, (entry,) in enumerate(ledger.backend.sql("SELECT entry FROM entries ORDER BY seq").fetchall()):
+            ledger._add_leaf(seq, r.leaf_hash(bytes(entry)))
+    add_key(ledger, SIGNERS["admin"], "eve", [r.Role.HUMAN], SIGNERS["mallory"].public_key_blob)
+    for _ in range(6):  # longer than before: the rewrite cannot pass for a cut
+        approve(ledger, "REWRITTEN")
+    ledger.checkpoint(SIGNERS["admin"])
+    ledger.close()
+
+
+def test_a_rewritten_history_is_refused_by_pull_and_by_verify_since(pg_url: str, tmp_path: Path) -> None:
+    ledger = shared(pg_url, tmp_path)
+    for _ in range(5):
+        approve(ledger, "T")
+    kept = ledger.checkpoint(SIGNERS["sealer"])
+    ledger.close()
+    mirror = tmp_path / "mirror"
+    first = pull(pg_url, mirror)
+    assert first.ok and first.first and first.entries_after == 8
+    (tmp_path / "kept.checkpoint").write_text(kept.encode())
+
+    _rewrite_from(pg_url, tmp_path, keep=4)
+    # Self-consistent: every hash and signature in the database checks out on its own ...
+    assert audit(pg_url, evidence=False).ok
+    # ... but not against what was kept outside it.
+    refused = pull(pg_url, mirror)
+    assert not refused.ok and "rewritten" in refused.defects[0]
+    assert len(seqs_sqlite(mirror)) == 8  # nothing written
+    res = run_cli(
+        "--store", pg_url, "verify", "--chain", "--trust", ADMIN_ID, "--since", str(tmp_path / "kept.checkpoint")
+    )
+    assert res.returncode == 1, res.stdout + res.stderr
+    res = run_cli("--dir", str(tmp_path / "m2"), "pull", "--from", pg_url)
+    assert res.returncode == 0  # a new mirror has nothing kept to compare with ...
+    res = run_cli("pull", "--from", pg_url, "--to", str(mirror))
+    assert res.returncode == 1 and "REFUSED" in res.stdout  # ... the old one does
+
+
+def test_pull_is_incremental_and_proves_growth_against_the_kept_checkpoint(pg_url: str, tmp_path: Path) -> None:
+    ledger = shared(pg_url, tmp_path)
+    ledger.put_blob_stream(io.BytesIO(b"some evidence"))
+    ledger.checkpoint(SIGNERS["sealer"])
+    mirror = tmp_path / "mirror"
+    assert pull(pg_url, mirror).entries_after == 3
+    for _ in range(4):
+        approve(ledger, "T")
+    ledger.checkpoint(SIGNERS["sealer"])
+    ledger.put_blob_stream(io.BytesIO(b"more evidence"))
+    second = pull(pg_url, mirror)
+    assert second.ok and (second.entries_before, second.entries_after) == (3, 7)
+    assert second.proven == (3, 7) and second.blobs_copied == 1 and second.checkpoints_copied == 1
+    assert seqs_sqlite(mirror) == list(range(7))
+    ledger.close()
+    res = run_cli("--dir", str(mirror), "verify", "--chain", "--trust", ADMIN_ID, "--json")
+    assert res.returncode == 0, res.stdout
+
+
+def seqs_sqlite(mirror: Path) -> list[int]:
+    import sqlite3
+
+    conn = sqlite3.connect(mirror / "ledger.db")
+    try:
+        return [int(s) for (s,) in conn.execute("SELECT seq FROM entries ORDER BY seq")]
+    finally:
+        conn.close()
