@@ -19,7 +19,7 @@ import pytest
 import receipts as r
 from conftest import ADMIN_ID, SIGNERS, run_cli, seeded_signer, write_private_key
 from ledger import Appended, Ledger, StoreError, add_key, pull, record_tier, revoke_key
-from verify import PostgresSource, TrustRoot, verify_chain
+from verify import CannotVerify, PostgresSource, TrustRoot, verify_chain
 
 TRUST = TrustRoot(frozenset({ADMIN_ID}), "t")
 KILL_TRIALS = int(os.environ.get("RECEIPT_LEDGER_PG_KILL_TRIALS", "100"))
@@ -159,41 +159,59 @@ def test_a_lock_not_granted_in_time_is_a_clean_error_with_nothing_written(pg_url
 # -- many writers -----------------------------------------------------------------------------
 
 
-def _child(pipe: int, work: Any) -> int:
-    """Fork a writer that runs ``work(report)``; each report(seq) writes one line to ``pipe``."""
-    pid = os.fork()
-    if pid == 0:  # the child: never returns into pytest
-        code = 1
-        try:
-            work(lambda seq: os.write(pipe, b"%d\n" % seq))
-            code = 0
-        except BaseException:
-            traceback.print_exc()  # on the test's stderr: pytest shows it beside the failure
-        finally:
-            os._exit(code)
-    return pid
+class Child:
+    """A forked writer. Its reports come on a pipe of its own: when it dies the reader sees
+    EOF and fails, it never hangs. ``work(report)`` runs in the child; report(seq) is one
+    committed append."""
 
-
-class Lines:
-    """Lines from the children, read as they come: each is a committed append."""
-
-    def __init__(self) -> None:
-        self.read_fd, self.write_fd = os.pipe()
-        self._file = os.fdopen(self.read_fd, "rb", buffering=0)
+    def __init__(self, work: Any) -> None:
+        read_fd, write_fd = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:  # the child: never returns into pytest
+            os.close(read_fd)
+            code = 1
+            try:
+                work(lambda seq: os.write(write_fd, b"%d\n" % seq))
+                code = 0
+            except BaseException:
+                traceback.print_exc()  # on the test's stderr: pytest shows it beside the failure
+            finally:
+                os._exit(code)
+        os.close(write_fd)
+        self._file = os.fdopen(read_fd, "rb", buffering=0)
         self._buffer = b""
+        self.status: int | None = None
 
     def next(self) -> int:
+        """Block until the child reports its next committed append: a real signal, not a time."""
         while b"\n" not in self._buffer:
             chunk = self._file.read(4096)
-            assert chunk, "every writer stopped before committing"
+            assert chunk, "the writer exited before committing (status %s)" % self.wait()
             self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
         return int(line)
 
+    def alive(self) -> bool:
+        if self.status is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.status = status
+        return self.status is None
+
+    def wait(self) -> int:
+        if self.status is None:
+            self.status = os.waitpid(self.pid, 0)[1]
+        return self.status
+
+    def kill(self) -> None:
+        os.kill(self.pid, signal.SIGKILL)
+        self.wait()
+
     def rest(self) -> list[int]:
-        """After the last writer has exited and the parent's write end is closed."""
-        os.close(self.write_fd)
+        """Every report, after the child has exited."""
+        self.wait()
         data = self._buffer + self._file.read()
+        self._file.close()
         return [int(x) for x in data.split()]
 
 
@@ -219,11 +237,9 @@ def test_eight_writers_make_one_linear_chain(pg_url: str, tmp_path: Path) -> Non
     ledger = shared(pg_url, tmp_path)
     base = len(seqs(pg_url))
     ledger.close()
-    lines = Lines()
-    pids = [_child(lines.write_fd, _mixed_writer(pg_url, tmp_path, i, 250)) for i in range(8)]
-    codes = [os.waitpid(pid, 0)[1] for pid in pids]
-    reported = lines.rest()
-    assert codes == [0] * 8
+    writers = [Child(_mixed_writer(pg_url, tmp_path, i, 250)) for i in range(8)]
+    reported = [seq for w in writers for seq in w.rest()]
+    assert [w.wait() for w in writers] == [0] * 8
     assert sorted(reported) == list(range(base, base + 2000))  # every seq handed out once, no gap
     assert seqs(pg_url) == list(range(base + 2000))
     with psycopg.connect(pg_url) as conn:
@@ -257,19 +273,19 @@ def _waiting_backends(conn: psycopg.Connection[Any]) -> list[int]:
     ]
 
 
-def _until_waiting(conn: psycopg.Connection[Any]) -> list[int]:
+def _until_waiting(conn: psycopg.Connection[Any], child: Child) -> list[int]:
     """Block until some backend waits on the sequencer: polls a real condition in the server."""
     while True:
         found = _waiting_backends(conn)
         if found:
             return found
+        assert child.alive(), "the writer exited before it waited for the sequencer"
 
 
 def test_writers_killed_at_random_moments_lose_nothing_committed_and_tear_nothing(pg_url: str, tmp_path: Path) -> None:
     shared(pg_url, tmp_path).close()
     base = len(seqs(pg_url))
     rng = random.Random(1203)
-    lines = Lines()
     reported: list[int] = []
     watcher = psycopg.connect(pg_url, autocommit=True)
     for trial in range(KILL_TRIALS):
@@ -277,20 +293,19 @@ def test_writers_killed_at_random_moments_lose_nothing_committed_and_tear_nothin
             # Inside its transaction, waiting for the sequencer the test holds: killed there.
             with watcher.transaction():
                 watcher.execute("SELECT pg_advisory_xact_lock(%s)", (0x7265636C65646772,))
-                pid = _child(lines.write_fd, _looping_approver(pg_url, tmp_path))
-                _until_waiting(watcher)
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
+                child = Child(_looping_approver(pg_url, tmp_path))
+                _until_waiting(watcher, child)
+                child.kill()
+            reported += child.rest()
             continue
-        pid = _child(lines.write_fd, _looping_approver(pg_url, tmp_path))
+        child = Child(_looping_approver(pg_url, tmp_path))
         # Past its first commit the child is always inside some append: killing it after a
         # random number of further commits lands at a random point of one.
         for _ in range(1 + rng.randrange(3)):
-            reported.append(lines.next())
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
+            reported.append(child.next())
+        child.kill()
+        reported += child.rest()
     watcher.close()
-    reported += lines.rest()
     present = seqs(pg_url)
     assert present == list(range(len(present)))  # no gap, no fork
     assert set(reported) <= set(present)  # every append reported committed is there
@@ -303,7 +318,6 @@ def test_writers_killed_at_random_moments_lose_nothing_committed_and_tear_nothin
 def test_a_connection_terminated_before_commit_is_retried_once_committed(pg_url: str, tmp_path: Path) -> None:
     shared(pg_url, tmp_path).close()
     before = seqs(pg_url)
-    lines = Lines()
     watcher = psycopg.connect(pg_url, autocommit=True)
     with watcher.transaction():
         watcher.execute("SELECT pg_advisory_xact_lock(%s)", (0x7265636C65646772,))
@@ -311,15 +325,15 @@ def test_a_connection_terminated_before_commit_is_retried_once_committed(pg_url:
         def one(report: Any) -> None:
             report(approve(Ledger.open(tmp_path, store=pg_url), "TERM").seq)
 
-        pid = _child(lines.write_fd, one)
-        (backend,) = _until_waiting(watcher)
+        child = Child(one)
+        (backend,) = _until_waiting(watcher, child)
         watcher.execute("SELECT pg_terminate_backend(%s)", (backend,))
         # The writer reconnects and waits again: the append had certainly not committed.
         while _waiting_backends(watcher) in ([], [backend]):
-            pass
-    assert os.waitpid(pid, 0)[1] == 0
+            assert child.alive(), "the writer gave up instead of retrying"
+    assert child.wait() == 0
     watcher.close()
-    (seq,) = lines.rest()
+    (seq,) = child.rest()
     assert seqs(pg_url) == before + [seq]
     assert audit(pg_url, evidence=False).ok
 
@@ -354,28 +368,32 @@ def test_a_connection_terminated_every_time_gives_up_cleanly(pg_url: str, tmp_pa
 def test_connections_terminated_at_random_moments_keep_the_chain_whole(pg_url: str, tmp_path: Path) -> None:
     shared(pg_url, tmp_path).close()
     rng = random.Random(77)
-    lines = Lines()
 
     def tolerant(report: Any) -> None:
         ledger = Ledger.open(tmp_path, store=pg_url)
         for _ in range(120):
             try:
                 report(approve(ledger, "TERM").seq)
-            except StoreError:  # three terminations in a row, or a commit of unknown outcome
-                ledger.backend.reconnect()
+            except (StoreError, CannotVerify):  # reads outside an append are not retried
+                while True:
+                    try:
+                        ledger.backend.reconnect()
+                        break
+                    except StoreError:
+                        pass
 
-    pid = _child(lines.write_fd, tolerant)
+    child = Child(tolerant)
     reported: list[int] = []
     with psycopg.connect(pg_url, autocommit=True) as watcher:
         for _ in range(20):
             for _ in range(1 + rng.randrange(3)):
-                reported.append(lines.next())
+                reported.append(child.next())
             for (backend,) in watcher.execute(
                 "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
             ).fetchall():
                 watcher.execute("SELECT pg_terminate_backend(%s)", (backend,))
-    assert os.waitpid(pid, 0)[1] == 0
-    reported += lines.rest()
+    assert child.wait() == 0
+    reported += child.rest()
     present = seqs(pg_url)
     assert present == list(range(len(present)))
     assert set(reported) <= set(present)

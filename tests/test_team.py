@@ -1,0 +1,140 @@
+"""The team flow of docs/team.md as one test: four machines (an agent, two reviewers, a
+CI runner), each its own git clone and key directory, one shared ledger on a real
+PostgreSQL server; then an auditor with only public keys pulls and verifies."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import GIT_ENV, judge_table, run_cli
+
+CONTRACT = """version = 1
+task = "T-1"
+goal = "a.txt says two"
+owned_files = ["a.txt"]
+
+[policy]
+required_tiers = ["deterministic", "judge", "human"]
+human_approvals = 2
+
+%s
+[[checks]]
+id = "says-two"
+type = "file_contains"
+path = "a.txt"
+literal = "two"
+
+[[checks]]
+id = "tests"
+type = "test_passes"
+command = [%s, "-c", "print('1 passed')"]
+""" % (judge_table("accept", "0.9"), json.dumps(sys.executable))
+
+
+class Machine:
+    """One teammate's machine: a clone of the team's repository and a private key directory."""
+
+    def __init__(self, tmp: Path, name: str, remote: Path) -> None:
+        self.name = name
+        self.keys = tmp / ("keys-" + name)
+        self.keys.mkdir()
+        self.env = dict(GIT_ENV, RECEIPT_LEDGER_KEYS=str(self.keys))
+        self.clone = tmp / name
+        self.git("clone", "-q", str(remote), str(self.clone), cwd=tmp)
+
+    def git(self, *args: str, cwd: Path | None = None) -> str:
+        done = subprocess.run(
+            ["git", *args], cwd=cwd or self.clone, env=self.env, check=True, capture_output=True, text=True
+        )
+        return done.stdout
+
+    def ledger(self, *args: str, code: int = 0) -> str:
+        res = run_cli(*args, cwd=self.clone, env=self.env)
+        assert res.returncode == code, "%s: ledger %s\n%s%s" % (self.name, " ".join(args), res.stdout, res.stderr)
+        assert "Traceback" not in res.stderr
+        return res.stdout
+
+    def ssh_key(self) -> tuple[Path, Path]:
+        """The teammate's own SSH key, made with OpenSSH, as they already have one."""
+        private = self.keys / self.name
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", self.name, "-f", str(private)], check=True)
+        return private, private.with_suffix(".pub")
+
+
+def test_four_machines_share_one_ledger_and_an_auditor_verifies_a_mirror(pg_url: str, tmp_path: Path) -> None:
+    remote = tmp_path / "team.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
+
+    # The CI runner sets the shared ledger up, and commits its address and the contract.
+    ci = Machine(tmp_path, "ci", remote)
+    (ci.clone / "a.txt").write_text("one\n")
+    (ci.clone / ".ledger" / "contracts").mkdir(parents=True)
+    (ci.clone / ".ledger" / "contracts" / "T-1.toml").write_text(CONTRACT)
+    ci.ledger("init", "--store", pg_url, "--admin", "lead")
+    assert (ci.clone / ".ledger" / "config.toml").read_text().count(pg_url) == 1
+    ci.ledger("keys", "generate", "ci", "--role", "deterministic", "--role", "judge", "--role", "seal")
+    ci.ledger("contract", "set", "T-1", "--key", "ci")
+    ci.git("add", "-A")
+    ci.git("commit", "-qm", "T-1: contract and the shared ledger")
+    ci.git("push", "-q", "origin", "HEAD:main")
+    assert set(ci.git("ls-files", ".ledger").split()) == {
+        ".ledger/.gitignore",
+        ".ledger/config.toml",
+        ".ledger/contracts/T-1.toml",
+    }
+
+    # Three more machines, each with its own SSH key, which the admin adds by public key only.
+    agent, alice, bob = (Machine(tmp_path, name, remote) for name in ("agent", "alice", "bob"))
+    private = {}
+    for machine, roles in ((agent, ("agent", "deterministic")), (alice, ("human",)), (bob, ("human",))):
+        private[machine.name], public = machine.ssh_key()
+        ci.ledger("keys", "add", machine.name, str(public), *[x for role in roles for x in ("--role", role)])
+
+    # The agent changes the code, claims, and runs the checks on its own machine.
+    (agent.clone / "a.txt").write_text("two\n")
+    agent.git("commit", "-qam", "T-1: say two")
+    agent.git("push", "-q", "origin", "HEAD:main")
+    agent.ledger("claim", "T-1", "--key", str(private["agent"]))
+    agent.ledger("check", "T-1", "--key", str(private["agent"]))
+
+    # Two reviewers approve from their laptops: each approval lands in the one shared chain.
+    for reviewer in (alice, bob):
+        reviewer.git("pull", "-q", "origin", "main")
+        reviewer.ledger("approve", "T-1", "--key", str(private[reviewer.name]), "--yes", "--comment", "read it")
+
+    # CI judges, seals, checkpoints, attaches and gates: it sees everyone's records.
+    ci.git("pull", "-q", "origin", "main")
+    ci.ledger("judge", "T-1", "--key", "ci")
+    sealed = json.loads(ci.ledger("seal", "T-1", "--key", "ci", "--json"))
+    receipt = sealed["receipt"]
+    assert sealed["body"]["merge_eligible"] is True, sealed
+    ci.ledger("checkpoint", "--key", "ci")
+    allowed = tmp_path / "allowed_signers"
+    ci.ledger("keys", "export-allowed-signers", "-o", str(allowed))
+    ci.ledger("attach", receipt)
+    ci.ledger("gate", "--trust", str(allowed), "--require-checkpoint")
+    ci.ledger("prove", receipt)
+    ci.ledger("export", receipt, "-o", str(tmp_path / "bundle.zip"))
+    status = json.loads(ci.ledger("status", "T-1", "--json"))
+    assert status, status
+    ci.ledger("verify", "--bundle", str(tmp_path / "bundle.zip"), "--trust", str(allowed))
+
+    # The auditor: an empty directory, the allowed_signers file, and read access.
+    audit = tmp_path / "auditor"
+    audit.mkdir()
+    (audit / "allowed_signers").write_bytes(allowed.read_bytes())
+    env = {"RECEIPT_LEDGER_KEYS": str(tmp_path / "no-keys")}
+    res = run_cli("pull", "--from", pg_url, "--to", str(audit / "mirror"), cwd=audit, env=env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    res = run_cli("--dir", str(audit / "mirror"), "verify", "--chain", "--trust", "allowed_signers", cwd=audit, env=env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    on_mirror = run_cli(
+        "--dir", "mirror", "verify", receipt, "--trust", "allowed_signers", "--json", cwd=audit, env=env
+    )
+    on_store = run_cli("--store", pg_url, "verify", receipt, "--trust", "allowed_signers", "--json", cwd=audit, env=env)
+    assert on_mirror.returncode == on_store.returncode == 0, on_mirror.stdout + on_store.stderr
+    assert json.loads(on_mirror.stdout) == json.loads(on_store.stdout)
+    assert not (audit / ".ledger").exists() and not list((tmp_path / "no-keys").glob("*"))
