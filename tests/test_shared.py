@@ -478,3 +478,58 @@ def seqs_sqlite(mirror: Path) -> list[int]:
         return [int(s) for (s,) in conn.execute("SELECT seq FROM entries ORDER BY seq")]
     finally:
         conn.close()
+
+
+def _doc_grants(writer: str, auditor: str) -> list[str]:
+    """The GRANT statements docs/team.md tells an owner to run, for these role names."""
+    text = (Path(__file__).parent.parent / "docs" / "team.md").read_text()
+    block = text.split("```sql")[2].split("```")[0]
+    statements = [line.split("--")[0].strip() for line in block.splitlines()]
+    return [
+        st.replace("ledger_writer", writer).replace("ledger_auditor", auditor)
+        for st in statements
+        if st.startswith("GRANT")
+    ]
+
+
+def test_the_documented_roles_let_writers_append_and_auditors_only_read(pg_url: str, tmp_path: Path) -> None:
+    ledger = shared(pg_url, tmp_path)
+    ledger.close()
+    suffix = pg_url.rsplit("_", 1)[1]
+    writer, auditor = "rl_writer_" + suffix, "rl_auditor_" + suffix
+    owner = psycopg.connect(pg_url, autocommit=True)
+    try:
+        for role in (writer, auditor):
+            owner.execute("CREATE ROLE %s LOGIN" % role)
+        grants = _doc_grants(writer, auditor)
+        assert len(grants) == 4
+        for statement in grants:
+            owner.execute(statement)
+        as_writer = pg_url.replace("postgres@", writer + "@")
+        as_auditor = pg_url.replace("postgres@", auditor + "@")
+
+        ledger = Ledger.open(tmp_path, store=as_writer)
+        approve(ledger, "T")
+        ledger.put_blob_stream(io.BytesIO(b"a writer's evidence"))
+        ledger.checkpoint(SIGNERS["sealer"])
+        with psycopg.connect(as_writer, autocommit=True) as conn:
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute("DELETE FROM entries")
+        ledger.close()
+
+        assert pull(as_auditor, tmp_path / "mirror").entries_after == 4
+        assert audit(as_auditor).ok
+        admin_key = write_private_key(tmp_path / "admin.key", "admin")
+        bob = r.public_key_line(SIGNERS["bob"].public_key_blob)
+        res = run_cli("--store", as_auditor, "keys", "add", "bob", bob, "--role", "human", "--admin", str(admin_key))
+        assert res.returncode == 2 and res.stderr.count("\n") == 1 and "permission denied" in res.stderr, res.stderr
+        with pytest.raises(StoreError, match="permission denied"):
+            approve(Ledger.open(tmp_path, store=as_auditor), "T")
+        assert seqs(pg_url) == [0, 1, 2, 3]
+    finally:
+        for role in (writer, auditor):
+            owner.execute("DROP OWNED BY %s" % role)
+        owner.close()
+        with psycopg.connect(pg_url.rsplit("/", 1)[0] + "/test", autocommit=True) as server:
+            for role in (writer, auditor):
+                server.execute("DROP ROLE IF EXISTS %s" % role)
