@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -9,7 +12,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import receipts as r
-from ledger import Ledger, add_key
+from ledger import Appended, Ledger, add_key, decide, demo_contract, run_deterministic, run_judge, seal_receipt
 
 ROLES = {"ci": r.Role.DETERMINISTIC, "alice": r.Role.HUMAN, "sealer": r.Role.SEAL}
 
@@ -42,3 +45,76 @@ def timed(fn: Callable[[], object]) -> float:
     started = time.perf_counter()
     fn()
     return time.perf_counter() - started
+
+
+def demo_repo(path: Path) -> Path:
+    env = dict(
+        os.environ, GIT_AUTHOR_NAME="b", GIT_AUTHOR_EMAIL="b@b", GIT_COMMITTER_NAME="b", GIT_COMMITTER_EMAIL="b@b"
+    )
+    path.mkdir()
+    for args in (["init", "-q", "-b", "main"],):
+        subprocess.run(["git", *args], cwd=path, check=True, env=env)
+    (path / "greet.py").write_text("def greet(n):\n    return 'hi ' + n\n")
+    subprocess.run(["git", "add", "-A"], cwd=path, check=True, env=env)
+    subprocess.run(["git", "commit", "-qm", "initial"], cwd=path, check=True, env=env)
+    (path / "greet.py").write_text("def greet(n):\n    return 'Hello, ' + n + '!'\n")
+    (path / "test_greet.py").write_text("from greet import greet\nassert greet('Ada') == 'Hello, Ada!'\n")
+    subprocess.run(["git", "add", "-A"], cwd=path, check=True, env=env)
+    subprocess.run(["git", "commit", "-qm", "DEMO-1: friendlier greeting"], cwd=path, check=True, env=env)
+    return path
+
+
+def filler(ledger: Ledger, signer: r.Ed25519Signer, n: int, batch: int = 20000) -> float:
+    """Append n signed tier records for another task, in batches through the public API."""
+    env = r.domain_hash(r.Domain.ENVIRONMENT, b"bench")
+    started = time.perf_counter()
+    done = 0
+    while done < n:
+        now = int(time.time())
+        count = min(batch, n - done)
+        ledger.append_many(
+            [
+                r.new_tier_record(
+                    task_id="FILLER",
+                    tier=r.Tier.DETERMINISTIC,
+                    config_hash=env,
+                    input_hash=env,
+                    evidence=(),
+                    verdict=r.Verdict.FAIL,
+                    verifier="bench filler",
+                    verifier_version="0",
+                    environment=env,
+                    created=now,
+                )
+                for _ in range(count)
+            ],
+            signer,
+        )
+        done += count
+        print("  filler %d/%d (%.0f s)" % (done, n, time.perf_counter() - started), file=sys.stderr, flush=True)
+    return time.perf_counter() - started
+
+
+def seal_demo_receipt(ledger: Ledger, signers: dict[str, r.Ed25519Signer], repo: Path) -> Appended:
+    """One real receipt: a deterministic run on ``repo``, the scripted judge, an approval.
+    ``signers`` holds ci, judge, alice and sealer keys already in the keyring."""
+    contract = demo_contract()
+    run = run_deterministic(
+        ledger, repo=repo, task_id="DEMO-1", contract_bytes=contract, source="c", signer=signers["ci"]
+    )
+    run_judge(
+        ledger, task_id="DEMO-1", contract_bytes=contract, candidate=run.record.input_hash, signer=signers["judge"]
+    )
+    decide(
+        ledger,
+        task_id="DEMO-1",
+        contract_bytes=contract,
+        candidate=run.record.input_hash,
+        signer=signers["alice"],
+        approve=True,
+        note="bench",
+        repo=repo,
+        confirm=lambda s: True,
+    )
+    _, sealed = seal_receipt(ledger, task_id="DEMO-1", signer=signers["sealer"], input_hash=run.record.input_hash)
+    return sealed

@@ -15,9 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,55 +24,10 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import receipts as r
-from ledger import Ledger, add_key, decide, demo_contract, export_bundle, run_deterministic, run_judge, seal_receipt
+from ledger import Ledger, add_key, export_bundle
 
-
-def _repo(path: Path) -> Path:
-    env = dict(
-        os.environ, GIT_AUTHOR_NAME="b", GIT_AUTHOR_EMAIL="b@b", GIT_COMMITTER_NAME="b", GIT_COMMITTER_EMAIL="b@b"
-    )
-    path.mkdir()
-    for args in (["init", "-q", "-b", "main"],):
-        subprocess.run(["git", *args], cwd=path, check=True, env=env)
-    (path / "greet.py").write_text("def greet(n):\n    return 'hi ' + n\n")
-    subprocess.run(["git", "add", "-A"], cwd=path, check=True, env=env)
-    subprocess.run(["git", "commit", "-qm", "initial"], cwd=path, check=True, env=env)
-    (path / "greet.py").write_text("def greet(n):\n    return 'Hello, ' + n + '!'\n")
-    (path / "test_greet.py").write_text("from greet import greet\nassert greet('Ada') == 'Hello, Ada!'\n")
-    subprocess.run(["git", "add", "-A"], cwd=path, check=True, env=env)
-    subprocess.run(["git", "commit", "-qm", "DEMO-1: friendlier greeting"], cwd=path, check=True, env=env)
-    return path
-
-
-def _filler(ledger: Ledger, signer: r.Ed25519Signer, n: int, batch: int = 20000) -> float:
-    """Append n signed tier records for another task, in batches through the public API."""
-    env = r.domain_hash(r.Domain.ENVIRONMENT, b"bench")
-    started = time.perf_counter()
-    done = 0
-    while done < n:
-        now = int(time.time())
-        count = min(batch, n - done)
-        ledger.append_many(
-            [
-                r.new_tier_record(
-                    task_id="FILLER",
-                    tier=r.Tier.DETERMINISTIC,
-                    config_hash=env,
-                    input_hash=env,
-                    evidence=(),
-                    verdict=r.Verdict.FAIL,
-                    verifier="bench filler",
-                    verifier_version="0",
-                    environment=env,
-                    created=now,
-                )
-                for _ in range(count)
-            ],
-            signer,
-        )
-        done += count
-        print("  filler %d/%d (%.0f s)" % (done, n, time.perf_counter() - started), file=sys.stderr, flush=True)
-    return time.perf_counter() - started
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import demo_repo, filler, seal_demo_receipt  # noqa: E402
 
 
 def main() -> None:
@@ -88,7 +41,7 @@ def main() -> None:
         signers = {
             n: r.Ed25519Signer(Ed25519PrivateKey.generate()) for n in ("admin", "ci", "judge", "alice", "sealer")
         }
-        repo = _repo(work / "repo")
+        repo = demo_repo(work / "repo")
         ledger = Ledger.create(work / "ledger", signers["admin"], "admin")
         for name, role in (
             ("ci", r.Role.DETERMINISTIC),
@@ -97,31 +50,13 @@ def main() -> None:
             ("sealer", r.Role.SEAL),
         ):
             add_key(ledger, signers["admin"], name, [role], signers[name].public_key_blob)
-        contract = demo_contract()
-        run = run_deterministic(
-            ledger, repo=repo, task_id="DEMO-1", contract_bytes=contract, source="c", signer=signers["ci"]
-        )
-        run_judge(
-            ledger, task_id="DEMO-1", contract_bytes=contract, candidate=run.record.input_hash, signer=signers["judge"]
-        )
-        decide(
-            ledger,
-            task_id="DEMO-1",
-            contract_bytes=contract,
-            candidate=run.record.input_hash,
-            signer=signers["alice"],
-            approve=True,
-            note="bench",
-            repo=repo,
-            confirm=lambda s: True,
-        )
-        _, sealed = seal_receipt(ledger, task_id="DEMO-1", signer=signers["sealer"], input_hash=run.record.input_hash)
+        sealed = seal_demo_receipt(ledger, signers, repo)
         receipt_seq = sealed.seq
         ledger.checkpoint(signers["sealer"])
         small = work / "small.zip"
         export_bundle(ledger, sealed.body_hash, small)
 
-        build_s = _filler(ledger, signers["ci"], args.entries)
+        build_s = filler(ledger, signers["ci"], args.entries)
         size = ledger.tree_size()
         ledger.checkpoint(signers["sealer"])
         root = ledger.root_hash(size)

@@ -54,7 +54,10 @@ class PostgresBackend:
         self.conn = conn
         self._pg = import_psycopg()
         self.errors: tuple[type[BaseException], ...] = (self._pg.Error,)
-        self.reader = PostgresSource(conn, url)
+        # Inserts wait here until the next read or the COMMIT, and go with it in one round
+        # trip: every round trip inside the transaction is time the sequencer is held.
+        self._pending: list[tuple[str, Sequence[tuple[object, ...]]]] = []
+        self.reader = PostgresSource(_Flushing(conn, self._send_pending), url)
         self.read_only = False
 
     # -- connecting ----------------------------------------------------------------------
@@ -138,10 +141,11 @@ class PostgresBackend:
         """A new connection after the old one broke (the reader follows it)."""
         with contextlib.suppress(Exception):
             self.conn.close()
+        self._pending.clear()
         self.conn = self._connect(self.url)
         if self.read_only:
             self.conn.execute("SET default_transaction_read_only = on")
-        self.reader.conn = self.conn
+        self.reader.conn = _Flushing(self.conn, self._send_pending)
 
     def close(self) -> None:
         self.conn.close()
@@ -149,8 +153,20 @@ class PostgresBackend:
     # -- the chain -----------------------------------------------------------------------
 
     def sql(self, query: str, args: tuple[object, ...] = ()) -> Any:
+        self._send_pending()
         # Our queries hold no literal '?' or '%': placeholders are the only ones.
         return self.conn.execute(query.replace("?", "%s"), args)
+
+    def _send_pending(self, commit: bool = False) -> None:
+        """Send the queued inserts (and COMMIT) in one pipeline: one round trip."""
+        if not self._pending and not commit:
+            return
+        pending, self._pending = self._pending, []
+        with self.conn.pipeline(), self.conn.cursor() as cur:
+            for query, rows in pending:
+                cur.executemany(query, rows)
+            if commit:
+                cur.execute("COMMIT")
 
     def _rollback(self) -> None:
         with contextlib.suppress(Exception):
@@ -174,35 +190,41 @@ class PostgresBackend:
     @contextlib.contextmanager
     def write(self) -> Iterator[None]:
         try:
-            self.conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
-            self.conn.execute("SELECT set_config('lock_timeout', %s, true)", (str(_timeout_ms()),))
-            self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+            # One round trip: a simple query may hold several statements (no parameters: ours).
+            self.conn.execute(
+                "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = %d; SELECT pg_advisory_xact_lock(%d)"
+                % (_timeout_ms(), LOCK_KEY),
+                prepare=False,
+            )
         except self._pg.Error as exc:
             self._rollback()
             raise self._failed(exc, "lock") from None
         try:
             yield
         except BaseException as exc:
+            self._pending.clear()
             self._rollback()
             if isinstance(exc, self._pg.Error):
                 raise self._failed(exc, "append to") from None
             raise
         try:
-            self.conn.execute("COMMIT")
+            self._send_pending(commit=True)
         except self._pg.Error as exc:
+            self._pending.clear()
             if self.conn.broken or self.conn.closed:
                 raise CommitUnknown(
                     "the connection to the shared ledger was lost while committing (%s)" % _one_line(exc)
                 ) from None
-            raise StoreError("the shared ledger refused the commit: %s" % _one_line(exc)) from None
+            self._rollback()
+            raise StoreError("the shared ledger refused the append: %s" % _one_line(exc)) from None
 
     def insert_entries(self, rows: Sequence[tuple[object, ...]]) -> None:
-        with self.conn.cursor() as cur:
-            cur.executemany(_INSERT_ENTRY, rows)
+        if rows:
+            self._pending.append((_INSERT_ENTRY, list(rows)))
 
     def insert_nodes(self, nodes: Sequence[tuple[int, int, bytes]]) -> None:
-        with self.conn.cursor() as cur:
-            cur.executemany(_INSERT_NODE, nodes)
+        if nodes:
+            self._pending.append((_INSERT_NODE, list(nodes)))
 
     # -- blobs ---------------------------------------------------------------------------
 
@@ -250,3 +272,18 @@ class PostgresBackend:
 
     def sweep_incoming(self) -> list[Path]:
         return []  # an upload is one transaction: an interrupted one leaves nothing behind
+
+
+class _Flushing:
+    """The connection as the reader sees it: queued inserts are sent before any read, so
+    that a read inside the transaction sees them."""
+
+    def __init__(self, conn: Any, flush: Any) -> None:
+        self._conn, self._flush = conn, flush
+
+    def execute(self, *args: Any, **kwargs: Any) -> Any:
+        self._flush()
+        return self._conn.execute(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)

@@ -127,11 +127,11 @@ class Backend(Protocol):
 class _Cursor:
     """The head of the chain as a batch of appends moves it."""
 
-    seq: int
-    prev: Digest
+    seq: int  # -1 before the genesis entry
+    prev: Digest | None
     time: int
     ring: Digest | None
-    tasks: dict[str, Digest]
+    tasks: dict[str, Digest | None]  # each task's latest entry, where known
     # Rows not yet inserted, and the tree nodes they make; flushed (in the same transaction)
     # before anything reads the entries table, so that a batch costs two executemany calls.
     rows: list[tuple[object, ...]] = field(default_factory=list)
@@ -143,6 +143,17 @@ _DEFERRABLE = (TierRecord, LadderReceipt, TaskEvent)
 # Rows carry the entry's `prev` last: the shared store keeps it as a UNIQUE column.
 _INSERT_ENTRY = "INSERT INTO entries (seq, hash, kind, body_hash, task, entry, body) VALUES (?, ?, ?, ?, ?, ?, ?)"
 _INSERT_NODE = "INSERT OR REPLACE INTO tree (level, idx, hash) VALUES (?, ?, ?)"
+_LAST_KEYRING = (
+    "SELECT max(m) FROM (SELECT max(seq) AS m FROM entries WHERE kind = ?"
+    " UNION ALL SELECT max(seq) FROM entries WHERE kind = ? UNION ALL SELECT max(seq) FROM entries WHERE kind = ?) AS k"
+)
+# The head, the newest keyring entry (seq and hash) and a task's newest entry, in one round trip.
+_HEAD_STATE = (
+    "WITH ring AS (%s) SELECT h.seq, h.hash, h.entry, (SELECT * FROM ring),"
+    " (SELECT hash FROM entries WHERE seq = (SELECT * FROM ring)),"
+    " (SELECT hash FROM entries WHERE task = ? ORDER BY seq DESC LIMIT 1)"
+    " FROM (SELECT seq, hash, entry FROM entries ORDER BY seq DESC LIMIT 1) AS h" % _LAST_KEYRING
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +204,10 @@ class Store(Protocol):
     def bodies(self, kind: EntryKind, task: str | None = None) -> list[tuple[StoredEntry, Body, str]]: ...
 
     def record(self, digest: Digest) -> TierRecord | None: ...
+
+
+def _task_of(body: Body) -> str | None:
+    return body.task_id if isinstance(body, (TierRecord, LadderReceipt, ContractRevision, Waiver, TaskEvent)) else None
 
 
 def find_ledger_dir(explicit: Path | None, cwd: Path) -> Path:
@@ -463,7 +478,9 @@ class Ledger:
 
     def keyring(self) -> Keyring:
         """The keyring at the head, replayed from the keyring entries (reused until one is added)."""
-        last = self._last_keyring_seq()
+        return self._keyring_at(self._last_keyring_seq())
+
+    def _keyring_at(self, last: int | None) -> Keyring:
         if self._ring_cache is not None and self._ring_cache[0] == last:
             return self._ring_cache[1]
         ring = self._replay_keyring()
@@ -623,19 +640,13 @@ class Ledger:
 
     def _append_batch(self, bodies: Sequence[Body], signer: Signer) -> list[Appended]:
         with self.backend.write():
-            ring = self.keyring()
-            head = self.reader.head()
-            if head is None:
-                raise StoreError("the ledger has no genesis entry")
-            ring_ptr, _ = self._pointers(None)
             # Within one transaction the batch knows its own head and pointers: no re-reading them per entry.
-            cursor = _Cursor(head.seq, Digest(head.hash), decode_entry(head.entry).time, ring_ptr, {})
+            cursor, ring = self._head(None)
             out = []
             for body in bodies:
                 if not isinstance(body, _DEFERRABLE):
                     self._flush(cursor)
-                appended = self._append_locked(body, signer, ring, cursor=cursor)
-                out.append(appended)
+                out.append(self._append_locked(body, signer, ring, cursor))
                 if isinstance(body, (KeyAdd, KeyRevoke)):
                     self._flush(cursor)
                     ring = self.keyring()
@@ -644,42 +655,51 @@ class Ledger:
                 self._inflight = (out[-1].entry_hash, out)
             return out
 
+    def _head(self, task: str | None) -> tuple[_Cursor, Keyring]:
+        """The head, the keyring pointer and the task's latest entry, in one query (each
+        round trip to a shared store is held under the sequencer), and the keyring."""
+        kinds = tuple(k.value for k in KEYRING_KINDS)
+        row = self.backend.sql(_HEAD_STATE, (*kinds, task)).fetchone()
+        if row is None or row[3] is None:
+            raise StoreError("the ledger has no genesis entry")
+        seq, head_hash, head_entry, ring_seq, ring_hash, task_prev = row
+        tasks: dict[str, Digest | None] = {}
+        if task is not None:
+            tasks[task] = None if task_prev is None else Digest(bytes(task_prev))
+        cursor = _Cursor(
+            int(seq), Digest(bytes(head_hash)), decode_entry(bytes(head_entry)).time, Digest(bytes(ring_hash)), tasks
+        )
+        return cursor, self._keyring_at(int(ring_seq))
+
     def _flush(self, cursor: _Cursor) -> None:
-        self.backend.insert_entries(cursor.rows)
-        self.backend.insert_nodes([(level, idx, h) for (level, idx), h in cursor.nodes.items()])
+        if cursor.rows:
+            self.backend.insert_entries(cursor.rows)
+            self.backend.insert_nodes([(level, idx, h) for (level, idx), h in cursor.nodes.items()])
         cursor.rows.clear()
         cursor.nodes.clear()
 
     def _append(self, body: Body, signer: Signer, seq: int | None, prev: Digest | None, now: int | None) -> Appended:
         with self.backend.write():
             if seq is None:
-                return self._append_locked(body, signer, self.keyring())
-            if not isinstance(body, Genesis) or now is None:
+                cursor, ring = self._head(_task_of(body))
+            elif not isinstance(body, Genesis) or now is None:
                 raise StoreError("only a genesis entry is appended at a position of the caller's choosing")
-            return self._append_locked(body, signer, Keyring.from_genesis(body), genesis_time=now)
+            else:
+                cursor, ring = _Cursor(-1, None, now, None, {}), Keyring.from_genesis(body)
+            appended = self._append_locked(body, signer, ring, cursor)
+            self._flush(cursor)
+            return appended
 
-    def _append_locked(
-        self, body: Body, signer: Signer, ring: Keyring, genesis_time: int | None = None, cursor: _Cursor | None = None
-    ) -> Appended:
-        """Sign and insert one entry; the caller holds the write transaction."""
+    def _append_locked(self, body: Body, signer: Signer, ring: Keyring, cursor: _Cursor) -> Appended:
+        """Sign one entry and queue its row and tree nodes on ``cursor``; the caller holds
+        the write transaction and flushes the cursor."""
         kind = body_kind(body)
         body_bytes = encode_body(body)
         bhash = body_hash(kind, body_bytes)
         key_id = fingerprint(signer.public_key_blob)
-        task = (
-            body.task_id if isinstance(body, (TierRecord, LadderReceipt, ContractRevision, Waiver, TaskEvent)) else None
-        )
-        if cursor is not None:
-            seq, prev, now = cursor.seq + 1, cursor.prev, max(_clock.now(), cursor.time)
-        elif genesis_time is None:
-            head = self.reader.head()
-            if head is None:
-                raise StoreError("the ledger has no genesis entry")
-            seq, prev = head.seq + 1, Digest(head.hash)
-            # Never date an entry before its predecessor: verify rejects time running backwards.
-            now = max(_clock.now(), decode_entry(head.entry).time)
-        else:
-            seq, prev, now = 0, None, genesis_time
+        task = _task_of(body)
+        # Never date an entry before its predecessor: verify rejects time running backwards.
+        seq, prev, now = cursor.seq + 1, cursor.prev, max(_clock.now(), cursor.time) if cursor.seq >= 0 else cursor.time
         role = (
             self._contract_role(body, ring, key_id) if isinstance(body, ContractRevision) else required_role(kind, body)
         )
@@ -691,11 +711,9 @@ class Ledger:
                 ring.with_revoked(body.key_id, seq, body.reason)
         except ReceiptsError as exc:
             raise InputError("refused: %s" % exc) from None
-        if cursor is not None:
-            ring_ptr = cursor.ring
-            task_prev = cursor.tasks[task] if task in cursor.tasks else (self._pointers(task)[1] if task else None)
-        else:
-            ring_ptr, task_prev = self._pointers(task) if seq else (None, None)
+        if task is not None and task not in cursor.tasks:
+            self._flush(cursor)  # the lookup below reads the entries table
+            cursor.tasks[task] = self._task_head(task)
         unsigned = Entry(
             seq=seq,
             prev=prev,
@@ -704,35 +722,32 @@ class Ledger:
             time=now,
             signer=key_id,
             signature=b"-",
-            ring=ring_ptr,
-            task_prev=task_prev,
+            ring=cursor.ring,
+            task_prev=cursor.tasks[task] if task is not None else None,
         )
         entry = dataclasses.replace(
             unsigned, signature=sshsig_sign(signer, namespace_for(role), entry_signed_bytes(unsigned))
         )
         entry_bytes = encode_entry(entry)
         ehash = entry_hash(entry_bytes)
-        row = (
-            seq,
-            ehash.value,
-            kind.value,
-            bhash.value,
-            task,
-            entry_bytes,
-            body_bytes,
-            None if prev is None else prev.value,
+        cursor.rows.append(
+            (
+                seq,
+                ehash.value,
+                kind.value,
+                bhash.value,
+                task,
+                entry_bytes,
+                body_bytes,
+                None if prev is None else prev.value,
+            )
         )
-        if cursor is None:
-            self.backend.insert_entries([row])
-            self._add_leaf(seq, leaf_hash(entry_bytes))
-        else:
-            cursor.rows.append(row)
-            self._add_leaf(seq, leaf_hash(entry_bytes), cursor.nodes)
-            cursor.seq, cursor.prev, cursor.time = seq, ehash, now
-            if kind in KEYRING_KINDS:
-                cursor.ring = ehash
-            if task is not None:
-                cursor.tasks[task] = ehash
+        self._add_leaf(seq, leaf_hash(entry_bytes), cursor.nodes)
+        cursor.seq, cursor.prev, cursor.time = seq, ehash, now
+        if kind in KEYRING_KINDS:
+            cursor.ring = ehash
+        if task is not None:
+            cursor.tasks[task] = ehash
         appended = Appended(seq, ehash, bhash, entry)
         self._inflight = (ehash, appended)
         return appended
@@ -837,29 +852,17 @@ class Ledger:
             raise InputError("the stored checkpoint at size %d changed meanwhile: add the cosignatures again" % size)
 
     def _last_keyring_seq(self) -> int | None:
-        """One indexed probe per keyring kind: O(log n) however long the chain."""
+        """One indexed probe per keyring kind, in one query: O(log n) however long the chain."""
         try:
-            seqs = [
-                self.backend.sql("SELECT max(seq) FROM entries WHERE kind = ?", (k.value,)).fetchone()[0]
-                for k in KEYRING_KINDS
-            ]
+            found = self.backend.sql(_LAST_KEYRING, tuple(k.value for k in KEYRING_KINDS)).fetchone()[0]
         except self.backend.errors as exc:
             raise StoreError("cannot read ledger database: %s" % exc) from None
-        found = [s for s in seqs if s is not None]
-        return max(found) if found else None
+        return None if found is None else int(found)
 
-    def _pointers(self, task: str | None) -> tuple[Digest, Digest | None]:
-        """The latest keyring entry's hash, and the task's latest entry's hash (in-transaction)."""
-        last = self._last_keyring_seq()
-        row = None if last is None else self.backend.sql("SELECT hash FROM entries WHERE seq = ?", (last,)).fetchone()
-        if row is None:
-            raise StoreError("the ledger has no genesis entry")
-        task_row = None
-        if task is not None:
-            task_row = self.backend.sql(
-                "SELECT hash FROM entries WHERE task = ? ORDER BY seq DESC LIMIT 1", (task,)
-            ).fetchone()
-        return Digest(bytes(row[0])), None if task_row is None else Digest(bytes(task_row[0]))
+    def _task_head(self, task: str) -> Digest | None:
+        """The hash of the task's newest entry (in-transaction)."""
+        row = self.backend.sql("SELECT hash FROM entries WHERE task = ? ORDER BY seq DESC LIMIT 1", (task,)).fetchone()
+        return None if row is None else Digest(bytes(row[0]))
 
     # -- blobs ---------------------------------------------------------------------------
 
