@@ -13,7 +13,6 @@ with only public keys.
 
 from __future__ import annotations
 
-import os
 import shutil
 import sqlite3
 import tempfile
@@ -42,7 +41,7 @@ from verify import CannotVerify, LedgerSource, PostgresSource
 from verify.schema import BLOB_DIR, DB_NAME, SCHEMA, blob_path
 
 from ._errors import InputError, StoreError
-from ._store import GITIGNORE, Ledger, SqliteBackend, _connect, _fsync_dir
+from ._store import GITIGNORE, Ledger, SqliteBackend, _connect, install_staged
 
 __all__ = ["PullResult", "pull"]
 
@@ -118,18 +117,6 @@ def _new_mirror(to: Path) -> Path:
     return staging
 
 
-def _install(staging: Path, to: Path) -> None:
-    if not to.exists():
-        os.rename(staging, to)
-    else:
-        for name in (BLOB_DIR, ".gitignore"):
-            if not (to / name).exists():
-                os.rename(staging / name, to / name)
-        os.rename(staging / DB_NAME, to / DB_NAME)  # last: until it arrives there is no mirror
-        shutil.rmtree(staging, ignore_errors=True)
-    _fsync_dir(to.parent)
-
-
 def pull(url: str, to: Path, progress: Callable[[int], None] | None = None) -> PullResult:
     """Bring the mirror at ``to`` up to date with the shared ledger at ``url`` (creating it
     on the first pull). Refusals come back as defects, with nothing written; a store that
@@ -149,7 +136,7 @@ def pull(url: str, to: Path, progress: Callable[[int], None] | None = None) -> P
         finally:
             mirror.close()
         if staging is not None and result.ok:
-            _install(staging, to)
+            install_staged(staging, to)
             staging = None
         return result
     except (CannotVerify, sqlite3.Error) as exc:

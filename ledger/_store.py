@@ -344,6 +344,21 @@ class SqliteBackend:
         self.conn.close()
 
 
+def install_staged(staging: Path, root: Path) -> None:
+    """Move a ledger built in ``staging`` to ``root``; ``root`` may exist (a clone's
+    contracts) as long as it holds no database."""
+    if not root.exists():
+        os.rename(staging, root)
+    else:
+        for name in (BLOB_DIR, ".gitignore"):
+            if not (root / name).exists():
+                os.rename(staging / name, root / name)
+        # The database arrives last: until it does, there is no ledger here at all.
+        os.rename(staging / DB_NAME, root / DB_NAME)
+        shutil.rmtree(staging, ignore_errors=True)
+    _fsync_dir(root.parent)
+
+
 def copy_hashed(stream: BinaryIO, out: BinaryIO) -> tuple[Digest, int]:
     """Copy ``stream`` to ``out`` in chunks while hashing it; refuse more than `MAX_EVIDENCE`."""
     hasher = ContentHasher()
@@ -443,16 +458,7 @@ class Ledger:
             ledger = cls(staging, SqliteBackend(staging, _connect(staging / DB_NAME)))
             ledger._append(genesis, admin, seq=0, prev=None, now=created)
             ledger.close()  # the last connection checkpoints the WAL into ledger.db
-            if not root.exists():
-                os.rename(staging, root)
-            else:
-                for name in (BLOB_DIR, ".gitignore"):
-                    if not (root / name).exists():
-                        os.rename(staging / name, root / name)
-                # The database arrives last: until it does, there is no ledger here at all.
-                os.rename(staging / DB_NAME, root / DB_NAME)
-                shutil.rmtree(staging, ignore_errors=True)
-            _fsync_dir(root.parent)
+            install_staged(staging, root)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
