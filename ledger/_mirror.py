@@ -238,7 +238,15 @@ def _copy_checkpoints(
     size, after proving the newest consistent with the last one kept."""
     origin = "receipt-ledger/" + decode_as(Genesis, _genesis(mirror).body).ledger_id
     last = kept[-1][0] if kept else 0
-    newer = [(size, note) for size, note in remote.checkpoints() if size > last]
+    theirs = remote.checkpoints()
+    newer = [(size, note) for size, note in theirs if size > last]
+    mine = dict(kept)
+    for size, note in theirs:
+        if size in mine and note != mine[size]:
+            # A kept checkpoint may only have gained cosignature lines since it was pulled.
+            if not note.startswith(mine[size]):
+                raise _Refused("the shared ledger's checkpoint at size %d changed since this mirror kept it" % size)
+            mirror.backend.sql("UPDATE checkpoints SET note = ? WHERE size = ?", (note, size))
     proven = None
     if kept and newer:
         old = parse_checkpoint(parse_note(kept[-1][1]).text)

@@ -19,7 +19,7 @@ import pytest
 import receipts as r
 from conftest import ADMIN_ID, SIGNERS, run_cli, seeded_signer, write_private_key
 from ledger import Appended, Ledger, StoreError, add_key, pull, record_tier, revoke_key
-from verify import CannotVerify, PostgresSource, TrustRoot, verify_chain
+from verify import CannotVerify, LedgerSource, PostgresSource, TrustRoot, verify_chain
 
 TRUST = TrustRoot(frozenset({ADMIN_ID}), "t")
 KILL_TRIALS = int(os.environ.get("RECEIPT_LEDGER_PG_KILL_TRIALS", "100"))
@@ -468,6 +468,15 @@ def test_pull_is_incremental_and_proves_growth_against_the_kept_checkpoint(pg_ur
     ledger.close()
     res = run_cli("--dir", str(mirror), "verify", "--chain", "--trust", ADMIN_ID, "--json")
     assert res.returncode == 0, res.stdout
+    # A checkpoint that gains a (here unchecked) signature line after it was pulled: the
+    # next pull brings the line; anything else changed in a kept checkpoint is refused.
+    with LedgerSource.open(mirror) as source:
+        newest = source.checkpoints()[-1][1]
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("UPDATE checkpoints SET note = note || %s WHERE size = 7", ("\u2014 w AAAA\n",))
+    assert pull(pg_url, mirror).ok
+    with LedgerSource.open(mirror) as source:
+        assert source.checkpoints()[-1][1] == newest + "\u2014 w AAAA\n"
 
 
 def seqs_sqlite(mirror: Path) -> list[int]:

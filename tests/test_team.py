@@ -64,6 +64,34 @@ class Machine:
         return private, private.with_suffix(".pub")
 
 
+def _witness_cosigns(tmp: Path, url: str, log_key: str) -> str:
+    """A witness outside the team cosigns the shared ledger's checkpoint; returns its
+    ``NAME KEY`` line for auditors."""
+    keys = tmp / "keys-witness"
+    keys.mkdir()
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(keys / "w1")], check=True)
+    res = run_cli(
+        "--store",
+        url,
+        "witness",
+        "cosign",
+        str(tmp / "checkpoint"),
+        "--key",
+        str(keys / "w1"),
+        "--name",
+        "witness.example/w1",
+        "--log-key",
+        log_key,
+        "--state",
+        str(keys / "state.json"),
+        cwd=tmp,
+        env={"RECEIPT_LEDGER_KEYS": str(keys)},
+    )
+    assert res.returncode == 0, res.stderr
+    (tmp / "cosigned").write_text(res.stdout)
+    return "witness.example/w1 " + (keys / "w1.pub").read_text().strip()
+
+
 def test_four_machines_share_one_ledger_and_an_auditor_verifies_a_mirror(pg_url: str, tmp_path: Path) -> None:
     remote = tmp_path / "team.git"
     subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
@@ -111,7 +139,11 @@ def test_four_machines_share_one_ledger_and_an_auditor_verifies_a_mirror(pg_url:
     sealed = json.loads(ci.ledger("seal", "T-1", "--key", "ci", "--json"))
     receipt = sealed["receipt"]
     assert sealed["body"]["merge_eligible"] is True, sealed
-    ci.ledger("checkpoint", "--key", "ci")
+    (tmp_path / "checkpoint").write_text(ci.ledger("checkpoint", "--key", "ci"))
+    witness = _witness_cosigns(tmp_path, pg_url, (ci.keys / "ci.pub").read_text().strip())
+    ci.ledger("witness", "add", str(tmp_path / "cosigned"), "--witness", witness)
+    for command in (("consistency", "3"), ("stats",), ("log",), ("keys", "list"), ("contract", "show", "T-1")):
+        ci.ledger(*command)
     allowed = tmp_path / "allowed_signers"
     ci.ledger("keys", "export-allowed-signers", "-o", str(allowed))
     ci.ledger("attach", receipt)
@@ -137,4 +169,7 @@ def test_four_machines_share_one_ledger_and_an_auditor_verifies_a_mirror(pg_url:
     on_store = run_cli("--store", pg_url, "verify", receipt, "--trust", "allowed_signers", "--json", cwd=audit, env=env)
     assert on_mirror.returncode == on_store.returncode == 0, on_mirror.stdout + on_store.stderr
     assert json.loads(on_mirror.stdout) == json.loads(on_store.stdout)
+    witnessed = ("--witness", witness, "--witness-quorum", "1")
+    res = run_cli("--dir", "mirror", "verify", receipt, "--trust", "allowed_signers", *witnessed, cwd=audit, env=env)
+    assert res.returncode == 0, res.stdout + res.stderr
     assert not (audit / ".ledger").exists() and not list((tmp_path / "no-keys").glob("*"))
