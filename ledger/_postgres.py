@@ -204,7 +204,9 @@ class PostgresBackend:
         except BaseException as exc:
             self._pending.clear()
             self._rollback()
-            if isinstance(exc, self._pg.Error):
+            # A read that failed through the verifier's reader arrives as another error type;
+            # a broken connection means the same whatever it was raised as.
+            if isinstance(exc, self._pg.Error) or (isinstance(exc, Exception) and self.conn.broken):
                 raise self._failed(exc, "append to") from None
             raise
         try:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -37,3 +40,23 @@ def test_a_malformed_config_is_one_line_of_bad_input(tmp_path: Path) -> None:
     (tmp_path / "config.toml").write_text("store = [\n")
     res = run_cli("--dir", str(tmp_path), "log")
     assert res.returncode == 2 and "config.toml" in res.stderr and res.stderr.count("\n") == 1, res.stderr
+
+
+def test_without_the_driver_the_local_ledger_works_and_a_shared_store_says_what_to_install(tmp_path: Path) -> None:
+    # psycopg made unimportable, as on a base install without the `postgres` extra.
+    blocked = "import sys; sys.modules['psycopg'] = None; sys.argv[0] = 'ledger'; from ledger.cli import main; main()"
+    env = dict(os.environ, RECEIPT_LEDGER_KEYS=str(tmp_path / "keys"))
+    local = [sys.executable, "-c", blocked, "--dir", str(tmp_path / "work" / "ledger")]
+    init = subprocess.run([*local, "init"], capture_output=True, text=True, env=env)
+    assert init.returncode == 0, init.stderr
+    admin = init.stdout.split()[-1]  # "admin key admin SHA256:..."
+    for args in (["log"], ["verify", "--chain", "--trust", admin]):
+        res = subprocess.run([*local, *args], capture_output=True, text=True, env=env)
+        assert res.returncode == 0, (args, res.stderr)
+    res = subprocess.run(
+        [sys.executable, "-c", blocked, "--store", "postgresql://127.0.0.1/x", "log"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert res.returncode == 2 and "receipt-ledger[postgres]" in res.stderr and res.stderr.count("\n") == 1
