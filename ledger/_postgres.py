@@ -11,6 +11,7 @@ Evidence is uploaded before the lock is taken, in chunks, content-addressed.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -25,6 +26,11 @@ from verify.schema import PG_SCHEMA, PG_SCHEMA_VERSION
 from ._errors import CommitUnknown, InputError, NotCommitted, StoreError
 
 __all__ = ["PostgresBackend", "LOCK_KEY", "BLOB_CHUNK"]
+
+# psycopg logs a warning when a pipeline that already failed fails again as it closes;
+# the failure itself reaches the user as our one line, so the driver's log stays with the
+# application's handlers (if it configured any) instead of Python's stderr fallback.
+logging.getLogger("psycopg").addHandler(logging.NullHandler())
 
 LOCK_KEY = 0x7265636C65646772  # the sequencer's advisory lock key ("recledgr")
 BLOB_CHUNK = 1 << 20  # bytes per blob_chunks row: bounded memory on both sides
