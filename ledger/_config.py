@@ -12,7 +12,7 @@ import tomllib
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from verify import CannotVerify, LedgerSource
+from verify import CannotVerify, LedgerSource, NoLedger
 from verify.postgres import PostgresSource, is_postgres_url, redact_url
 
 from ._errors import InputError, StoreError
@@ -82,10 +82,10 @@ def open_source(root: Path, store: str | None) -> LedgerSource:
     """The ledger as an auditor reads it: the shared store read-only, or the local directory."""
     try:
         return PostgresSource.open_url(store) if store is not None else LedgerSource.open(root)
-    except CannotVerify as exc:
-        if store is not None and "no ledger" not in str(exc):
-            raise StoreError(str(exc)) from None
+    except NoLedger as exc:
         raise InputError(str(exc)) from None
+    except CannotVerify as exc:
+        raise (StoreError if store is not None else InputError)(str(exc)) from None
 
 
 def describe_store(root: Path, store: str | None) -> str:

@@ -37,7 +37,7 @@ from receipts import (
     parse_note,
     tree_root,
 )
-from verify import CannotVerify, LedgerSource, PostgresSource
+from verify import CannotVerify, LedgerSource, NoLedger, PostgresSource, StoredEntry
 from verify.schema import BLOB_DIR, DB_NAME, SCHEMA, blob_path
 
 from ._errors import InputError, StoreError
@@ -98,7 +98,7 @@ def _open_remote(url: str) -> PostgresSource:
     try:
         return PostgresSource.open_url(url)
     except CannotVerify as exc:
-        if "no ledger" in str(exc):
+        if isinstance(exc, NoLedger):
             raise InputError(str(exc)) from None
         raise StoreError(str(exc)) from None
 
@@ -272,7 +272,7 @@ def _copy_checkpoints(
     return len(newer), proven
 
 
-def _genesis(mirror: Ledger) -> Any:
+def _genesis(mirror: Ledger) -> StoredEntry:
     found = mirror.reader.by_seq(0)
     if found is None:
         raise _Refused("the shared ledger has no genesis entry")
@@ -289,8 +289,8 @@ def _copy_blobs(remote: PostgresSource, mirror: Ledger) -> int:
         if blob_path(mirror.root, d).exists():
             continue
         handle = remote.open_blob(d)
-        if handle is None:
-            continue
+        if handle is None:  # listed but gone: never copy less than the store says it holds
+            raise _Refused("evidence blob %s is listed on the shared store but cannot be read" % d)
         with handle:
             got, _ = mirror.backend.put_blob_stream(handle)
         if got != d:

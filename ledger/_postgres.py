@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from receipts import Digest
-from verify import CannotVerify
-from verify.postgres import PostgresSource, check_schema, connect_error, import_psycopg, redact_url
+from verify import CannotVerify, NoLedger
+from verify.postgres import PostgresSource, check_schema, connect_error, first_line, import_psycopg, redact_url
 from verify.schema import PG_SCHEMA, PG_SCHEMA_VERSION
 
 from ._errors import CommitUnknown, InputError, NotCommitted, StoreError
@@ -47,15 +47,10 @@ def _timeout_ms() -> int:
         return 60000
 
 
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
 class PostgresBackend:
     """A shared ledger in PostgreSQL, opened for appending (or read-only)."""
 
-    def __init__(self, url: str, conn: Any) -> None:
+    def __init__(self, url: str, conn: Any, read_only: bool = False) -> None:
         self.url = url
         self.conn = conn
         self._pg = import_psycopg()
@@ -64,7 +59,7 @@ class PostgresBackend:
         # trip: every round trip inside the transaction is time the sequencer is held.
         self._pending: list[tuple[str, Sequence[tuple[object, ...]]]] = []
         self.reader = PostgresSource(_Flushing(conn, self._send_pending), url)
-        self.read_only = False
+        self.read_only = read_only  # kept for reconnecting
 
     # -- connecting ----------------------------------------------------------------------
 
@@ -102,14 +97,12 @@ class PostgresBackend:
             check_schema(conn, url)
             if read_only:
                 conn.execute("SET default_transaction_read_only = on")
-        except CannotVerify as exc:
+        except (CannotVerify, import_psycopg().Error) as exc:
             conn.close()
-            if "no ledger" in str(exc):
+            if isinstance(exc, NoLedger):
                 raise InputError(str(exc)) from None
-            raise StoreError(str(exc)) from None
-        backend = cls(url, conn)
-        backend.read_only = read_only
-        return backend
+            raise StoreError("cannot open the shared ledger %s: %s" % (redact_url(url), first_line(exc))) from None
+        return cls(url, conn, read_only)
 
     @classmethod
     def create(cls, url: str) -> PostgresBackend:
@@ -137,7 +130,7 @@ class PostgresBackend:
                 )
         except psycopg.Error as exc:
             conn.close()
-            raise StoreError("cannot create the shared ledger in %s: %s" % (redact_url(url), _one_line(exc))) from None
+            raise StoreError("cannot create the shared ledger in %s: %s" % (redact_url(url), first_line(exc))) from None
         except BaseException:
             conn.close()
             raise
@@ -189,9 +182,9 @@ class PostgresBackend:
             return StoreError("the shared ledger was opened read-only: this command writes")
         if self.conn.broken or self.conn.closed:
             return NotCommitted(
-                "the connection to the shared ledger was lost (%s); nothing was written" % _one_line(exc)
+                "the connection to the shared ledger was lost (%s); nothing was written" % first_line(exc)
             )
-        return StoreError("cannot %s the shared ledger: %s" % (what, _one_line(exc)))
+        return StoreError("cannot %s the shared ledger: %s" % (what, first_line(exc)))
 
     @contextlib.contextmanager
     def write(self) -> Iterator[None]:
@@ -221,10 +214,10 @@ class PostgresBackend:
             self._pending.clear()
             if self.conn.broken or self.conn.closed:
                 raise CommitUnknown(
-                    "the connection to the shared ledger was lost while committing (%s)" % _one_line(exc)
+                    "the connection to the shared ledger was lost while committing (%s)" % first_line(exc)
                 ) from None
             self._rollback()
-            raise StoreError("the shared ledger refused the append: %s" % _one_line(exc)) from None
+            raise StoreError("the shared ledger refused the append: %s" % first_line(exc)) from None
 
     def insert_entries(self, rows: Sequence[tuple[object, ...]]) -> None:
         if rows:

@@ -9,6 +9,7 @@ could not run: one line on stderr, never a traceback.
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import os
 import sqlite3
@@ -124,13 +125,10 @@ class _Where:
     def __init__(self, root: Path, explicit_store: str | None) -> None:
         self.root = root
         self._explicit = explicit_store
-        self._store: tuple[str | None] | None = None
 
-    @property
+    @functools.cached_property
     def store(self) -> str | None:
-        if self._store is None:
-            self._store = (lib.shared_store(self.root, self._explicit),)
-        return self._store[0]
+        return lib.shared_store(self.root, self._explicit)
 
 
 def _where(ctx: click.Context) -> _Where:

@@ -120,6 +120,10 @@ def test_faults_are_one_clear_line_and_exit_2(pg_url: str, tmp_path: Path) -> No
         res = run_cli("--store", url, "log")
         assert res.returncode == 2, (what, res.stderr)
         assert res.stderr.count("\n") == 1 and res.stderr.startswith("ledger: error:"), (what, res.stderr)
+    empty = pg_url.rsplit("/", 1)[0] + "/test"  # a database that holds no ledger: bad input, named
+    for args in (("log",), ("verify", "--chain", "--trust", ADMIN_ID), ("pull", "--to", str(tmp_path / "m"))):
+        res = run_cli("--store", empty, *args)
+        assert res.returncode == 2 and "no ledger in" in res.stderr and res.stderr.count("\n") == 1, res.stderr
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("UPDATE ledger_meta SET value = '99' WHERE key = 'schema_version'")
     res = run_cli("--store", pg_url, "log")

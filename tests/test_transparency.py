@@ -274,3 +274,15 @@ def test_a_malformed_or_foreign_kept_checkpoint_is_bad_input(tmp_path: Path) -> 
     for path, why in ((garbage, "malformed checkpoint"), (foreign, "is for log")):
         res = run_cli("--dir", str(s.root), "verify", s.receipt, "--trust", ADMIN_ID, "--since", str(path))
         assert res.returncode == 2 and why in res.stderr and "Traceback" not in res.stderr, res.stderr
+
+
+def test_a_ledger_made_before_checkpoints_existed_has_none(tmp_path: Path) -> None:
+    s = build_sample(tmp_path)
+    conn = sqlite3.connect(s.root / "ledger.db")
+    conn.execute("DROP TABLE checkpoints")
+    conn.commit()
+    conn.close()
+    with LedgerSource.open(s.root) as source:  # read-only: the table is not added back
+        assert source.checkpoints() == []
+        res = verify_receipt(source, s.receipt, TrustRoot(frozenset({ADMIN_ID}), "t"))
+    assert res.ok and any("no signed checkpoint" in w for w in res.warnings)

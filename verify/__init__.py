@@ -6,7 +6,7 @@ receipt, `verify_chain` for a whole ledger. Both take a `Trust`: a pinned `Trust
 or `UnsafeTrustOnFirstUse`, named for what it is and never a default."""
 
 from ._bundle import BUNDLE_FORMAT, BundleSource
-from ._errors import CannotVerify, VerificationFailed, VerifyError
+from ._errors import CannotVerify, NoLedger, VerificationFailed, VerifyError
 from ._evidence import SMALL_BLOB, evidence_reader, read_blob, read_evidence
 from ._result import ChainResult, Defect, Finding, Result, TierLine
 from ._source import LedgerSource, Source, StoredEntry
@@ -47,5 +47,6 @@ __all__ = [
     "Finding",
     "VerifyError",
     "CannotVerify",
+    "NoLedger",
     "VerificationFailed",
 ]

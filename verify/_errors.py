@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ._result import Result
 
-__all__ = ["VerifyError", "CannotVerify", "VerificationFailed"]
+__all__ = ["VerifyError", "CannotVerify", "NoLedger", "VerificationFailed"]
 
 
 class VerifyError(Exception):
@@ -16,6 +16,11 @@ class VerifyError(Exception):
 
 class CannotVerify(VerifyError):
     """The check could not run: unreadable ledger, unknown hash, bad trust file."""
+
+
+class NoLedger(CannotVerify):
+    """There is no ledger where one was named (a directory without its database, a
+    database without the schema or a genesis entry): the caller's input, not damage."""
 
 
 class VerificationFailed(VerifyError):

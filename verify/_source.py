@@ -11,7 +11,7 @@ from typing import Any, BinaryIO, Protocol
 
 from receipts import Digest, Keyring
 
-from ._errors import CannotVerify
+from ._errors import CannotVerify, NoLedger
 from ._result import Finding
 from ._transparency import Transparency, ledger_transparency
 from .schema import BLOB_DIR, DB_NAME, blob_path
@@ -91,7 +91,7 @@ class LedgerSource:
     def open(cls, root: Path) -> LedgerSource:
         db = root / DB_NAME
         if not db.is_file():
-            raise CannotVerify("no ledger at %s (missing %s)" % (root, DB_NAME))
+            raise NoLedger("no ledger at %s (missing %s)" % (root, DB_NAME))
         uri = "file:%s?mode=ro" % db.resolve().as_posix()
         try:
             conn = cls._connect(uri)
@@ -193,7 +193,13 @@ class LedgerSource:
 
     def checkpoints(self) -> list[tuple[int, str]]:
         """Stored checkpoint notes, by tree size (an older ledger may have none)."""
+        if not self._has_checkpoints():
+            return []
         return [(int(size), str(note)) for size, note in self._rows("SELECT size, note FROM checkpoints ORDER BY size")]
+
+    def _has_checkpoints(self) -> bool:
+        # A ledger made before checkpoints existed has no table: it has no checkpoint (§7).
+        return bool(list(self._rows("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'checkpoints'")))
 
     def check_transparency(self, origin: str, ring: Keyring | None, receipt_seq: int, policy: Transparency) -> Finding:
         # The whole ledger is here: the checkpoints' own keyring is replayed past the receipt.

@@ -13,11 +13,19 @@ from typing import Any, BinaryIO
 
 from receipts import Digest
 
-from ._errors import CannotVerify
+from ._errors import CannotVerify, NoLedger
 from ._source import LedgerSource
 from .schema import PG_SCHEMA_VERSION
 
-__all__ = ["PostgresSource", "is_postgres_url", "redact_url", "import_psycopg", "connect_error", "check_schema"]
+__all__ = [
+    "PostgresSource",
+    "is_postgres_url",
+    "redact_url",
+    "import_psycopg",
+    "first_line",
+    "connect_error",
+    "check_schema",
+]
 
 
 def is_postgres_url(text: str) -> bool:
@@ -46,17 +54,22 @@ def import_psycopg() -> Any:
     return psycopg
 
 
+def first_line(exc: BaseException) -> str:
+    """A driver error as one line: its first (libpq adds hints and context below it)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def connect_error(url: str, exc: Exception) -> str:
     """One line for a failed connection: the server's own reason, without the password."""
-    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return "cannot connect to the shared ledger %s: %s" % (redact_url(url), reason)
+    return "cannot connect to the shared ledger %s: %s" % (redact_url(url), first_line(exc))
 
 
 def check_schema(conn: Any, url: str) -> None:
     """Refuse a database that holds no ledger, or one of a schema version we do not know."""
     row = conn.execute("SELECT to_regclass('ledger_meta') IS NOT NULL, to_regclass('entries') IS NOT NULL").fetchone()
     if not row[1] or conn.execute("SELECT 1 FROM entries WHERE seq = 0").fetchone() is None:
-        raise CannotVerify("no ledger in %s: run `ledger init --store URL` first" % redact_url(url))
+        raise NoLedger("no ledger in %s: run `ledger init --store URL` first" % redact_url(url))
     version = None
     if row[0]:
         found = conn.execute("SELECT value FROM ledger_meta WHERE key = 'schema_version'").fetchone()
@@ -114,7 +127,7 @@ class PostgresSource(LedgerSource):
             check_schema(conn, url)
         except psycopg.Error as exc:
             conn.close()
-            raise CannotVerify("cannot read the shared ledger %s: %s" % (redact_url(url), exc)) from None
+            raise CannotVerify("cannot read the shared ledger %s: %s" % (redact_url(url), first_line(exc))) from None
         except CannotVerify:
             conn.close()
             raise
@@ -125,7 +138,10 @@ class PostgresSource(LedgerSource):
             # Our queries hold no literal '?' or '%': placeholders are the only ones.
             yield from self.conn.execute(sql.replace("?", "%s"), args)
         except self._errors as exc:
-            raise CannotVerify("cannot read the shared ledger: %s" % str(exc).strip()) from None
+            raise CannotVerify("cannot read the shared ledger: %s" % first_line(exc)) from None
+
+    def _has_checkpoints(self) -> bool:
+        return True  # part of every schema version this reads (check_schema)
 
     def blob_digests(self, prefix: str) -> list[str]:
         low = bytes.fromhex(prefix[: len(prefix) // 2 * 2])
