@@ -26,9 +26,21 @@ if TYPE_CHECKING:
         snapshot_of,
     )
     from ._export import export_bundle, final_status
-    from ._gate import GATE_MODES, GateResult, gate, gate_check, verify_commit
+    from ._gate import GATE_MODES, GateResult, ReceiptCheck, check_receipts, gate, gate_check, verify_commit
     from ._git import git_root, resolve_candidate, resolve_commit
-    from ._git_notes import NOTES_REF, attach, attached, receipt_commit
+    from ._git_notes import (
+        BUNDLE_REFS,
+        NOTES_REF,
+        NoteLine,
+        attach,
+        attached,
+        bundle_ref,
+        git_identity,
+        has_bundle,
+        open_bundle,
+        receipt_commit,
+    )
+    from ._git_sync import SyncResult, fetch_receipts, fetch_refspecs, push_receipts
     from ._intoto import PAYLOAD_TYPE, PREDICATE_TYPE, export_intoto, pae
     from ._keyring import add_key, allowed_signers, create_key, revoke_key
     from ._keys import generate_key_file, key_dir, key_path, load_signer, read_public_key
@@ -37,7 +49,9 @@ if TYPE_CHECKING:
     from ._records import Evidence, record_by_hand, record_tier, seal_receipt
     from ._render import (
         chain_lines,
+        commit_lines,
         entry_document,
+        gate_lines,
         jsonable,
         keyring_rows,
         log_rows,
@@ -49,6 +63,7 @@ if TYPE_CHECKING:
     from ._status import DeterministicRun, Nudge, StatusReport, deterministic_runs, nudge, status_report, task_state
     from ._store import LEDGER_DIRNAME, Appended, Ledger, RecordRow, Store, find_ledger_dir
     from ._traces import TRACE_DECISIONS_FORMAT, ingest_trace, process_facts
+    from ._trust import REPO_TRUST_PATH, TRUST_FILE, resolve_trust
     from ._witness import add_cosignatures, cosign
     from .tiers import CheckRun, JudgeRun, decide, run_deterministic, run_judge
 
@@ -168,6 +183,23 @@ __all__ = [
     "keyring_rows",
     "run_demo",
     "demo_contract",
+    "resolve_trust",
+    "TRUST_FILE",
+    "REPO_TRUST_PATH",
+    "gate_lines",
+    "commit_lines",
+    "ReceiptCheck",
+    "check_receipts",
+    "NoteLine",
+    "bundle_ref",
+    "has_bundle",
+    "open_bundle",
+    "BUNDLE_REFS",
+    "git_identity",
+    "SyncResult",
+    "fetch_receipts",
+    "push_receipts",
+    "fetch_refspecs",
 ]
 
 _WHERE = {
@@ -269,6 +301,23 @@ _WHERE = {
     "jsonable": "_render",
     "run_demo": "_demo",
     "demo_contract": "_demo",
+    "resolve_trust": "_trust",
+    "TRUST_FILE": "_trust",
+    "REPO_TRUST_PATH": "_trust",
+    "gate_lines": "_render",
+    "commit_lines": "_render",
+    "ReceiptCheck": "_gate",
+    "check_receipts": "_gate",
+    "NoteLine": "_git_notes",
+    "bundle_ref": "_git_notes",
+    "has_bundle": "_git_notes",
+    "open_bundle": "_git_notes",
+    "BUNDLE_REFS": "_git_notes",
+    "git_identity": "_git_notes",
+    "SyncResult": "_git_sync",
+    "fetch_receipts": "_git_sync",
+    "push_receipts": "_git_sync",
+    "fetch_refspecs": "_git_sync",
 }
 
 

@@ -221,7 +221,7 @@ def _demo(work: Path, test_runs: int) -> int:
 
     _say("9. Attach the receipt to the commit, gate it, and merge exactly once")
     attach(ledger, repo, sealed.body_hash, None)
-    gated = gate(ledger, repo, "HEAD", trust, signer=signers["sealer"], task=TASK)
+    gated = gate(repo, "HEAD", trust, recorder=(ledger, signers["sealer"]), task=TASK)
     passed, gate_candidate = gated.passed, gated.candidate
     click.echo("    ledger gate HEAD: %s" % ("PASS" if passed else "FAIL: " + "; ".join(gated.reasons)))
     if passed:

@@ -1,24 +1,172 @@
 """The merge gate: a commit passes only with a verified, merge-eligible receipt for its
-exact commit and tree, attached as a git note. In advisory mode the decision is recorded
-but never blocks."""
+exact commit, or for another commit with the identical tree (a squash or rebase merge),
+named in the git notes of the commit or of its tree. In advisory mode the decision is
+recorded but never blocks.
+
+Each receipt is verified from its bundle in git (``refs/receipts/``), so a fresh clone
+needs no ledger and no network; only a receipt without a bundle falls back to a ledger,
+opened when first needed."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from receipts import Digest, EventType, Signer, candidate_hash
-from verify import Result, Source, Transparency, Trust, verify_receipt
+from receipts import Digest, EventType, ReceiptsError, Signer, candidate_hash
+from verify import BundleSource, CannotVerify, LedgerSource, Result, Transparency, Trust, verify_receipt
 
-from ._errors import InputError
+from ._errors import InputError, LedgerError
 from ._events import record_event
 from ._git import resolve_commit
-from ._git_notes import NOTES_REF, attached
+from ._git_notes import BUNDLE_REFS, NOTES_REF, NoteLine, attached, bundle_ref, open_bundle
 from ._store import Ledger
 
-__all__ = ["GATE_MODES", "GateResult", "gate_check", "gate", "verify_commit"]
+__all__ = ["GATE_MODES", "GateResult", "ReceiptCheck", "check_receipts", "gate_check", "gate", "verify_commit"]
 
 GATE_MODES = ("enforce", "advisory")
+
+OpenLedger = Callable[[], LedgerSource]
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiptCheck:
+    """One receipt named on a revision, as verified. ``match`` is "commit" (its candidate
+    is this commit), "tree" (its candidate is ``note.commit``, whose tree is this one),
+    "stale" (neither), or "" when it could not be verified at all (``problem`` says why)."""
+
+    note: NoteLine
+    origin: str
+    result: Result | None
+    match: str
+    problem: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.result is not None and self.result.ok and self.match in ("commit", "tree")
+
+    @property
+    def lets_through(self) -> bool:
+        return self.ok and self.result is not None and bool(self.result.derived_eligible)
+
+    def why_not(self) -> str:
+        h = self.note.receipt
+        if self.result is None:
+            return "%s cannot be verified: %s" % (h, self.problem)
+        if not self.result.ok:
+            return "%s does not verify: %s" % (h, self.result.defects[0].message)
+        if self.match == "stale":
+            return "%s is stale: it is for candidate %s, not this commit or its tree" % (
+                h,
+                (self.result.candidate or "?")[:19],
+            )
+        return "%s is not merge-eligible: %s" % (h, "; ".join(self.result.eligibility_reasons))
+
+    def notices(self) -> tuple[str, ...]:
+        """What a reader of the decision must see besides it (as `verify` reports them)."""
+        r = self.result
+        if r is None:
+            return ()
+        return (
+            tuple("WEAKENING: %s" % w for w in r.weakenings)
+            + tuple("waiver in force: %s" % w for w in r.waivers)
+            + tuple("stale approval (not counted): %s" % w for w in r.stale)
+            + tuple("warning: %s" % w for w in r.warnings)
+        )
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "receipt": self.note.receipt,
+            "named_on": self.note.on,
+            "origin": self.origin,
+            "match": self.match,
+            "receipt_commit": self.note.commit,
+            "problem": self.problem,
+            "result": self.result.as_dict() if self.result is not None else None,
+        }
+
+
+class _Ledgers:
+    """The fallback source, opened once when a receipt has no bundle in git."""
+
+    def __init__(self, opener: OpenLedger | None) -> None:
+        self._opener = opener
+        self._source: LedgerSource | None = None
+        self.problem: str | None = None
+
+    def get(self) -> LedgerSource | None:
+        if self._source is None and self.problem is None:
+            if self._opener is None:
+                self.problem = "no ledger given"
+            else:
+                try:
+                    self._source = self._opener()
+                except (LedgerError, CannotVerify) as exc:
+                    self.problem = str(exc)
+        return self._source
+
+    def close(self) -> None:
+        if self._source is not None:
+            self._source.close()
+
+
+def _match(result: Result, line: NoteLine, fields: dict[str, str]) -> str:
+    if result.candidate == str(candidate_hash(fields)):
+        return "commit"
+    # The note's commit is a hint only: the receipt's signed candidate hash must equal the
+    # hash of that commit with *this* tree, which holds only if the two trees are one.
+    if line.commit and result.candidate == str(candidate_hash({"commit": line.commit, "tree": fields["tree"]})):
+        return "tree"
+    return "stale"
+
+
+def _check_one(
+    repo: Path, line: NoteLine, fields: dict[str, str], trust: Trust, transparency: Transparency, ledgers: _Ledgers
+) -> ReceiptCheck:
+    with open_bundle(repo, line.receipt) as path:
+        if path is not None:
+            origin = "bundle %s" % bundle_ref(line.receipt)
+            try:
+                with BundleSource(path) as source:
+                    # A bundle is checked against its own checkpoint, as `verify --bundle` does.
+                    policy = dataclasses.replace(transparency, require_checkpoint=True)
+                    result = verify_receipt(source, line.receipt, trust, policy)
+            except CannotVerify as exc:
+                return ReceiptCheck(line, origin, None, "", "its bundle cannot be read: %s" % exc)
+            return ReceiptCheck(line, origin, result, _match(result, line, fields))
+    ledger = ledgers.get()
+    if ledger is None:
+        return ReceiptCheck(
+            line,
+            "",
+            None,
+            "",
+            "no bundle under %s (run `ledger receipts fetch`) and no ledger to read (%s)"
+            % (BUNDLE_REFS, ledgers.problem),
+        )
+    try:
+        result = verify_receipt(ledger, line.receipt, trust, transparency)
+    except CannotVerify as exc:
+        return ReceiptCheck(line, "ledger", None, "", str(exc))
+    return ReceiptCheck(line, "ledger", result, _match(result, line, fields))
+
+
+def check_receipts(
+    repo: Path,
+    rev: str,
+    trust: Trust,
+    transparency: Transparency | None = None,
+    open_ledger: OpenLedger | None = None,
+) -> tuple[dict[str, str], list[ReceiptCheck]]:
+    """``rev``'s commit and tree ids, and every receipt its notes (or its tree's) name, verified."""
+    fields = resolve_commit(rev, repo)
+    policy = transparency or Transparency()
+    ledgers = _Ledgers(open_ledger)
+    try:
+        return fields, [_check_one(repo, line, fields, trust, policy, ledgers) for line in attached(repo, rev)]
+    finally:
+        ledgers.close()
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,11 +179,34 @@ class GateResult:
     receipt: str | None
     reasons: tuple[str, ...]
     mode: str = "enforce"
-    attached: tuple[str, ...] = ()  # every receipt hash the commit's note names
+    checks: tuple[ReceiptCheck, ...] = ()
+    trust: str = ""
 
     @property
     def passed(self) -> bool:
         return self.receipt is not None
+
+    @property
+    def passing(self) -> ReceiptCheck | None:
+        return next((c for c in self.checks if c.note.receipt == self.receipt), None)
+
+    @property
+    def via_tree(self) -> str | None:
+        """The commit the passing receipt was made for, when it is another commit with this tree."""
+        found = self.passing
+        return found.note.commit if found is not None and found.match == "tree" else None
+
+    @property
+    def task(self) -> str | None:
+        for check in ([self.passing] if self.passing else []) + list(self.checks):
+            if check is not None and check.result is not None and check.result.task_id:
+                return check.result.task_id
+        return None
+
+    @property
+    def notices(self) -> tuple[str, ...]:
+        found = self.passing
+        return found.notices() if found is not None else ()
 
     @property
     def decision(self) -> str:
@@ -55,64 +226,83 @@ class GateResult:
             "decision": self.decision,
             "pass": self.passed,
             "receipt": self.receipt,
+            "via_tree_of": self.via_tree,
+            "trust": self.trust,
+            "notices": list(self.notices),
             "reasons": list(self.reasons),
+            "receipts": [c.as_dict() for c in self.checks],
         }
 
 
+def _trust_label(trust: Trust) -> str:
+    return trust.label(())
+
+
 def gate_check(
-    ledger: Ledger, repo: Path, rev: str, trust: Trust, require_checkpoint: bool = False, mode: str = "enforce"
+    repo: Path,
+    rev: str,
+    trust: Trust,
+    require_checkpoint: bool = False,
+    mode: str = "enforce",
+    open_ledger: OpenLedger | None = None,
 ) -> GateResult:
-    """Verify each receipt attached to ``rev`` against ``trust``; the first that verifies, is
-    merge-eligible and covers ``rev``'s exact commit and tree lets it through."""
+    """Verify each receipt named on ``rev`` (or its tree) against ``trust``; the first that
+    verifies, is merge-eligible and is for ``rev``'s commit or tree lets it through."""
     if mode not in GATE_MODES:
         raise InputError("the gate's mode is one of %s" % ", ".join(GATE_MODES))
-    fields = resolve_commit(rev, repo)
+    fields, checks = check_receipts(repo, rev, trust, Transparency(require_checkpoint=require_checkpoint), open_ledger)
     candidate = candidate_hash(fields)
-    reasons: list[str] = []
-    hashes = attached(repo, rev)
-    if not hashes:
-        reasons.append("no receipt is attached to %s (git notes %s)" % (fields["commit"][:12], NOTES_REF))
-    for h in hashes:
-        res = verify_receipt(ledger.reader, h, trust, Transparency(require_checkpoint=require_checkpoint))
-        if res.candidate != str(candidate):
-            reasons.append(
-                "%s is stale: it is for candidate %s, not this commit's tree" % (h, (res.candidate or "?")[:19])
-            )
-        elif not res.ok:
-            reasons.append("%s does not verify: %s" % (h, res.defects[0].message))
-        elif not res.derived_eligible:
-            reasons.append("%s is not merge-eligible: %s" % (h, "; ".join(res.eligibility_reasons)))
-        else:
-            return GateResult(fields["commit"], fields["tree"], candidate, h, tuple(reasons), mode, tuple(hashes))
-    return GateResult(fields["commit"], fields["tree"], candidate, None, tuple(reasons), mode, tuple(hashes))
-
-
-def _task_of(ledger: Ledger, result: GateResult) -> str:
-    for h in ([result.receipt] if result.receipt else []) + list(result.attached):
-        stored = ledger.find(Digest.parse(h))
-        if stored is not None and stored.task:
-            return stored.task
-    raise InputError("cannot tell which task this decision is for: pass --task")
+    # The newest verified receipt of this candidate decides: an older eligible one must not
+    # outvote a later rejection or a later weakening. Sealed in the same second, the one
+    # that blocks wins (fail closed); then the exact commit before a same-tree one.
+    verified = [c for c in checks if c.ok and c.result is not None]
+    newest = max(
+        verified,
+        key=lambda c: (c.result.sealed_at or 0 if c.result else 0, not c.lets_through, c.match == "commit"),
+        default=None,
+    )
+    chosen = newest if newest is not None and newest.lets_through else None
+    unverified = tuple(c.why_not() for c in checks if not c.ok)
+    if newest is not None and chosen is None:
+        reasons: tuple[str, ...] = ("the newest receipt decides: " + newest.why_not(),) + unverified
+    else:
+        reasons = unverified
+    if not checks:
+        reasons = ("no receipt is attached to %s or its tree (git notes %s)" % (fields["commit"][:12], NOTES_REF),)
+    return GateResult(
+        fields["commit"],
+        fields["tree"],
+        candidate,
+        chosen.note.receipt if chosen else None,
+        reasons,
+        mode,
+        tuple(checks),
+        _trust_label(trust),
+    )
 
 
 def gate(
-    ledger: Ledger,
     repo: Path,
     rev: str,
     trust: Trust,
     *,
     require_checkpoint: bool = False,
     mode: str = "enforce",
-    signer: Signer | None = None,
+    open_ledger: OpenLedger | None = None,
+    recorder: tuple[Ledger, Signer] | None = None,
     task: str | None = None,
 ) -> GateResult:
-    """`gate_check`, and with ``signer`` (a seal key) the decision recorded as a gate event,
-    plus a verified-success event when an enforcing gate passes. Advisory mode must record."""
-    if mode == "advisory" and signer is None:
+    """`gate_check`, and with ``recorder`` (a ledger and a seal key) the decision recorded
+    as a gate event, plus a verified-success event when an enforcing gate passes. Advisory
+    mode must record."""
+    if mode == "advisory" and recorder is None:
         raise InputError("advisory mode records its decision: pass --key (a seal key)")
-    result = gate_check(ledger, repo, rev, trust, require_checkpoint, mode)
-    if signer is not None:
-        task_id = task or _task_of(ledger, result)
+    result = gate_check(repo, rev, trust, require_checkpoint, mode, open_ledger)
+    if recorder is not None:
+        ledger, signer = recorder
+        task_id = task or result.task
+        if task_id is None:
+            raise InputError("cannot tell which task this decision is for: pass --task")
         record_event(
             ledger,
             signer,
@@ -134,10 +324,17 @@ def gate(
 
 
 def verify_commit(
-    source: Source, repo: Path, rev: str, trust: Trust, transparency: Transparency | None = None
-) -> list[Result]:
-    """Verify every receipt attached to ``rev``; `InputError` if none is."""
-    hashes = attached(repo, rev)
-    if not hashes:
-        raise InputError("no receipt is attached to %s (git notes %s)" % (rev, NOTES_REF))
-    return [verify_receipt(source, h, trust, transparency) for h in hashes]
+    repo: Path,
+    rev: str,
+    trust: Trust,
+    transparency: Transparency | None = None,
+    open_ledger: OpenLedger | None = None,
+) -> list[ReceiptCheck]:
+    """Verify every receipt named on ``rev`` or its tree; `InputError` if none is."""
+    try:
+        _, checks = check_receipts(repo, rev, trust, transparency, open_ledger)
+    except ReceiptsError as exc:
+        raise InputError(str(exc)) from None
+    if not checks:
+        raise InputError("no receipt is attached to %s or its tree (git notes %s)" % (rev, NOTES_REF))
+    return checks

@@ -7,18 +7,21 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
+from typing import BinaryIO
 
 from receipts import Digest, FormatError, candidate_hash
 
 from ._errors import InputError
 
-__all__ = ["run_git", "git", "git_text", "git_ok", "git_root", "resolve_commit", "resolve_candidate"]
+__all__ = ["run_git", "git", "git_to_file", "git_text", "git_ok", "git_root", "resolve_commit", "resolve_candidate"]
 
 # A bound for a hung git (a lock, a credential prompt), not a measure of speed.
 _GIT_TIMEOUT_S = 300
 
 
-def run_git(repo: Path, *args: str, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+def run_git(
+    repo: Path, *args: str, env: Mapping[str, str] | None = None, stdin: bytes | None = None
+) -> subprocess.CompletedProcess[bytes]:
     """Run ``git ARGS`` in ``repo``; the caller reads the return code. Raises `InputError`
     only if git cannot run at all."""
     try:
@@ -27,16 +30,33 @@ def run_git(repo: Path, *args: str, env: Mapping[str, str] | None = None) -> sub
             cwd=repo,
             capture_output=True,
             timeout=_GIT_TIMEOUT_S,
-            stdin=subprocess.DEVNULL,
+            input=b"" if stdin is None else stdin,
             env=None if env is None else dict(env),
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise InputError("cannot run git: %s" % exc) from None
 
 
-def git(repo: Path, *args: str, env: Mapping[str, str] | None = None) -> bytes:
+def git_to_file(repo: Path, out: BinaryIO, *args: str) -> bool:
+    """Stream ``git ARGS``'s output into ``out`` (an object may be larger than memory
+    should hold). False if git failed (the object is absent)."""
+    try:
+        done = subprocess.run(
+            ["git", *args],
+            cwd=repo,
+            stdout=out,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            timeout=_GIT_TIMEOUT_S,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise InputError("cannot run git: %s" % exc) from None
+    return done.returncode == 0
+
+
+def git(repo: Path, *args: str, env: Mapping[str, str] | None = None, stdin: bytes | None = None) -> bytes:
     """git's standard output; `InputError` with git's last line of complaint if it failed."""
-    out = run_git(repo, *args, env=env)
+    out = run_git(repo, *args, env=env, stdin=stdin)
     if out.returncode != 0:
         msg = out.stderr.decode("utf-8", "replace").strip().splitlines()
         raise InputError("git %s failed: %s" % (" ".join(args[:3]), msg[-1] if msg else out.returncode))

@@ -12,6 +12,7 @@ from receipts import Digest, Keyring, KeySpec, LadderReceipt, TierRecord, decode
 from verify import ChainResult, Result, StoredEntry
 
 if TYPE_CHECKING:
+    from ._gate import GateResult, ReceiptCheck
     from ._mirror import PullResult
 
 __all__ = [
@@ -21,6 +22,8 @@ __all__ = [
     "verify_lines",
     "chain_lines",
     "pr_comment",
+    "gate_lines",
+    "commit_lines",
     "entry_document",
     "log_rows",
     "keyring_rows",
@@ -115,6 +118,50 @@ def chain_lines(result: ChainResult) -> list[str]:
     return lines
 
 
+def gate_lines(result: GateResult) -> list[str]:
+    """The gate's decision for a CI log: the decision, where it came from, and every
+    weakening, waiver and stale approval the passing receipt carries."""
+    if result.passed:
+        lines = ["GATE PASS: %s has verified, merge-eligible receipt %s" % (result.commit[:12], result.receipt)]
+        if result.via_tree:
+            lines.append(
+                "  via its tree %s: the receipt is for commit %s, whose tree is identical (a squash or rebase merge)"
+                % (result.tree[:12], result.via_tree[:12])
+            )
+        passing = result.passing
+        if passing is not None:
+            lines.append("  verified from %s" % (passing.origin or "?"))
+        lines += ["  %s" % n for n in result.notices]
+    else:
+        lines = [
+            "GATE %s: %s%s"
+            % (
+                "FAIL" if result.mode == "enforce" else "WOULD BLOCK (advisory)",
+                result.commit[:12],
+                "" if result.mode == "enforce" else "; recorded, not blocking",
+            )
+        ]
+        lines += ["  %s" % reason for reason in result.reasons]
+    lines.append("  trust: %s" % result.trust)
+    return lines
+
+
+def commit_lines(checks: Iterable[ReceiptCheck]) -> list[str]:
+    """`verify --commit`: each receipt named on the commit or its tree, verified."""
+    blocks = []
+    for check in checks:
+        head = ["named on the %s's note; verified from %s" % (check.note.on, check.origin or "nowhere")]
+        if check.match == "tree":
+            head.append("for commit %s, whose tree is this one" % (check.note.commit or "?")[:12])
+        elif check.match == "stale":
+            head.append("STALE: its candidate is neither this commit nor its tree")
+        if check.result is None:
+            blocks.append("\n".join(["receipt   %s" % check.note.receipt, "CANNOT VERIFY: %s" % check.problem]))
+        else:
+            blocks.append("\n".join(verify_lines(check.result) + head))
+    return ["\n\n".join(blocks)]
+
+
 def pr_comment(result: Result, receipt_hash: str) -> str:
     """Markdown for a pull-request comment: the ladder, the verdict, how to verify."""
     mark = {"pass": "✅", "fail": "❌", "skip": "⏭️", "missing": "❌", "review": "🟡", "retry": "🟡"}
@@ -154,8 +201,8 @@ def pr_comment(result: Result, receipt_hash: str) -> str:
         "Verify it yourself:",
         "",
         "```sh",
-        "git fetch origin refs/notes/receipts:refs/notes/receipts",
-        "ledger verify %s --trust ALLOWED_SIGNERS" % receipt_hash,
+        "ledger receipts fetch",
+        "ledger verify --commit <this pull request's head or merge commit>",
         "```",
         "",
     ]

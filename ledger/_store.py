@@ -78,6 +78,7 @@ from verify.schema import BLOB_DIR, DB_NAME, SCHEMA, blob_path
 from . import _clock
 from ._errors import CommitUnknown, InputError, NotCommitted, StoreError
 from ._git import git_root
+from ._trust import write_trust_file
 
 __all__ = ["Store", "Ledger", "Appended", "RecordRow", "LEDGER_DIRNAME", "find_ledger_dir"]
 
@@ -89,7 +90,7 @@ _ATTEMPTS = 3  # whole write transactions tried when a shared store's connection
 _CHUNK = 8 << 20  # large enough for BLAKE3 to use every core, small enough to bound memory
 # Only what is versioned with the code is let through: contracts, the shared store's
 # address and this file; the chain, the evidence and private state are not.
-GITIGNORE = "*\n!.gitignore\n!config.toml\n!contracts/\n!contracts/**\n"
+GITIGNORE = "*\n!.gitignore\n!config.toml\n!allowed_signers\n!contracts/\n!contracts/**\n"
 
 
 class Backend(Protocol):
@@ -439,6 +440,7 @@ class Ledger:
             root.mkdir(parents=True, exist_ok=True)  # the clone's side: contracts and config.toml
             if not (root / ".gitignore").exists():
                 (root / ".gitignore").write_text(GITIGNORE)
+            write_trust_file(root, admin, admin_name)
             return ledger
         if (root / DB_NAME).exists():
             raise InputError("%s already holds a ledger; refusing to initialise over it" % root)
@@ -462,6 +464,7 @@ class Ledger:
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
+        write_trust_file(root, admin, admin_name)
         return cls.open(root)
 
     def close(self) -> None:

@@ -15,6 +15,7 @@ import os
 import sqlite3
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -35,7 +36,7 @@ from receipts import (
     entry_signed_bytes,
     fingerprint,
 )
-from verify import CannotVerify, Trust, TrustRoot, UnsafeTrustOnFirstUse, WitnessKey
+from verify import CannotVerify, Trust, UnsafeTrustOnFirstUse, WitnessKey
 
 from . import _api as lib
 
@@ -98,8 +99,44 @@ def key_option(help: str, required: bool = True) -> Callable[[F], F]:
     return click.option("--key", "key_name", required=required, help=help + " (a key name or a private key path).")
 
 
+@dataclass(frozen=True, slots=True)
+class _TrustArgs:
+    explicit: str | None
+    unsafe: bool
+    ref: str | None
+
+
 def trust_option(f: F) -> F:
-    return click.option("--trust", help="Pin the admin key: a SHA256 fingerprint or an allowed_signers file.")(f)
+    """--trust, --trust-ref and --unsafe-trust-on-first-use, handed to the command as one
+    `_TrustArgs` named ``trust`` (resolved by `_trust`)."""
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        kwargs["trust"] = _TrustArgs(kwargs.pop("trust"), kwargs.pop("unsafe_tofu"), kwargs.pop("trust_ref"))
+        return f(*args, **kwargs)
+
+    options = (
+        click.option(
+            "--trust",
+            help="Pin the admin key: a SHA256 fingerprint or an allowed_signers file (default: the committed"
+            " .ledger/allowed_signers of the target branch).",
+        ),
+        click.option(
+            "--trust-ref",
+            envvar="LEDGER_TRUST_REF",
+            help="The target branch whose .ledger/allowed_signers is trusted (default: trust_ref in"
+            " config.toml, else origin/main, else main). Never the candidate's own tree.",
+        ),
+        click.option(
+            "--unsafe-trust-on-first-use",
+            "unsafe_tofu",
+            is_flag=True,
+            help="UNSAFE: believe whatever admin key the ledger or bundle starts with. To inspect, never to decide.",
+        ),
+    )
+    for option in options:
+        wrapper = option(wrapper)
+    return wrapper  # type: ignore[return-value]
 
 
 def store_option(f: F) -> F:
@@ -215,15 +252,26 @@ def _required_contract(ctx: click.Context, task: str, path: Path | None) -> tupl
     return found
 
 
-def _trust(value: str | None) -> Trust:
-    """--trust pins the admin key; without it the CLI trusts on first use (see `_said`)."""
-    return TrustRoot.from_argument(value) if value else UnsafeTrustOnFirstUse()
+def _trust(ctx: click.Context, args: _TrustArgs, judges_candidate: bool = False) -> Trust:
+    """The trust a command verifies against (`ledger._trust` gives the order); none: exit 2."""
+    return lib.resolve_trust(
+        explicit=args.explicit,
+        unsafe_tofu=args.unsafe,
+        repo=lib.git_root(Path.cwd()),
+        ledger_root=_root(ctx),
+        trust_ref=args.ref,
+        judges_candidate=judges_candidate,
+    )
 
 
 def _said(trust: Trust) -> None:
     # Beside a result only: a command that fails on bad input still prints one line.
     if isinstance(trust, UnsafeTrustOnFirstUse):
-        click.echo("warning: no --trust given; the admin key is trusted on first use", err=True)
+        click.echo(
+            "warning: UNSAFE: --unsafe-trust-on-first-use: the admin key is whatever the ledger starts with;"
+            " this result proves nothing about who signed it",
+            err=True,
+        )
 
 
 def _read_text(path: Path, what: str) -> str:
@@ -853,7 +901,7 @@ def verify_cmd(
     chain: bool,
     bundle: Path | None,
     commit_rev: str | None,
-    trust: str | None,
+    trust: _TrustArgs,
     since: Path | None,
     require_checkpoint: bool,
     witnesses: Sequence[str],
@@ -876,18 +924,15 @@ def verify_cmd(
         witnesses=_witnesses(witnesses, witness_quorum),
         quorum=witness_quorum,
     )
-    root = _trust(trust)
+    root = _trust(ctx, trust, judges_candidate=commit_rev is not None)
+    if commit_rev is not None:
+        if bundle is not None or chain:
+            raise lib.InputError("--commit verifies what git holds for a commit: not with --bundle or --chain")
+        checks = lib.verify_commit(_repo(), commit_rev, root, policy, open_ledger=_ledger_opener(ctx))
+        _emit(as_json, [c.as_dict() for c in checks], lib.commit_lines(checks), root)
+        _done(all(c.ok for c in checks))
     source: BundleSource | LedgerSource = BundleSource(bundle) if bundle is not None else _source(ctx)
     try:
-        if commit_rev is not None:
-            results = lib.verify_commit(source, _repo(), commit_rev, root, policy)
-            _emit(
-                as_json,
-                [r.as_dict() for r in results],
-                ["\n\n".join("\n".join(lib.verify_lines(r)) for r in results)],
-                root,
-            )
-            _done(all(r.ok for r in results))
         if chain and isinstance(source, LedgerSource):
             if sys.stderr.isatty() and not as_json:
                 with click.progressbar(length=source.count(), label="verifying chain", file=sys.stderr) as bar:
@@ -1063,11 +1108,48 @@ def witness_add(ctx: click.Context, checkpoint_file: Path, witnesses: Sequence[s
 @cli.command()
 @click.argument("hash_text", metavar="HASH")
 @click.option("--commit", "rev", help="The candidate commit (default: the one the deterministic tier snapshotted).")
+@key_option("Seal key that signs a checkpoint if none covers the receipt yet", required=False)
 @click.pass_context
-def attach(ctx: click.Context, hash_text: str, rev: str | None) -> None:
-    """Attach a receipt to its candidate commit as a git note (refs/notes/receipts)."""
-    click.echo(lib.attach(_ledger(ctx), _repo(), _digest(hash_text), rev))
-    click.echo("attached; share it with: git push origin refs/notes/receipts", err=True)
+def attach(ctx: click.Context, hash_text: str, rev: str | None, key_name: str | None) -> None:
+    """Store a receipt in git: its evidence bundle under refs/receipts/, and a note on its
+    candidate commit and on that commit's tree (refs/notes/receipts)."""
+    signer = _signer(key_name) if key_name else None
+    click.echo(lib.attach(_ledger(ctx), _repo(), _digest(hash_text), rev, checkpoint_signer=signer))
+    click.echo("attached; share it with: ledger receipts push", err=True)
+
+
+@cli.group(cls=_Group)
+def receipts() -> None:
+    """Share receipts through a git remote: notes merged without loss, pushes never forced."""
+
+
+def _remote_option(f: F) -> F:
+    return click.option("--remote", default="origin", show_default=True, help="The git remote.")(f)
+
+
+@receipts.command("fetch")
+@_remote_option
+@json_option
+def receipts_fetch(remote: str, as_json: bool) -> None:
+    """Fetch the remote's receipt notes and bundles; merge its notes into ours (cat_sort_uniq)."""
+    res = lib.fetch_receipts(_repo(), remote)
+    _emit(
+        as_json, res.as_dict(), ["fetched receipts from %s%s" % (remote, "; notes merged" if res.notes_merged else "")]
+    )
+
+
+@receipts.command("push")
+@_remote_option
+@json_option
+def receipts_push(remote: str, as_json: bool) -> None:
+    """Push receipt bundles and notes, merging the remote's first; retried on a race, never forced."""
+    res = lib.push_receipts(_repo(), remote)
+    _emit(as_json, res.as_dict(), ["pushed receipts to %s (attempt %d)" % (remote, res.attempts)])
+
+
+def _ledger_opener(ctx: click.Context) -> Callable[[], Any]:
+    """The ledger, opened only if a receipt has no bundle in git."""
+    return lambda: _source(ctx)
 
 
 @cli.command()
@@ -1090,40 +1172,29 @@ def attach(ctx: click.Context, hash_text: str, rev: str | None) -> None:
 def gate(
     ctx: click.Context,
     rev: str,
-    trust: str | None,
+    trust: _TrustArgs,
     require_checkpoint: bool,
     mode: str,
     key_name: str | None,
     task: str | None,
     as_json: bool,
 ) -> None:
-    """Exit 0 only if REV has a verified, merge-eligible receipt for its exact tree.
+    """Exit 0 only if REV, or another commit with REV's exact tree, has a verified,
+    merge-eligible receipt. Trust comes from the target branch, never from REV.
 
     The command a CI job runs before merge; a commit without one fails closed."""
-    root = _trust(trust)
+    root = _trust(ctx, trust, judges_candidate=True)
     result = lib.gate(
-        _ledger(ctx) if key_name else _reader(ctx),
         _repo(),
         rev,
         root,
         require_checkpoint=require_checkpoint,
         mode=mode,
-        signer=_signer(key_name) if key_name else None,
+        open_ledger=_ledger_opener(ctx),
+        recorder=(_ledger(ctx), _signer(key_name)) if key_name else None,
         task=task,
     )
-    if result.passed:
-        lines = ["GATE PASS: %s has verified, merge-eligible receipt %s" % (result.commit[:12], result.receipt)]
-    else:
-        lines = [
-            "GATE %s: %s%s"
-            % (
-                "FAIL" if mode == "enforce" else "WOULD BLOCK (advisory)",
-                result.commit[:12],
-                "" if mode == "enforce" else "; recorded, not blocking",
-            )
-        ]
-        lines += ["  %s" % reason for reason in result.reasons]
-    _emit(as_json, result.as_dict(), lines, root)
+    _emit(as_json, result.as_dict(), lib.gate_lines(result), root)
     _done(not result.blocks)
 
 
@@ -1131,13 +1202,13 @@ def gate(
 @click.argument("hash_text", metavar="HASH")
 @trust_option
 @click.pass_context
-def pr_comment_cmd(ctx: click.Context, hash_text: str, trust: str | None) -> None:
+def pr_comment_cmd(ctx: click.Context, hash_text: str, trust: _TrustArgs) -> None:
     """Markdown for a pull-request comment: the ladder, the verdict, how to verify."""
     from verify import verify_receipt
 
     source = _source(ctx)
     try:
-        res = verify_receipt(source, hash_text, root := _trust(trust))
+        res = verify_receipt(source, hash_text, root := _trust(ctx, trust))
     finally:
         source.close()
     _said(root)

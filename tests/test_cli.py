@@ -82,11 +82,11 @@ def test_init_creates_ledger_at_git_root_with_private_key_outside(repo: Path, tm
     assert key.is_file() and (key.stat().st_mode & 0o777) == 0o600
     assert key.read_text().startswith("-----BEGIN OPENSSH PRIVATE KEY-----")
     # The clone's versioned contract is kept, and the chain and evidence stay out of git:
-    # only the ignore file itself is new, for the team to commit beside the contracts.
+    # only the ignore file and the trust pin are new, for the team to commit beside the contracts.
     assert (repo / ".ledger" / "contracts" / "T-1.toml").is_file()
     assert (
         subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], capture_output=True, text=True).stdout
-        == "?? .ledger/.gitignore\n"
+        == "?? .ledger/.gitignore\n?? .ledger/allowed_signers\n"
     )
     again = run("init")
     assert again.exit_code == 2 and "already holds a ledger" in again.output

@@ -19,13 +19,16 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """Built once per module: a repository whose HEAD went through the whole ladder, and the keys."""
     tmp_path = tmp_path_factory.mktemp("flow")
     repo = make_repo(tmp_path / "repo")
+    env = {"RECEIPT_LEDGER_KEYS": str(tmp_path / "keys"), **GIT_ENV}
+    assert run_cli("init", cwd=repo, env=env).returncode == 0
+    # The team commits the trust pin on main; the gate reads it from there.
+    git(repo, "add", ".ledger")
+    git(repo, "commit", "-qm", "ledger: trust root")
     (repo / ".ledger" / "contracts").mkdir(parents=True)
     (repo / ".ledger" / "contracts" / "TASK-1.toml").write_bytes(contract_bytes())
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "TASK-1: contract")
-    env = {"RECEIPT_LEDGER_KEYS": str(tmp_path / "keys"), **GIT_ENV}
     steps = [
-        ("init",),
         ("keys", "generate", "ci", "--role", "deterministic"),
         ("keys", "generate", "judge", "--role", "judge"),
         ("keys", "generate", "alice", "--role", "human"),
@@ -39,6 +42,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
         assert res.returncode == 0, (args, res.stderr)
     sealed = run_cli("seal", "TASK-1", "--key", "sealer", cwd=repo, env=env)
     assert sealed.returncode == 0, sealed.stderr
+    assert run_cli("checkpoint", "--key", "sealer", cwd=repo, env=env).returncode == 0
     return tmp_path, sealed.stdout.strip()
 
 
@@ -56,11 +60,17 @@ def test_attach_shows_in_git_log_and_verify_commit(flow: tuple[Path, dict[str, s
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == git(repo, "rev-parse", "HEAD")
     log = git(repo, "log", "-1", "--notes=receipts")
-    assert "receipt-ledger: " + receipt in log and "merge_eligible true" in log
+    assert "receipt-ledger: %s commit=%s" % (receipt, git(repo, "rev-parse", "HEAD")) in log
+    assert "merge_eligible=true deterministic=pass judge=pass human=pass" in log
     assert run_cli("attach", receipt, cwd=repo, env=env).returncode == 0  # idempotent
     assert git(repo, "notes", "--ref=receipts", "show", "HEAD").count("receipt-ledger: " + receipt) == 1
+    tree = git(repo, "rev-parse", "HEAD^{tree}")
+    assert git(repo, "notes", "--ref=receipts", "show", tree).count("receipt-ledger: " + receipt) == 1
     verified = run_cli("verify", "--commit", "HEAD", "--json", cwd=repo, env=env)
-    assert verified.returncode == 0 and json.loads(verified.stdout)[0]["verified"]
+    assert verified.returncode == 0, verified.stderr
+    [check] = json.loads(verified.stdout)
+    assert check["result"]["verified"] and check["match"] == "commit"
+    assert check["origin"] == "bundle refs/receipts/" + receipt.removeprefix("blake3:")
 
 
 def test_gate_passes_only_for_the_exact_commit(flow: tuple[Path, dict[str, str], str]) -> None:
@@ -95,7 +105,7 @@ def test_gate_fails_on_a_receipt_that_is_not_eligible(flow: tuple[Path, dict[str
         == 0
     )
     receipt = run_cli("seal", "TASK-1", "--key", "sealer", cwd=repo, env=env).stdout.strip()
-    assert run_cli("attach", receipt, cwd=repo, env=env).returncode == 0
+    assert run_cli("attach", receipt, "--key", "sealer", cwd=repo, env=env).returncode == 0
     # the earlier, eligible receipt is not attached; only the honest negative one is
     gated = run_cli("gate", "--json", cwd=repo, env=env)
     assert gated.returncode == 1 and "not merge-eligible" in json.loads(gated.stdout)["reasons"][0]
@@ -105,16 +115,24 @@ def test_pr_comment_is_markdown_with_the_ladder_and_how_to_verify(flow: tuple[Pa
     repo, env, receipt = flow
     text = run_cli("pr-comment", receipt, cwd=repo, env=env).stdout
     assert text.startswith("### receipt-ledger: TASK-1 **merge-eligible**")
-    assert "| deterministic | yes | ✅ pass |" in text and "ledger verify %s" % receipt in text
+    assert "| deterministic | yes | ✅ pass |" in text and "ledger verify --commit" in text
 
 
 def test_verify_commit_without_receipts_is_a_clean_error(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     env = {"RECEIPT_LEDGER_KEYS": str(tmp_path / "keys")}
     assert run_cli("init", cwd=repo, env=env).returncode == 0
-    res = run_cli("verify", "--commit", "HEAD", cwd=repo, env=env)
+    # main does not hold the pin yet: the working tree's copy is the candidate's, never trusted
+    for args in (("verify", "--commit", "HEAD"), ("gate",)):
+        refused = run_cli(*args, cwd=repo, env=env)
+        assert refused.returncode == 2 and refused.stdout == "", refused
+        assert (
+            refused.stderr.count("\n") == 1 and "no trust root (main has no .ledger/allowed_signers)" in refused.stderr
+        )
+    pin = ("--trust", ".ledger/allowed_signers")
+    res = run_cli("verify", "--commit", "HEAD", *pin, cwd=repo, env=env)
     assert res.returncode == 2 and "no receipt is attached" in res.stderr
-    gated = run_cli("gate", cwd=repo, env=env)
+    gated = run_cli("gate", *pin, cwd=repo, env=env)
     assert gated.returncode == 1 and "GATE FAIL" in gated.stdout
     assert (
         subprocess.run(["git", "notes", "--ref=receipts", "list"], cwd=repo, capture_output=True, text=True).stdout

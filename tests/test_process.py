@@ -313,7 +313,10 @@ def test_advisory_mode_on_a_failing_task_records_would_block(tmp_path: Path) -> 
     keys = {"RECEIPT_LEDGER_KEYS": str(tmp_path / "keys"), **GIT_ENV}
     for args in (("init",), ("keys", "generate", "sealer", "--role", "seal")):
         assert run_cli(*args, cwd=repo, env=keys).returncode == 0
-    res = run_cli("gate", "--mode", "advisory", "--key", "sealer", "--task", "TASK-1", "--json", cwd=repo, env=keys)
+    pin = ("--trust", ".ledger/allowed_signers")  # main does not hold the pin yet
+    res = run_cli(
+        "gate", *pin, "--mode", "advisory", "--key", "sealer", "--task", "TASK-1", "--json", cwd=repo, env=keys
+    )
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["decision"] == "would-block"
     log = json.loads(run_cli("log", "--json", cwd=repo, env=keys).stdout)
@@ -325,7 +328,7 @@ def test_advisory_mode_on_a_failing_task_records_would_block(tmp_path: Path) -> 
         ["mode", "advisory"],
         ["receipt", ""],
     ]
-    enforce = run_cli("gate", "--json", cwd=repo, env=keys)
+    enforce = run_cli("gate", *pin, "--json", cwd=repo, env=keys)
     assert enforce.returncode == 1 and json.loads(enforce.stdout)["decision"] == "block"
 
 

@@ -105,6 +105,16 @@ def test_allowed_signers_trust_file_pins_the_admin(sample: Sample, tmp_path: Pat
     )
     bad = run_cli("--dir", str(sample.root), "verify", sample.receipt, "--trust", str(other), "--json")
     assert bad.returncode == 1 and '"trust-root"' in bad.stdout
-    # Without a pin, verification says it is trust on first use.
-    tofu = run_cli("--dir", str(sample.root), "verify", sample.receipt)
-    assert tofu.returncode == 0 and "trust on first use" in tofu.stdout + tofu.stderr and ADMIN_ID in tofu.stdout
+    # Without --trust, the pin `Ledger.create` wrote beside the ledger is used, and named.
+    pinned = run_cli("--dir", str(sample.root), "verify", sample.receipt, cwd=tmp_path)
+    assert (
+        pinned.returncode == 0
+        and "pinned (%s (written by ledger init))" % (sample.root / "allowed_signers") in pinned.stdout
+    )
+    # Without any pin: refused, unless trust on first use is asked for by its unsafe name.
+    (sample.root / "allowed_signers").unlink()
+    refused = run_cli("--dir", str(sample.root), "verify", sample.receipt, cwd=tmp_path)
+    assert refused.returncode == 2 and refused.stderr.startswith("ledger: error: no trust root (not a git repository)")
+    tofu = run_cli("--dir", str(sample.root), "verify", sample.receipt, "--unsafe-trust-on-first-use", cwd=tmp_path)
+    assert tofu.returncode == 0 and "UNSAFE trust on first use" in tofu.stdout and ADMIN_ID in tofu.stdout
+    assert tofu.stderr.startswith("warning: UNSAFE")

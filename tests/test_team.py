@@ -110,6 +110,7 @@ def test_four_machines_share_one_ledger_and_an_auditor_verifies_a_mirror(pg_url:
     ci.git("push", "-q", "origin", "HEAD:main")
     assert set(ci.git("ls-files", ".ledger").split()) == {
         ".ledger/.gitignore",
+        ".ledger/allowed_signers",
         ".ledger/config.toml",
         ".ledger/contracts/T-1.toml",
     }

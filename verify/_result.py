@@ -75,6 +75,7 @@ class Result:
     stale: tuple[str, ...] = ()
     waivers: tuple[str, ...] = ()
     checkpoint: str | None = None
+    sealed_at: int | None = None  # the receipt's signed creation time (Unix seconds)
 
     @property
     def ok(self) -> bool:
@@ -97,6 +98,7 @@ class Result:
             "stale_approvals": list(self.stale),
             "waivers": list(self.waivers),
             "checkpoint": self.checkpoint,
+            "sealed_at": self.sealed_at,
             "defects": [d.as_dict() for d in self.defects],
         }
 

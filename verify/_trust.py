@@ -48,12 +48,18 @@ class TrustRoot:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise CannotVerify("cannot read trust file %s: %s" % (path, exc)) from None
+        return cls.from_allowed_signers(text, "allowed_signers " + str(path))
+
+    @classmethod
+    def from_allowed_signers(cls, text: str, source: str) -> TrustRoot:
+        """The admin keys an ``allowed_signers`` text pins; ``source`` says where it was read
+        (a file, or a file on a git branch) and appears in every result."""
         ids = parse_allowed_signers(text)
         if not ids:
             raise CannotVerify(
-                "trust file %s names no ssh-ed25519 key allowed to sign as %s" % (path, namespace_for(Role.ADMIN))
+                "trust file %s names no ssh-ed25519 key allowed to sign as %s" % (source, namespace_for(Role.ADMIN))
             )
-        return cls(frozenset(ids), "allowed_signers " + str(path))
+        return cls(frozenset(ids), source)
 
 
 @dataclass(frozen=True, slots=True)

@@ -90,6 +90,7 @@ def verify_receipt(source: Source, target: str, trust: Trust, transparency: Tran
         defects=tuple(dict.fromkeys((*walk.defects, *step4, *step5.defects, *step6, *step7, *step8.defects))),
         claimed_eligible=receipt.merge_eligible,
         derived_eligible=derived.eligible,
+        sealed_at=receipt.created,
         eligibility_reasons=derived.reasons,
         tiers=tuple(step5.lines),
         entries_checked=walk.entries,

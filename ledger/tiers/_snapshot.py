@@ -126,7 +126,7 @@ def remember_check_outputs(repo: Path, before: set[bytes]) -> tuple[str, ...]:
 
 # The ledger's own files, new after `ledger init` until the team commits them: they
 # configure the ledger, never the candidate, so they do not make the tree dirty.
-_LEDGER_FILES = {b".ledger/.gitignore", b".ledger/config.toml"}
+_LEDGER_FILES = {b".ledger/.gitignore", b".ledger/config.toml", b".ledger/allowed_signers"}
 
 
 def _dirty_state(repo: Path) -> bytes | None:
