@@ -41,7 +41,17 @@ if TYPE_CHECKING:
         receipt_commit,
     )
     from ._git_sync import SyncResult, fetch_receipts, fetch_refspecs, push_receipts
-    from ._intoto import PAYLOAD_TYPE, PREDICATE_TYPE, export_intoto, pae
+    from ._github import (
+        COMMENT_MARKER,
+        ActionReport,
+        GithubApi,
+        GithubEvent,
+        annotation,
+        parse_event,
+        run_action,
+        task_from,
+    )
+    from ._intoto import PAYLOAD_TYPE, PREDICATE_TYPE, VSA_PREDICATE_TYPE, export_intoto, export_vsa, pae, vsa_statement
     from ._keyring import add_key, allowed_signers, create_key, revoke_key
     from ._keys import generate_key_file, key_dir, key_path, load_signer, read_public_key
     from ._mirror import PullResult, pull
@@ -200,6 +210,17 @@ __all__ = [
     "fetch_receipts",
     "push_receipts",
     "fetch_refspecs",
+    "run_action",
+    "ActionReport",
+    "GithubApi",
+    "GithubEvent",
+    "parse_event",
+    "task_from",
+    "annotation",
+    "COMMENT_MARKER",
+    "export_vsa",
+    "vsa_statement",
+    "VSA_PREDICATE_TYPE",
 ]
 
 _WHERE = {
@@ -318,6 +339,17 @@ _WHERE = {
     "fetch_receipts": "_git_sync",
     "push_receipts": "_git_sync",
     "fetch_refspecs": "_git_sync",
+    "run_action": "_github",
+    "ActionReport": "_github",
+    "GithubApi": "_github",
+    "GithubEvent": "_github",
+    "parse_event": "_github",
+    "task_from": "_github",
+    "annotation": "_github",
+    "COMMENT_MARKER": "_github",
+    "export_vsa": "_intoto",
+    "vsa_statement": "_intoto",
+    "VSA_PREDICATE_TYPE": "_intoto",
 }
 
 

@@ -4,6 +4,7 @@ so that supply-chain tooling that knows nothing of receipt-ledger can check it."
 from __future__ import annotations
 
 import base64
+import datetime
 import hashlib
 import json
 from pathlib import Path
@@ -15,22 +16,36 @@ from receipts import (
     Signer,
     Tier,
     TierRecord,
+    config_hash,
     content_digest,
     decode_as,
     decode_entry,
     fingerprint,
 )
-from verify import verify_receipt
+from verify import Trust, verify_receipt
 
+from . import _clock
 from ._errors import InputError
 from ._evidence import snapshot_of
 from ._store import Ledger
 
-__all__ = ["PREDICATE_TYPE", "PAYLOAD_TYPE", "pae", "export_intoto"]
+__all__ = [
+    "PREDICATE_TYPE",
+    "PAYLOAD_TYPE",
+    "VSA_PREDICATE_TYPE",
+    "pae",
+    "export_intoto",
+    "export_vsa",
+    "vsa_statement",
+]
 
 PREDICATE_TYPE = "https://receipt-ledger.dev/ladder-receipt/v1"
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+VSA_PREDICATE_TYPE = "https://slsa.dev/verification_summary/v1"
+VERIFIER_ID = "https://receipt-ledger.dev/verify/v1"
+# The VSA allows extension fields whose names are URIs.
+VSA_EXTENSION = "https://receipt-ledger.dev/vsa/receipt/v1"
 
 
 def pae(payload_type: str, payload: bytes) -> bytes:
@@ -95,13 +110,17 @@ def export_intoto(ledger: Ledger, receipt_digest: Digest, signer: Signer, out: P
     result = verify_receipt(ledger.reader, receipt_hash, ledger.genesis_trust())
     if not result.ok:
         raise InputError("refusing to attest a receipt that does not verify: %s" % result.defects[0].message)
+    statement = _statement(ledger, stored.body, receipt, receipt_hash)
+    return _write_envelope(ledger, statement, signer, out)
+
+
+def _write_envelope(ledger: Ledger, statement: dict[str, Any], signer: Signer, out: Path) -> dict[str, Any]:
+    """Sign ``statement`` in a DSSE envelope with an active seal key and write it to ``out``."""
     key_id = fingerprint(signer.public_key_blob)
     state = ledger.keyring().get(key_id)
     if state is None or state.revoked_at is not None or "seal" not in [r.value for r in state.spec.roles]:
         raise InputError("refused: the envelope must be signed by an active seal key of this ledger")
-    payload = json.dumps(
-        _statement(ledger, stored.body, receipt, receipt_hash), sort_keys=True, separators=(",", ":")
-    ).encode()
+    payload = json.dumps(statement, sort_keys=True, separators=(",", ":")).encode()
     envelope = {
         "payload": base64.b64encode(payload).decode("ascii"),
         "payloadType": PAYLOAD_TYPE,
@@ -114,3 +133,86 @@ def export_intoto(ledger: Ledger, receipt_digest: Digest, signer: Signer, out: P
     except OSError as exc:
         raise InputError("cannot write %s: %s" % (out, exc)) from None
     return envelope
+
+
+def _sha256(data: bytes) -> dict[str, str]:
+    return {"sha256": hashlib.sha256(data).hexdigest()}
+
+
+def vsa_statement(
+    ledger: Ledger, receipt_digest: Digest, trust: Trust, resource_uri: str | None = None, now: int | None = None
+) -> dict[str, Any]:
+    """A SLSA Verification Summary (``https://slsa.dev/verification_summary/v1``) of one
+    receipt, verified here against ``trust``: PASSED exactly when the receipt verifies and
+    its merge eligibility re-derives true. Subjects: the candidate commit and tree."""
+    stored, receipt = ledger.receipt(receipt_digest)
+    receipt_hash = str(Digest(stored.body_hash))
+    result = verify_receipt(ledger.reader, receipt_hash, trust)
+    passed = result.ok and bool(result.derived_eligible)
+    subjects: list[dict[str, Any]] = []
+    inputs = [{"uri": "urn:receipt-ledger:receipt:%s" % receipt_hash[7:], "digest": _sha256(stored.body)}]
+    for slot in receipt.entries:
+        for digest in slot.records:
+            entry = ledger.find(digest)
+            if entry is None:
+                continue
+            inputs.append({"uri": "urn:receipt-ledger:record:%s" % digest.hex, "digest": _sha256(entry.body)})
+            rec = decode_as(TierRecord, entry.body)
+            snap = snapshot_of(ledger, rec) if rec.tier is Tier.DETERMINISTIC else None
+            if snap is not None and not subjects:
+                for field, algorithm in (("commit", "gitCommit"), ("tree", "gitTree")):
+                    if isinstance(snap.get(field), str):
+                        subjects.append({"name": "git+%s" % field, "digest": {algorithm: snap[field]}})
+    if not subjects:
+        raise InputError("the receipt names no commit (no deterministic snapshot): a VSA needs a subject")
+    contract = next(
+        (
+            rev.contract
+            for _, rev in ledger.contract_revisions(receipt.task_id)
+            if config_hash(rev.contract) == receipt.config_hash
+        ),
+        None,
+    )
+    if contract is None:
+        raise InputError("the receipt's contract %s is not in the ledger" % receipt.config_hash.short())
+    verified_at = _clock.now() if now is None else now
+    return {
+        "_type": STATEMENT_TYPE,
+        "subject": subjects,
+        "predicateType": VSA_PREDICATE_TYPE,
+        "predicate": {
+            "verifier": {"id": VERIFIER_ID},
+            "timeVerified": datetime.datetime.fromtimestamp(verified_at, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "resourceUri": resource_uri or "urn:receipt-ledger:candidate:%s" % receipt.input_hash.hex,
+            "policy": {"uri": "urn:receipt-ledger:contract:%s" % receipt.task_id, "digest": _sha256(contract)},
+            "inputAttestations": inputs,
+            "verificationResult": "PASSED" if passed else "FAILED",
+            # Our own track: custom SlsaResult values must not start with SLSA_.
+            "verifiedLevels": ["RECEIPT_LEDGER_MERGE_ELIGIBLE"] if passed else ["FAILED"],
+            "slsaVersion": "1.0",
+            VSA_EXTENSION: {
+                "receipt": receipt_hash,
+                "task": receipt.task_id,
+                "candidate": str(receipt.input_hash),
+                "trust": result.trust,
+                "defects": [d.message for d in result.defects],
+                "eligibility_reasons": list(result.eligibility_reasons),
+                "weakenings": list(result.weakenings),
+                "waivers": list(result.waivers),
+                "tiers": {t.tier.value: t.status for t in result.tiers},
+            },
+        },
+    }
+
+
+def export_vsa(
+    ledger: Ledger,
+    receipt_digest: Digest,
+    signer: Signer,
+    out: Path,
+    trust: Trust,
+    resource_uri: str | None = None,
+) -> dict[str, Any]:
+    """Write `vsa_statement` in a DSSE envelope signed by ``signer`` (an active seal key);
+    a FAILED summary is written too (policy tools must see failures). Returns the envelope."""
+    return _write_envelope(ledger, vsa_statement(ledger, receipt_digest, trust, resource_uri), signer, out)

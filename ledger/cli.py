@@ -8,6 +8,7 @@ could not run: one line on stderr, never a traceback.
 
 from __future__ import annotations
 
+import base64
 import datetime
 import functools
 import json
@@ -986,15 +987,27 @@ def pull(ctx: click.Context, from_url: str | None, to_dir: Path | None, as_json:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["bundle", "intoto"]),
+    type=click.Choice(["bundle", "intoto", "vsa"]),
     default="bundle",
     show_default=True,
-    help="A zip that verifies offline, or an in-toto Statement in a DSSE envelope.",
+    help="A zip that verifies offline; an in-toto Statement of our predicate; or a SLSA verification summary"
+    " (both in a DSSE envelope).",
 )
-@key_option("Seal key that signs the DSSE envelope (intoto only)", required=False)
+@key_option("Seal key that signs the DSSE envelope (intoto and vsa)", required=False)
+@trust_option
+@click.option("--resource-uri", help="vsa: the resourceUri policy tools match (default: a urn of the candidate).")
 @click.pass_context
-def export(ctx: click.Context, hash_text: str, output: Path, fmt: str, key_name: str | None) -> None:
-    """Export a receipt: as an evidence bundle, or as a signed in-toto attestation."""
+def export(
+    ctx: click.Context,
+    hash_text: str,
+    output: Path,
+    fmt: str,
+    key_name: str | None,
+    trust: _TrustArgs,
+    resource_uri: str | None,
+) -> None:
+    """Export a receipt: as an evidence bundle, as a signed in-toto attestation, or as a
+    signed SLSA verification summary of its verification against the trust root."""
     if fmt == "bundle":
         manifest = lib.export_bundle(_reader(ctx), _digest(hash_text), output)
         click.echo(
@@ -1004,7 +1017,17 @@ def export(ctx: click.Context, hash_text: str, output: Path, fmt: str, key_name:
         )
         return
     if key_name is None:
-        raise lib.InputError("--format intoto needs --key: the seal key that signs the envelope")
+        raise lib.InputError("--format %s needs --key: the seal key that signs the envelope" % fmt)
+    if fmt == "vsa":
+        root = _trust(ctx, trust)
+        envelope = lib.export_vsa(_ledger(ctx), _digest(hash_text), _signer(key_name), output, root, resource_uri)
+        _said(root)
+        statement = json.loads(base64.b64decode(envelope["payload"]))
+        click.echo(
+            "wrote %s (SLSA verification summary: %s)" % (output, statement["predicate"]["verificationResult"]),
+            err=True,
+        )
+        return
     lib.export_intoto(_ledger(ctx), _digest(hash_text), _signer(key_name), output)
     click.echo("wrote %s (DSSE envelope, payloadType application/vnd.in-toto+json)" % output, err=True)
 
@@ -1145,6 +1168,24 @@ def receipts_push(remote: str, as_json: bool) -> None:
     """Push receipt bundles and notes, merging the remote's first; retried on a race, never forced."""
     res = lib.push_receipts(_repo(), remote)
     _emit(as_json, res.as_dict(), ["pushed receipts to %s (attempt %d)" % (remote, res.attempts)])
+
+
+@cli.group(cls=_Group)
+def ci() -> None:
+    """Entry points for CI systems (the GitHub Action calls `ledger ci github`)."""
+
+
+@ci.command("github")
+def ci_github() -> None:
+    """Run the receipt-ledger GitHub Action in the checked-out workspace, from the runner's
+    environment (GITHUB_*) and the action's inputs (LEDGER_*). Exit 0 when the gate passes
+    (or, without the gate, every tier passed), 1 otherwise, 2 on bad input."""
+    report = lib.run_action(os.environ, _repo())
+    for line in report.notes:
+        click.echo("note: %s" % line, err=True)
+    if report.gated is not None:
+        click.echo("\n".join(lib.gate_lines(report.gated)))
+    _done(report.ok)
 
 
 def _ledger_opener(ctx: click.Context) -> Callable[[], Any]:

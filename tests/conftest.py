@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 import secrets
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -364,3 +365,77 @@ def pg_url(pg_server: str) -> Iterator[str]:
     finally:
         with psycopg.connect(pg_server, autocommit=True) as admin:
             admin.execute("DROP DATABASE IF EXISTS %s WITH (FORCE)" % name)
+
+
+# -- receipts that travel with the code (test_travel, test_action) ------------------------------
+
+LADDER = (
+    ("check", "TASK-1", "--key", "ci"),
+    ("judge", "TASK-1", "--key", "judge"),
+    ("approve", "TASK-1", "--key", "alice", "--yes"),
+)
+
+
+def ok(*args: str, cwd: Path, env: dict[str, str]) -> str:
+    res = run_cli(*args, cwd=cwd, env=env)
+    assert res.returncode == 0, (args, res.stdout, res.stderr)
+    return res.stdout.strip()
+
+
+def ladder(repo: Path, env: dict[str, str], *dir_args: str, contract: Path | None = None) -> str:
+    """Run the three tiers on HEAD, seal, attach (signing a checkpoint); the receipt hash."""
+    extra = ("--contract", str(contract)) if contract else ()
+    for args in LADDER:
+        ok(*dir_args, *args, *(extra if args[0] != "approve" or contract else ()), cwd=repo, env=env)
+    receipt = ok(*dir_args, "seal", "TASK-1", "--key", "sealer", *extra, cwd=repo, env=env)
+    ok(*dir_args, "attach", receipt, "--key", "sealer", cwd=repo, env=env)
+    return receipt
+
+
+@pytest.fixture(scope="module")
+def travel_built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A bare origin whose main holds the trust pin and the contract, and a clone `dev` with
+    a ledger, keys and a task branch through the whole ladder, its receipt pushed."""
+    top = tmp_path_factory.mktemp("travel")
+    env = {"RECEIPT_LEDGER_KEYS": str(top / "keys"), **GIT_ENV}
+    seed = make_repo(top / "seed", message="initial app")
+    ok("init", cwd=seed, env=env)
+    (seed / ".ledger" / "contracts").mkdir()
+    (seed / ".ledger" / "contracts" / "TASK-1.toml").write_bytes(contract_bytes())
+    git(seed, "add", "-A")
+    git(seed, "commit", "-qm", "ledger: trust root and TASK-1's contract")
+    git(top, "clone", "-q", "--bare", str(seed), str(top / "origin.git"))
+    git(top, "clone", "-q", str(top / "origin.git"), str(top / "dev"))
+    shutil.move(str(seed / ".ledger" / "ledger.db"), str(top / "dev" / ".ledger" / "ledger.db"))
+    shutil.move(str(seed / ".ledger" / "blobs"), str(top / "dev" / ".ledger" / "blobs"))
+    shutil.rmtree(seed)
+    dev = top / "dev"
+    for name, role in (("ci", "deterministic"), ("judge", "judge"), ("alice", "human"), ("sealer", "seal")):
+        ok("keys", "generate", name, "--role", role, cwd=dev, env=env)
+    git(dev, "checkout", "-qb", "task-1")
+    (dev / "app.py").write_text("print('hello, receipts')\n")
+    git(dev, "commit", "-qam", "TASK-1: greet")
+    git(dev, "push", "-q", "origin", "task-1")
+    (top / "receipt").write_text(ladder(dev, env))
+    ok("receipts", "push", cwd=dev, env=env)
+    return top
+
+
+@pytest.fixture
+def world(travel_built: Path, tmp_path: Path) -> tuple[Path, dict[str, str], str]:
+    shutil.copytree(travel_built, tmp_path / "w", symlinks=True)
+    top = tmp_path / "w"
+    # The clone's origin points at the copied bare repository, not the module's.
+    git(top / "dev", "remote", "set-url", "origin", str(top / "origin.git"))
+    return top, {"RECEIPT_LEDGER_KEYS": str(top / "keys"), **GIT_ENV}, (top / "receipt").read_text()
+
+
+def fresh_clone(top: Path, name: str, branch: str = "task-1") -> Path:
+    """`git clone` into an empty directory: no ledger database, no keys."""
+    git(top, "clone", "-q", "--branch", branch, str(top / "origin.git"), str(top / name))
+    clone = top / name
+    assert not (clone / ".ledger" / "ledger.db").exists()
+    return clone
+
+
+NO_KEYS = {"RECEIPT_LEDGER_KEYS": "/nonexistent/keys", **GIT_ENV}

@@ -6,91 +6,17 @@ a bare repository in a temporary folder."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-
-from conftest import GIT_ENV, LEDGER, contract_bytes, git, make_repo, run_cli
-
-LADDER = (
-    ("check", "TASK-1", "--key", "ci"),
-    ("judge", "TASK-1", "--key", "judge"),
-    ("approve", "TASK-1", "--key", "alice", "--yes"),
-)
-
-
-def _ok(*args: str, cwd: Path, env: dict[str, str]) -> str:
-    res = run_cli(*args, cwd=cwd, env=env)
-    assert res.returncode == 0, (args, res.stdout, res.stderr)
-    return res.stdout.strip()
-
-
-def _ladder(repo: Path, env: dict[str, str], *dir_args: str, contract: Path | None = None) -> str:
-    """Run the three tiers on HEAD, seal, attach (signing a checkpoint); the receipt hash."""
-    extra = ("--contract", str(contract)) if contract else ()
-    for args in LADDER:
-        _ok(*dir_args, *args, *(extra if args[0] != "approve" or contract else ()), cwd=repo, env=env)
-    receipt = _ok(*dir_args, "seal", "TASK-1", "--key", "sealer", *extra, cwd=repo, env=env)
-    _ok(*dir_args, "attach", receipt, "--key", "sealer", cwd=repo, env=env)
-    return receipt
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A bare origin whose main holds the trust pin and the contract, and a clone `dev` with
-    a ledger, keys and a task branch through the whole ladder, its receipt pushed."""
-    top = tmp_path_factory.mktemp("travel")
-    env = {"RECEIPT_LEDGER_KEYS": str(top / "keys"), **GIT_ENV}
-    seed = make_repo(top / "seed", message="initial app")
-    _ok("init", cwd=seed, env=env)
-    (seed / ".ledger" / "contracts").mkdir()
-    (seed / ".ledger" / "contracts" / "TASK-1.toml").write_bytes(contract_bytes())
-    git(seed, "add", "-A")
-    git(seed, "commit", "-qm", "ledger: trust root and TASK-1's contract")
-    git(top, "clone", "-q", "--bare", str(seed), str(top / "origin.git"))
-    git(top, "clone", "-q", str(top / "origin.git"), str(top / "dev"))
-    shutil.move(str(seed / ".ledger" / "ledger.db"), str(top / "dev" / ".ledger" / "ledger.db"))
-    shutil.move(str(seed / ".ledger" / "blobs"), str(top / "dev" / ".ledger" / "blobs"))
-    shutil.rmtree(seed)
-    dev = top / "dev"
-    for name, role in (("ci", "deterministic"), ("judge", "judge"), ("alice", "human"), ("sealer", "seal")):
-        _ok("keys", "generate", name, "--role", role, cwd=dev, env=env)
-    git(dev, "checkout", "-qb", "task-1")
-    (dev / "app.py").write_text("print('hello, receipts')\n")
-    git(dev, "commit", "-qam", "TASK-1: greet")
-    git(dev, "push", "-q", "origin", "task-1")
-    (top / "receipt").write_text(_ladder(dev, env))
-    _ok("receipts", "push", cwd=dev, env=env)
-    return top
-
-
-@pytest.fixture
-def world(built: Path, tmp_path: Path) -> tuple[Path, dict[str, str], str]:
-    shutil.copytree(built, tmp_path / "w", symlinks=True)
-    top = tmp_path / "w"
-    # The clone's origin points at the copied bare repository, not the module's.
-    git(top / "dev", "remote", "set-url", "origin", str(top / "origin.git"))
-    return top, {"RECEIPT_LEDGER_KEYS": str(top / "keys"), **GIT_ENV}, (top / "receipt").read_text()
-
-
-def _fresh_clone(top: Path, name: str, branch: str = "task-1") -> Path:
-    """`git clone` into an empty directory: no ledger database, no keys."""
-    git(top, "clone", "-q", "--branch", branch, str(top / "origin.git"), str(top / name))
-    clone = top / name
-    assert not (clone / ".ledger" / "ledger.db").exists()
-    return clone
-
-
-NO_KEYS = {"RECEIPT_LEDGER_KEYS": "/nonexistent/keys", **GIT_ENV}
+from conftest import GIT_ENV, LEDGER, NO_KEYS, contract_bytes, fresh_clone, git, ladder, ok, run_cli
 
 
 def test_a_fresh_clone_verifies_and_gates_with_only_git_and_the_trust_file(
     world: tuple[Path, dict[str, str], str],
 ) -> None:
     top, _, receipt = world
-    clone = _fresh_clone(top, "auditor")
+    clone = fresh_clone(top, "auditor")
     head = git(clone, "rev-parse", "HEAD")
     # before fetching the receipt refs, nothing is attached (checkout does not bring them)
     assert run_cli("gate", head, cwd=clone, env=NO_KEYS).returncode == 1
@@ -115,7 +41,7 @@ def test_a_fresh_clone_verifies_and_gates_with_only_git_and_the_trust_file(
 
 def test_plain_git_fetch_with_the_documented_refspecs_is_enough(world: tuple[Path, dict[str, str], str]) -> None:
     top, _, receipt = world
-    clone = _fresh_clone(top, "ci")
+    clone = fresh_clone(top, "ci")
     # docs/ci.md: what a read-only job adds to its fetch
     git(clone, "fetch", "-q", "origin", "+refs/notes/receipts:refs/notes/receipts", "+refs/receipts/*:refs/receipts/*")
     gated = run_cli("gate", "HEAD", "--json", cwd=clone, env=NO_KEYS)
@@ -126,8 +52,8 @@ def test_a_squash_merge_with_the_same_tree_passes_and_one_byte_more_does_not(
     world: tuple[Path, dict[str, str], str],
 ) -> None:
     top, _, receipt = world
-    clone = _fresh_clone(top, "maintainer", branch="main")
-    _ok("receipts", "fetch", cwd=clone, env=NO_KEYS)
+    clone = fresh_clone(top, "maintainer", branch="main")
+    ok("receipts", "fetch", cwd=clone, env=NO_KEYS)
     git(clone, "fetch", "-q", "origin", "task-1")
     git(clone, "merge", "-q", "--squash", "origin/task-1")
     git(clone, "commit", "-qm", "TASK-1: greet (#1)")
@@ -158,14 +84,14 @@ def test_two_concurrent_pushes_from_two_clones_both_land(world: tuple[Path, dict
     dev = top / "dev"
     ledger_dir = ("--dir", str(dev / ".ledger"))
     # A second job's clone, writing to the same ledger (as two CI jobs share one store).
-    other = _fresh_clone(top, "other")
-    _ok("receipts", "fetch", cwd=other, env=NO_KEYS)
+    other = fresh_clone(top, "other")
+    ok("receipts", "fetch", cwd=other, env=NO_KEYS)
     # Both seal a new receipt of the same commit, so both append to the notes of one commit and tree.
     second = _another_receipt(dev, env)
     third = _another_receipt(dev, env)
     assert len({first, second, third}) == 3
-    _ok("attach", second, "--key", "sealer", cwd=dev, env=env)
-    _ok(*ledger_dir, "attach", third, "--key", "sealer", cwd=other, env=env)
+    ok("attach", second, "--key", "sealer", cwd=dev, env=env)
+    ok(*ledger_dir, "attach", third, "--key", "sealer", cwd=other, env=env)
     # A plain push from `other` now would be refused: its notes do not contain `dev`'s.
     procs = [
         subprocess.Popen([*LEDGER, "receipts", "push", "--json"], cwd=repo, env={**_env(env)}, stdout=subprocess.PIPE)
@@ -173,8 +99,8 @@ def test_two_concurrent_pushes_from_two_clones_both_land(world: tuple[Path, dict
     ]
     outs = [p.communicate(timeout=120)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
-    auditor = _fresh_clone(top, "auditor")
-    _ok("receipts", "fetch", cwd=auditor, env=NO_KEYS)
+    auditor = fresh_clone(top, "auditor")
+    ok("receipts", "fetch", cwd=auditor, env=NO_KEYS)
     head = git(auditor, "rev-parse", "HEAD")
     named = git(auditor, "notes", "--ref=receipts", "show", head)
     assert all(named.count("receipt-ledger: " + h) == 1 for h in (first, second, third)), named
@@ -190,19 +116,19 @@ def test_a_push_that_lost_the_race_merges_and_retries_instead_of_forcing(
 ) -> None:
     top, env, first = world
     dev = top / "dev"
-    other = _fresh_clone(top, "other")
-    _ok("receipts", "fetch", cwd=other, env=NO_KEYS)
+    other = fresh_clone(top, "other")
+    ok("receipts", "fetch", cwd=other, env=NO_KEYS)
     second = _another_receipt(dev, env)
-    _ok("--dir", str(dev / ".ledger"), "attach", second, "--key", "sealer", cwd=other, env=env)
+    ok("--dir", str(dev / ".ledger"), "attach", second, "--key", "sealer", cwd=other, env=env)
     third = _another_receipt(dev, env)
     assert len({first, second, third}) == 3
-    _ok("attach", third, "--key", "sealer", cwd=dev, env=env)
-    _ok("receipts", "push", cwd=dev, env=env)  # `dev` wins the race
+    ok("attach", third, "--key", "sealer", cwd=dev, env=env)
+    ok("receipts", "push", cwd=dev, env=env)  # `dev` wins the race
     plain = subprocess.run(
         ["git", "push", "origin", "refs/notes/receipts"], cwd=other, env=_env(env), capture_output=True, text=True
     )
     assert plain.returncode != 0 and "rejected" in plain.stderr  # git alone refuses, and --force would lose `third`
-    pushed = json.loads(_ok("receipts", "push", "--json", cwd=other, env=env))
+    pushed = json.loads(ok("receipts", "push", "--json", cwd=other, env=env))
     assert pushed["pushed"] and pushed["notes_merged"]
     remote_note = git(top / "origin.git", "notes", "--ref=receipts", "show", git(dev, "rev-parse", "HEAD"))
     assert all(remote_note.count(h) == 1 for h in (first, second, third))
@@ -210,8 +136,8 @@ def test_a_push_that_lost_the_race_merges_and_retries_instead_of_forcing(
 
 def _another_receipt(dev: Path, env: dict[str, str]) -> str:
     """A new receipt of the same candidate: a fresh judge record makes its body differ."""
-    _ok("judge", "TASK-1", "--key", "judge", cwd=dev, env=env)
-    return _ok("seal", "TASK-1", "--key", "sealer", cwd=dev, env=env)
+    ok("judge", "TASK-1", "--key", "judge", cwd=dev, env=env)
+    return ok("seal", "TASK-1", "--key", "sealer", cwd=dev, env=env)
 
 
 def _env(env: dict[str, str]) -> dict[str, str]:
@@ -228,23 +154,23 @@ def test_the_trust_attack_a_pull_request_that_adds_its_own_key_is_refused(
     under her key; the gate must still refuse, because trust comes from main."""
     top, _, _ = world
     evil = {"RECEIPT_LEDGER_KEYS": str(top / "mallory-keys"), **GIT_ENV}
-    pr = _fresh_clone(top, "mallory", branch="main")
+    pr = fresh_clone(top, "mallory", branch="main")
     git(pr, "checkout", "-qb", "mallory/task-1")
     evil_dir = ("--dir", str(top / "evil" / "ledger"))
-    _ok(*evil_dir, "init", cwd=pr, env=evil)
+    ok(*evil_dir, "init", cwd=pr, env=evil)
     for name, role in (("ci", "deterministic"), ("judge", "judge"), ("alice", "human"), ("sealer", "seal")):
-        _ok(*evil_dir, "keys", "generate", name, "--role", role, cwd=pr, env=evil)
+        ok(*evil_dir, "keys", "generate", name, "--role", role, cwd=pr, env=evil)
     pinned = pr / ".ledger" / "allowed_signers"
     pinned.write_text(pinned.read_text() + (top / "evil" / "ledger" / "allowed_signers").read_text())
     (pr / "app.py").write_text("print('trust me')\n")
     git(pr, "add", "-A")
     git(pr, "commit", "-qm", "TASK-1: greet, and trust my key")
-    receipt = _ladder(pr, evil, *evil_dir, contract=pr / ".ledger" / "contracts" / "TASK-1.toml")
-    _ok("receipts", "push", cwd=pr, env=evil)
+    receipt = ladder(pr, evil, *evil_dir, contract=pr / ".ledger" / "contracts" / "TASK-1.toml")
+    ok("receipts", "push", cwd=pr, env=evil)
     git(pr, "push", "-q", "origin", "mallory/task-1")
 
-    ci = _fresh_clone(top, "ci-runner", branch="mallory/task-1")
-    _ok("receipts", "fetch", cwd=ci, env=NO_KEYS)
+    ci = fresh_clone(top, "ci-runner", branch="mallory/task-1")
+    ok("receipts", "fetch", cwd=ci, env=NO_KEYS)
     head = git(ci, "rev-parse", "HEAD")
     gated = run_cli("gate", head, "--json", cwd=ci, env=NO_KEYS)
     doc = json.loads(gated.stdout)
@@ -259,8 +185,8 @@ def test_the_trust_attack_a_pull_request_that_adds_its_own_key_is_refused(
 
 def test_no_trust_anywhere_is_refused_and_tofu_says_it_is_unsafe(world: tuple[Path, dict[str, str], str]) -> None:
     top, _, receipt = world
-    clone = _fresh_clone(top, "stranger")
-    _ok("receipts", "fetch", cwd=clone, env=NO_KEYS)
+    clone = fresh_clone(top, "stranger")
+    ok("receipts", "fetch", cwd=clone, env=NO_KEYS)
     git(clone, "update-ref", "-d", "refs/remotes/origin/main")
     refused = run_cli("gate", "HEAD", cwd=clone, env=NO_KEYS)
     assert refused.returncode == 2 and refused.stdout == ""
@@ -278,11 +204,11 @@ def test_the_gate_names_weakenings_waivers_and_stale_approvals(world: tuple[Path
     dev = top / "dev"
     # An approval of an earlier candidate (stale), a goal changed by the admin (a weakening)
     # and a waiver: the receipt stays eligible, and the gate must say all three.
-    _ok("approve", "TASK-1", "--key", "alice", "--yes", "--input", "HEAD~1", cwd=dev, env=env)
+    ok("approve", "TASK-1", "--key", "alice", "--yes", "--input", "HEAD~1", cwd=dev, env=env)
     weaker = top / "weaker.toml"
     weaker.write_bytes(contract_bytes().replace(b'goal = "a test task"', b'goal = "a smaller task"'))
-    _ok("contract", "set", "TASK-1", "--contract", str(weaker), "--key", "admin", cwd=dev, env=env)
-    _ok(
+    ok("contract", "set", "TASK-1", "--contract", str(weaker), "--key", "admin", cwd=dev, env=env)
+    ok(
         "waive",
         "TASK-1",
         "tests",
@@ -295,9 +221,9 @@ def test_the_gate_names_weakenings_waivers_and_stale_approvals(world: tuple[Path
         cwd=dev,
         env=env,
     )
-    receipt = _ladder(dev, env, contract=weaker)
-    verify_lines = _ok("verify", receipt, cwd=dev, env=env).splitlines()
-    gate_lines = _ok("gate", "HEAD", cwd=dev, env=env).splitlines()
+    receipt = ladder(dev, env, contract=weaker)
+    verify_lines = ok("verify", receipt, cwd=dev, env=env).splitlines()
+    gate_lines = ok("gate", "HEAD", cwd=dev, env=env).splitlines()
     assert gate_lines[0].endswith(receipt)
     for prefix in ("WEAKENING: ", "waiver in force: ", "stale (not counted): "):
         facts = [line.removeprefix(prefix) for line in verify_lines if line.startswith(prefix)]
@@ -306,6 +232,6 @@ def test_the_gate_names_weakenings_waivers_and_stale_approvals(world: tuple[Path
             prefix,
             gate_lines,
         )
-    doc = json.loads(_ok("gate", "HEAD", "--json", cwd=dev, env=env))
+    doc = json.loads(ok("gate", "HEAD", "--json", cwd=dev, env=env))
     assert any(n.startswith("WEAKENING: ") for n in doc["notices"])
     assert any(n.startswith("stale approval (not counted): ") for n in doc["notices"])

@@ -1,0 +1,286 @@
+"""The GitHub Action (issue 13): `ledger ci github` under a simulated Actions environment.
+
+Git, the ledger and the keys are real; the runner's files (the event payload, the step
+summary, the outputs) are real files; only the GitHub REST API is a local server on
+127.0.0.1, which records every request so that the test checks exactly what would be sent."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import GIT_ENV, LEDGER, contract_bytes, fresh_clone, git, ok
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class FakeGithub:
+    """Issue comments of one repository, served as GitHub's REST API serves them."""
+
+    comments: list[dict[str, Any]] = field(default_factory=list)
+    requests: list[tuple[str, str, dict[str, str], Any]] = field(default_factory=list)
+    url: str = ""
+    next_id: int = 1000
+    refuse_writes: bool = False  # as GitHub answers a forked pull request's read-only token
+
+
+@pytest.fixture
+def github() -> Iterator[FakeGithub]:
+    state = FakeGithub()
+
+    class Handler(BaseHTTPRequestHandler):
+        def _answer(self, code: int, doc: Any) -> None:
+            data = json.dumps(doc).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _record(self) -> Any:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(length)) if length else None
+            # Header names are case-insensitive: kept in lower case to compare.
+            state.requests.append((self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+            return body
+
+        def do_GET(self) -> None:  # noqa: N802 - the http.server interface
+            self._record()
+            self._answer(200, state.comments if "page=1" in self.path else [])
+
+        def do_POST(self) -> None:  # noqa: N802
+            body = self._record()
+            if state.refuse_writes:
+                self._answer(403, {"message": "Resource not accessible by integration"})
+                return
+            state.next_id += 1
+            comment = {"id": state.next_id, "body": body["body"], "user": {"login": "github-actions[bot]"}}
+            state.comments.append(comment)
+            self._answer(201, comment)
+
+        def do_PATCH(self) -> None:  # noqa: N802
+            body = self._record()
+            cid = int(self.path.rsplit("/", 1)[1])
+            for comment in state.comments:
+                if comment["id"] == cid:
+                    comment["body"] = body["body"]
+                    self._answer(200, comment)
+                    return
+            self._answer(404, {"message": "Not Found"})
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    state.url = "http://127.0.0.1:%d" % server.server_address[1]
+    yield state
+    server.shutdown()
+    server.server_close()
+
+
+def _pull_request_event(path: Path, number: int, head_sha: str, head_ref: str, title: str) -> Path:
+    """A pull_request event in the shape GitHub sends (the fields the action reads, and some it does not)."""
+    path.write_text(
+        json.dumps(
+            {
+                "action": "synchronize",
+                "number": number,
+                "pull_request": {
+                    "number": number,
+                    "title": title,
+                    "state": "open",
+                    "head": {"ref": head_ref, "sha": head_sha, "repo": {"full_name": "acme/app"}},
+                    "base": {"ref": "main", "sha": "0" * 40, "repo": {"full_name": "acme/app"}},
+                    "user": {"login": "agent-bot"},
+                },
+                "repository": {"full_name": "acme/app", "default_branch": "main"},
+                "sender": {"login": "agent-bot"},
+            }
+        )
+    )
+    return path
+
+
+def _actions_env(top: Path, github: FakeGithub, event: Path, **inputs: str) -> dict[str, str]:
+    runner = top / "runner"
+    runner.mkdir(exist_ok=True)
+    return {
+        **GIT_ENV,
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_EVENT_NAME": "pull_request",
+        "GITHUB_EVENT_PATH": str(event),
+        "GITHUB_STEP_SUMMARY": str(runner / "summary.md"),
+        "GITHUB_OUTPUT": str(runner / "output"),
+        "GITHUB_API_URL": github.url,
+        "GITHUB_REPOSITORY": "acme/app",
+        "GITHUB_TOKEN": "ghs_test-token",
+        "RUNNER_TEMP": str(runner),
+        # A self-hosted runner's persistent ledger (docs/ci.md); a team uses its shared store.
+        "LEDGER_DIR": str(top / "dev" / ".ledger"),
+        "RECEIPT_LEDGER_KEYS": "/nonexistent",
+        **inputs,
+    }
+
+
+def _keys(top: Path) -> dict[str, str]:
+    keys = top / "keys"
+    return {
+        "LEDGER_DETERMINISTIC_KEY": (keys / "ci").read_text(),
+        "LEDGER_JUDGE_KEY": (keys / "judge").read_text(),
+        "LEDGER_SEAL_KEY": (keys / "sealer").read_text(),
+    }
+
+
+def _action(workspace: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    import os
+
+    return subprocess.run(
+        [*LEDGER, "ci", "github"], cwd=workspace, env={**os.environ, **env}, capture_output=True, text=True, timeout=300
+    )
+
+
+def _checkout(top: Path, name: str, branch: str) -> tuple[Path, str]:
+    """What actions/checkout leaves: the head commit, detached, without notes or receipt refs."""
+    workspace = fresh_clone(top, name, branch=branch)
+    head = git(workspace, "rev-parse", "HEAD")
+    git(workspace, "checkout", "-q", "--detach", head)
+    return workspace, head
+
+
+def test_the_action_runs_the_ladder_summarises_comments_once_and_gates(
+    world: tuple[Path, dict[str, str], str], github: FakeGithub
+) -> None:
+    top, _, _ = world
+    workspace, head = _checkout(top, "workspace", "task-1")
+    event = _pull_request_event(top / "event.json", 7, head, "task-1", "Greet the receipts")
+    # Someone else's comment that carries the marker: never to be edited by the action.
+    github.comments.append({"id": 1, "body": "<!-- receipt-ledger:comment --> fake PASS", "user": {"login": "mallory"}})
+    env = _actions_env(top, github, event, LEDGER_RUN="all", LEDGER_TASK="", **_keys(top))
+    first = _action(workspace, env)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert first.stdout.startswith("GATE PASS: %s" % head[:12])
+
+    outputs = dict(line.split("=", 1) for line in (top / "runner" / "output").read_text().splitlines())
+    receipt = outputs["receipt"]
+    assert receipt.startswith("blake3:") and outputs["decision"] == "pass" and outputs["merge-eligible"] == "true"
+    summary = (top / "runner" / "summary.md").read_text()
+    assert "<!-- receipt-ledger:comment -->" in summary and "### receipt-ledger: TASK-1 **merge-eligible**" in summary
+    assert "| deterministic | yes | ✅ pass |" in summary and "**Gate on `%s`:** PASS" % head[:12] in summary
+    # The keys were written for the run and removed after it.
+    assert not list((top / "runner").glob("receipt-ledger-keys-*"))
+    # The receipt went to the remote: a fresh clone gates the head with it.
+    auditor = fresh_clone(top, "auditor")
+    ok("receipts", "fetch", cwd=auditor, env=GIT_ENV)
+    gated = json.loads(ok("gate", head, "--json", cwd=auditor, env=GIT_ENV))
+    assert gated["receipt"] == receipt
+
+    api = [(m, p) for m, p, _, _ in github.requests]
+    assert api == [
+        ("GET", "/repos/acme/app/issues/7/comments?per_page=100&page=1"),
+        ("POST", "/repos/acme/app/issues/7/comments"),
+    ]
+    for _, _, headers, _ in github.requests:
+        assert headers["authorization"] == "Bearer ghs_test-token"
+        assert headers["accept"] == "application/vnd.github+json" and headers["x-github-api-version"] == "2022-11-28"
+    assert github.requests[1][3] == {"body": summary}
+
+    # A second run (the gate only, as a required check would rerun) updates that one comment.
+    (top / "runner" / "summary.md").unlink()
+    second = _action(workspace, _actions_env(top, github, event, LEDGER_RUN="gate"))
+    assert second.returncode == 0, second.stderr
+    bot = [c for c in github.comments if c["user"]["login"] == "github-actions[bot]"]
+    assert len(bot) == 1 and bot[0]["body"] == (top / "runner" / "summary.md").read_text()
+    assert [(m, p) for m, p, _, _ in github.requests[2:]] == [
+        ("GET", "/repos/acme/app/issues/7/comments?per_page=100&page=1"),
+        ("PATCH", "/repos/acme/app/issues/comments/%d" % bot[0]["id"]),
+    ]
+    assert github.comments[0]["body"] == "<!-- receipt-ledger:comment --> fake PASS"
+
+
+def test_a_forked_pull_request_without_secrets_only_gates(
+    world: tuple[Path, dict[str, str], str], github: FakeGithub
+) -> None:
+    top, _, _ = world
+    workspace, head = _checkout(top, "fork", "task-1")
+    event = _pull_request_event(top / "event.json", 8, head, "task-1", "TASK-1: from a fork")
+    # No key inputs: GitHub gives no secrets to a forked pull request's workflow, and its
+    # token may read but not write.
+    github.refuse_writes = True
+    res = _action(workspace, _actions_env(top, github, event, LEDGER_RUN="all"))
+    assert res.returncode == 0, res.stderr  # the receipt dev attached and pushed lets it through
+    assert "check skipped: no deterministic key" in res.stderr and "seal skipped: no seal key" in res.stderr
+    assert "the pull-request comment was not written: GitHub API POST" in res.stderr and "403" in res.stderr
+    assert [m for m, _, _, _ in github.requests] == ["GET", "POST"] and github.comments == []
+
+
+def test_failing_file_checks_become_annotations_and_the_gate_blocks(
+    world: tuple[Path, dict[str, str], str], github: FakeGithub
+) -> None:
+    top, env, _ = world
+    dev = top / "dev"
+    extra = '\n[[checks]]\nid = "says-goodbye"\ntype = "file_contains"\npath = "app.py"\nliteral = "goodbye"\n'
+    (dev / ".ledger" / "contracts" / "TASK-2.toml").write_bytes(contract_bytes(task="TASK-2", extra=extra))
+    git(dev, "checkout", "-qb", "task-2", "main")
+    (dev / "app.py").write_text("print('hello only')\n")
+    git(dev, "commit", "-qam", "TASK-2: greet without goodbye")
+    git(dev, "push", "-q", "origin", "task-2")
+    workspace, head = _checkout(top, "ws2", "task-2")
+    event = _pull_request_event(top / "event.json", 9, head, "task-2", "Goodbye")
+    res = _action(workspace, _actions_env(top, github, event, LEDGER_RUN="check,gate", **_keys(top)))
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "::error file=app.py,line=1,title=receipt-ledger check says-goodbye::no match in app.py" in res.stdout
+    assert "GATE FAIL: %s" % head[:12] in res.stdout
+    assert "decision=block" in (top / "runner" / "output").read_text()
+
+
+def test_bad_input_is_one_line_and_exit_2(world: tuple[Path, dict[str, str], str], github: FakeGithub) -> None:
+    top, _, _ = world
+    workspace, head = _checkout(top, "ws3", "task-1")
+    (top / "push.json").write_text(json.dumps({"ref": "refs/heads/main"}))
+    pushed = _action(workspace, {**_actions_env(top, github, top / "push.json"), "GITHUB_EVENT_NAME": "push"})
+    assert pushed.returncode == 2 and pushed.stderr.count("\n") == 1 and "not 'push'" in pushed.stderr
+    event = _pull_request_event(top / "event.json", 10, head, "no-task-here", "Nothing to see")
+    untitled = _action(workspace, _actions_env(top, github, event))
+    assert untitled.returncode == 2 and "no task id" in untitled.stderr and "Traceback" not in untitled.stderr
+    assert github.requests == []
+
+
+def test_a_merge_group_event_gates_the_queue_commit(
+    world: tuple[Path, dict[str, str], str], github: FakeGithub
+) -> None:
+    """The merge queue's commit merges the up-to-date pull request: same tree, passes by it."""
+    top, _, _ = world
+    workspace = fresh_clone(top, "queue", branch="main")
+    git(workspace, "fetch", "-q", "origin", "task-1")
+    git(workspace, "merge", "-q", "--no-ff", "-m", "Merge pull request #7 from task-1", "origin/task-1")
+    queue_sha = git(workspace, "rev-parse", "HEAD")
+    git(workspace, "push", "-q", "origin", "HEAD:refs/heads/gh-readonly-queue/main/pr-7-%s" % queue_sha)
+    payload = {
+        "action": "checks_requested",
+        "merge_group": {
+            "head_sha": queue_sha,
+            "head_ref": "refs/heads/gh-readonly-queue/main/pr-7-%s" % queue_sha,
+            "base_sha": git(workspace, "rev-parse", "origin/main"),
+            "base_ref": "refs/heads/main",
+            "head_commit": {"id": queue_sha, "message": "Merge pull request #7 from task-1\n\nTASK-1: greet"},
+        },
+        "repository": {"full_name": "acme/app"},
+    }
+    (top / "mg.json").write_text(json.dumps(payload))
+    env = {**_actions_env(top, github, top / "mg.json", LEDGER_RUN="gate", LEDGER_TASK="TASK-1")}
+    env["GITHUB_EVENT_NAME"] = "merge_group"
+    res = _action(workspace, env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "via its tree" in res.stdout
+    assert github.requests == []  # a merge group has no pull-request comment
