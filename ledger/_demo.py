@@ -225,12 +225,12 @@ def _demo(work: Path, test_runs: int) -> int:
     passed, gate_candidate = gated.passed, gated.candidate
     click.echo("    ledger gate HEAD: %s" % ("PASS" if passed else "FAIL: " + "; ".join(gated.reasons)))
     if passed:
-        begin_effect(ledger, signers["sealer"], TASK, "merge", "demo-merge-1", "main", gate_candidate)
+        begin_effect(ledger, signers["sealer"], TASK, "merge", "demo-merge-1", "main", gate_candidate, trust=trust)
         click.echo("    effect demo-merge-1 begun; status: %s" % _status(ledger))
         end_effect(ledger, signers["sealer"], "demo-merge-1", "confirmed", "read back: main contains the candidate")
         click.echo("    effect confirmed; status: %s" % _status(ledger))
         try:
-            begin_effect(ledger, signers["sealer"], TASK, "merge", "demo-merge-1", "main", gate_candidate)
+            begin_effect(ledger, signers["sealer"], TASK, "merge", "demo-merge-1", "main", gate_candidate, trust=trust)
         except InputError as exc:
             click.echo("    a second merge with the same key: %s" % exc)
     ledger.close()

@@ -19,7 +19,7 @@ from receipts import (
     Tier,
     decode_as,
 )
-from verify import verify_receipt
+from verify import Trust, verify_receipt
 
 from . import _clock
 from ._environment import environment_digest
@@ -73,26 +73,26 @@ def task_events(store: Store, task: str | None = None) -> list[tuple[int, TaskEv
     ]
 
 
-def verified_receipt(ledger: Ledger, task: str) -> tuple[LadderReceipt, str] | None:
-    """The task's latest receipt with its hash, if it verifies (against the ledger's own
-    genesis admin) and is merge-eligible; None otherwise."""
+def verified_receipt(ledger: Ledger, task: str, trust: Trust) -> tuple[LadderReceipt, str] | None:
+    """The task's latest receipt with its hash, if it verifies against ``trust`` and is
+    merge-eligible; None otherwise."""
     for stored in reversed(list(ledger.entries(task=task))):
         if stored.kind == EntryKind.RECEIPT.value:
             receipt_hash = str(Digest(stored.body_hash))
-            res = verify_receipt(ledger.reader, receipt_hash, ledger.genesis_trust())
+            res = verify_receipt(ledger.reader, receipt_hash, trust)
             return (decode_as(LadderReceipt, stored.body), receipt_hash) if res.ok and res.derived_eligible else None
     return None
 
 
 def begin_effect(
-    ledger: Ledger, signer: Signer, task: str, kind: str, key: str, target: str, candidate: Digest
+    ledger: Ledger, signer: Signer, task: str, kind: str, key: str, target: str, candidate: Digest, *, trust: Trust
 ) -> Appended:
     """Record that a side effect is about to happen. Refused if the key was used before (no
     double send) or if the candidate, contract or environment changed since approval."""
     for seq, event, _ in task_events(ledger):
         if event.type is EventType.EFFECT_BEGIN and event.field("key") == key:
             raise InputError("refused: effect %s was already begun at entry %d (no double send)" % (key, seq))
-    found = verified_receipt(ledger, task)
+    found = verified_receipt(ledger, task, trust)
     if found is None:
         raise InputError("refused: task %s has no verified, merge-eligible receipt" % task)
     receipt, receipt_hash = found

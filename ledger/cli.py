@@ -1339,12 +1339,24 @@ def effect() -> None:
 @click.option("--target", default="", help="What the effect acts on.")
 @key_option("Seal key")
 @input_option("The candidate the effect is for.")
+@trust_option
 @click.pass_context
 def effect_begin(
-    ctx: click.Context, task: str, kind: str, key: str, target: str, key_name: str, input_spec: str
+    ctx: click.Context,
+    task: str,
+    kind: str,
+    key: str,
+    target: str,
+    key_name: str,
+    input_spec: str,
+    trust: _TrustArgs,
 ) -> None:
-    """Record an effect about to happen; refused without a verified receipt for this exact candidate."""
-    appended = lib.begin_effect(_ledger(ctx), _signer(key_name), task, kind, key, target, _candidate(input_spec))
+    """Record an effect about to happen; refused without a receipt for this exact candidate
+    that verifies against the trust root."""
+    root = _trust(ctx, trust, judges_candidate=True)
+    appended = lib.begin_effect(
+        _ledger(ctx), _signer(key_name), task, kind, key, target, _candidate(input_spec), trust=root
+    )
     click.echo("effect %s begun at entry %d" % (key, appended.seq))
 
 

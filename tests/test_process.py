@@ -26,7 +26,9 @@ from ledger import (
     stats,
     task_state,
 )
+from verify import TrustRoot
 
+ADMIN_TRUST = TrustRoot(frozenset({r.fingerprint(SIGNERS["admin"].public_key_blob)}), "the test admin")
 PROTECTED = 'protected_paths = ["test_app.py", ".ledger/contracts/*"]\n'
 TOOLS = """
 [tools]
@@ -247,16 +249,22 @@ def test_a_tool_policy_without_a_trace_fails_closed(env: tuple[Path, Ledger]) ->
 def test_the_same_idempotency_key_begun_twice_is_refused(env: tuple[Path, Ledger]) -> None:
     _, ledger = env
     run = full_ladder(env, contract_bytes())
-    begin_effect(ledger, SIGNERS["sealer"], "TASK-1", "merge", "merge-pr-7", "main", run.record.input_hash)
+    begin_effect(
+        ledger, SIGNERS["sealer"], "TASK-1", "merge", "merge-pr-7", "main", run.record.input_hash, trust=ADMIN_TRUST
+    )
     with pytest.raises(InputError, match=r"already begun at entry \d+ \(no double send\)"):
-        begin_effect(ledger, SIGNERS["sealer"], "TASK-1", "merge", "merge-pr-7", "main", run.record.input_hash)
+        begin_effect(
+            ledger, SIGNERS["sealer"], "TASK-1", "merge", "merge-pr-7", "main", run.record.input_hash, trust=ADMIN_TRUST
+        )
 
 
 def test_an_unknown_outcome_reconciles_then_confirms(env: tuple[Path, Ledger]) -> None:
     _, ledger = env
     run = full_ladder(env, contract_bytes())
     assert task_state(ledger, "TASK-1").state is r.State.READY_TO_COMMIT
-    begin_effect(ledger, SIGNERS["sealer"], "TASK-1", "deploy", "deploy-1", "prod", run.record.input_hash)
+    begin_effect(
+        ledger, SIGNERS["sealer"], "TASK-1", "deploy", "deploy-1", "prod", run.record.input_hash, trust=ADMIN_TRUST
+    )
     assert task_state(ledger, "TASK-1").state is r.State.COMMITTING
     end_effect(ledger, SIGNERS["sealer"], "deploy-1", "unknown", "timeout talking to the deployer")
     assert task_state(ledger, "TASK-1").state is r.State.RECONCILING
@@ -276,14 +284,25 @@ def test_an_effect_after_a_new_commit_is_refused(env: tuple[Path, Ledger]) -> No
     from ledger import resolve_candidate
 
     with pytest.raises(InputError, match="candidate changed since approval"):
-        begin_effect(ledger, SIGNERS["sealer"], "TASK-1", "merge", "merge-2", "main", resolve_candidate("HEAD", repo))
+        begin_effect(
+            ledger,
+            SIGNERS["sealer"],
+            "TASK-1",
+            "merge",
+            "merge-2",
+            "main",
+            resolve_candidate("HEAD", repo),
+            trust=ADMIN_TRUST,
+        )
 
 
 def test_an_effect_without_an_eligible_receipt_is_refused(env: tuple[Path, Ledger]) -> None:
     _, ledger = env
     run = check(env, contract_bytes())
     with pytest.raises(InputError, match="no verified, merge-eligible receipt"):
-        begin_effect(ledger, SIGNERS["sealer"], "TASK-1", "merge", "m", "main", run.record.input_hash)
+        begin_effect(
+            ledger, SIGNERS["sealer"], "TASK-1", "merge", "m", "main", run.record.input_hash, trust=ADMIN_TRUST
+        )
 
 
 # -- the repair budget and the gate's modes ---------------------------------------------------------
