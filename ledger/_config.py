@@ -17,7 +17,15 @@ from verify.postgres import PostgresSource, is_postgres_url, redact_url
 
 from ._errors import InputError, StoreError
 
-__all__ = ["CONFIG_NAME", "shared_store", "open_source", "write_store_config", "without_password", "describe_store"]
+__all__ = [
+    "CONFIG_NAME",
+    "config_value",
+    "shared_store",
+    "open_source",
+    "write_store_config",
+    "without_password",
+    "describe_store",
+]
 
 CONFIG_NAME = "config.toml"
 
@@ -28,17 +36,24 @@ def _checked(url: str, where: str) -> str:
     return url
 
 
+def config_value(root: Path, key: str) -> object:
+    """One top-level value of ``root/config.toml`` (None if the file or the key is absent);
+    a file that does not parse is bad input."""
+    path = root / CONFIG_NAME
+    if not path.is_file():
+        return None
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8")).get(key)
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise InputError("%s: %s" % (path, exc)) from None
+
+
 def shared_store(root: Path, explicit: str | None) -> str | None:
     """The shared store's URL for the ledger directory ``root``, or None for the local one."""
     if explicit:
         return _checked(explicit, "--store/LEDGER_STORE")
     path = root / CONFIG_NAME
-    if not path.is_file():
-        return None
-    try:
-        found = tomllib.loads(path.read_text(encoding="utf-8")).get("store")
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise InputError("%s: %s" % (path, exc)) from None
+    found = config_value(root, "store")
     if found is None:
         return None
     if not isinstance(found, str):

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import os
 import tempfile
-import tomllib
 from pathlib import Path
 
 from receipts import Role, Signer, fingerprint, namespace_for, public_key_line
 from verify import CannotVerify, Trust, TrustRoot, UnsafeTrustOnFirstUse
 
-from ._config import CONFIG_NAME
+from ._config import CONFIG_NAME, config_value
 from ._errors import InputError
 from ._git import git_ok, run_git
 
@@ -71,15 +70,9 @@ def write_trust_file(root: Path, admin: Signer, admin_name: str) -> bool:
 
 def configured_trust_ref(root: Path) -> str | None:
     """``trust_ref`` from the ledger directory's config.toml, if set."""
-    path = root / CONFIG_NAME
-    if not path.is_file():
-        return None
-    try:
-        found = tomllib.loads(path.read_text(encoding="utf-8")).get("trust_ref")
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise InputError("%s: %s" % (path, exc)) from None
+    found = config_value(root, "trust_ref")
     if found is not None and not isinstance(found, str):
-        raise InputError("%s: trust_ref must be a branch name" % path)
+        raise InputError("%s: trust_ref must be a branch name" % (root / CONFIG_NAME))
     return found
 
 
