@@ -51,6 +51,16 @@ if TYPE_CHECKING:
         run_action,
         task_from,
     )
+    from ._hook_install import (
+        HookInstall,
+        install_hooks,
+        key_custody_warnings,
+        plugin_dir,
+        settings_path,
+        start_task,
+        uninstall_hooks,
+    )
+    from ._hooks import HookAnswer, run_hook, task_in
     from ._intoto import PAYLOAD_TYPE, PREDICATE_TYPE, VSA_PREDICATE_TYPE, export_intoto, export_vsa, pae, vsa_statement
     from ._keyring import add_key, allowed_signers, create_key, revoke_key
     from ._keys import generate_key_file, key_dir, key_path, load_signer, read_public_key
@@ -67,6 +77,7 @@ if TYPE_CHECKING:
         log_rows,
         pr_comment,
         pull_lines,
+        status_lines,
         verify_lines,
     )
     from ._stats import FamilyStats, family_of, stats
@@ -221,6 +232,17 @@ __all__ = [
     "export_vsa",
     "vsa_statement",
     "VSA_PREDICATE_TYPE",
+    "status_lines",
+    "install_hooks",
+    "uninstall_hooks",
+    "settings_path",
+    "key_custody_warnings",
+    "start_task",
+    "HookInstall",
+    "run_hook",
+    "HookAnswer",
+    "task_in",
+    "plugin_dir",
 ]
 
 _WHERE = {
@@ -350,6 +372,17 @@ _WHERE = {
     "export_vsa": "_intoto",
     "vsa_statement": "_intoto",
     "VSA_PREDICATE_TYPE": "_intoto",
+    "status_lines": "_render",
+    "install_hooks": "_hook_install",
+    "uninstall_hooks": "_hook_install",
+    "settings_path": "_hook_install",
+    "key_custody_warnings": "_hook_install",
+    "start_task": "_hook_install",
+    "HookInstall": "_hook_install",
+    "run_hook": "_hooks",
+    "HookAnswer": "_hooks",
+    "task_in": "_hooks",
+    "plugin_dir": "_hook_install",
 }
 
 

@@ -14,6 +14,7 @@ from verify import ChainResult, Result, StoredEntry
 if TYPE_CHECKING:
     from ._gate import GateResult, ReceiptCheck
     from ._mirror import PullResult
+    from ._status import StatusReport
 
 __all__ = [
     "pull_lines",
@@ -23,6 +24,7 @@ __all__ = [
     "chain_lines",
     "pr_comment",
     "gate_lines",
+    "status_lines",
     "commit_lines",
     "entry_document",
     "log_rows",
@@ -115,6 +117,19 @@ def chain_lines(result: ChainResult) -> list[str]:
         lines.append("REJECTED: first bad entry is %s; %d defect(s)" % (result.first_bad, len(result.defects)))
         for d in result.defects:
             lines.append("  [%s] %s" % (d.code, d.message))
+    return lines
+
+
+def status_lines(report: StatusReport) -> list[str]:
+    """`ledger status` for a person: each task's state and reason, then the nudge."""
+    n = report.nudge
+    lines = ["%-24s %-25s %s" % (t, s.state.value, s.reason) for t, s in report.tasks]
+    lines.append("claims without verification: %d of the last %d (%.0f%%)" % (n.unverified, n.claims, 100 * n.share))
+    if n.alert:
+        lines.append(
+            "ALERT: more than %.0f%% of claims were not followed by verification; most recent: %s"
+            % (100 * n.threshold, ", ".join(n.recent_unverified))
+        )
     return lines
 
 

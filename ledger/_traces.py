@@ -36,9 +36,16 @@ MAX_TRACE = 64 << 20
 
 
 def ingest_trace(
-    store: Store, signer: Signer, task: str, contract: Contract, trace: Path, candidate: Digest | None
+    store: Store,
+    signer: Signer,
+    task: str,
+    contract: Contract,
+    trace: Path,
+    candidate: Digest | None,
+    root: Path | None = None,
 ) -> tuple[Appended, tuple[ToolDecision, ...]]:
-    """Decide every call of a JSON Lines trace, store the trace and the decisions, and
+    """Decide every call of a JSON Lines trace (writes to the contract's protected paths
+    included, relative to the repository ``root``), store the trace and the decisions, and
     append a trace event counting them."""
     try:
         data = trace.read_bytes()
@@ -46,7 +53,12 @@ def ingest_trace(
         raise InputError("cannot read trace %s: %s" % (trace, exc)) from None
     if len(data) > MAX_TRACE:
         raise InputError("trace %s is larger than %d bytes" % (trace, MAX_TRACE))
-    decisions = decide_tool_calls(contract.tools, [line for line in data.splitlines() if line.strip()])
+    decisions = decide_tool_calls(
+        contract.tools,
+        [line for line in data.splitlines() if line.strip()],
+        contract.protected_paths,
+        str(root) if root is not None else "",
+    )
     trace_digest, trace_size = store.put_blob_stream(io.BytesIO(data))
     doc = {"format": TRACE_DECISIONS_FORMAT, "trace": str(trace_digest), "decisions": [d.as_dict() for d in decisions]}
     dec_digest, dec_size = store.put_blob_stream(io.BytesIO(json.dumps(doc, indent=1, sort_keys=True).encode()))

@@ -40,6 +40,7 @@ from receipts import (
 from verify import CannotVerify, Trust, UnsafeTrustOnFirstUse, WitnessKey
 
 from . import _api as lib
+from ._hooks import EVENTS as HOOK_EVENTS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -1171,6 +1172,90 @@ def receipts_push(remote: str, as_json: bool) -> None:
 
 
 @cli.group(cls=_Group)
+def hook() -> None:
+    """The completion gate inside an agent's loop (Claude Code, Codex): `ledger hook EVENT`
+    reads the agent's JSON payload on stdin; `install` writes the agent's configuration."""
+
+
+def _hook_event(event: str) -> None:
+    @hook.command(event, help="The %s hook: the agent's JSON payload on stdin." % HOOK_EVENTS[event])
+    def run() -> None:
+        from ._hooks import main as hook_main
+
+        sys.exit(hook_main(event))
+
+
+for _event in HOOK_EVENTS:
+    _hook_event(_event)
+
+
+def _agent_options(f: F) -> F:
+    f = click.option(
+        "--scope",
+        type=click.Choice(["project", "user"]),
+        default="project",
+        show_default=True,
+        help="project: the repository's settings (commit them for the team); user: your home directory's.",
+    )(f)
+    return click.option("--agent", required=True, type=click.Choice(["claude-code", "codex"]))(f)
+
+
+@hook.command("install")
+@_agent_options
+@json_option
+@click.pass_context
+def hook_install(ctx: click.Context, agent: str, scope: str, as_json: bool) -> None:
+    """Write the agent's hook configuration (merged, idempotent), and warn about signing
+    keys the agent could read."""
+    path = lib.settings_path(agent, scope, lib.git_root(Path.cwd()))
+    warnings = lib.key_custody_warnings(_root(ctx))
+    res = lib.install_hooks(path, agent, warnings)
+    for line in res.warnings:
+        click.echo("warning: %s" % line, err=True)
+    _emit(
+        as_json,
+        res.as_dict(),
+        ["%s: %s" % (path, ("added " + ", ".join(res.added)) if res.added else "already installed, nothing changed")],
+    )
+
+
+@hook.command("uninstall")
+@_agent_options
+@json_option
+def hook_uninstall(agent: str, scope: str, as_json: bool) -> None:
+    """Remove the handlers `hook install` added, and nothing else."""
+    path = lib.settings_path(agent, scope, lib.git_root(Path.cwd()))
+    res = lib.uninstall_hooks(path)
+    _emit(
+        as_json,
+        res.as_dict(),
+        ["%s: %s" % (path, ("removed " + ", ".join(res.removed)) if res.removed else "none of ours, nothing changed")],
+    )
+
+
+@cli.group(cls=_Group)
+def task() -> None:
+    """Which task this working copy is on (the agent hooks read it)."""
+
+
+@task.command("start")
+@click.argument("task_id", metavar="TASK")
+@click.pass_context
+def task_start(ctx: click.Context, task_id: str) -> None:
+    """Select TASK for this working copy (.ledger/current-task, not committed)."""
+    lib.start_task(_root(ctx), task_id)
+    click.echo("current task: %s" % task_id)
+
+
+@task.command("stop")
+@click.pass_context
+def task_stop(ctx: click.Context) -> None:
+    """Clear the selected task."""
+    lib.start_task(_root(ctx), None)
+    click.echo("no current task")
+
+
+@cli.group(cls=_Group)
 def ci() -> None:
     """Entry points for CI systems (the GitHub Action calls `ledger ci github`)."""
 
@@ -1316,6 +1401,7 @@ def trace(
         ContractRevision(task, data, None).parse(),
         trace_file,
         _candidate(input_spec),
+        lib.git_root(Path.cwd()),
     )
     _emit(
         as_json,
@@ -1389,15 +1475,7 @@ effect.add_command(_end("unknown"), "unknown")
 def status(ctx: click.Context, task: str | None, window: int, threshold: float, as_json: bool) -> None:
     """Each task's state, derived from the chain alone, and the verification nudge."""
     report = lib.status_report(_reader(ctx), task, window, threshold)
-    n = report.nudge
-    lines = ["%-24s %-25s %s" % (t, s.state.value, s.reason) for t, s in report.tasks]
-    lines.append("claims without verification: %d of the last %d (%.0f%%)" % (n.unverified, n.claims, 100 * n.share))
-    if n.alert:
-        lines.append(
-            "ALERT: more than %.0f%% of claims were not followed by verification; most recent: %s"
-            % (100 * n.threshold, ", ".join(n.recent_unverified))
-        )
-    _emit(as_json, report.as_dict(), lines)
+    _emit(as_json, report.as_dict(), lib.status_lines(report))
 
 
 def _shown(value: object, unit: str = "") -> str:

@@ -3,16 +3,30 @@ Pure: the same rule decides a whole trace (`ledger trace`) and one call at a tim
 
 from __future__ import annotations
 
+import fnmatch
 import json
+import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ._contract import ToolPolicy, thaw
 
-__all__ = ["APPROVED", "REJECTED", "REQUIRES_HUMAN", "ToolDecision", "decide_tool_call", "decide_tool_calls"]
+__all__ = [
+    "APPROVED",
+    "REJECTED",
+    "REQUIRES_HUMAN",
+    "WRITE_TOOLS",
+    "ToolDecision",
+    "decide_tool_call",
+    "decide_tool_calls",
+    "written_path",
+]
 
 APPROVED, REJECTED, REQUIRES_HUMAN = "approved", "rejected", "requires_human"
+# The tools that write one named file, and the argument that names it (the names Claude
+# Code uses; Codex writes through its shell tool, whose command no rule here can read).
+WRITE_TOOLS = {"Write": "file_path", "Edit": "file_path", "MultiEdit": "file_path", "NotebookEdit": "notebook_path"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,9 +42,25 @@ class ToolDecision:
         return {"step": self.step, "tool": self.tool, "decision": self.decision, "reason": self.reason}
 
 
-def decide_tool_call(policy: ToolPolicy, step: int, tool: str, args: Any) -> ToolDecision:
-    """One call against the policy: denied tools, the allow-list, the step limit and the
-    tool's argument schema each reject; an otherwise allowed tool may need a human."""
+def written_path(tool: str, args: Any, root: str = "") -> str | None:
+    """The repository-relative path a write tool writes (``root`` is the repository's
+    absolute path, for tools that give absolute paths), or None for other tools."""
+    name = WRITE_TOOLS.get(tool)
+    value = args.get(name) if name is not None and isinstance(args, dict) else None
+    if not isinstance(value, str) or not value:
+        return None
+    path = posixpath.normpath(value)
+    if root and posixpath.isabs(path):
+        path = posixpath.relpath(path, posixpath.normpath(root))
+    return path
+
+
+def decide_tool_call(
+    policy: ToolPolicy, step: int, tool: str, args: Any, protected: Sequence[str] = (), root: str = ""
+) -> ToolDecision:
+    """One call against the policy: denied tools, the allow-list, the step limit, the
+    tool's argument schema and a write to one of the ``protected`` path globs each reject;
+    an otherwise allowed tool may need a human."""
     decision, reason = APPROVED, "allowed by the contract's tool policy"
     schema = dict(policy.schemas).get(tool)
     if tool in policy.denied:
@@ -46,12 +76,19 @@ def decide_tool_call(policy: ToolPolicy, step: int, tool: str, args: Any) -> Too
         errors = sorted(jsonschema.validators.validator_for(plain)(plain).iter_errors(args), key=str)
         if errors:
             decision, reason = REJECTED, "arguments fail the %s schema: %s" % (tool, errors[0].message)
+    if decision == APPROVED and protected:
+        path = written_path(tool, args, root)
+        hit = next((g for g in protected if path is not None and fnmatch.fnmatchcase(path, g)), None)
+        if hit is not None:
+            decision, reason = REJECTED, "%s writes %s, a protected path (%s)" % (tool, path, hit)
     if decision == APPROVED and tool in policy.requires_human:
         decision, reason = REQUIRES_HUMAN, "tool %s needs a human's approval" % tool
     return ToolDecision(step, tool, decision, reason)
 
 
-def decide_tool_calls(policy: ToolPolicy, lines: Sequence[bytes]) -> tuple[ToolDecision, ...]:
+def decide_tool_calls(
+    policy: ToolPolicy, lines: Sequence[bytes], protected: Sequence[str] = (), root: str = ""
+) -> tuple[ToolDecision, ...]:
     """A JSON Lines trace, one call a line (``{"tool": ..., "arguments": ...}``): one
     decision per line; a line that is not a tool call is rejected."""
     decisions = []
@@ -64,5 +101,5 @@ def decide_tool_calls(policy: ToolPolicy, lines: Sequence[bytes]) -> tuple[ToolD
         except (ValueError, KeyError, TypeError, AttributeError):
             decisions.append(ToolDecision(step, None, REJECTED, "not a tool call: %r" % raw[:80]))
             continue
-        decisions.append(decide_tool_call(policy, step, tool, args))
+        decisions.append(decide_tool_call(policy, step, tool, args, protected, root))
     return tuple(decisions)

@@ -6,8 +6,35 @@ happened as evidence, and appends a signed tier record.
 - human: signs a person's decision on the exact candidate, after showing it.
 """
 
-from ._deterministic import CheckRun, run_deterministic
-from ._human import decide
-from ._judge import JudgeRun, run_judge
+from __future__ import annotations
 
-__all__ = ["run_deterministic", "CheckRun", "run_judge", "JudgeRun", "decide"]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._deterministic import CheckRun, run_advisory, run_deterministic
+    from ._human import decide
+    from ._judge import JudgeRun, run_judge
+
+__all__ = ["run_deterministic", "run_advisory", "CheckRun", "run_judge", "JudgeRun", "decide"]
+
+# Loaded on first use: an agent hook imports the redactor alone, not the runners.
+_WHERE = {
+    "run_deterministic": "_deterministic",
+    "run_advisory": "_deterministic",
+    "CheckRun": "_deterministic",
+    "decide": "_human",
+    "run_judge": "_judge",
+    "JudgeRun": "_judge",
+}
+
+
+if not TYPE_CHECKING:  # type checkers see the imports above
+
+    def __getattr__(name: str) -> Any:
+        module = _WHERE.get(name)
+        if module is None:
+            raise AttributeError("module 'ledger.tiers' has no attribute %r" % name)
+        value = getattr(importlib.import_module("." + module, __name__), name)
+        globals()[name] = value
+        return value

@@ -8,15 +8,16 @@ import io
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, cast
 
 from receipts import (
     CHECK_RESULT_MEDIA_TYPE,
     SNAPSHOT_MEDIA_TYPE,
     Contract,
+    Digest,
     EvidenceRef,
     Outcome,
     ReceiptsError,
@@ -25,6 +26,7 @@ from receipts import (
     TierRecord,
     check_evidence_id,
     config_hash,
+    content_digest,
     derive_check,
     derive_deterministic,
     new_tier_record,
@@ -151,3 +153,39 @@ def _subtasks(store: Store, contract: Contract) -> tuple[str, ...]:
         except ReceiptsError:
             continue
     return tuple(sorted(t for t, c in latest.items() if c.parent == contract.task_id))
+
+
+class _Discard:
+    """A blob sink for advisory runs: hashes what a check would have stored, keeps nothing."""
+
+    def put_blob_stream(self, stream: BinaryIO) -> tuple[Digest, int]:
+        data = stream.read()
+        return content_digest(data), len(data)
+
+
+def run_advisory(
+    repo: Path, contract: Contract, waived: Mapping[str, str] | None = None, environ: dict[str, str] | None = None
+) -> tuple[tuple[str, bool, str], ...]:
+    """Run every check of ``contract`` on the working tree as it is, for the agent's own
+    loop: nothing is stored and nothing is signed (the agent's box holds no deterministic
+    key, and this never replaces the signed tier). Rows of (check id, passed, reason);
+    a failing check that ``waived`` names passes, with the waiver as its reason."""
+    env = dict(os.environ if environ is None else environ)
+    ctx = Context(
+        repo=repo,
+        contract=contract,
+        store=cast(Store, _Discard()),
+        redactor=Redactor(contract.secret_env, env),
+        deadline=time.monotonic() + contract.total_timeout_s,
+        environ=env,
+    )
+    rows = []
+    before = untracked(repo)
+    for check in contract.checks:
+        result = json.loads(json.dumps(evaluate(ctx, check).result))
+        ok, why = derive_check(check, result)
+        if not ok and waived and check.id in waived:
+            ok, why = True, "waived: %s" % waived[check.id]
+        rows.append((check.id, ok, why))
+    remember_check_outputs(repo, before)
+    return tuple(rows)

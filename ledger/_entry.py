@@ -1,0 +1,23 @@
+"""The `ledger` command's entry point. `ledger hook <event>` runs on every tool call an
+agent makes, so it goes straight to the hook without loading the CLI (click and the
+library); everything else is the CLI."""
+
+from __future__ import annotations
+
+import sys
+
+__all__ = ["main"]
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    if len(args) == 2 and args[0] == "hook":
+        from ._hooks import EVENTS
+
+        if args[1] in EVENTS:
+            from ._hooks import main as hook_main
+
+            sys.exit(hook_main(args[1]))
+    from .cli import main as cli_main
+
+    cli_main()

@@ -1,0 +1,485 @@
+"""The completion gate inside the agent's loop: `ledger hook <event>` for Claude Code and
+Codex, which share one hook contract (a JSON payload on stdin; exit 2 or a JSON decision
+on stdout blocks).
+
+- PreToolUse: the one call against the contract's tool policy (`receipts.decide_tool_call`,
+  the rule `ledger trace` applies to a whole trace). Denied: ``permissionDecision: deny``
+  with the reason; needs a human: ``ask``; allowed: no output.
+- PostToolUse: the call and a digest of its outcome appended to the session's trace, a
+  hash-chained JSON Lines file under ``.ledger/traces/`` (arguments redacted).
+- Stop, SubagentStop: the agent's claim recorded (agent key), the contract's checks run
+  in advisory mode (nothing signed: the agent's box holds no deterministic key), and a
+  stop blocked with the failing checks while the contract's repair budget lasts.
+- SessionStart: the task's status and the nudge, as context for the agent.
+- SessionEnd: the trace stored as evidence of a model_stopped event.
+
+This module is on the hot path of every tool call: it imports at the top only what
+PreToolUse needs, and everything else where it is used."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from receipts import Contract
+
+__all__ = ["EVENTS", "HookAnswer", "run_hook", "main", "task_in", "select_task", "TRACE_DIR", "CURRENT_TASK"]
+
+EVENTS = {
+    "session-start": "SessionStart",
+    "pre-tool-use": "PreToolUse",
+    "post-tool-use": "PostToolUse",
+    "stop": "Stop",
+    "subagent-stop": "SubagentStop",
+    "session-end": "SessionEnd",
+}
+TRACE_DIR = "traces"
+STATE_DIR = "hooks"
+CURRENT_TASK = "current-task"
+_TASK_ID = re.compile(r"(?<![A-Za-z0-9])([A-Za-z][A-Za-z0-9]+-[0-9]+)(?![0-9])")
+_SESSION = re.compile(r"[^A-Za-z0-9._-]")
+_ZERO = "0" * 64
+
+
+@dataclass(frozen=True, slots=True)
+class HookAnswer:
+    """What the agent reads back: the exit code, and what to print on stdout and stderr."""
+
+    code: int = 0
+    stdout: str = ""
+    stderr: str = ""
+
+
+class _CannotEvaluate(Exception):
+    """The hook could not decide (no contract, a broken ledger, a malformed payload)."""
+
+
+def task_in(text: str) -> str | None:
+    """The first task id (``ABC-123``) in ``text``, in capitals, or None."""
+    found = _TASK_ID.search(text)
+    return found.group(1).upper() if found else None
+
+
+def _git_dir(start: Path) -> tuple[Path | None, Path | None]:
+    """The work tree's root and its git directory, found without running git."""
+    for folder in (start, *start.parents):
+        dot = folder / ".git"
+        if dot.is_dir():
+            return folder, dot
+        if dot.is_file():
+            text = dot.read_text(encoding="utf-8", errors="replace").strip()
+            if text.startswith("gitdir:"):
+                target = Path(text[7:].strip())
+                return folder, target if target.is_absolute() else folder / target
+    return None, None
+
+
+def _branch(git_dir: Path | None) -> str:
+    try:
+        head = (git_dir / "HEAD").read_text(encoding="utf-8").strip() if git_dir else ""
+    except OSError:
+        return ""
+    return head[len("ref: refs/heads/") :] if head.startswith("ref: refs/heads/") else ""
+
+
+def select_task(environ: Mapping[str, str], ledger_dir: Path, git_dir: Path | None) -> str | None:
+    """``LEDGER_TASK``, else ``.ledger/current-task`` (`ledger task start`), else a task id
+    in the branch name."""
+    if environ.get("LEDGER_TASK", "").strip():
+        return environ["LEDGER_TASK"].strip()
+    try:
+        chosen = (ledger_dir / CURRENT_TASK).read_text(encoding="utf-8").strip()
+    except OSError:
+        chosen = ""
+    return chosen or task_in(_branch(git_dir))
+
+
+@dataclass(frozen=True, slots=True)
+class _Where:
+    repo: Path
+    ledger_dir: Path
+    task: str
+    session: str
+    environ: Mapping[str, str]
+
+    @property
+    def trace(self) -> Path:
+        return self.ledger_dir / TRACE_DIR / (self.session + ".jsonl")
+
+    @property
+    def state_file(self) -> Path:
+        return self.ledger_dir / STATE_DIR / (self.session + ".json")
+
+
+def _contract(where: _Where) -> Contract | None:
+    """The task's contract from ``.ledger/contracts``; None if there is none; a contract
+    that does not parse cannot be evaluated."""
+    path = where.ledger_dir / "contracts" / (where.task.replace("/", "_") + ".toml")
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise _CannotEvaluate("cannot read %s: %s" % (path, exc.strerror)) from None
+    from receipts import ContractError, parse_contract
+
+    try:
+        return parse_contract(data, str(path))
+    except (ContractError, ValueError) as exc:
+        raise _CannotEvaluate("contract %s does not parse: %s" % (path.name, exc)) from None
+
+
+def _policy_bearing(contract: Contract) -> bool:
+    from receipts import ToolPolicy
+
+    return contract.tools != ToolPolicy() or bool(contract.protected_paths)
+
+
+# -- the session's trace -------------------------------------------------------------------------
+
+
+def _redacted(value: Any, contract: Contract | None, environ: Mapping[str, str]) -> Any:
+    import io
+
+    from .tiers._redact import Redactor
+
+    text = json.dumps(value, sort_keys=True)
+    out = io.BytesIO()
+    Redactor(contract.secret_env if contract else (), environ).copy(io.BytesIO(text.encode()), out)
+    try:
+        return json.loads(out.getvalue())
+    except ValueError:
+        return out.getvalue().decode("utf-8", "replace")
+
+
+def _append(where: _Where, row: dict[str, Any]) -> int:
+    """Append one line to the session's hash-chained trace (under a lock: an agent may run
+    tools in parallel); the line's step number."""
+    import fcntl
+
+    where.trace.parent.mkdir(parents=True, exist_ok=True)
+    with open(where.trace, "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        handle.seek(0)
+        lines = handle.read().splitlines()
+        prev = hashlib.sha256(lines[-1]).hexdigest() if lines else _ZERO
+        line = json.dumps({**row, "seq": len(lines) + 1, "prev": prev}, sort_keys=True, separators=(",", ":"))
+        handle.write(line.encode() + b"\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+        return len(lines) + 1
+
+
+def _steps(where: _Where) -> int:
+    try:
+        with open(where.trace, "rb") as handle:
+            return sum(1 for line in handle if line.strip())
+    except FileNotFoundError:
+        return 0
+
+
+# -- the events ----------------------------------------------------------------------------------
+
+
+def _permission(decision: str, reason: str) -> HookAnswer:
+    doc = {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": decision,
+            "permissionDecisionReason": "receipt-ledger: " + reason,
+        }
+    }
+    return HookAnswer(0, json.dumps(doc) + "\n")
+
+
+def _pre_tool_use(where: _Where, payload: dict[str, Any] | None, problem: str | None) -> HookAnswer:
+    try:
+        contract = _contract(where)
+    except _CannotEvaluate as exc:
+        return _permission("deny", "cannot evaluate the tool policy: %s" % exc)
+    if contract is None:
+        return HookAnswer(0, "", "receipt-ledger: no contract for %s; the tool policy is not checked\n" % where.task)
+    if not _policy_bearing(contract):
+        return HookAnswer()
+    tool = payload.get("tool_name") if payload else None
+    if problem is not None or not isinstance(tool, str):
+        return _permission("deny", "cannot evaluate this call: %s" % (problem or "the payload names no tool"))
+    from receipts import REJECTED, REQUIRES_HUMAN, decide_tool_call
+
+    args = payload.get("tool_input", {}) if payload else {}
+    decided = decide_tool_call(contract.tools, _steps(where) + 1, tool, args, contract.protected_paths, str(where.repo))
+    if decided.decision not in (REJECTED, REQUIRES_HUMAN):
+        return HookAnswer()
+    _append(
+        where,
+        {
+            "event": "PreToolUse",
+            "time": int(time.time()),
+            "tool": tool,
+            "arguments": _redacted(args, contract, where.environ),
+            "tool_use_id": str((payload or {}).get("tool_use_id") or ""),
+            "decision": decided.decision,
+            "reason": decided.reason,
+        },
+    )
+    return _permission("deny" if decided.decision == REJECTED else "ask", decided.reason)
+
+
+def _post_tool_use(where: _Where, payload: dict[str, Any] | None, problem: str | None) -> HookAnswer:
+    if payload is None or not isinstance(payload.get("tool_name"), str):
+        return HookAnswer(1, "", "receipt-ledger: PostToolUse not recorded: %s\n" % (problem or "no tool_name"))
+    try:
+        contract = _contract(where)
+    except _CannotEvaluate:
+        contract = None  # redact with the built-in patterns; the call already happened
+    response = json.dumps(payload.get("tool_response"), sort_keys=True, separators=(",", ":"), default=str)
+    _append(
+        where,
+        {
+            "event": "PostToolUse",
+            "time": int(time.time()),
+            "tool": payload["tool_name"],
+            "arguments": _redacted(payload.get("tool_input", {}), contract, where.environ),
+            "tool_use_id": str(payload.get("tool_use_id") or ""),
+            "decision": "executed",
+            "output_sha256": hashlib.sha256(response.encode()).hexdigest(),
+        },
+    )
+    return HookAnswer()
+
+
+def _state(where: _Where) -> dict[str, Any]:
+    try:
+        loaded = json.loads(where.state_file.read_text(encoding="utf-8"))
+        return loaded if isinstance(loaded, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _save_state(where: _Where, state: dict[str, Any]) -> None:
+    where.state_file.parent.mkdir(parents=True, exist_ok=True)
+    tmp = where.state_file.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, where.state_file)
+
+
+def _open_ledger(where: _Where) -> Any:
+    from ._config import shared_store
+    from ._store import Ledger
+
+    return Ledger.open(where.ledger_dir, store=shared_store(where.ledger_dir, where.environ.get("LEDGER_STORE")))
+
+
+def _record(where: _Where, kind: str, fields: dict[str, str], attachment: bytes | None) -> str:
+    """Append an agent-signed event (a claim or a stop); its entry number as text."""
+    import tempfile
+
+    from receipts import EventType
+
+    from ._events import record_event
+    from ._git import resolve_candidate
+    from ._keys import load_signer
+
+    signer = load_signer(where.environ.get("LEDGER_AGENT_KEY", "agent"))
+    ledger = _open_ledger(where)
+    try:
+        candidate = resolve_candidate("HEAD", where.repo) if kind == "claim" else None
+        etype = EventType.ANSWER_PROPOSED if kind == "claim" else EventType.MODEL_STOPPED
+        with tempfile.TemporaryDirectory(prefix="receipt-hook-") as tmp:
+            path = None
+            if attachment is not None:
+                path = Path(tmp) / "attachment"
+                path.write_bytes(attachment)
+            appended = record_event(ledger, signer, where.task, etype, candidate, fields, attachment=path)
+        return str(appended.seq)
+    finally:
+        ledger.close()
+
+
+def _stop(where: _Where, payload: dict[str, Any] | None, problem: str | None, event: str) -> HookAnswer:
+    state = _state(where)
+    active = bool(payload and payload.get("stop_hook_active"))
+    if not active:
+        state["blocks"] = 0  # a fresh stop, not the continuation of a repair loop we started
+    failing: list[tuple[str, str]] = []
+    budget = 5
+    try:
+        if problem is not None:
+            raise _CannotEvaluate(problem)
+        contract = _contract(where)
+        if contract is None:
+            raise _CannotEvaluate("no contract for %s in %s" % (where.task, where.ledger_dir / "contracts"))
+        budget = contract.repair_attempts
+        from .tiers._deterministic import run_advisory
+
+        rows = run_advisory(where.repo, contract, environ=dict(where.environ))
+        failing = [(check, why) for check, ok, why in rows if not ok]
+        verdict = "fail" if failing else "pass"
+    except Exception as exc:  # a check runner that breaks is a reason to keep going, within the budget
+        failing, verdict = (
+            [("(hook)", "cannot evaluate: %s" % (str(exc).splitlines() or [type(exc).__name__])[0])],
+            ("unevaluated"),
+        )
+    blocks = int(state.get("blocks") or 0)
+    outcome = "stopped" if verdict == "pass" else ("blocked" if blocks < budget else "budget-spent")
+    fields = {
+        "session": where.session,
+        "hook": event,
+        "advisory": verdict,
+        "failing": str(len(failing)) if verdict == "fail" else "0",
+        "outcome": outcome,
+        "verified": "advisory-pass" if verdict == "pass" else "no",
+    }
+    model = (payload or {}).get("model") or state.get("model")
+    if isinstance(model, str) and model:
+        fields["model"] = model[:200]
+    message = (payload or {}).get("last_assistant_message")
+    attachment = message.encode() if isinstance(message, str) and message else None
+    transcript = (payload or {}).get("transcript_path")
+    if attachment is None and isinstance(transcript, str) and transcript:
+        try:
+            fields["transcript_sha256"] = hashlib.sha256(Path(transcript).read_bytes()).hexdigest()
+        except OSError:
+            fields["transcript_sha256"] = "unreadable"
+    try:
+        _record(where, "claim", fields, attachment)
+        recorded = None
+    except Exception as exc:  # a claim that cannot be recorded is itself a reason to keep going
+        recorded = "the claim could not be recorded: %s" % (str(exc).splitlines() or [type(exc).__name__])[0]
+        if outcome == "stopped":
+            failing, outcome = [("(hook)", recorded)], ("blocked" if blocks < budget else "budget-spent")
+    if outcome == "blocked":
+        state["blocks"] = blocks + 1
+        _save_state(where, state)
+        table = "\n".join("- %s: %s" % (check, why) for check, why in failing)
+        reason = (
+            "receipt-ledger: %s is not done: %d check(s) of its contract fail (repair attempt %d of %d):\n%s\n"
+            "Fix them, then stop again. (Advisory: the signed checks still run in CI.)"
+            % (where.task, len(failing), blocks + 1, budget, table)
+        )
+        return HookAnswer(0, json.dumps({"decision": "block", "reason": reason}) + "\n")
+    state["blocks"] = 0
+    _save_state(where, state)
+    if outcome == "budget-spent":
+        return HookAnswer(
+            0,
+            "",
+            "receipt-ledger: repair budget of %d spent; stopping with the claim recorded as unverified\n" % budget,
+        )
+    return HookAnswer(0, "", "receipt-ledger: %s\n" % (recorded or "claim recorded; the checks pass (advisory)"))
+
+
+def _session_start(where: _Where, payload: dict[str, Any] | None) -> HookAnswer:
+    state = _state(where)
+    model = (payload or {}).get("model")
+    if isinstance(model, str) and model:
+        state["model"] = model
+    _save_state(where, state)
+    from ._render import status_lines
+    from ._status import status_report
+
+    try:
+        ledger = _open_ledger(where)
+        try:
+            lines = status_lines(status_report(ledger, where.task))
+        finally:
+            ledger.close()
+    except Exception as exc:  # the agent starts either way, told why there is no status
+        lines = ["the ledger cannot be read: %s" % (str(exc).splitlines() or [type(exc).__name__])[0]]
+    text = "receipt-ledger: task %s. Its status, from the chain:\n%s\n" % (where.task, "\n".join(lines))
+    text += "Your claim of done is checked against the contract's checks when you stop.\n"
+    doc = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
+    return HookAnswer(0, json.dumps(doc) + "\n")
+
+
+def _session_end(where: _Where, payload: dict[str, Any] | None) -> HookAnswer:
+    try:
+        data = where.trace.read_bytes()
+    except FileNotFoundError:
+        data = b""
+    lines = data.splitlines()
+    fields = {
+        "reason": "session end: %s" % str((payload or {}).get("reason") or "unknown")[:100],
+        "session": where.session,
+        "calls": str(len(lines)),
+        "trace_head": hashlib.sha256(lines[-1]).hexdigest() if lines else _ZERO,
+    }
+    try:
+        _record(where, "stop", fields, data or None)
+    except Exception as exc:
+        return HookAnswer(1, "", "receipt-ledger: the session's trace was not recorded: %s\n" % exc)
+    return HookAnswer(0, "", "receipt-ledger: the session's trace (%d calls) is stored as evidence\n" % len(lines))
+
+
+def run_hook(event: str, raw: bytes, environ: Mapping[str, str], cwd: Path | None = None) -> HookAnswer:
+    """One hook invocation: ``event`` (a key of `EVENTS`), the payload's bytes, the
+    environment. Never raises for a bad payload: the answer says why."""
+    name = EVENTS[event]
+    payload: dict[str, Any] | None = None
+    problem = None
+    try:
+        loaded = json.loads(raw)
+        if isinstance(loaded, dict):
+            payload = loaded
+        else:
+            problem = "the payload is not a JSON object"
+    except (ValueError, UnicodeDecodeError) as exc:
+        problem = "the payload is not JSON (%s)" % exc
+    if payload is not None and payload.get("hook_event_name") not in (None, name):
+        problem = "the payload is for %r, not %s" % (payload.get("hook_event_name"), name)
+    start = Path(str(payload.get("cwd"))) if payload and payload.get("cwd") else (cwd or Path.cwd())
+    repo, git_dir = _git_dir(start)
+    root = repo or start
+    ledger_dir = Path(environ["LEDGER_DIR"]) if environ.get("LEDGER_DIR") else root / ".ledger"
+    task = select_task(environ, ledger_dir, git_dir)
+    if task is None:
+        if name == "SessionStart":
+            note = (
+                "receipt-ledger: no task selected (LEDGER_TASK, `ledger task start TASK`, or a task id in the"
+                " branch name); the completion gate does nothing this session.\n"
+            )
+            return HookAnswer(0, json.dumps({"hookSpecificOutput": {"hookEventName": name, "additionalContext": note}}))
+        return HookAnswer()
+    session = _SESSION.sub("_", str((payload or {}).get("session_id") or "unknown-session"))[:128]
+    where = _Where(root, ledger_dir, task, session, environ)
+    if name == "PreToolUse":
+        return _pre_tool_use(where, payload, problem)
+    if name == "PostToolUse":
+        return _post_tool_use(where, payload, problem)
+    if name in ("Stop", "SubagentStop"):
+        return _stop(where, payload, problem, name)
+    if name == "SessionStart":
+        return _session_start(where, payload)
+    return _session_end(where, payload)
+
+
+def main(event: str) -> int:
+    """`ledger hook EVENT`: the payload from stdin, the answer to stdout and stderr. A hook
+    that fails unexpectedly still answers: a PreToolUse is denied, a Stop blocked."""
+    raw = sys.stdin.buffer.read()
+    try:
+        answer = run_hook(event, raw, os.environ)
+    except Exception as exc:  # never a traceback into the agent's loop
+        reason = "receipt-ledger could not evaluate %s: %s" % (
+            EVENTS[event],
+            (str(exc).splitlines() or [type(exc).__name__])[0],
+        )
+        if event == "pre-tool-use":
+            answer = _permission("deny", reason)
+        elif event in ("stop", "subagent-stop"):
+            answer = HookAnswer(0, json.dumps({"decision": "block", "reason": reason}) + "\n")
+        else:
+            answer = HookAnswer(1, "", reason + "\n")
+    sys.stdout.write(answer.stdout)
+    sys.stderr.write(answer.stderr)
+    sys.stdout.flush()
+    return answer.code

@@ -1,0 +1,307 @@
+"""The completion gate in the agent's loop (issue 14): `ledger hook <event>` driven as
+Claude Code and Codex drive it, with their payload shapes (tests/vectors/hooks), a real
+repository, a real ledger and the real CLI in subprocesses."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import GIT_ENV, LEDGER, contract_bytes, git, make_repo, run_cli
+
+VECTORS = Path(__file__).parent / "vectors" / "hooks"
+TOOLS = """
+protected_paths = ["secrets/*", ".ledger/contracts/*"]
+secret_env = ["DEPLOY_TOKEN"]
+
+[tools]
+denied = ["WebFetch"]
+requires_human = ["Deploy"]
+
+[tools.schemas.Bash]
+type = "object"
+required = ["command"]
+properties = { command = { type = "string", not = { pattern = "rm -rf" } } }
+"""
+CHECK = '\n[[checks]]\nid = "says-fixed"\ntype = "file_contains"\npath = "app.py"\nliteral = "fixed"\n'
+
+
+def _fill(value: Any, fill: dict[str, Any]) -> Any:
+    if isinstance(value, str) and value.startswith("{") and value.endswith("}") and value[1:-1] in fill:
+        return fill[value[1:-1]]
+    if isinstance(value, str):
+        for k, v in fill.items():
+            if isinstance(v, str):
+                value = value.replace("{%s}" % k, v)
+        return value
+    if isinstance(value, dict):
+        return {k: _fill(v, fill) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fill(v, fill) for v in value]
+    return value
+
+
+def payload(agent: str, event: str, **fill: Any) -> dict[str, Any]:
+    doc = json.loads((VECTORS / agent / (event + ".json")).read_text())
+    defaults = {"session": "sess-1", "transcript": "/nonexistent/transcript.jsonl", "stop_hook_active": False}
+    return dict(_fill(doc, {**defaults, **fill}))
+
+
+class Box:
+    """An agent's working copy: a repository on branch task-1, its ledger, and only the agent's key."""
+
+    def __init__(self, tmp: Path, repair_attempts: int = 3) -> None:
+        self.repo = make_repo(tmp / "repo")
+        git(self.repo, "checkout", "-qb", "task-1")
+        self.env = {"RECEIPT_LEDGER_KEYS": str(tmp / "keys"), **GIT_ENV, "DEPLOY_TOKEN": "tok-8c1f55e0a9d2"}
+        contract = contract_bytes(extra=CHECK, top=TOOLS.split("\n[tools]")[0]).replace(
+            b"check_timeout_s = 20", b"check_timeout_s = 20\nrepair_attempts = %d" % repair_attempts
+        )
+        contract = contract.replace(b"\n[budgets]", TOOLS[TOOLS.index("[tools]") :].encode() + b"\n[budgets]", 1)
+        for args in (("init",), ("keys", "generate", "agent", "--role", "agent")):
+            assert run_cli(*args, cwd=self.repo, env=self.env).returncode == 0
+        (self.repo / ".ledger" / "contracts").mkdir()
+        (self.repo / ".ledger" / "contracts" / "TASK-1.toml").write_bytes(contract)
+
+    def hook(self, event: str, doc: dict[str, Any] | bytes, **env: str) -> subprocess.CompletedProcess[str]:
+        data = doc if isinstance(doc, bytes) else json.dumps(doc).encode()
+        return subprocess.run(
+            [*LEDGER, "hook", event],
+            input=data.decode("utf-8", "replace"),
+            cwd=self.repo,
+            env={**os.environ, **self.env, **env},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    def trace(self, session: str = "sess-1") -> list[dict[str, Any]]:
+        path = self.repo / ".ledger" / "traces" / (session + ".jsonl")
+        lines = path.read_bytes().splitlines()
+        prev = "0" * 64
+        for raw in lines:  # the chain: each line names the SHA-256 of the one before
+            assert json.loads(raw)["prev"] == prev
+            prev = hashlib.sha256(raw).hexdigest()
+        return [json.loads(raw) for raw in lines]
+
+    def events(self) -> list[dict[str, Any]]:
+        log = json.loads(run_cli("log", "--task", "TASK-1", "--json", cwd=self.repo, env=self.env).stdout)
+        out = []
+        for row in log:
+            if row["kind"] == "event":
+                shown = json.loads(run_cli("show", row["hash"], "--json", cwd=self.repo, env=self.env).stdout)
+                out.append(shown["body"])
+        return out
+
+
+@pytest.fixture
+def box(tmp_path: Path) -> Box:
+    return Box(tmp_path)
+
+
+def _decision(res: subprocess.CompletedProcess[str]) -> tuple[str, str] | None:
+    assert res.returncode == 0, res.stderr
+    if not res.stdout.strip():
+        return None
+    out = json.loads(res.stdout)["hookSpecificOutput"]
+    assert out["hookEventName"] == "PreToolUse"
+    return out["permissionDecision"], out["permissionDecisionReason"]
+
+
+def test_pre_tool_use_allows_denies_and_asks_as_the_contract_says(box: Box) -> None:
+    cwd = str(box.repo)
+
+    def cc(tool: str, args: dict[str, Any]) -> dict[str, Any]:
+        return payload("claude-code", "pre-tool-use", cwd=cwd, tool=tool, tool_input=args)
+
+    assert _decision(box.hook("pre-tool-use", cc("Read", {"file_path": cwd + "/app.py"}))) is None
+    denied = _decision(box.hook("pre-tool-use", cc("WebFetch", {"url": "https://example.com"})))
+    assert denied is not None and denied[0] == "deny" and "tool WebFetch is denied" in denied[1]
+    protected = _decision(
+        box.hook("pre-tool-use", cc("Write", {"file_path": cwd + "/secrets/key.pem", "content": "x"}))
+    )
+    assert protected is not None and protected[0] == "deny" and "secrets/key.pem, a protected path" in protected[1]
+    contract = _decision(box.hook("pre-tool-use", cc("Edit", {"file_path": cwd + "/.ledger/contracts/TASK-1.toml"})))
+    assert contract is not None and contract[0] == "deny"
+    asked = _decision(box.hook("pre-tool-use", cc("Deploy", {"target": "prod"})))
+    assert asked is not None and asked[0] == "ask" and "needs a human" in asked[1]
+    # Codex sends its shell tool as Bash with a command: the argument schema applies.
+
+    def cx(command: str) -> dict[str, Any]:
+        return payload("codex", "pre-tool-use", cwd=cwd, command=command)
+
+    assert _decision(box.hook("pre-tool-use", cx("pytest -q"))) is None
+    schema = _decision(box.hook("pre-tool-use", cx("rm -rf /")))
+    assert schema is not None and schema[0] == "deny" and "arguments fail the Bash schema" in schema[1]
+    # Every call that did not simply pass is in the session's trace, in order.
+    assert [(r["tool"], r["decision"]) for r in box.trace()] == [
+        ("WebFetch", "rejected"),
+        ("Write", "rejected"),
+        ("Edit", "rejected"),
+        ("Deploy", "requires_human"),
+        ("Bash", "rejected"),
+    ]
+
+
+def test_post_tool_use_appends_a_redacted_hash_chained_trace(box: Box) -> None:
+    cwd = str(box.repo)
+    args = {"command": "curl -H 'Authorization: tok-8c1f55e0a9d2' https://deploy.example"}
+    for agent in ("claude-code", "codex"):
+        doc = payload(agent, "post-tool-use", cwd=cwd, tool="Bash", tool_input=args, command=args["command"])
+        res = box.hook("post-tool-use", doc)
+        assert res.returncode == 0 and res.stdout == "", res.stderr
+    rows = box.trace()
+    assert len(rows) == 2 and all(r["event"] == "PostToolUse" and r["decision"] == "executed" for r in rows)
+    text = (box.repo / ".ledger" / "traces" / "sess-1.jsonl").read_text()
+    assert "tok-8c1f55e0a9d2" not in text and "[REDACTED:env:DEPLOY_TOKEN]" in text
+    # the outcome is kept as a digest only
+    doc = payload("claude-code", "post-tool-use", cwd=cwd, tool="Bash", tool_input=args)
+    response = json.dumps(doc["tool_response"], sort_keys=True, separators=(",", ":"))
+    assert rows[0]["output_sha256"] == hashlib.sha256(response.encode()).hexdigest()
+    assert "filePath" not in text
+
+
+def test_the_repair_loop_as_an_agent_drives_it(box: Box) -> None:
+    """A script plays the agent: it stops, is told which check fails, fixes only that,
+    commits, and stops again. The claims, the trace and the status tell the story."""
+    cwd = str(box.repo)
+    start = box.hook("session-start", payload("claude-code", "session-start", cwd=cwd))
+    context = json.loads(start.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert start.returncode == 0 and "task TASK-1" in context
+    blocks: list[str] = []
+    active = False
+    for _turn in range(6):
+        edit = {"file_path": cwd + "/app.py", "content": "print('hello, world')\n"}
+        if blocks and "says-fixed" in blocks[-1]:
+            edit["content"] = "print('fixed')\n"
+        pre = box.hook("pre-tool-use", payload("claude-code", "pre-tool-use", cwd=cwd, tool="Write", tool_input=edit))
+        assert _decision(pre) is None
+        (box.repo / "app.py").write_text(edit["content"])
+        git(box.repo, "commit", "-qam", "TASK-1: attempt")
+        box.hook("post-tool-use", payload("claude-code", "post-tool-use", cwd=cwd, tool="Write", tool_input=edit))
+        res = box.hook("stop", payload("claude-code", "stop", cwd=cwd, stop_hook_active=active))
+        assert res.returncode == 0, res.stderr
+        if not res.stdout.strip():
+            break  # allowed to stop
+        answer = json.loads(res.stdout)
+        assert answer["decision"] == "block"
+        blocks.append(answer["reason"])
+        active = True
+    assert len(blocks) == 1 and "- says-fixed: no match in app.py" in blocks[0] and "attempt 1 of 3" in blocks[0]
+    claims = [e for e in box.events() if e["type"] == "answer_proposed"]
+    outcomes = [dict(c["fields"])["outcome"] for c in claims]
+    assert outcomes == ["blocked", "stopped"]
+    assert (
+        dict(claims[-1]["fields"])["advisory"] == "pass" and dict(claims[-1]["fields"])["model"] == "claude-sonnet-4-5"
+    )
+    assert len(box.trace()) == 2 and all(r["tool"] == "Write" for r in box.trace())
+    end = box.hook("session-end", payload("claude-code", "session-end", cwd=cwd))
+    assert end.returncode == 0, end.stderr
+    assert [e["type"] for e in box.events()][-1] == "model_stopped"
+    status = json.loads(run_cli("status", "TASK-1", "--json", cwd=box.repo, env=box.env).stdout)
+    # Verifying, not done: the advisory pass in the agent's box is no receipt.
+    assert status["tasks"]["TASK-1"]["state"] == "VERIFYING", status
+    assert status["nudge"]["unverified"] == 2
+
+
+def test_the_budget_ends_a_loop_that_cannot_pass_and_the_claim_is_unverified(tmp_path: Path) -> None:
+    box = Box(tmp_path, repair_attempts=2)
+    cwd = str(box.repo)
+    answers = []
+    for i in range(4):
+        doc = payload("codex", "stop", cwd=cwd, stop_hook_active=i > 0, message="All done, tests pass!")
+        res = box.hook("stop", doc)
+        assert res.returncode == 0, res.stderr
+        answers.append(json.loads(res.stdout)["decision"] if res.stdout.strip() else "stop")
+        if answers[-1] == "stop":
+            assert "repair budget of 2 spent" in res.stderr
+            break
+    assert answers == ["block", "block", "stop"]
+    claims = [dict(e["fields"]) for e in box.events() if e["type"] == "answer_proposed"]
+    assert [c["outcome"] for c in claims] == ["blocked", "blocked", "budget-spent"]
+    assert claims[-1]["verified"] == "no" and claims[-1]["model"] == "gpt-5.1-codex"
+    status = json.loads(run_cli("status", "--json", cwd=box.repo, env=box.env).stdout)
+    assert status["nudge"]["unverified"] >= 1
+
+
+def test_a_malformed_payload_never_passes_silently_and_never_shows_a_traceback(box: Box) -> None:
+    pre = box.hook("pre-tool-use", b"{not json")
+    assert _decision(pre) == ("deny", pre and json.loads(pre.stdout)["hookSpecificOutput"]["permissionDecisionReason"])
+    assert "cannot evaluate this call" in pre.stdout
+    stop = box.hook("stop", b"[1, 2]")
+    assert stop.returncode == 0 and json.loads(stop.stdout)["decision"] == "block"
+    assert "cannot evaluate" in json.loads(stop.stdout)["reason"]
+    post = box.hook("post-tool-use", b"\xff\xfe")
+    assert post.returncode == 1 and post.stderr.count("\n") == 1 and post.stdout == ""
+    for res in (pre, stop, post):
+        assert "Traceback" not in res.stderr
+    # A contract that does not parse denies a tool call rather than waving it through.
+    (box.repo / ".ledger" / "contracts" / "TASK-1.toml").write_text("version = 1\n[tools\n")
+    broken = box.hook(
+        "pre-tool-use", payload("claude-code", "pre-tool-use", cwd=str(box.repo), tool="Read", tool_input={})
+    )
+    decided = _decision(broken)
+    assert decided is not None and decided[0] == "deny" and "does not parse" in decided[1]
+
+
+def test_without_a_task_the_hooks_say_so_once_and_do_nothing(box: Box) -> None:
+    git(box.repo, "checkout", "-qb", "no-ticket")
+    start = box.hook("session-start", payload("claude-code", "session-start", cwd=str(box.repo)))
+    assert "no task selected" in json.loads(start.stdout)["hookSpecificOutput"]["additionalContext"]
+    doc = payload("claude-code", "pre-tool-use", cwd=str(box.repo), tool="WebFetch", tool_input={})
+    quiet = box.hook("pre-tool-use", doc)
+    assert quiet.returncode == 0 and quiet.stdout == "" and quiet.stderr == ""
+    # `ledger task start` selects one for this working copy, and the policy applies again.
+    assert run_cli("task", "start", "TASK-1", cwd=box.repo, env=box.env).returncode == 0
+    assert _decision(box.hook("pre-tool-use", doc)) is not None
+
+
+@pytest.mark.parametrize("agent", ["claude-code", "codex"])
+def test_install_then_uninstall_leaves_other_hooks_untouched(agent: str, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    env = {"RECEIPT_LEDGER_KEYS": str(tmp_path / "keys"), "HOME": str(tmp_path / "home")}
+    path = repo / (".claude/settings.json" if agent == "claude-code" else ".codex/hooks.json")
+    path.parent.mkdir(parents=True)
+    theirs: dict[str, Any] = {
+        "hooks": {
+            "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "./lint-bash.sh"}]}],
+            "Stop": [{"hooks": [{"type": "command", "command": "notify-send done", "timeout": 5}]}],
+        }
+    }
+    if agent == "claude-code":
+        theirs["permissions"] = {"allow": ["Bash(npm test:*)"]}
+    path.write_text(json.dumps(theirs, indent=2))
+    first = run_cli("hook", "install", "--agent", agent, "--json", cwd=repo, env=env)
+    assert first.returncode == 0, first.stderr
+    added = json.loads(first.stdout)["added"]
+    assert "PreToolUse" in added and "Stop" in added and ("SessionEnd" in added) == (agent == "claude-code")
+    installed = json.loads(path.read_text())
+    assert installed["hooks"]["PreToolUse"][0] == theirs["hooks"]["PreToolUse"][0]
+    assert any(h["command"] == "ledger hook stop" for g in installed["hooks"]["Stop"] for h in g["hooks"])
+    again = run_cli("hook", "install", "--agent", agent, "--json", cwd=repo, env=env)
+    assert json.loads(again.stdout)["added"] == [] and json.loads(path.read_text()) == installed
+    removed = run_cli("hook", "uninstall", "--agent", agent, "--json", cwd=repo, env=env)
+    assert removed.returncode == 0 and json.loads(path.read_text()) == theirs
+
+
+def test_the_shipped_plugin_calls_the_same_commands_install_writes(tmp_path: Path) -> None:
+    from ledger import install_hooks, plugin_dir
+
+    written = tmp_path / "settings.json"
+    install_hooks(written, "claude-code")
+    shipped = json.loads((plugin_dir() / "hooks" / "hooks.json").read_text())
+    assert shipped["hooks"] == json.loads(written.read_text())["hooks"]
+    assert json.loads((plugin_dir() / ".claude-plugin" / "plugin.json").read_text())["name"] == "receipt-ledger"
+
+
+def test_install_warns_when_the_agent_could_read_a_signing_key(box: Box) -> None:
+    assert run_cli("keys", "generate", "ci", "--role", "deterministic", cwd=box.repo, env=box.env).returncode == 0
+    res = run_cli("hook", "install", "--agent", "claude-code", cwd=box.repo, env=box.env)
+    assert res.returncode == 0 and "warning: private key" in res.stderr and "(deterministic)" in res.stderr
+    assert "agent" not in res.stderr.split("warning:")[1].split("(")[0]  # the agent's own key is expected there
