@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from receipts import Contract
+    from receipts import Contract, ToolPolicy
 
 __all__ = ["EVENTS", "HookAnswer", "run_hook", "main", "task_in", "select_task", "TRACE_DIR", "CURRENT_TASK"]
 
@@ -120,41 +120,66 @@ class _Where:
         return self.ledger_dir / STATE_DIR / (self.session + ".json")
 
 
-def _contract(where: _Where) -> Contract | None:
-    """The task's contract from ``.ledger/contracts``; None if there is none; a contract
-    that does not parse cannot be evaluated."""
+def _contract_file(where: _Where) -> tuple[bytes, str] | None:
     path = where.ledger_dir / "contracts" / (where.task.replace("/", "_") + ".toml")
     try:
-        data = path.read_bytes()
+        return path.read_bytes(), str(path)
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise _CannotEvaluate("cannot read %s: %s" % (path, exc.strerror)) from None
+
+
+def _contract(where: _Where) -> Contract | None:
+    """The task's whole contract from ``.ledger/contracts`` (for the checks); None if there
+    is none; a contract that does not parse cannot be evaluated."""
+    found = _contract_file(where)
+    if found is None:
+        return None
     from receipts import ContractError, parse_contract
 
     try:
-        return parse_contract(data, str(path))
+        return parse_contract(*found)
     except (ContractError, ValueError) as exc:
-        raise _CannotEvaluate("contract %s does not parse: %s" % (path.name, exc)) from None
+        raise _CannotEvaluate("contract %s does not parse: %s" % (Path(found[1]).name, exc)) from None
 
 
-def _policy_bearing(contract: Contract) -> bool:
-    from receipts import ToolPolicy
+def _rules(where: _Where) -> tuple[ToolPolicy, tuple[str, ...], tuple[str, ...]] | None:
+    """The contract's tool policy, protected paths and secret names, read with the
+    contract parser's own functions but without building the whole contract (this runs
+    on every tool call)."""
+    found = _contract_file(where)
+    if found is None:
+        return None
+    from receipts import ContractError, tool_rules
 
-    return contract.tools != ToolPolicy() or bool(contract.protected_paths)
+    try:
+        return tool_rules(*found)
+    except (ContractError, ValueError) as exc:
+        raise _CannotEvaluate("contract %s does not parse: %s" % (Path(found[1]).name, exc)) from None
 
 
 # -- the session's trace -------------------------------------------------------------------------
 
 
-def _redacted(value: Any, contract: Contract | None, environ: Mapping[str, str]) -> Any:
+def _secret_names(where: _Where) -> tuple[str, ...]:
+    # PostToolUse records a call that has happened: a contract it cannot read still leaves
+    # the built-in token patterns to redact with.
+    try:
+        rules = _rules(where)
+    except _CannotEvaluate:
+        return ()
+    return rules[2] if rules is not None else ()
+
+
+def _redacted(value: Any, secret_names: tuple[str, ...], environ: Mapping[str, str]) -> Any:
     import io
 
     from .tiers._redact import Redactor
 
     text = json.dumps(value, sort_keys=True)
     out = io.BytesIO()
-    Redactor(contract.secret_env if contract else (), environ).copy(io.BytesIO(text.encode()), out)
+    Redactor(secret_names, environ).copy(io.BytesIO(text.encode()), out)
     try:
         return json.loads(out.getvalue())
     except ValueError:
@@ -203,20 +228,21 @@ def _permission(decision: str, reason: str) -> HookAnswer:
 
 def _pre_tool_use(where: _Where, payload: dict[str, Any] | None, problem: str | None) -> HookAnswer:
     try:
-        contract = _contract(where)
+        rules = _rules(where)
     except _CannotEvaluate as exc:
         return _permission("deny", "cannot evaluate the tool policy: %s" % exc)
-    if contract is None:
+    if rules is None:
         return HookAnswer(0, "", "receipt-ledger: no contract for %s; the tool policy is not checked\n" % where.task)
-    if not _policy_bearing(contract):
+    from receipts import REJECTED, REQUIRES_HUMAN, ToolPolicy, decide_tool_call
+
+    policy, protected, secrets = rules
+    if policy == ToolPolicy() and not protected:
         return HookAnswer()
     tool = payload.get("tool_name") if payload else None
     if problem is not None or not isinstance(tool, str):
         return _permission("deny", "cannot evaluate this call: %s" % (problem or "the payload names no tool"))
-    from receipts import REJECTED, REQUIRES_HUMAN, decide_tool_call
-
     args = payload.get("tool_input", {}) if payload else {}
-    decided = decide_tool_call(contract.tools, _steps(where) + 1, tool, args, contract.protected_paths, str(where.repo))
+    decided = decide_tool_call(policy, _steps(where) + 1, tool, args, protected, str(where.repo))
     if decided.decision not in (REJECTED, REQUIRES_HUMAN):
         return HookAnswer()
     _append(
@@ -225,7 +251,7 @@ def _pre_tool_use(where: _Where, payload: dict[str, Any] | None, problem: str | 
             "event": "PreToolUse",
             "time": int(time.time()),
             "tool": tool,
-            "arguments": _redacted(args, contract, where.environ),
+            "arguments": _redacted(args, secrets, where.environ),
             "tool_use_id": str((payload or {}).get("tool_use_id") or ""),
             "decision": decided.decision,
             "reason": decided.reason,
@@ -237,10 +263,6 @@ def _pre_tool_use(where: _Where, payload: dict[str, Any] | None, problem: str | 
 def _post_tool_use(where: _Where, payload: dict[str, Any] | None, problem: str | None) -> HookAnswer:
     if payload is None or not isinstance(payload.get("tool_name"), str):
         return HookAnswer(1, "", "receipt-ledger: PostToolUse not recorded: %s\n" % (problem or "no tool_name"))
-    try:
-        contract = _contract(where)
-    except _CannotEvaluate:
-        contract = None  # redact with the built-in patterns; the call already happened
     response = json.dumps(payload.get("tool_response"), sort_keys=True, separators=(",", ":"), default=str)
     _append(
         where,
@@ -248,7 +270,7 @@ def _post_tool_use(where: _Where, payload: dict[str, Any] | None, problem: str |
             "event": "PostToolUse",
             "time": int(time.time()),
             "tool": payload["tool_name"],
-            "arguments": _redacted(payload.get("tool_input", {}), contract, where.environ),
+            "arguments": _redacted(payload.get("tool_input", {}), _secret_names(where), where.environ),
             "tool_use_id": str(payload.get("tool_use_id") or ""),
             "decision": "executed",
             "output_sha256": hashlib.sha256(response.encode()).hexdigest(),

@@ -44,14 +44,11 @@ if TYPE_CHECKING:
         WEAKENING_RULES,
         Check,
         Contract,
-        ContractError,
         ContractRevision,
         JudgeSettings,
-        ToolPolicy,
         Waiver,
         contract_roles,
         parse_contract,
-        thaw,
         weakenings,
     )
     from ._deterministic import (
@@ -154,6 +151,7 @@ if TYPE_CHECKING:
         sshsig_sign,
         sshsig_verify,
     )
+    from ._toolpolicy import ContractError, ToolPolicy, thaw, tool_rules
     from ._tools import (
         APPROVED,
         REJECTED,
@@ -181,6 +179,7 @@ __all__ = [
     "decide_tool_calls",
     "WRITE_TOOLS",
     "written_path",
+    "tool_rules",
     "authorize_entry",
     "check_entry_signature",
     "next_keyring",
@@ -378,14 +377,14 @@ _WHERE = {
     "WEAKENING_RULES": "_contract",
     "Check": "_contract",
     "Contract": "_contract",
-    "ContractError": "_contract",
+    "ContractError": "_toolpolicy",
     "ContractRevision": "_contract",
     "JudgeSettings": "_contract",
-    "ToolPolicy": "_contract",
+    "ToolPolicy": "_toolpolicy",
     "Waiver": "_contract",
     "contract_roles": "_contract",
     "parse_contract": "_contract",
-    "thaw": "_contract",
+    "thaw": "_toolpolicy",
     "weakenings": "_contract",
     "CHECK_RESULT_FORMAT": "_deterministic",
     "CHECK_RESULT_MEDIA_TYPE": "_deterministic",
@@ -505,6 +504,7 @@ _WHERE = {
     "decide_tool_calls": "_tools",
     "WRITE_TOOLS": "_tools",
     "written_path": "_tools",
+    "tool_rules": "_toolpolicy",
 }
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from ._digest import Digest, Domain, domain_hash
 from ._errors import FormatError
 from ._model import FORMAT_VERSION, LADDER, Role, Tier, check_task_id
+from ._toolpolicy import ContractError, ToolPolicy, _freeze, _get, _Reader, _strings, _tools, thaw
 
 __all__ = [
     "thaw",
@@ -39,10 +40,6 @@ SIGNAL_TYPES = frozenset(
 CONTRACT_KINDS = frozenset({"code", "research", "planning"})
 NO_OP_KINDS = frozenset({"research", "planning"})
 _CHECK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-
-
-class ContractError(FormatError):
-    """A contract that does not parse; the message names the file, the line and the field."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,17 +71,6 @@ class JudgeSettings:
     max_diff_chars: int = 10000
     samples: int = 1
     criteria: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class ToolPolicy:
-    """What an agent may do while working on the task (checked against its trace)."""
-
-    allowed: tuple[str, ...] = ()  # empty: any tool not denied
-    denied: tuple[str, ...] = ()
-    requires_human: tuple[str, ...] = ()
-    max_steps: int | None = None
-    schemas: tuple[tuple[str, Any], ...] = ()  # (tool, JSON Schema) pairs, frozen
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,95 +107,6 @@ class Contract:
             if c.id == check_id:
                 return c
         return None
-
-
-def thaw(value: Any) -> Any:
-    """The inverse of `_freeze`: a frozen contract value back as JSON-like dicts and lists."""
-    if (
-        isinstance(value, tuple)
-        and value
-        and all(isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], str) for v in value)
-    ):
-        return {k: thaw(v) for k, v in value}
-    if isinstance(value, tuple):
-        return [thaw(v) for v in value]
-    return value
-
-
-def _freeze(value: Any) -> Any:
-    if isinstance(value, list):
-        return tuple(_freeze(v) for v in value)
-    if isinstance(value, dict):
-        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
-    return value
-
-
-class _Reader:
-    """Field access that reports the file, the line and the dotted field on error."""
-
-    def __init__(self, text: str, source: str) -> None:
-        self.lines = text.splitlines()
-        self.source = source
-
-    def line_of(self, field: str, table: str | None = None, index: int | None = None) -> int:
-        start = 0
-        if table is not None:
-            header = re.compile(
-                r"^\s*\[\[\s*%s\s*\]\]" % re.escape(table)
-                if index is not None
-                else r"^\s*\[\s*%s\s*\]" % re.escape(table)
-            )
-            seen = -1
-            for n, line in enumerate(self.lines):
-                if header.match(line):
-                    seen += 1
-                    if index is None or seen == index:
-                        start = n
-                        break
-        key = re.compile(r"^\s*%s\s*=" % re.escape(field))
-        for n in range(start, len(self.lines)):
-            if key.match(self.lines[n]):
-                return n + 1
-        return start + 1 if table is not None else 1
-
-    def fail(self, message: str, field: str, table: str | None = None, index: int | None = None) -> ContractError:
-        where = (
-            field
-            if table is None
-            else ("%s[%d].%s" % (table, index, field) if index is not None else "%s.%s" % (table, field))
-        )
-        return ContractError("%s:%d: %s: %s" % (self.source, self.line_of(field, table, index), where, message))
-
-
-def _get(
-    r: _Reader,
-    table: dict[str, Any],
-    field: str,
-    kind: type | tuple[type, ...],
-    default: Any = ...,
-    *,
-    tname: str | None = None,
-    index: int | None = None,
-) -> Any:
-    if field not in table:
-        if default is ...:
-            raise r.fail("is required", field, tname, index)
-        return default
-    value = table[field]
-    if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
-        raise r.fail("has the wrong type", field, tname, index)
-    if not isinstance(value, kind):
-        raise r.fail("has the wrong type", field, tname, index)
-    return value
-
-
-def _strings(
-    r: _Reader, table: dict[str, Any], field: str, tname: str | None = None, index: int | None = None
-) -> tuple[str, ...]:
-    value = _get(r, table, field, list, [], tname=tname, index=index)
-    if not all(isinstance(v, str) for v in value):
-        raise r.fail("must be a list of strings", field, tname, index)
-    return tuple(value)
 
 
 _BUDGET_FIELDS = {"check_timeout_s", "total_timeout_s", "repair_attempts", "no_progress_after"}
@@ -367,25 +264,6 @@ def _positive(r: _Reader, table: dict[str, Any], name: str, default: int) -> int
     if value < 1:
         raise r.fail("must be at least 1", name, "budgets")
     return value
-
-
-def _tools(r: _Reader, table: dict[str, Any]) -> ToolPolicy:
-    for field in sorted(table.keys() - {"allowed", "denied", "requires_human", "max_steps", "schemas"}):
-        raise r.fail("is not a tool policy setting", field, "tools")
-    schemas = _get(r, table, "schemas", dict, {}, tname="tools")
-    for tool, schema in schemas.items():
-        if not isinstance(schema, dict):
-            raise r.fail("must be a table holding a JSON Schema", tool, "tools.schemas")
-    max_steps = _get(r, table, "max_steps", int, None, tname="tools")
-    if max_steps is not None and max_steps < 1:
-        raise r.fail("must be at least 1", "max_steps", "tools")
-    return ToolPolicy(
-        allowed=_strings(r, table, "allowed", "tools"),
-        denied=_strings(r, table, "denied", "tools"),
-        requires_human=_strings(r, table, "requires_human", "tools"),
-        max_steps=max_steps,
-        schemas=tuple(sorted((t, _freeze(s)) for t, s in schemas.items())),
-    )
 
 
 _JUDGE_FIELDS = {

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._contract import ToolPolicy, thaw
+from ._toolpolicy import ToolPolicy, thaw
 
 __all__ = [
     "APPROVED",

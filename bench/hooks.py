@@ -1,0 +1,107 @@
+"""The agent hooks' start-up: whole-process wall time of `ledger hook pre-tool-use` and
+`ledger hook post-tool-use` on a realistic payload and contract, as a ratio to
+`python -c pass` measured in the same run, the three interleaved and repeated.
+
+The hooks run on every tool call an agent makes, so their start-up is the product.
+Target (issue 14): at most 2.5 times the floor at the median. Bytecode caches are
+allowed to be written and used, as an installed package has them.
+
+    python bench/hooks.py [--rounds 41]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+CONTRACT = """version = 1
+task = "TASK-1"
+goal = "greet people"
+kind = "code"
+owned_files = ["greet.py"]
+evidence_required = ["tests"]
+protected_paths = ["secrets/*", ".ledger/contracts/*"]
+secret_env = ["DEPLOY_TOKEN"]
+
+[policy]
+required_tiers = ["deterministic", "judge", "human"]
+
+[tools]
+denied = ["WebFetch"]
+requires_human = ["Deploy"]
+
+[tools.schemas.Bash]
+type = "object"
+required = ["command"]
+
+[[checks]]
+id = "tests"
+type = "test_passes"
+command = ["python3", "-c", "print('1 passed')"]
+"""
+
+
+def _payload(repo: Path, event: str) -> bytes:
+    doc = {
+        "session_id": "bench-session",
+        "transcript_path": str(repo / "transcript.jsonl"),
+        "cwd": str(repo),
+        "permission_mode": "default",
+        "hook_event_name": event,
+        "tool_name": "Edit",
+        "tool_input": {"file_path": str(repo / "greet.py"), "old_string": "hi", "new_string": "Hello"},
+        "tool_use_id": "toolu_01BenchBenchBenchBench",
+    }
+    if event == "PostToolUse":
+        doc["tool_response"] = {"filePath": str(repo / "greet.py"), "success": True}
+    return json.dumps(doc).encode()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=41)
+    args = parser.parse_args()
+    ledger_cmd = shutil.which("ledger", path=str(Path(sys.executable).parent)) or "ledger"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    with tempfile.TemporaryDirectory(prefix="bench-hooks-") as tmp:
+        repo = Path(tmp) / "repo"
+        (repo / ".ledger" / "contracts").mkdir(parents=True)
+        subprocess.run(["git", "init", "-q", "-b", "task-1", str(repo)], check=True)
+        (repo / ".ledger" / "contracts" / "TASK-1.toml").write_text(CONTRACT)
+        (repo / "greet.py").write_text("def greet(n):\n    return 'hi ' + n\n")
+        cases = {
+            "python -c pass": ([sys.executable, "-c", "pass"], b""),
+            "hook pre-tool-use": ([ledger_cmd, "hook", "pre-tool-use"], _payload(repo, "PreToolUse")),
+            "hook post-tool-use": ([ledger_cmd, "hook", "post-tool-use"], _payload(repo, "PostToolUse")),
+        }
+        for command, data in cases.values():  # warm the bytecode caches and the page cache
+            subprocess.run(command, input=data, cwd=repo, env=env, capture_output=True, check=True)
+        times: dict[str, list[float]] = {name: [] for name in cases}
+        for _ in range(args.rounds):
+            for name, (command, data) in cases.items():
+                started = time.perf_counter()
+                done = subprocess.run(command, input=data, cwd=repo, env=env, capture_output=True)
+                times[name].append(time.perf_counter() - started)
+                if done.returncode != 0 or (name == "hook pre-tool-use" and done.stdout):
+                    raise SystemExit("%s did not allow the call: %r %r" % (name, done.stdout, done.stderr))
+        floor = statistics.median(times["python -c pass"])
+        print("hook start-up, %d interleaved rounds (median wall time; ratio to python -c pass):" % args.rounds)
+        for name, values in times.items():
+            median = statistics.median(values)
+            print(
+                "  %-20s %7.1f ms   ratio %.2f   (p90 ratio %.2f)"
+                % (name, median * 1000, median / floor, statistics.quantiles(values, n=10)[-1] / floor)
+            )
+        print("target: ratio <= 2.5 at the median for both hooks")
+
+
+if __name__ == "__main__":
+    main()
