@@ -186,7 +186,12 @@ def derive_judge(run: Mapping[str, Any], replies: Mapping[str, bytes], contract:
     wanted = run.get("samples", settings.samples)
     if not isinstance(wanted, int) or isinstance(wanted, bool) or wanted < settings.samples:
         return SampleOutcome(Verdict.FAIL, 0, "fewer samples than the contract requires")
-    independent = contract.author_model is None or model_family(model) != model_family(contract.author_model)
+    # The contract's declared author wins; else the author model the run recorded from the
+    # agent's own claim, if any (a run without one is judged as before).
+    author = contract.author_model
+    if author is None and isinstance(run.get("author_model"), str) and run["author_model"]:
+        author = run["author_model"]
+    independent = author is None or model_family(model) != model_family(author)
     threshold = contract.judge_threshold_bp
     last: SampleOutcome | None = None
     for attempt in attempts:

@@ -301,3 +301,35 @@ def test_the_request_the_judge_receives_is_the_one_the_spec_documents(
     documented = spec[spec.index("**The request.**") : spec.index("A command judge receives")]
     assert set(sent) == set(re.findall(r"`([a-z_]+)`(?: =|,| \(| and)", documented)) - {"judge"}
     assert sent["format"] == "receipt-ledger/judge-request/v1"
+
+
+@pytest.mark.parametrize(
+    ("claimed", "verdict"), [("gpt-5.1-codex", r.Verdict.REVIEW), ("claude-sonnet-4-5", r.Verdict.PASS)]
+)
+def test_the_model_an_agent_claimed_with_takes_the_place_of_author_model(
+    env: tuple[Path, Ledger], claimed: str, verdict: r.Verdict
+) -> None:
+    """Issue 14: an agent hook records the model in the claim; with no author_model in the
+    contract, the judge's different-family rule holds against it, and verify re-derives
+    the same verdict from the recorded run."""
+    from ledger import record_event, resolve_candidate
+
+    repo, ledger = env
+    contract = contract_bytes(judge=judge_table("accept", "0.95", model="gpt-4o"))
+    register_contract(ledger, "TASK-1", contract, SIGNERS["admin"])
+    run = run_deterministic(
+        ledger, repo=repo, task_id="TASK-1", contract_bytes=contract, source="c.toml", signer=SIGNERS["ci"]
+    )
+    assert run.record.input_hash == resolve_candidate("HEAD", repo)
+    record_event(
+        ledger, SIGNERS["agent"], "TASK-1", r.EventType.ANSWER_PROPOSED, run.record.input_hash, {"model": claimed}
+    )
+    judged = run_judge(
+        ledger, task_id="TASK-1", contract_bytes=contract, candidate=run.record.input_hash, signer=SIGNERS["judge"]
+    )
+    assert judged.outcome.verdict is verdict
+    if verdict is r.Verdict.REVIEW:
+        assert "same model family" in judged.outcome.reason
+    receipt = seal_and_verify(env, contract, run.record.input_hash)
+    judge_line = next(t for t in receipt.tiers if t.tier is r.Tier.JUDGE)
+    assert judge_line.status == verdict.value and not [d for d in receipt.defects if d.code == "verdict-not-entailed"]

@@ -203,6 +203,20 @@ def _diff(store: Store, task_id: str, candidate: Digest, config: Digest) -> tupl
     return "the deterministic record's diff evidence is missing or altered", ""
 
 
+def _claimed_model(store: Store, task_id: str, candidate: Digest) -> str | None:
+    """The model named by the newest claim (answer_proposed) of this task on this candidate."""
+    from receipts import EventType
+
+    from .._events import task_events
+
+    for _, event, _ in reversed(task_events(store, task_id)):
+        if event.type is EventType.ANSWER_PROPOSED and event.candidate == candidate:
+            model = event.field("model")
+            if model:
+                return model
+    return None
+
+
 def run_judge(
     store: Store,
     *,
@@ -249,6 +263,11 @@ def run_judge(
         "attempts": [],
         "samples": n_samples,
     }
+    claimed = None if contract.author_model else _claimed_model(store, task_id, candidate)
+    if claimed is not None:
+        # The model the agent's own claim named (agent hooks): the different-family rule
+        # then holds against it, as against a contract's author_model (§6b).
+        run["author_model"] = claimed
     if skipped is None and isinstance(endpoint, Endpoint):
         for attempt in range(max(0, 1 + contract.judge.max_retries - prior)):
             asked: list[dict[str, Any]] = []
