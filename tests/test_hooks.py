@@ -305,3 +305,72 @@ def test_install_warns_when_the_agent_could_read_a_signing_key(box: Box) -> None
     res = run_cli("hook", "install", "--agent", "claude-code", cwd=box.repo, env=box.env)
     assert res.returncode == 0 and "warning: private key" in res.stderr and "(deterministic)" in res.stderr
     assert "agent" not in res.stderr.split("warning:")[1].split("(")[0]  # the agent's own key is expected there
+
+
+@pytest.mark.parametrize("path", sorted(VECTORS.glob("*/*.json")), ids=lambda p: "%s-%s" % (p.parent.name, p.stem))
+def test_every_payload_fixture_gets_a_well_formed_answer(path: Path, tmp_path: Path) -> None:
+    """Each agent's payload for each event, unknown extra field included: the hook answers
+    in the agent's format, exits 0 or 1 (never 2, which would block by accident), and
+    never prints a traceback."""
+    box = Box(tmp_path)
+    (box.repo / "app.py").write_text("print('fixed')\n")
+    git(box.repo, "commit", "-qam", "TASK-1: fixed")
+    doc = payload(
+        path.parent.name,
+        path.stem,
+        cwd=str(box.repo),
+        tool="Read",
+        tool_input={"file_path": str(box.repo / "app.py")},
+        command="pytest -q",
+        message="Done: app.py says fixed.",
+    )
+    res = box.hook(path.stem, doc)
+    assert res.returncode in (0, 1) and "Traceback" not in res.stderr, res.stderr
+    if res.stdout.strip():
+        answer = json.loads(res.stdout)
+        assert set(answer) <= {"decision", "reason", "hookSpecificOutput"}
+        if "hookSpecificOutput" in answer:
+            assert answer["hookSpecificOutput"]["hookEventName"] == doc["hook_event_name"]
+    if path.stem in ("stop", "subagent-stop"):
+        assert res.stdout == "" and "claim recorded" in res.stderr  # the checks pass: it may stop
+
+
+def test_a_stop_whose_claim_cannot_be_recorded_is_blocked_within_the_budget(tmp_path: Path) -> None:
+    box = Box(tmp_path, repair_attempts=1)
+    (box.repo / "app.py").write_text("print('fixed')\n")
+    git(box.repo, "commit", "-qam", "TASK-1: fixed")
+    (box.repo / ".ledger" / "ledger.db").write_bytes(b"not a database")  # a broken ledger
+    first = box.hook("stop", payload("claude-code", "stop", cwd=str(box.repo)))
+    reason = json.loads(first.stdout)["reason"]
+    assert first.returncode == 0 and "the claim could not be recorded" in reason
+    second = box.hook("stop", payload("claude-code", "stop", cwd=str(box.repo), stop_hook_active=True))
+    assert second.returncode == 0 and second.stdout == "" and "repair budget of 1 spent" in second.stderr
+    assert "Traceback" not in first.stderr + second.stderr
+
+
+def test_parallel_tool_calls_append_one_unbroken_chain(box: Box) -> None:
+    """An agent may run tools in parallel: eight PostToolUse hooks at once still leave one
+    chain with eight lines (the append holds a lock on the trace)."""
+    docs = [
+        payload("claude-code", "post-tool-use", cwd=str(box.repo), tool="Read", tool_input={"file_path": "f%d" % i})
+        for i in range(8)
+    ]
+    procs = [
+        subprocess.Popen(
+            [*LEDGER, "hook", "post-tool-use"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=box.repo,
+            env={**os.environ, **box.env},
+        )
+        for _ in docs
+    ]
+    for proc, doc in zip(procs, docs, strict=True):
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps(doc).encode())
+        proc.stdin.close()
+    assert [p.wait(timeout=120) for p in procs] == [0] * 8
+    rows = box.trace()  # checks every prev link
+    assert [r["seq"] for r in rows] == list(range(1, 9))
+    assert sorted(r["arguments"]["file_path"] for r in rows) == ["f%d" % i for i in range(8)]
