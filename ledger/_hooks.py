@@ -484,12 +484,12 @@ def run_hook(event: str, raw: bytes, environ: Mapping[str, str], cwd: Path | Non
     return _session_end(where, payload)
 
 
-def main(event: str) -> int:
+def main(event: str, environ: Mapping[str, str] | None = None) -> int:
     """`ledger hook EVENT`: the payload from stdin, the answer to stdout and stderr. A hook
     that fails unexpectedly still answers: a PreToolUse is denied, a Stop blocked."""
     raw = sys.stdin.buffer.read()
     try:
-        answer = run_hook(event, raw, os.environ)
+        answer = run_hook(event, raw, os.environ if environ is None else environ)
     except Exception as exc:  # never a traceback into the agent's loop
         reason = "receipt-ledger could not evaluate %s: %s" % (
             EVENTS[event],

@@ -1179,10 +1179,13 @@ def hook() -> None:
 
 def _hook_event(event: str) -> None:
     @hook.command(event, help="The %s hook: the agent's JSON payload on stdin." % HOOK_EVENTS[event])
-    def run() -> None:
+    @click.pass_context
+    def run(ctx: click.Context) -> None:
         from ._hooks import main as hook_main
 
-        sys.exit(hook_main(event))
+        # `ledger --dir D hook EVENT` (the plain form skips click: see ledger._entry).
+        chosen = ctx.find_root().params.get("ledger_dir")
+        sys.exit(hook_main(event, {**os.environ, "LEDGER_DIR": str(chosen)} if chosen else None))
 
 
 for _event in HOOK_EVENTS:

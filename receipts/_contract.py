@@ -7,7 +7,6 @@ Parsing takes bytes (no I/O), so the auditor can read contracts out of the ledge
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -15,7 +14,7 @@ from typing import Any
 from ._digest import Digest, Domain, domain_hash
 from ._errors import FormatError
 from ._model import FORMAT_VERSION, LADDER, Role, Tier, check_task_id
-from ._toolpolicy import ContractError, ToolPolicy, _freeze, _get, _Reader, _strings, _tools, thaw
+from ._toolpolicy import ContractError, ToolPolicy, _document, _freeze, _get, _Reader, _strings, _tools, thaw
 
 __all__ = [
     "thaw",
@@ -170,14 +169,7 @@ def _tiers(r: _Reader, policy: dict[str, Any]) -> tuple[Tier, ...]:
 
 def parse_contract(data: bytes, source: str = "contract") -> Contract:
     """Parse a contract's exact bytes (whose config hash the tier records carry)."""
-    try:
-        text = data.decode("utf-8")
-        doc = tomllib.loads(text)
-    except UnicodeDecodeError:
-        raise ContractError("%s: not UTF-8 text" % source) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ContractError("%s: %s" % (source, exc)) from None
-    r = _Reader(text, source)
+    r, doc = _document(data, source)
     version = _get(r, doc, "version", int, 1)
     if version != 1:
         raise r.fail("only version 1 is known", "version")

@@ -138,10 +138,9 @@ def _tools(r: _Reader, table: dict[str, Any]) -> ToolPolicy:
     )
 
 
-def tool_rules(data: bytes, source: str = "contract") -> tuple[ToolPolicy, tuple[str, ...], tuple[str, ...]]:
-    """A contract's tool policy, protected paths and secret names, read with the parser
-    `parse_contract` uses for them (the rest of the contract is not checked here: the
-    deterministic tier parses it whole). Raises `ContractError`."""
+def _document(data: bytes, source: str) -> tuple[_Reader, dict[str, Any]]:
+    """A contract file's TOML document and a reader for its fields (`ContractError` if it
+    is not UTF-8 TOML)."""
     try:
         text = data.decode("utf-8")
         doc = tomllib.loads(text)
@@ -149,7 +148,14 @@ def tool_rules(data: bytes, source: str = "contract") -> tuple[ToolPolicy, tuple
         raise ContractError("%s: not UTF-8 text" % source) from None
     except tomllib.TOMLDecodeError as exc:
         raise ContractError("%s: %s" % (source, exc)) from None
-    r = _Reader(text, source)
+    return _Reader(text, source), doc
+
+
+def tool_rules(data: bytes, source: str = "contract") -> tuple[ToolPolicy, tuple[str, ...], tuple[str, ...]]:
+    """A contract's tool policy, protected paths and secret names, read with the parser
+    `parse_contract` uses for them (the rest of the contract is not checked here: the
+    deterministic tier parses it whole). Raises `ContractError`."""
+    r, doc = _document(data, source)
     return (
         _tools(r, _get(r, doc, "tools", dict, {})),
         _strings(r, doc, "protected_paths"),
