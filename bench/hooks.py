@@ -79,6 +79,8 @@ def main() -> None:
         (repo / "greet.py").write_text("def greet(n):\n    return 'hi ' + n\n")
         cases = {
             "python -c pass": ([sys.executable, "-c", "pass"], b""),
+            # The least any hook that reads a JSON payload and a TOML contract imports.
+            "import json, tomllib": ([sys.executable, "-c", "import json, tomllib"], b""),
             "hook pre-tool-use": ([ledger_cmd, "hook", "pre-tool-use"], _payload(repo, "PreToolUse")),
             "hook post-tool-use": ([ledger_cmd, "hook", "post-tool-use"], _payload(repo, "PostToolUse")),
         }
@@ -101,6 +103,9 @@ def main() -> None:
                 % (name, median * 1000, median / floor, statistics.quantiles(values, n=10)[-1] / floor)
             )
         print("target: ratio <= 2.5 at the median for both hooks")
+        floor2 = statistics.median(times["import json, tomllib"])
+        for name in ("hook pre-tool-use", "hook post-tool-use"):
+            print("  %s against import json, tomllib: %.2f" % (name, statistics.median(times[name]) / floor2))
 
 
 if __name__ == "__main__":

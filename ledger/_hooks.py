@@ -18,7 +18,6 @@ PreToolUse needs, and everything else where it is used."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -61,6 +60,12 @@ class HookAnswer:
 
 class _CannotEvaluate(Exception):
     """The hook could not decide (no contract, a broken ledger, a malformed payload)."""
+
+
+def _sha256(data: bytes) -> str:
+    import hashlib  # only where a line is written: an allowed PreToolUse never needs it
+
+    return hashlib.sha256(data).hexdigest()
 
 
 def task_in(text: str) -> str | None:
@@ -196,7 +201,7 @@ def _append(where: _Where, row: dict[str, Any]) -> int:
         fcntl.flock(handle, fcntl.LOCK_EX)
         handle.seek(0)
         lines = handle.read().splitlines()
-        prev = hashlib.sha256(lines[-1]).hexdigest() if lines else _ZERO
+        prev = _sha256(lines[-1]) if lines else _ZERO
         line = json.dumps({**row, "seq": len(lines) + 1, "prev": prev}, sort_keys=True, separators=(",", ":"))
         handle.write(line.encode() + b"\n")
         handle.flush()
@@ -273,7 +278,7 @@ def _post_tool_use(where: _Where, payload: dict[str, Any] | None, problem: str |
             "arguments": _redacted(payload.get("tool_input", {}), _secret_names(where), where.environ),
             "tool_use_id": str(payload.get("tool_use_id") or ""),
             "decision": "executed",
-            "output_sha256": hashlib.sha256(response.encode()).hexdigest(),
+            "output_sha256": _sha256(response.encode()),
         },
     )
     return HookAnswer()
@@ -369,7 +374,7 @@ def _stop(where: _Where, payload: dict[str, Any] | None, problem: str | None, ev
     transcript = (payload or {}).get("transcript_path")
     if attachment is None and isinstance(transcript, str) and transcript:
         try:
-            fields["transcript_sha256"] = hashlib.sha256(Path(transcript).read_bytes()).hexdigest()
+            fields["transcript_sha256"] = _sha256(Path(transcript).read_bytes())
         except OSError:
             fields["transcript_sha256"] = "unreadable"
     try:
@@ -433,7 +438,7 @@ def _session_end(where: _Where, payload: dict[str, Any] | None) -> HookAnswer:
         "reason": "session end: %s" % str((payload or {}).get("reason") or "unknown")[:100],
         "session": where.session,
         "calls": str(len(lines)),
-        "trace_head": hashlib.sha256(lines[-1]).hexdigest() if lines else _ZERO,
+        "trace_head": _sha256(lines[-1]) if lines else _ZERO,
     }
     try:
         _record(where, "stop", fields, data or None)
