@@ -335,8 +335,13 @@ def _record(where: _Where, kind: str, fields: dict[str, str], attachment: bytes 
 def _stop(where: _Where, payload: dict[str, Any] | None, problem: str | None, event: str) -> HookAnswer:
     state = _state(where)
     active = bool(payload and payload.get("stop_hook_active"))
-    if not active:
-        state["blocks"] = 0  # a fresh stop, not the continuation of a repair loop we started
+    turn = (payload or {}).get("turn_id")
+    if not active and (turn is None or turn != state.get("turn")):
+        # A fresh stop (a new turn), not the continuation of a repair loop we started. Within
+        # one turn (Codex names it) the count goes on, whatever the flag says: a harness
+        # that never sets it must not get an endless loop.
+        state["blocks"] = 0
+    state["turn"] = turn
     failing: list[tuple[str, str]] = []
     budget = 5
     try:

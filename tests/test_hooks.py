@@ -210,12 +210,18 @@ def test_the_repair_loop_as_an_agent_drives_it(box: Box) -> None:
     assert status["nudge"]["unverified"] == 2
 
 
-def test_the_budget_ends_a_loop_that_cannot_pass_and_the_claim_is_unverified(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sets_the_flag", [True, False])
+def test_the_budget_ends_a_loop_that_cannot_pass_and_the_claim_is_unverified(
+    tmp_path: Path, sets_the_flag: bool
+) -> None:
+    """The loop ends after repair_attempts blocks, also under a harness that never sets
+    stop_hook_active (within one turn, which Codex names, the count goes on)."""
     box = Box(tmp_path, repair_attempts=2)
     cwd = str(box.repo)
     answers = []
     for i in range(4):
-        doc = payload("codex", "stop", cwd=cwd, stop_hook_active=i > 0, message="All done, tests pass!")
+        active = i > 0 and sets_the_flag
+        doc = payload("codex", "stop", cwd=cwd, stop_hook_active=active, message="All done, tests pass!")
         res = box.hook("stop", doc)
         assert res.returncode == 0, res.stderr
         answers.append(json.loads(res.stdout)["decision"] if res.stdout.strip() else "stop")
