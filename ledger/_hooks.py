@@ -402,11 +402,8 @@ def _stop(where: _Where, payload: dict[str, Any] | None, problem: str | None, ev
     state["blocks"] = 0
     _save_state(where, state)
     if outcome == "budget-spent":
-        return HookAnswer(
-            0,
-            "",
-            "receipt-ledger: repair budget of %d spent; stopping with the claim recorded as unverified\n" % budget,
-        )
+        said = "the claim recorded as unverified" if recorded is None else recorded
+        return HookAnswer(0, "", "receipt-ledger: repair budget of %d spent; stopping with %s\n" % (budget, said))
     return HookAnswer(0, "", "receipt-ledger: %s\n" % (recorded or "claim recorded; the checks pass (advisory)"))
 
 
