@@ -284,3 +284,33 @@ def test_a_merge_group_event_gates_the_queue_commit(
     assert res.returncode == 0, res.stdout + res.stderr
     assert "via its tree" in res.stdout
     assert github.requests == []  # a merge group has no pull-request comment
+
+
+def test_the_keys_exist_only_while_the_tiers_run_and_only_for_the_owner(
+    world: tuple[Path, dict[str, str], str], github: FakeGithub
+) -> None:
+    """The action writes each key input to a 0600 file in a 0700 folder for the tier that
+    needs it, and removes them when the tiers are done (the runner here records what a
+    tier would have found, instead of running it)."""
+    import os
+    import stat
+
+    from ledger import run_action
+
+    top, _, _ = world
+    workspace, head = _checkout(top, "keys-ws", "task-1")
+    event = _pull_request_event(top / "event.json", 11, head, "task-1", "TASK-1")
+    env = _actions_env(top, github, event, LEDGER_RUN="check", GITHUB_TOKEN="", **_keys(top))
+    seen: list[tuple[str, int, dict[str, int]]] = []
+
+    def runner(args: Any, child_env: Any, cwd: Path) -> subprocess.CompletedProcess[str]:
+        keys = Path(child_env["RECEIPT_LEDGER_KEYS"])
+        modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in keys.iterdir()}
+        seen.append((args[0], stat.S_IMODE(keys.stat().st_mode), modes))
+        assert not any(k.startswith("LEDGER_") and k.endswith("_KEY") for k in child_env)  # not in the tier's env
+        return subprocess.CompletedProcess(list(args), 0, '{"checks": []}', "")
+
+    report = run_action({**os.environ, **env}, workspace, runner=runner)
+    assert seen == [("check", 0o700, {"ci": 0o600, "judge": 0o600, "sealer": 0o600})]
+    assert report.tier_exits == {"check": 0} and report.gated is None
+    assert not list((top / "runner").glob("receipt-ledger-keys-*"))
