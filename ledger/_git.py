@@ -13,7 +13,17 @@ from receipts import Digest, FormatError, candidate_hash
 
 from ._errors import InputError
 
-__all__ = ["run_git", "git", "git_to_file", "git_text", "git_ok", "git_root", "resolve_commit", "resolve_candidate"]
+__all__ = [
+    "run_git",
+    "git",
+    "git_complaint",
+    "git_to_file",
+    "git_text",
+    "git_ok",
+    "git_root",
+    "resolve_commit",
+    "resolve_candidate",
+]
 
 # A bound for a hung git (a lock, a credential prompt), not a measure of speed.
 _GIT_TIMEOUT_S = 300
@@ -54,12 +64,18 @@ def git_to_file(repo: Path, out: BinaryIO, *args: str) -> bool:
     return done.returncode == 0
 
 
+def git_complaint(stderr: bytes) -> str:
+    """The line of git's stderr that says what went wrong: its first ``fatal:`` or
+    ``error:`` line (git often follows it with advice), else its last line."""
+    lines = [line.strip() for line in stderr.decode("utf-8", "replace").strip().splitlines() if line.strip()]
+    return next((line for line in lines if line.startswith(("fatal:", "error:"))), lines[-1] if lines else "no message")
+
+
 def git(repo: Path, *args: str, env: Mapping[str, str] | None = None, stdin: bytes | None = None) -> bytes:
-    """git's standard output; `InputError` with git's last line of complaint if it failed."""
+    """git's standard output; `InputError` with git's complaint if it failed."""
     out = run_git(repo, *args, env=env, stdin=stdin)
     if out.returncode != 0:
-        msg = out.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise InputError("git %s failed: %s" % (" ".join(args[:3]), msg[-1] if msg else out.returncode))
+        raise InputError("git %s failed: %s" % (" ".join(args[:3]), git_complaint(out.stderr)))
     return out.stdout
 
 

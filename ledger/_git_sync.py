@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ._errors import InputError
-from ._git import git, git_ok, run_git
+from ._git import git, git_complaint, git_ok, run_git
 from ._git_notes import BUNDLE_REFS, NOTES_REF, git_identity
 
 __all__ = ["SyncResult", "fetch_receipts", "push_receipts", "PUSH_ATTEMPTS", "fetch_refspecs"]
@@ -45,16 +45,11 @@ def fetch_refspecs(remote: str) -> tuple[str, str]:
     return "+%s:%s" % (NOTES_REF, _side_ref(remote)), "+%s*:%s*" % (BUNDLE_REFS, BUNDLE_REFS)
 
 
-def _last_line(out: bytes) -> str:
-    lines = out.decode("utf-8", "replace").strip().splitlines()
-    return lines[-1] if lines else "no message"
-
-
 def fetch_receipts(repo: Path, remote: str = "origin") -> SyncResult:
     """Bring the remote's receipt notes and bundles, and merge its notes into ours."""
     listed = run_git(repo, "ls-remote", "--", remote, NOTES_REF, BUNDLE_REFS + "*")
     if listed.returncode != 0:
-        raise InputError("cannot reach remote %r: %s" % (remote, _last_line(listed.stderr)))
+        raise InputError("cannot reach remote %r: %s" % (remote, git_complaint(listed.stderr)))
     names = {line.split("\t", 1)[1] for line in listed.stdout.decode().splitlines() if "\t" in line}
     notes_spec, bundle_spec = fetch_refspecs(remote)
     specs = ([notes_spec] if NOTES_REF in names else []) + (
@@ -63,7 +58,7 @@ def fetch_receipts(repo: Path, remote: str = "origin") -> SyncResult:
     if specs:
         done = run_git(repo, "fetch", "--quiet", "--no-write-fetch-head", remote, *specs)
         if done.returncode != 0:
-            raise InputError("git fetch of receipts from %r failed: %s" % (remote, _last_line(done.stderr)))
+            raise InputError("git fetch of receipts from %r failed: %s" % (remote, git_complaint(done.stderr)))
     if NOTES_REF not in names:
         return SyncResult(remote, False, False, 0)
     theirs = git_ok(repo, "rev-parse", "--verify", "--quiet", _side_ref(remote))
@@ -86,7 +81,7 @@ def fetch_receipts(repo: Path, remote: str = "origin") -> SyncResult:
             env=git_identity(repo),
         )
         if merged.returncode != 0:
-            raise InputError("merging the remote's receipt notes failed: %s" % _last_line(merged.stderr))
+            raise InputError("merging the remote's receipt notes failed: %s" % git_complaint(merged.stderr))
     return SyncResult(remote, True, False, 0)
 
 
@@ -100,12 +95,12 @@ def push_receipts(repo: Path, remote: str = "origin", attempts: int = PUSH_ATTEM
         merged_any = fetch_receipts(repo, remote).notes_merged or merged_any
         bundles = run_git(repo, "push", "--quiet", "--", remote, "%s*:%s*" % (BUNDLE_REFS, BUNDLE_REFS))
         if bundles.returncode != 0 and not _raced(bundles.stderr):
-            raise InputError("pushing receipt bundles to %r failed: %s" % (remote, _last_line(bundles.stderr)))
+            raise InputError("pushing receipt bundles to %r failed: %s" % (remote, git_complaint(bundles.stderr)))
         notes = run_git(repo, "push", "--quiet", "--", remote, "%s:%s" % (NOTES_REF, NOTES_REF))
         if bundles.returncode == 0 and notes.returncode == 0:
             return SyncResult(remote, merged_any, True, attempt)
         if notes.returncode != 0 and not _raced(notes.stderr):
-            raise InputError("pushing %s to %r failed: %s" % (NOTES_REF, remote, _last_line(notes.stderr)))
+            raise InputError("pushing %s to %r failed: %s" % (NOTES_REF, remote, git_complaint(notes.stderr)))
     raise InputError(
         "another writer kept pushing receipts to %r first; gave up after %d attempts (run it again)"
         % (remote, attempts)

@@ -23,10 +23,10 @@ import os
 import re
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from receipts import Contract, ToolPolicy
@@ -47,6 +47,7 @@ CURRENT_TASK = "current-task"
 _TASK_ID = re.compile(r"(?<![A-Za-z0-9])([A-Za-z][A-Za-z0-9]+-[0-9]+)(?![0-9])")
 _SESSION = re.compile(r"[^A-Za-z0-9._-]")
 _ZERO = "0" * 64
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,36 +136,34 @@ def _contract_file(where: _Where) -> tuple[bytes, str] | None:
         raise _CannotEvaluate("cannot read %s: %s" % (path, exc.strerror)) from None
 
 
-def _contract(where: _Where) -> Contract | None:
-    """The task's whole contract from ``.ledger/contracts`` (for the checks); None if there
-    is none; a contract that does not parse cannot be evaluated."""
+def _parsed(where: _Where, parse: Callable[[bytes, str], _T]) -> _T | None:
+    """The task's contract file through ``parse`` (None if there is none); a file that
+    does not parse cannot be evaluated."""
     found = _contract_file(where)
     if found is None:
         return None
-    from receipts import ContractError, parse_contract
+    from receipts import ContractError
 
     try:
-        return parse_contract(*found)
+        return parse(*found)
     except (ContractError, ValueError) as exc:
         raise _CannotEvaluate("contract %s does not parse: %s" % (Path(found[1]).name, exc)) from None
+
+
+def _contract(where: _Where) -> Contract | None:
+    """The whole contract (the Stop hook runs its checks)."""
+    from receipts import parse_contract
+
+    return _parsed(where, parse_contract)
 
 
 def _rules(where: _Where) -> tuple[ToolPolicy, tuple[str, ...], tuple[str, ...]] | None:
     """The contract's tool policy, protected paths and secret names, read with the
-    contract parser's own functions but without building the whole contract (this runs
-    on every tool call)."""
-    found = _contract_file(where)
-    if found is None:
-        return None
-    from receipts import ContractError, tool_rules
+    contract parser's own functions without building the whole contract (this runs on
+    every tool call)."""
+    from receipts import tool_rules
 
-    try:
-        return tool_rules(*found)
-    except (ContractError, ValueError) as exc:
-        raise _CannotEvaluate("contract %s does not parse: %s" % (Path(found[1]).name, exc)) from None
-
-
-# -- the session's trace -------------------------------------------------------------------------
+    return _parsed(where, tool_rules)
 
 
 def _secret_names(where: _Where) -> tuple[str, ...]:

@@ -380,3 +380,14 @@ def test_parallel_tool_calls_append_one_unbroken_chain(box: Box) -> None:
     rows = box.trace()  # checks every prev link
     assert [r["seq"] for r in rows] == list(range(1, 9))
     assert sorted(r["arguments"]["file_path"] for r in rows) == ["f%d" % i for i in range(8)]
+
+
+def test_a_contract_without_checks_is_no_advisory_pass(box: Box) -> None:
+    """The signed tier fails a code task whose contract declares no checks (§6a): the
+    in-loop check must not let its agent stop on an empty table."""
+    path = box.repo / ".ledger" / "contracts" / "TASK-1.toml"
+    text = path.read_text()
+    path.write_text(text[: text.index("[[checks]]")])
+    res = box.hook("stop", payload("claude-code", "stop", cwd=str(box.repo)))
+    answer = json.loads(res.stdout)
+    assert answer["decision"] == "block" and "the contract declares no checks" in answer["reason"]

@@ -235,3 +235,11 @@ def test_the_gate_names_weakenings_waivers_and_stale_approvals(world: tuple[Path
     doc = json.loads(ok("gate", "HEAD", "--json", cwd=dev, env=env))
     assert any(n.startswith("WEAKENING: ") for n in doc["notices"])
     assert any(n.startswith("stale approval (not counted): ") for n in doc["notices"])
+
+
+def test_an_unreachable_remote_is_one_line_naming_gits_complaint(world: tuple[Path, dict[str, str], str]) -> None:
+    top, _, _ = world
+    clone = fresh_clone(top, "lonely")
+    res = run_cli("receipts", "fetch", "--remote", "nowhere", cwd=clone, env=NO_KEYS)
+    assert res.returncode == 2 and res.stdout == "" and res.stderr.count("\n") == 1
+    assert "cannot reach remote 'nowhere': fatal:" in res.stderr and "Traceback" not in res.stderr

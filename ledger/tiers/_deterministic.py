@@ -188,4 +188,7 @@ def run_advisory(
             ok, why = True, "waived: %s" % waived[check.id]
         rows.append((check.id, ok, why))
     remember_check_outputs(repo, before)
+    if not contract.checks and not contract.no_op:
+        # §6a fails such a task in the signed tier: an empty table must not read as a pass here.
+        rows.append(("(contract)", False, "the contract declares no checks: nothing was verified"))
     return tuple(rows)
