@@ -96,7 +96,10 @@ def verify_lines(result: Result) -> list[str]:
     for w in result.stale:
         lines.append("stale (not counted): %s" % w)
     if result.ok:
-        lines.append("VERIFIED (%d chain entries checked)" % result.entries_checked)
+        lines.append(
+            "VERIFIED (%d chain entries checked%s)"
+            % (result.entries_checked, ", each proven into the checkpoint" if result.method == "proof" else "")
+        )
     else:
         lines.append("REJECTED: %d defect(s)" % len(result.defects))
         for d in result.defects:

@@ -895,6 +895,14 @@ def _witnesses(values: Sequence[str], quorum: int) -> tuple[WitnessKey, ...]:
     "--witness-quorum", default=0, type=click.IntRange(0, 64), help="Cosignatures required from --witness keys."
 )
 @click.option("--skip-evidence", is_flag=True, help="With --chain: do not read evidence blobs (the output says so).")
+@click.option(
+    "--method",
+    type=click.Choice(["auto", "proof", "walk"]),
+    default="auto",
+    show_default=True,
+    help="A receipt on a ledger: prove its entries into the newest checkpoint (proof), replay the chain (walk),"
+    " or prove where a checkpoint covers it and walk otherwise (auto).",
+)
 @json_option
 @click.pass_context
 def verify_cmd(
@@ -909,6 +917,7 @@ def verify_cmd(
     witnesses: Sequence[str],
     witness_quorum: int,
     skip_evidence: bool,
+    method: str,
     as_json: bool,
 ) -> None:
     """Recompute every hash and signature and re-derive merge_eligible.
@@ -947,7 +956,7 @@ def verify_cmd(
             _done(cres.ok)
         if hash_text is None and isinstance(source, BundleSource):
             hash_text = source.receipt_hash()
-        res = verify_receipt(source, hash_text or "", root, policy)
+        res = verify_receipt(source, hash_text or "", root, policy, method)
     finally:
         source.close()
     _emit(as_json, res.as_dict(), lib.verify_lines(res), root)

@@ -110,6 +110,7 @@ if TYPE_CHECKING:
     from ._lifecycle import State, Step, TaskState, derive_state
     from ._merkle import (
         EMPTY_ROOT,
+        CompactRange,
         MemoryTree,
         Nodes,
         consistency_proof,
@@ -200,6 +201,7 @@ __all__ = [
     "TaskEvent",
     "EMPTY_ROOT",
     "MemoryTree",
+    "CompactRange",
     "Nodes",
     "consistency_proof",
     "inclusion_proof",
@@ -459,6 +461,7 @@ _WHERE = {
     "derive_state": "_lifecycle",
     "EMPTY_ROOT": "_merkle",
     "MemoryTree": "_merkle",
+    "CompactRange": "_merkle",
     "Nodes": "_merkle",
     "consistency_proof": "_merkle",
     "inclusion_proof": "_merkle",

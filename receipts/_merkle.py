@@ -17,6 +17,7 @@ __all__ = [
     "node_hash",
     "Nodes",
     "MemoryTree",
+    "CompactRange",
     "tree_root",
     "inclusion_proof",
     "consistency_proof",
@@ -57,6 +58,43 @@ class MemoryTree:
 
     def node(self, level: int, index: int) -> bytes:
         return self.levels[level][index]
+
+
+class CompactRange:
+    """The hashes of the perfect subtrees that cover leaves [0, size), largest first: one
+    per set bit of ``size``, so at most 64. Enough to extend the tree leaf by leaf and to
+    compute its root at any size reached, without keeping the leaves (RFC 9162 §2.1.4's
+    consistency, proven by the one who folds the leaves in)."""
+
+    __slots__ = ("size", "hashes")
+
+    def __init__(self, size: int = 0, hashes: Sequence[bytes] = ()) -> None:
+        if size < 0 or len(hashes) != bin(size).count("1") or any(len(h) != 32 for h in hashes):
+            raise FormatError("a compact range of size %d has one 32-byte hash per set bit of its size" % size)
+        self.size = size
+        self.hashes = list(hashes)
+
+    def append(self, leaf: bytes) -> None:
+        """Add the next leaf hash; equal-sized subtrees merge as in a binary counter."""
+        self.hashes.append(leaf)
+        self.size += 1
+        carry = self.size
+        while not carry & 1:
+            right = self.hashes.pop()
+            self.hashes[-1] = node_hash(self.hashes[-1], right)
+            carry >>= 1
+
+    def root(self) -> bytes:
+        """RFC 6962 MTH of the leaves so far: the subtrees folded from the right."""
+        if not self.hashes:
+            return EMPTY_ROOT
+        root = self.hashes[-1]
+        for left in reversed(self.hashes[:-1]):
+            root = node_hash(left, root)
+        return root
+
+    def copy(self) -> CompactRange:
+        return CompactRange(self.size, tuple(self.hashes))
 
 
 def _split(size: int) -> int:

@@ -76,6 +76,7 @@ class Result:
     waivers: tuple[str, ...] = ()
     checkpoint: str | None = None
     sealed_at: int | None = None  # the receipt's signed creation time (Unix seconds)
+    method: str = "walk"  # "proof": entries proven into a checkpoint; "walk": the chain replayed
 
     @property
     def ok(self) -> bool:
@@ -99,6 +100,7 @@ class Result:
             "waivers": list(self.waivers),
             "checkpoint": self.checkpoint,
             "sealed_at": self.sealed_at,
+            "method": self.method,
             "defects": [d.as_dict() for d in self.defects],
         }
 

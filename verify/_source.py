@@ -197,6 +197,14 @@ class LedgerSource:
             return []
         return [(int(size), str(note)) for size, note in self._rows("SELECT size, note FROM checkpoints ORDER BY size")]
 
+    def newest_checkpoint(self) -> tuple[int, str] | None:
+        """The stored checkpoint of the largest tree size, if any."""
+        if not self._has_checkpoints():
+            return None
+        for size, note in self._rows("SELECT size, note FROM checkpoints ORDER BY size DESC LIMIT 1"):
+            return int(size), str(note)
+        return None
+
     def _has_checkpoints(self) -> bool:
         # A ledger made before checkpoints existed has no table: it has no checkpoint (§7).
         return bool(list(self._rows("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'checkpoints'")))

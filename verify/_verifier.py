@@ -39,21 +39,33 @@ from receipts import (
 
 from ._errors import CannotVerify, VerificationFailed
 from ._evidence import blob_problem, evidence_reader, read_blob, read_evidence
+from ._flat import flat_source
 from ._result import ChainResult, Defect, Finding, Result, TierLine
 from ._source import LedgerSource, Source, StoredEntry
 from ._transparency import Transparency
 from ._trust import Trust
 from ._walk import SignatureQueue, Walk, describe_waiver
 
-__all__ = ["verify_receipt", "verify_receipt_strict", "verify_chain", "RECEIPT_CLOCK_SKEW"]
+__all__ = ["verify_receipt", "verify_receipt_strict", "verify_chain", "RECEIPT_CLOCK_SKEW", "METHODS"]
 
 
 RECEIPT_CLOCK_SKEW = 300  # seconds a receipt's own date may trail the entry that appended it
 
 
-def verify_receipt(source: Source, target: str, trust: Trust, transparency: Transparency | None = None) -> Result:
+METHODS = ("auto", "proof", "walk")
+
+
+def verify_receipt(
+    source: Source, target: str, trust: Trust, transparency: Transparency | None = None, method: str = "auto"
+) -> Result:
     """Verify one receipt against ``trust`` (a pinned `TrustRoot`, or the explicitly
     unsafe `UnsafeTrustOnFirstUse`).
+
+    On a ledger, ``method`` says how (docs/format.md §8): ``proof`` reads only the
+    receipt's task and keyring entries and proves each into the newest signed checkpoint,
+    in time that does not grow with the ledger; ``walk`` replays every entry up to the
+    receipt; ``auto`` (the default) proves where a checkpoint covers the receipt and walks
+    otherwise, saying so. A bundle is always checked by proof.
 
     The steps, numbered as in docs/format.md §8:
       1. resolve ``target`` to a receipt entry;
@@ -68,19 +80,32 @@ def verify_receipt(source: Source, target: str, trust: Trust, transparency: Tran
 
     Returns a `Result` listing every defect found. Raises `CannotVerify` only when the
     check cannot run at all (unknown hash, unreadable source, a worker that died)."""
+    if method not in METHODS:
+        raise ValueError("method is one of %s" % ", ".join(METHODS))
+    policy = transparency or Transparency()
     stored = _step1_resolve(source, target)
+    used = "proof" if source.sparse else "walk"
+    fallback: tuple[str, ...] = ()
+    if isinstance(source, LedgerSource) and method != "walk":
+        flat = flat_source(source, stored, policy)
+        if isinstance(flat, str):
+            if method == "proof":
+                raise CannotVerify("cannot verify by proof: %s (`--method walk` replays the chain instead)" % flat)
+            fallback = ("not checked by proof (%s): the chain was walked from its genesis instead" % flat,)
+        else:
+            source, used = flat, "proof"
     walk = _step2_replay(source, trust, stored.seq)
     found = walk.bodies.get(stored.body_hash)
     if found is None or not isinstance(found[1], LadderReceipt):
         defects = (*walk.defects, Defect("receipt-malformed", "the receipt entry could not be read", stored.seq))
-        return Result(target, defects, walk.trust_label, entries_checked=walk.entries)
+        return Result(target, defects, walk.trust_label, entries_checked=walk.entries, method=used)
     receipt_entry, receipt = found[0], found[1]
     contract = walk.contracts.get((receipt.task_id, receipt.config_hash.value))
     step4 = _step4_receipt(receipt, receipt_entry, contract)
     step5 = _step5_records(walk, source, receipt, receipt_entry)
     step6, stale = _step6_human_slot(walk, receipt, receipt_entry)
     derived, step7 = _step7_eligibility(receipt, receipt_entry, contract, step5)
-    step8 = _step8_transparency(source, walk, stored.seq, transparency or Transparency())
+    step8 = _step8_transparency(source, walk, stored.seq, policy)
     return Result(
         target=target,
         trust=walk.trust_label,
@@ -95,7 +120,7 @@ def verify_receipt(source: Source, target: str, trust: Trust, transparency: Tran
         tiers=tuple(step5.lines),
         entries_checked=walk.entries,
         weakenings=tuple(d for t, d in walk.weakened if t == receipt.task_id),
-        warnings=(*step5.warnings, *step8.warnings),
+        warnings=(*step5.warnings, *step8.warnings, *fallback),
         stale=stale,
         waivers=tuple(
             describe_waiver(seq, w, label)
@@ -103,14 +128,15 @@ def verify_receipt(source: Source, target: str, trust: Trust, transparency: Tran
             if w.task_id == receipt.task_id and seq < receipt_entry.seq and w.in_force(receipt.created)
         ),
         checkpoint=step8.checkpoint,
+        method=used,
     )
 
 
 def verify_receipt_strict(
-    source: Source, target: str, trust: Trust, transparency: Transparency | None = None
+    source: Source, target: str, trust: Trust, transparency: Transparency | None = None, method: str = "auto"
 ) -> Result:
     """As `verify_receipt`, but raise `VerificationFailed` (holding the result) unless it verified."""
-    result = verify_receipt(source, target, trust, transparency)
+    result = verify_receipt(source, target, trust, transparency, method)
     if not result.ok:
         raise VerificationFailed(result)
     return result
