@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._clock import frozen_clock
-    from ._config import describe_store, open_source, shared_store, write_store_config
+    from ._config import describe_store, open_source, shared_store, write_store_config, write_text_atomic
     from ._contracts import ContractHistoryRow, contract_history, current_contract, register_contract, waive_check
     from ._demo import demo_contract, run_demo
     from ._environment import VERSION, environment_digest
@@ -99,6 +99,7 @@ __all__ = [
     "shared_store",
     "open_source",
     "write_store_config",
+    "write_text_atomic",
     "describe_store",
     "pull",
     "PullResult",
@@ -255,6 +256,7 @@ _WHERE = {
     "shared_store": "_config",
     "open_source": "_config",
     "write_store_config": "_config",
+    "write_text_atomic": "_config",
     "describe_store": "_config",
     "pull": "_mirror",
     "PullResult": "_mirror",

@@ -106,3 +106,17 @@ def open_source(root: Path, store: str | None) -> LedgerSource:
 def describe_store(root: Path, store: str | None) -> str:
     """Where a ledger is, for messages: the store's URL without its password, or the directory."""
     return redact_url(store) if store is not None else str(root)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` all at once: a crash leaves the old file or the new one."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + "-")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise InputError("cannot write %s: %s" % (path, exc)) from None

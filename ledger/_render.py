@@ -6,6 +6,7 @@ import dataclasses
 import enum
 import json
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from receipts import Digest, Keyring, KeySpec, LadderReceipt, TierRecord, decode_body, decode_entry, public_key_line
@@ -107,13 +108,24 @@ def verify_lines(result: Result) -> list[str]:
     return lines
 
 
-def chain_lines(result: ChainResult) -> list[str]:
+def chain_lines(result: ChainResult, state_file: Path | None = None) -> list[str]:
     """A whole-chain audit for a person: the head, the trust, and the first bad entry."""
     lines = ["entries   %d" % result.entries, "head      %s" % (result.head or "-"), "trust     %s" % result.trust]
+    if result.resumed_from is not None:
+        lines.append(
+            "resumed   from your audit state at size %d: entries %d to %d walked, the rest proven by the checkpoint"
+            % (result.resumed_from, result.resumed_from, result.entries - 1)
+        )
     if result.evidence_blobs is None:
         lines.append("evidence  NOT CHECKED (--skip-evidence): blobs were not read, only the entries")
     else:
-        lines.append("evidence  %d distinct blob(s) re-hashed" % result.evidence_blobs)
+        lines.append("evidence  %d blob(s) re-hashed" % result.evidence_blobs)
+    if state_file is not None:
+        lines.append(
+            "state     written to %s (size %d)" % (state_file, result.state.size)
+            if result.state is not None
+            else "state     NOT written: only a clean audit up to a checkpoint leaves a state"
+        )
     if result.ok:
         lines.append("VERIFIED: the whole chain checks out")
     else:

@@ -789,11 +789,11 @@ class Ledger:
 
     def _sync_tree(self) -> None:
         """Fill in tree nodes for entries appended before the tree existed (older ledgers)."""
-        leaves = self.backend.sql("SELECT count(*) FROM tree WHERE level = 0").fetchone()[0]
+        leaves = self.backend.sql("SELECT coalesce(max(idx) + 1, 0) FROM tree WHERE level = 0").fetchone()[0]
         if leaves >= self.reader.count():
             return
         with self.backend.write():
-            leaves = self.backend.sql("SELECT count(*) FROM tree WHERE level = 0").fetchone()[0]
+            leaves = self.backend.sql("SELECT coalesce(max(idx) + 1, 0) FROM tree WHERE level = 0").fetchone()[0]
             for seq, data in self.backend.sql(
                 "SELECT seq, entry FROM entries WHERE seq >= ? ORDER BY seq", (leaves,)
             ).fetchall():

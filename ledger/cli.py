@@ -896,6 +896,17 @@ def _witnesses(values: Sequence[str], quorum: int) -> tuple[WitnessKey, ...]:
 )
 @click.option("--skip-evidence", is_flag=True, help="With --chain: do not read evidence blobs (the output says so).")
 @click.option(
+    "--resume",
+    "resume_path",
+    type=_FILE,
+    help="With --chain: the state a clean audit left; walk only the entries after it, then update it.",
+)
+@click.option(
+    "--save-state",
+    type=_FILE,
+    help="With --chain: after a clean audit, write its state at the newest checkpoint here (for --resume).",
+)
+@click.option(
     "--method",
     type=click.Choice(["auto", "proof", "walk"]),
     default="auto",
@@ -917,16 +928,22 @@ def verify_cmd(
     witnesses: Sequence[str],
     witness_quorum: int,
     skip_evidence: bool,
+    resume_path: Path | None,
+    save_state: Path | None,
     method: str,
     as_json: bool,
 ) -> None:
     """Recompute every hash and signature and re-derive merge_eligible.
 
     Exit 0 verified, 1 rejected, 2 cannot run."""
-    from verify import BundleSource, LedgerSource, Transparency, verify_chain, verify_receipt
+    from verify import AuditState, BundleSource, LedgerSource, Transparency, verify_chain, verify_receipt
 
     if bundle is not None and chain:
         raise lib.InputError("--chain audits a ledger, not a bundle")
+    if (resume_path or save_state) and not chain:
+        raise lib.InputError("--resume and --save-state go with --chain")
+    resume = AuditState.from_json(_read_text(resume_path, "audit state")) if resume_path else None
+    save_state = save_state or resume_path
     if bundle is None and commit_rev is None and chain == (hash_text is not None):
         raise lib.InputError("give either a receipt HASH or --chain")
     policy = Transparency(
@@ -945,14 +962,22 @@ def verify_cmd(
     source: BundleSource | LedgerSource = BundleSource(bundle) if bundle is not None else _source(ctx)
     try:
         if chain and isinstance(source, LedgerSource):
+            todo = source.count() - (resume.size if resume else 0)
             if sys.stderr.isatty() and not as_json:
-                with click.progressbar(length=source.count(), label="verifying chain", file=sys.stderr) as bar:
+                with click.progressbar(length=max(todo, 0), label="verifying chain", file=sys.stderr) as bar:
                     cres = verify_chain(
-                        source, root, progress=bar.update, transparency=policy, evidence=not skip_evidence
+                        source,
+                        root,
+                        progress=bar.update,
+                        transparency=policy,
+                        evidence=not skip_evidence,
+                        resume=resume,
                     )
             else:
-                cres = verify_chain(source, root, transparency=policy, evidence=not skip_evidence)
-            _emit(as_json, cres.as_dict(), lib.chain_lines(cres), root)
+                cres = verify_chain(source, root, transparency=policy, evidence=not skip_evidence, resume=resume)
+            if save_state is not None and cres.state is not None:
+                lib.write_text_atomic(save_state, cres.state.to_json())
+            _emit(as_json, cres.as_dict(), lib.chain_lines(cres, save_state), root)
             _done(cres.ok)
         if hash_text is None and isinstance(source, BundleSource):
             hash_text = source.receipt_hash()

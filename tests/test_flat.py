@@ -8,11 +8,12 @@ import dataclasses
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
+import test_tamper
 
 import receipts as r
-import test_tamper
 from conftest import ADMIN_ID, SIGNERS, Sample, build_sample, read_rows, run_cli, write_rows
 from ledger import Ledger
 from verify import CannotVerify, LedgerSource, Result, Transparency, TrustRoot, verify_receipt
@@ -158,7 +159,10 @@ def test_a_kept_checkpoint_is_proven_consistent_by_proof(tmp_path: Path) -> None
 @pytest.mark.parametrize("resigned", [False, True], ids=["checkpoint-before-tamper", "checkpoint-re-signed"])
 @pytest.mark.parametrize("case", test_tamper.VECTORS, ids=[c["name"] for c in test_tamper.VECTORS])
 def test_every_tamper_vector_is_rejected_by_proof(
-    case: dict, resigned: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch  # type: ignore[type-arg]
+    case: dict[str, Any],
+    resigned: bool,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # The sample's every entry lies on the receipt's task or keyring chain, so checking by
     # proof must reject each attack, whether or not the attacker also re-signed the checkpoint.

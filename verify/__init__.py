@@ -10,9 +10,10 @@ from ._errors import CannotVerify, NoLedger, VerificationFailed, VerifyError
 from ._evidence import SMALL_BLOB, evidence_reader, read_blob, read_evidence
 from ._result import ChainResult, Defect, Finding, Result, TierLine
 from ._source import LedgerSource, Source, StoredEntry
+from ._state import AUDIT_STATE_FORMAT, AuditState
 from ._transparency import Transparency, WitnessKey
 from ._trust import Trust, TrustRoot, UnsafeTrustOnFirstUse, parse_allowed_signers
-from ._verifier import verify_chain, verify_receipt, verify_receipt_strict
+from ._verifier import METHODS, verify_chain, verify_receipt, verify_receipt_strict
 from .postgres import PostgresSource
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "verify_receipt",
     "verify_receipt_strict",
     "verify_chain",
+    "METHODS",
     # what they read
     "Source",
     "LedgerSource",
@@ -34,6 +36,8 @@ __all__ = [
     "parse_allowed_signers",
     "Transparency",
     "WitnessKey",
+    "AuditState",
+    "AUDIT_STATE_FORMAT",
     # the one evidence reader (re-hashes what it returns)
     "read_blob",
     "read_evidence",

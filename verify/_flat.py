@@ -223,7 +223,9 @@ def flat_source(ledger: LedgerSource, receipt: StoredEntry, policy: Transparency
             if kept_size > 0:
                 consistency = consistency_proof(nodes, kept_size, size)
     except _MissingNode:
-        return "the ledger's stored Merkle tree lacks nodes below size %d (an older ledger: open it with `ledger`)" % size
+        return (
+            "the ledger's stored Merkle tree lacks nodes below size %d (an older ledger: open it with `ledger`)" % size
+        )
     except ReceiptsError as exc:
         return str(exc)
     entries = {seq: e for seq, e in entries.items() if seq < size}

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from receipts import Tier
+
+if TYPE_CHECKING:
+    from ._state import AuditState
 
 __all__ = ["Defect", "TierLine", "Finding", "Result", "ChainResult"]
 
@@ -113,7 +117,9 @@ class ChainResult:
     defects: tuple[Defect, ...]
     trust: str
     head: str | None
-    evidence_blobs: int | None = None  # distinct blobs re-hashed; None when the audit skipped evidence
+    evidence_blobs: int | None = None  # blobs re-hashed; None when the audit skipped evidence
+    resumed_from: int | None = None  # the audit state's size, when only the entries after it were walked
+    state: AuditState | None = None  # a clean audit's state at the newest checkpoint, to resume from
 
     @property
     def ok(self) -> bool:
@@ -129,6 +135,8 @@ class ChainResult:
             "verified": self.ok,
             "entries": self.entries,
             "evidence_blobs_checked": self.evidence_blobs,
+            "resumed_from": self.resumed_from,
+            "state_size": self.state.size if self.state is not None else None,
             "trust": self.trust,
             "head": self.head,
             "first_bad_entry": self.first_bad,

@@ -157,6 +157,12 @@ class LedgerSource:
             return 0 if n is None else int(n) + 1
         return 0
 
+    def rows_below(self, size: int) -> int:
+        """How many entries are stored below ``size`` (a scan of the key, not of the rows)."""
+        for (n,) in self._rows("SELECT count(*) FROM entries WHERE seq < ?", (size,)):
+            return int(n)
+        return 0
+
     def iter_entries(
         self, upto: int | None = None, task: str | None = None, kind: str | None = None
     ) -> Iterator[StoredEntry]:

@@ -12,9 +12,9 @@ from receipts import (
     KEYRING_KINDS,
     Body,
     Checkpoint,
+    CompactRange,
     Entry,
     Keyring,
-    MemoryTree,
     ReceiptsError,
     Role,
     SignedNote,
@@ -28,7 +28,6 @@ from receipts import (
     parse_public_key_blob,
     parse_public_key_line,
     replay_keyring,
-    tree_root,
 )
 
 from ._errors import CannotVerify
@@ -76,14 +75,15 @@ class Transparency:
 
 
 def _keyring_entries(source: LedgerSource, upto: int) -> Iterator[tuple[Entry, Body]]:
-    kinds = {k.value for k in KEYRING_KINDS}
-    for stored in source.iter_entries(upto=upto - 1):
-        if stored.kind in kinds:
-            try:
-                entry = decode_entry(stored.entry)
-                yield entry, decode_body(entry.kind, stored.body)
-            except ReceiptsError:
-                continue  # the chain walk reports it; an undecodable change grants nothing here
+    # By the kind column, as before: a forged column is the chain walk's to report.
+    kinds = sorted(k.value for k in KEYRING_KINDS)
+    found = [e for kind in kinds for e in source.iter_entries(upto=upto - 1, kind=kind)]
+    for stored in sorted(found, key=lambda e: e.seq):
+        try:
+            entry = decode_entry(stored.entry)
+            yield entry, decode_body(entry.kind, stored.body)
+        except ReceiptsError:
+            continue  # the chain walk reports it; an undecodable change grants nothing here
 
 
 def checkpoint_signer(ring: Keyring | None, note: SignedNote, origin: str, size: int) -> str | None:
@@ -128,10 +128,30 @@ def read_checkpoint(text: str, origin: str) -> tuple[SignedNote, Checkpoint] | s
     return note, cp
 
 
-def ledger_transparency(source: LedgerSource, origin: str, receipt_seq: int, policy: Transparency) -> Finding:
+def _roots(source: LedgerSource, sizes: set[int], count: int) -> dict[int, bytes]:
+    """The tree's root at each size that the ledger reaches, its leaves folded into a
+    compact range as they stream past (memory does not grow with the ledger)."""
+    leaves = CompactRange()
+    roots = {0: leaves.root()} if 0 in sizes else {}
+    for data in source.entry_bytes(min(max(sizes, default=0), count)):
+        leaves.append(leaf_hash(data))
+        if leaves.size in sizes:
+            roots[leaves.size] = leaves.root()
+    return roots
+
+
+def ledger_transparency(
+    source: LedgerSource,
+    origin: str,
+    receipt_seq: int,
+    policy: Transparency,
+    roots: dict[int, bytes] | None = None,
+    ring: Keyring | None = None,
+) -> Finding:
     """Step 8 on a whole ledger: the newest checkpoint covering ``receipt_seq`` (-1: any)
     is signed by a valid seal or admin key and its root is recomputed from the entries; a
-    kept checkpoint (``policy.since``) is still a prefix of the ledger."""
+    kept checkpoint (``policy.since``) is still a prefix of the ledger. A chain audit,
+    which folded the leaves and replayed the keyring as it walked, passes both in."""
     defects: list[Defect] = []
     warnings: list[str] = []
     stored = [(size, text) for size, text in source.checkpoints() if size > receipt_seq]
@@ -141,14 +161,15 @@ def ledger_transparency(source: LedgerSource, origin: str, receipt_seq: int, pol
         raise CannotVerify("--since: %s" % kept)
     sizes = [size for size, _ in stored[-1:]] + ([kept[1].size] if kept else [])
     count = source.count()
-    leaves = [leaf_hash(b) for b in source.entry_bytes(min(max(sizes, default=0), count))]
-    tree = MemoryTree(leaves) if leaves else None
-    ring = replay_keyring(_keyring_entries(source, max(max(sizes, default=0), receipt_seq + 1)), verify_signatures=True)
+    if roots is None:
+        roots = _roots(source, set(sizes), count)
+    if ring is None:
+        ring = replay_keyring(
+            _keyring_entries(source, max(max(sizes, default=0), receipt_seq + 1)), verify_signatures=True
+        )
 
     def root_at(size: int) -> bytes | None:
-        if size > len(leaves):
-            return None
-        return tree_root(tree, size) if tree is not None else tree_root(MemoryTree([]), 0)
+        return roots.get(size) if size <= count else None
 
     used = None
     # Witness quorums of the checkpoints that cover the receipt: any one that meets the quorum

@@ -16,6 +16,7 @@ from receipts import (
     JUDGE_RUN_FORMAT,
     JUDGE_RUN_MEDIA_TYPE,
     LADDER,
+    CompactRange,
     Contract,
     Digest,
     Eligibility,
@@ -23,17 +24,24 @@ from receipts import (
     EntryKind,
     FormatError,
     LadderReceipt,
+    ReceiptsError,
     SampleOutcome,
     Tier,
     TierRecord,
     Verdict,
+    decode_body,
+    decode_entry,
     derive_human,
     derive_judge,
     derive_merge_eligible,
     entry_hash,
     evidence_list_hash,
     latest_human_decisions,
+    leaf_hash,
+    parse_checkpoint,
+    parse_note,
     rederive_deterministic,
+    replay_keyring,
     waivers_in_force,
 )
 
@@ -42,7 +50,8 @@ from ._evidence import blob_problem, evidence_reader, read_blob, read_evidence
 from ._flat import flat_source
 from ._result import ChainResult, Defect, Finding, Result, TierLine
 from ._source import LedgerSource, Source, StoredEntry
-from ._transparency import Transparency
+from ._state import AuditState
+from ._transparency import Transparency, checkpoint_signer, ledger_transparency, read_checkpoint
 from ._trust import Trust
 from ._walk import SignatureQueue, Walk, describe_waiver
 
@@ -531,6 +540,24 @@ def _step8_transparency(source: Source, walk: Walk, receipt_seq: int, policy: Tr
 # -- the whole chain ------------------------------------------------------------------------------
 
 
+class _Recent(dict[tuple[Digest, int], "str | None"]):
+    """Blobs already re-hashed in this audit, the oldest forgotten past a bound: a blob
+    forgotten and met again is read again, so memory stays bounded and nothing is skipped."""
+
+    LIMIT = 1 << 16
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.read = 0
+
+    def __setitem__(self, key: tuple[Digest, int], value: str | None) -> None:
+        if key not in self:
+            self.read += 1
+            if len(self) >= self.LIMIT:
+                del self[next(iter(self))]
+        super().__setitem__(key, value)
+
+
 def verify_chain(
     source: LedgerSource,
     trust: Trust,
@@ -538,38 +565,127 @@ def verify_chain(
     transparency: Transparency | None = None,
     workers: int | None = None,
     evidence: bool = True,
+    resume: AuditState | None = None,
 ) -> ChainResult:
     """Audit every entry of a ledger: steps 2 and 3 for the whole chain with every signature
     checked (on ``workers`` processes, default every core), step 5d for every tier record's
-    evidence (each blob read once, in chunks; ``evidence=False`` skips it and the result
-    says so), then step 8 against the newest checkpoint (and a kept one). Returns a
-    `ChainResult` naming the first bad entry; raises `CannotVerify` if the ledger cannot be
-    read or a signature worker dies."""
+    evidence (``evidence=False`` skips it and the result says so), then step 8 against the
+    newest checkpoint (and a kept one). Entries stream past and the leaves fold into a
+    compact range: memory does not grow with the ledger.
+
+    With ``resume`` (the state a clean audit left), only the entries after the state's
+    checkpoint are walked, from the state's keyring and task heads, and the leaves fold on
+    from its compact range: the newest checkpoint's root then proves the audited prefix
+    unchanged. A clean result carries the state at the newest checkpoint (``state``).
+    Returns a `ChainResult` naming the first bad entry; raises `CannotVerify` if the ledger
+    or the state cannot be read, or a signature worker dies."""
+    policy = transparency or Transparency()
+    if resume is not None and policy.since is not None:
+        raise CannotVerify("--since with --resume: the audit state already holds the checkpoint you audited up to")
+    count = source.count()
+    newest = source.newest_checkpoint()
+    wanted = {newest[0]} if newest is not None else set()
+    if policy.since is not None:
+        try:
+            wanted.add(parse_checkpoint(parse_note(policy.since).text).size)
+        except ReceiptsError:
+            pass  # step 8 refuses a kept checkpoint that is not one
     queue = SignatureQueue(workers or os.cpu_count() or 1)
-    walk = Walk(trust, deferred=queue)
-    count = 0
+    walk: Walk
+    found: list[Defect] = []
+    if resume is None:
+        walk, leaves = Walk(trust, deferred=queue, keep=False), CompactRange()
+    else:
+        walk, leaves = Walk.resumed(resume, trust, queue), _resumed_range(resume)
+        found = _resume_defects(source, resume, count, newest)
+    roots: dict[int, bytes] = {}
+    state: AuditState | None = None
+    seen = _Recent()
     last: StoredEntry | None = None
-    seen: dict[tuple[Digest, int], str | None] = {}
+
+    def reached() -> None:
+        nonlocal state
+        if leaves.size in wanted:
+            roots[leaves.size] = leaves.root()
+        if newest is not None and leaves.size == newest[0]:
+            state = walk.snapshot(leaves.copy(), newest[1])
+
     try:
-        for stored in source.iter_entries():
-            walk.step(stored, check_signature=True)
-            if evidence and stored.kind == EntryKind.TIER_RECORD.value:
-                found = walk.bodies.get(stored.body_hash)
-                if found is not None and isinstance(found[1], TierRecord):
-                    walk.defects += _evidence_defects(source, found[1], found[1].tier, stored.seq, seen)
-            count += 1
+        reached()
+        for stored in source.entries_between(leaves.size if resume is None else resume.size, count):
+            body = walk.step(stored, check_signature=True)
+            leaves.append(leaf_hash(stored.entry))
+            reached()
+            if evidence and isinstance(body, TierRecord):
+                walk.defects += _evidence_defects(source, body, body.tier, stored.seq, seen)
             last = stored
             if progress is not None:
                 progress(1)
         walk.defects.extend(queue.defects())
     finally:
         queue.close()
-    head = None if last is None else str(entry_hash(last.entry))
-    walk.defects.sort(key=lambda d: d.seq if d.seq is not None else -1)
-    if count == 0:
-        walk.defect("empty-ledger", "the ledger has no entries, not even a genesis", None)
+    defects = found + walk.defects
+    if last is None and resume is None:
+        defects.append(Defect("empty-ledger", "the ledger has no entries, not even a genesis", None))
     elif walk.origin is not None:
-        walk.defects.extend(
-            source.check_transparency(walk.origin, walk.keyring, -1, transparency or Transparency()).defects
+        defects += ledger_transparency(source, walk.origin, -1, policy, roots, walk.keyring).defects
+    defects.sort(key=lambda d: d.seq if d.seq is not None else -1)
+    head = str(entry_hash(last.entry)) if last is not None else (str(Digest(resume.prev_hash)) if resume else None)
+    return ChainResult(
+        leaves.size,
+        tuple(defects),
+        walk.trust_label,
+        head,
+        seen.read if evidence else None,
+        resumed_from=resume.size if resume is not None else None,
+        state=state if not defects else None,
+    )
+
+
+def _resumed_range(state: AuditState) -> CompactRange:
+    try:
+        leaves = CompactRange(state.size, state.range)
+    except FormatError as exc:
+        raise CannotVerify("the audit state is malformed: %s" % exc) from None
+    return leaves
+
+
+def _resume_defects(
+    source: LedgerSource, state: AuditState, count: int, newest: tuple[int, str] | None
+) -> list[Defect]:
+    """The state's own checkpoint re-proven (else it is bad input), then what the ledger
+    must still be for the audit to resume: at least as long, the same entry at the seam,
+    and a checkpoint no older than the one audited."""
+    read = read_checkpoint(state.checkpoint, state.origin)
+    if isinstance(read, str) or read[1].size != state.size or read[1].root != _resumed_range(state).root():
+        raise CannotVerify("the audit state does not match its own checkpoint: it cannot be resumed from")
+    ring = replay_keyring(
+        [(decode_entry(e), decode_body(decode_entry(e).kind, b)) for e, b in state.ring], verify_signatures=True
+    )
+    if checkpoint_signer(ring, read[0], state.origin, state.size) is None:
+        raise CannotVerify("the audit state's checkpoint is not signed by a seal or admin key of its keyring")
+    rewritten = "history-rewritten"
+    if count < state.size:
+        return [Defect(rewritten, "the ledger holds %d entries, fewer than the %d you audited" % (count, state.size))]
+    seam = source.by_seq(state.size - 1)
+    defects = []
+    if seam is None or seam.hash != state.prev_hash:
+        defects.append(
+            Defect(rewritten, "entry %d is not the entry you audited there" % (state.size - 1), state.size - 1)
         )
-    return ChainResult(count, tuple(walk.defects), walk.trust_label, head, len(seen) if evidence else None)
+    # Rows deleted from (or slipped into) the audited prefix; bytes changed in place there
+    # without touching the signed history are what a periodic full audit is for.
+    below = source.rows_below(state.size)
+    if below != state.size:
+        defects.append(
+            Defect(rewritten, "the ledger holds %d entries below size %d, not %d" % (below, state.size, state.size))
+        )
+    if newest is None or newest[0] < state.size:
+        defects.append(
+            Defect(
+                rewritten,
+                "the ledger's newest checkpoint (size %d) is older than the one you audited (size %d)"
+                % (newest[0] if newest else 0, state.size),
+            )
+        )
+    return defects

@@ -10,10 +10,12 @@ from receipts import (
     KEYRING_KINDS,
     TASK_ENTRY_KINDS,
     Body,
+    CompactRange,
     Contract,
     ContractRevision,
     Digest,
     Entry,
+    EntryKind,
     Genesis,
     Keyring,
     KeyringError,
@@ -23,12 +25,15 @@ from receipts import (
     authorize_entry,
     body_hash,
     contract_roles,
+    decode_as,
     decode_body,
     decode_entry,
+    encode_body,
     entry_hash,
     entry_signed_bytes,
     namespace_for,
     next_keyring,
+    replay_keyring,
     required_role,
     sshsig_verify,
     weakenings,
@@ -37,6 +42,7 @@ from receipts import (
 from ._errors import CannotVerify
 from ._result import Defect
 from ._source import StoredEntry
+from ._state import AuditState
 from ._trust import Trust
 
 if TYPE_CHECKING:  # a single-receipt verify never starts processes: keep its start-up light
@@ -73,15 +79,73 @@ class Walk:
     deferred: SignatureQueue | None = None
     last_task: dict[str, Digest] = field(default_factory=dict)
     entries: int = 0  # entries walked (a bundle holds only some)
+    # False for a chain audit: keep only what later entries are judged by (keyring, task
+    # heads, latest contracts), so that memory does not grow with the ledger.
+    keep: bool = True
+    ring_log: list[tuple[bytes, bytes]] = field(default_factory=list)  # keyring entries and bodies, in order
 
     def defect(self, code: str, message: str, seq: int | None) -> None:
         self.defects.append(Defect(code, message, seq))
+
+    def snapshot(self, leaves: CompactRange, checkpoint: str) -> AuditState | None:
+        """What a later audit resumes from, at the size ``leaves`` reached (None before a genesis)."""
+        if self.origin is None or self.prev_hash is None:
+            return None
+        return AuditState(
+            origin=self.origin,
+            checkpoint=checkpoint,
+            size=leaves.size,
+            range=tuple(leaves.hashes),
+            prev_hash=self.prev_hash.value,
+            prev_time=self.prev_time,
+            last_ring=self.last_ring.value if self.last_ring is not None else None,
+            ring=tuple(self.ring_log),
+            tasks=tuple(sorted((t, d.value) for t, d in self.last_task.items())),
+            contracts=tuple(encode_body(rev) for _, (rev, _c) in sorted(self.latest_contract.items())),
+        )
+
+    @classmethod
+    def resumed(cls, state: AuditState, trust: Trust, deferred: SignatureQueue | None) -> Walk:
+        """A chain audit's walk as it stood at ``state.size``: the keyring replayed (its
+        signatures checked again) from the state's keyring entries, the trust root judged
+        against its genesis. A state that does not replay is bad input (`CannotVerify`)."""
+        walk = cls(trust, deferred=deferred, keep=False)
+        try:
+            changes = [(decode_entry(e), b) for e, b in state.ring]
+            ring = replay_keyring([(entry, decode_body(entry.kind, b)) for entry, b in changes], verify_signatures=True)
+            genesis = decode_as(Genesis, state.ring[0][1])
+            contracts = [decode_as(ContractRevision, c) for c in state.contracts]
+            parsed = [(rev, rev.parse()) for rev in contracts]
+        except ReceiptsError as exc:
+            raise CannotVerify("the audit state's keyring or contracts do not decode: %s" % exc) from None
+        if ring is None or changes[0][0].kind is not EntryKind.GENESIS:
+            raise CannotVerify("the audit state's keyring does not start with a valid genesis")
+        walk.keyring, walk.ring_log = ring, list(state.ring)
+        walk.genesis_admins = tuple(
+            sorted(s.key_id for s in Keyring.from_genesis(genesis) if Role.ADMIN in s.spec.roles)
+        )
+        walk.origin = "receipt-ledger/" + genesis.ledger_id
+        if walk.origin != state.origin:
+            raise CannotVerify("the audit state's keyring is for log %r, not %r" % (walk.origin, state.origin))
+        if not trust.pins(changes[0][0].signer):
+            walk.defect(
+                "trust-root",
+                "genesis is signed by %s, which the trust root (%s) does not pin"
+                % (changes[0][0].signer, walk.trust_label),
+                0,
+            )
+        walk.prev_hash, walk.prev_time, walk.expected_seq = Digest(state.prev_hash), state.prev_time, state.size
+        walk.last_ring = Digest(state.last_ring) if state.last_ring is not None else None
+        walk.last_task = {t: Digest(h) for t, h in state.tasks}
+        walk.latest_contract = {rev.task_id: (rev, contract) for rev, contract in parsed}
+        return walk
 
     @property
     def trust_label(self) -> str:
         return self.trust.label(self.genesis_admins)
 
-    def step(self, stored: StoredEntry, check_signature: bool) -> None:
+    def step(self, stored: StoredEntry, check_signature: bool) -> Body | None:
+        """Judge the next entry; returns its body if it decoded."""
         seq = stored.seq
         self.entries += 1
         # 2a. The entry decodes canonically, sits at its position, and its index columns agree.
@@ -90,7 +154,7 @@ class Walk:
         except ReceiptsError as exc:
             self.defect("entry-malformed", "entry %d does not decode: %s" % (seq, exc), seq)
             self._lose_link(stored)
-            return
+            return None
         # A sparse copy (a bundle) may skip entries; its inclusion proofs fix each entry's place.
         contiguous = seq == self.expected_seq
         if entry.seq != seq or (not self.sparse and not contiguous):
@@ -124,7 +188,7 @@ class Walk:
             self.defect("time-order", "entry %d is dated before the entry it follows" % seq, seq)
         self.prev_time = max(self.prev_time, entry.time)
         if body is None:
-            return
+            return None
         task = getattr(body, "task_id", None) if entry.kind in TASK_ENTRY_KINDS else None
         # 2a. ... including the task column, which `ledger log --task` and `ledger status` select by.
         if stored.task != task:
@@ -139,6 +203,7 @@ class Walk:
             self.defect("task-link", "entry %d does not name the previous entry of its task" % seq, seq)
         if entry.kind in KEYRING_KINDS:
             self.last_ring = this_hash
+            self.ring_log.append((stored.entry, stored.body))
         if task is not None:
             self.last_task[task] = this_hash
         if isinstance(body, Genesis):
@@ -155,14 +220,14 @@ class Walk:
                 )
         if self.keyring is None:
             self.defect("no-genesis", "entry %d comes before any valid genesis entry" % seq, seq)
-            return
+            return body
         # 2e. Its signer may sign this kind now, and the signature verifies (keyring, waiver,
         # contract, event and receipt entries here; tier records when a receipt relies on them).
         if isinstance(body, ContractRevision):
             self._contract(entry, body)
         elif isinstance(body, Waiver):
             label = self.sign_check(entry, body)
-            if label is not None:
+            if label is not None and self.keep:
                 self.waivers.append((entry.seq, body, label))
         elif check_signature or entry.kind in KEYRING_KINDS:
             self.sign_check(entry, body)
@@ -171,7 +236,9 @@ class Walk:
             self.keyring = next_keyring(self.keyring, body, seq)
         except KeyringError as exc:
             self.defect("keyring-change", "entry %d: %s" % (seq, exc), seq)
-        self.bodies.setdefault(entry.body_hash.value, (entry, body))
+        if self.keep:
+            self.bodies.setdefault(entry.body_hash.value, (entry, body))
+        return body
 
     def _contract(self, entry: Entry, body: ContractRevision) -> None:
         # 2f. A revision that lowers the bar must be an admin's; it is listed, naming the signer.
@@ -198,7 +265,8 @@ class Walk:
                 )
             )
         self.latest_contract[body.task_id] = (body, contract)
-        self.contracts[(body.task_id, body.config_hash.value)] = contract
+        if self.keep:
+            self.contracts[(body.task_id, body.config_hash.value)] = contract
 
     def signature(self, entry: Entry, body: Body, roles: tuple[Role, ...] | None = None) -> str | Defect:
         """The signer's label if it may sign this entry and its signature verifies (or is
@@ -262,6 +330,14 @@ def _signatures_ok(chunk: list[tuple[bytes, str, bytes, bytes]]) -> list[str | N
     return [_signature_ok(item) for item in chunk]
 
 
+def _failures(items: list[_Queued], outcomes: list[str | None]) -> list[Defect]:
+    return [
+        Defect("signature-invalid", "entry %d: signature by %s: %s" % (item[4], item[5], why), item[4])
+        for item, why in zip(items, outcomes, strict=True)
+        if why is not None
+    ]
+
+
 def _not_run(exc: Exception) -> CannotVerify:
     # A worker died (killed, out of memory): its signatures were not checked, so nothing is verified.
     return CannotVerify("signature checks could not run: %s" % (str(exc) or type(exc).__name__))
@@ -279,6 +355,7 @@ class SignatureQueue:
         self.pending: list[_Queued] = []
         self.sent: list[tuple[list[_Queued], Future[list[str | None]]]] = []
         self.pool: ProcessPoolExecutor | None = None
+        self.failed: list[Defect] = []
 
     def append(self, item: _Queued) -> None:
         self.pending.append(item)
@@ -292,19 +369,25 @@ class SignatureQueue:
             except Exception as exc:
                 raise _not_run(exc) from None
             self.pending = []
+            # A few chunks in flight keep every worker busy; more would only hold memory.
+            while len(self.sent) > 2 * self.workers:
+                items, future = self.sent.pop(0)
+                self._collect(items, future)
 
-    def defects(self) -> list[Defect]:
+    def _collect(self, items: list[_Queued], future: Future[list[str | None]]) -> None:
         try:
-            done = [(items, future.result()) for items, future in self.sent]
+            outcomes = future.result()
         except Exception as exc:
             raise _not_run(exc) from None
-        done.append((self.pending, _signatures_ok([i[:4] for i in self.pending])))
-        return [
-            Defect("signature-invalid", "entry %d: signature by %s: %s" % (item[4], item[5], why), item[4])
-            for items, outcomes in done
-            for item, why in zip(items, outcomes, strict=True)
-            if why is not None
-        ]
+        self.failed += _failures(items, outcomes)
+
+    def defects(self) -> list[Defect]:
+        for items, future in self.sent:
+            self._collect(items, future)
+        self.sent = []
+        self.failed += _failures(self.pending, _signatures_ok([i[:4] for i in self.pending]))
+        self.pending = []
+        return self.failed
 
     def close(self) -> None:
         if self.pool is not None:
