@@ -118,3 +118,25 @@ def seal_demo_receipt(ledger: Ledger, signers: dict[str, r.Ed25519Signer], repo:
     )
     _, sealed = seal_receipt(ledger, task_id="DEMO-1", signer=signers["sealer"], input_hash=run.record.input_hash)
     return sealed
+
+
+# A whole `ledger` process whose peak memory is its own: VmHWM of its address space, read
+# at exit. (wait4's and getrusage's ru_maxrss also count the parent's pages that the forked
+# child held before exec, so every small process looked as big as the bench.)
+_PEAK = (
+    "import atexit, runpy, sys\n"
+    "out = sys.argv[1]\n"
+    "def peak():\n"
+    "    for line in open('/proc/self/status'):\n"
+    "        if line.startswith('VmHWM:'):\n"
+    "            open(out, 'w').write(line.split()[1])\n"
+    "atexit.register(peak)\n"
+    "if sys.argv[2:] != ['--nothing']:\n"
+    "    sys.argv = ['ledger'] + sys.argv[2:]\n"
+    "    runpy.run_module('ledger', run_name='__main__', alter_sys=True)\n"
+)
+
+
+def peak_command(args: list[str], out: Path) -> list[str]:
+    """``ledger ARGS`` (or, with ['--nothing'], a bare interpreter) writing its peak RSS in KiB to ``out``."""
+    return [sys.executable, "-c", _PEAK, str(out), *args]

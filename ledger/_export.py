@@ -15,6 +15,7 @@ from receipts import (
     CHECK_RESULT_FORMAT,
     KEYRING_KINDS,
     SNAPSHOT_FORMAT,
+    CachedNodes,
     ContractRevision,
     Digest,
     EntryKind,
@@ -321,11 +322,12 @@ def export_bundle(ledger: Ledger, receipt_digest: Digest, out: Path) -> dict[str
         "report.html": _report_html(manifest).encode(),
         "allowed_signers": _bundle_allowed_signers(entries).encode(),
     }
+    nodes = CachedNodes(ledger)
     for seq, e in entries.items():
         members["entries/%d.entry" % seq] = e.entry
         members["entries/%d.body" % seq] = e.body
         members["proofs/%d.tlog-proof" % seq] = tlog_proof_text(
-            seq, inclusion_proof(ledger, seq, size), checkpoint_text
+            seq, inclusion_proof(nodes, seq, size), checkpoint_text
         ).encode()
     for rec, _ in records.values():
         for ref in rec.evidence:

@@ -110,6 +110,7 @@ if TYPE_CHECKING:
     from ._lifecycle import State, Step, TaskState, derive_state
     from ._merkle import (
         EMPTY_ROOT,
+        CachedNodes,
         CompactRange,
         MemoryTree,
         Nodes,
@@ -202,6 +203,7 @@ __all__ = [
     "EMPTY_ROOT",
     "MemoryTree",
     "CompactRange",
+    "CachedNodes",
     "Nodes",
     "consistency_proof",
     "inclusion_proof",
@@ -462,6 +464,7 @@ _WHERE = {
     "EMPTY_ROOT": "_merkle",
     "MemoryTree": "_merkle",
     "CompactRange": "_merkle",
+    "CachedNodes": "_merkle",
     "Nodes": "_merkle",
     "consistency_proof": "_merkle",
     "inclusion_proof": "_merkle",

@@ -18,6 +18,7 @@ __all__ = [
     "Nodes",
     "MemoryTree",
     "CompactRange",
+    "CachedNodes",
     "tree_root",
     "inclusion_proof",
     "consistency_proof",
@@ -58,6 +59,23 @@ class MemoryTree:
 
     def node(self, level: int, index: int) -> bytes:
         return self.levels[level][index]
+
+
+class CachedNodes:
+    """A `Nodes` that asks its source once per node: proofs into one tree share the
+    subtrees along its right edge, and a store answers each with a query."""
+
+    __slots__ = ("source", "memo")
+
+    def __init__(self, source: Nodes) -> None:
+        self.source = source
+        self.memo: dict[tuple[int, int], bytes] = {}
+
+    def node(self, level: int, index: int) -> bytes:
+        found = self.memo.get((level, index))
+        if found is None:
+            found = self.memo[(level, index)] = self.source.node(level, index)
+        return found
 
 
 class CompactRange:

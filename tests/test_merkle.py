@@ -199,3 +199,39 @@ def test_inclusion_edge_vectors(case: dict[str, Any]) -> None:
     leaf = r.leaf_hash(bytes.fromhex(case["leaf_data"]))
     proof = [bytes.fromhex(h) for h in case["proof"]]
     assert r.is_valid_inclusion(leaf, case["index"], case["size"], proof, bytes.fromhex(case["root"])) is case["valid"]
+
+
+def test_a_compact_range_has_the_trees_root_at_every_size() -> None:
+    leaves = [r.leaf_hash(b"leaf %d" % i) for i in range(70)]
+    tree = r.MemoryTree(leaves)
+    folded = r.CompactRange()
+    assert folded.root() == r.EMPTY_ROOT
+    for i, leaf in enumerate(leaves):
+        folded.append(leaf)
+        assert folded.root() == r.tree_root(tree, i + 1), i + 1
+        assert len(folded.hashes) == bin(i + 1).count("1")
+        # A range rebuilt from its hashes goes on exactly as the original would.
+        again = r.CompactRange(folded.size, tuple(folded.hashes))
+        assert again.root() == folded.root()
+
+
+@pytest.mark.parametrize("size, hashes", [(3, 1), (4, 2), (-1, 0), (0, 1)])
+def test_a_compact_range_needs_one_hash_per_set_bit(size: int, hashes: int) -> None:
+    with pytest.raises(r.FormatError):
+        r.CompactRange(size, (bytes(32),) * hashes)
+
+
+def test_cached_nodes_answer_as_their_source_and_ask_it_once() -> None:
+    tree = r.MemoryTree([r.leaf_hash(b"%d" % i) for i in range(1000)])
+    asked: list[tuple[int, int]] = []
+
+    class Counting:
+        def node(self, level: int, index: int) -> bytes:
+            asked.append((level, index))
+            return tree.node(level, index)
+
+    cached = r.CachedNodes(Counting())
+    for i in (0, 499, 998, 999):
+        assert r.inclusion_proof(cached, i, 1000) == r.inclusion_proof(tree, i, 1000)
+    assert r.consistency_proof(cached, 7, 1000) == r.consistency_proof(tree, 7, 1000)
+    assert len(asked) == len(set(asked))

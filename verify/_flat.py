@@ -10,6 +10,7 @@ from typing import BinaryIO
 
 from receipts import (
     KEYRING_KINDS,
+    CachedNodes,
     Digest,
     Keyring,
     ReceiptsError,
@@ -40,19 +41,15 @@ class _MissingNode(Exception):
 
 
 class _StoredNodes:
-    """Stored tree nodes, each read once (the right edge is shared by every proof)."""
+    """The ledger's stored tree nodes; a missing one means the tree cannot prove anything."""
 
     def __init__(self, ledger: LedgerSource) -> None:
         self.ledger = ledger
-        self.memo: dict[tuple[int, int], bytes] = {}
 
     def node(self, level: int, index: int) -> bytes:
-        found = self.memo.get((level, index))
+        found = self.ledger.tree_node(level, index)
         if found is None:
-            found = self.ledger.tree_node(level, index)
-            if found is None:
-                raise _MissingNode()
-            self.memo[(level, index)] = found
+            raise _MissingNode()
         return found
 
 
@@ -209,7 +206,7 @@ def flat_source(ledger: LedgerSource, receipt: StoredEntry, policy: Transparency
     for start in [receipt] + ([last] if last is not None else []):
         _follow(ledger, start, "ring", entries, broken)
     _follow(ledger, receipt, "task_prev", entries, broken)
-    nodes = _StoredNodes(ledger)
+    nodes = CachedNodes(_StoredNodes(ledger))
     try:
         proofs = {seq: inclusion_proof(nodes, seq, size) for seq in entries if seq < size}
         consistency = None
