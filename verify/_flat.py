@@ -97,7 +97,7 @@ class FlatSource:
         return self.ledger.count()
 
     def check_transparency(self, origin: str, ring: Keyring | None, receipt_seq: int, policy: Transparency) -> Finding:
-        # 8 (by proof). a. The checkpoint is this log's and signed by a seal or admin key valid
+        # 8a. (By proof, §8.1.) The checkpoint is this log's and signed by a seal or admin key valid
         # at its size, judged on the keyring replayed (signatures checked) up to that size.
         defects = list(self.broken)
         read = read_checkpoint(self.checkpoint_text, origin)
@@ -113,7 +113,7 @@ class FlatSource:
                     "the checkpoint at size %d is not signed by a valid seal or admin key of this ledger" % self.size,
                 )
             )
-        # b. Every entry read is proven at its position into the signed root.
+        # 8b. Every entry read is proven at its position into the signed root.
         for seq, stored in sorted(self.entries.items()):
             if not is_valid_inclusion(leaf_hash(stored.entry), seq, cp.size, self.proofs[seq], cp.root):
                 defects.append(
@@ -124,7 +124,7 @@ class FlatSource:
                     )
                 )
         quorums = [witnessed(note, cp.size, signer, policy)]
-        # c. A checkpoint the auditor kept is consistent with this one.
+        # 8c. A checkpoint the auditor kept is consistent with this one.
         if policy.since is not None:
             kept = read_checkpoint(policy.since, origin)
             if isinstance(kept, str):
