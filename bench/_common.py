@@ -137,6 +137,10 @@ _PEAK = (
 )
 
 
+# The same figure as an expression, for code run in a fresh `python -c`: KiB.
+PEAK_KIB = "int(next(l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM:')))"
+
+
 def peak_command(args: list[str], out: Path) -> list[str]:
     """``ledger ARGS`` (or, with ['--nothing'], a bare interpreter) writing its peak RSS in KiB to ``out``."""
     return [sys.executable, "-c", _PEAK, str(out), *args]

@@ -12,7 +12,6 @@ that refers to them, so a crash leaves at worst an unreferenced blob.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import secrets
 import shutil
@@ -55,9 +54,7 @@ from receipts import (
     decode_body,
     decode_entry,
     encode_body,
-    encode_entry,
     entry_hash,
-    entry_signed_bytes,
     fingerprint,
     is_valid_consistency,
     leaf_hash,
@@ -67,6 +64,7 @@ from receipts import (
     parse_note,
     replay_keyring,
     required_role,
+    sign_entry,
     sign_note,
     sshsig_sign,
     tree_root,
@@ -723,21 +721,18 @@ class Ledger:
         if task is not None and task not in cursor.tasks:
             self._flush(cursor)  # the lookup below reads the entries table
             cursor.tasks[task] = self._task_head(task)
-        unsigned = Entry(
+        namespace = namespace_for(role)
+        entry, entry_bytes = sign_entry(
             seq=seq,
             prev=prev,
             kind=kind,
             body_hash=bhash,
             time=now,
             signer=key_id,
-            signature=b"-",
             ring=cursor.ring,
             task_prev=cursor.tasks[task] if task is not None else None,
+            sign=lambda message: sshsig_sign(signer, namespace, message),
         )
-        entry = dataclasses.replace(
-            unsigned, signature=sshsig_sign(signer, namespace_for(role), entry_signed_bytes(unsigned))
-        )
-        entry_bytes = encode_entry(entry)
         ehash = entry_hash(entry_bytes)
         cursor.rows.append(
             (

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         new_tier_record,
         receipt_hash,
         required_role,
+        sign_entry,
         tier_record_hash,
     )
     from ._contract import (
@@ -319,6 +320,7 @@ __all__ = [
     "domain_hash",
     "encode_body",
     "encode_entry",
+    "sign_entry",
     "encode_receipt",
     "encode_tier_record",
     "entry_hash",
@@ -366,6 +368,7 @@ _WHERE = {
     "decode_receipt": "_codec",
     "decode_tier_record": "_codec",
     "encode_body": "_codec",
+    "sign_entry": "_codec",
     "encode_entry": "_codec",
     "encode_receipt": "_codec",
     "encode_tier_record": "_codec",

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+import cbor2
+
 from ._cbor import canonical_dumps, canonical_loads
 from ._chain import BODY_DOMAIN, Entry, EntryKind
 from ._contract import ContractRevision, Waiver
@@ -17,7 +19,7 @@ from ._digest import Digest, Domain, domain_hash
 from ._errors import FormatError
 from ._events import EVENT_ROLES, EventType, TaskEvent
 from ._keyring import Genesis, KeyAdd, KeyRevoke, KeySpec
-from ._model import EvidenceRef, LadderReceipt, Role, Tier, TierEntry, TierRecord, Verdict
+from ._model import FORMAT_VERSION, EvidenceRef, LadderReceipt, Role, Tier, TierEntry, TierRecord, Verdict
 
 __all__ = [
     "Body",
@@ -36,6 +38,7 @@ __all__ = [
     "body_hash",
     "entry_signed_bytes",
     "encode_entry",
+    "sign_entry",
     "decode_entry",
     "entry_hash",
     "candidate_hash",
@@ -453,6 +456,48 @@ def encode_entry(e: Entry) -> bytes:
     m = _entry_unsigned_map(e)
     m["sig"] = e.signature
     return canonical_dumps(m)
+
+
+_V_PAIR = len(cbor2.dumps("v")) + len(cbor2.dumps(FORMAT_VERSION))
+_SEQ_KEY = len(cbor2.dumps("seq"))
+_SIG_KEY = cbor2.dumps("sig")
+
+
+def sign_entry(
+    *,
+    seq: int,
+    prev: Digest | None,
+    kind: EntryKind,
+    body_hash: Digest,
+    time: int,
+    signer: str,
+    ring: Digest | None,
+    task_prev: Digest | None,
+    sign: Callable[[bytes], bytes],
+) -> tuple[Entry, bytes]:
+    """The entry with these fields and the signature ``sign`` makes over its signed bytes,
+    and the entry's encoding: what `entry_signed_bytes`, then `Entry` and `encode_entry`
+    give, with the map built and its values checked once (every append goes through
+    here). The entry is constructed, so every field validated, before it is returned."""
+    m: dict[str, object] = {
+        "v": FORMAT_VERSION,
+        "seq": seq,
+        "prev": None if prev is None else prev.value,
+        "kind": kind.value,
+        "body": body_hash.value,
+        "time": time,
+        "signer": signer,
+        "ring": None if ring is None else ring.value,
+        "tprev": None if task_prev is None else task_prev.value,
+    }
+    signed = canonical_dumps(m)
+    signature = sign(signed)
+    entry = Entry(seq, prev, kind, body_hash, time, signer, signature, ring, task_prev)
+    # The whole entry is the signed map with "sig" added. In canonical order (shorter keys
+    # first, then bytewise) "sig" follows "v" and "seq" and precedes every other key, so its
+    # pair is spliced in there and the map header counts one more pair (9 -> 10, both < 24).
+    split = 1 + _V_PAIR + _SEQ_KEY + len(cbor2.dumps(seq))
+    return entry, b"\xaa" + signed[1:split] + _SIG_KEY + cbor2.dumps(signature) + signed[split:]
 
 
 def decode_entry(data: bytes) -> Entry:

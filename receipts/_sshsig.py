@@ -131,13 +131,18 @@ def is_weak_ed25519_key(raw: bytes) -> bool:
     return pt == (0, 1)
 
 
+@functools.lru_cache(maxsize=4096)
+def _verifier(public_key: bytes) -> Ed25519PublicKey:
+    return Ed25519PublicKey.from_public_bytes(public_key)
+
+
 def is_valid_ed25519(public_key: bytes, signature: bytes, message: bytes) -> bool:
     """The one Ed25519 check every signature goes through: no weak keys, 64-byte signatures,
     canonical S (enforced by the library, tested with Wycheproof vectors)."""
     if len(public_key) != 32 or len(signature) != 64 or is_weak_ed25519_key(public_key):
         return False
     try:
-        Ed25519PublicKey.from_public_bytes(public_key).verify(signature, message)
+        _verifier(public_key).verify(signature, message)
     except (InvalidSignature, ValueError):
         return False
     return True
@@ -150,6 +155,7 @@ def public_key_blob(raw: bytes) -> bytes:
     return _string(_KEY_TYPE) + _string(raw)
 
 
+@functools.lru_cache(maxsize=4096)  # as above: few keys, parsed for every signature
 def parse_public_key_blob(blob: bytes) -> bytes:
     reader = _Reader(blob)
     key_type = reader.string()
@@ -217,9 +223,26 @@ class Ed25519Signer:
         return self._key.sign(data)
 
 
+@functools.lru_cache(maxsize=256)
+def _signed_prefix(namespace: bytes, hash_alg: bytes) -> bytes:
+    return _MAGIC + _string(namespace) + _string(b"") + _string(hash_alg)
+
+
 def _signed_data(namespace: bytes, hash_alg: bytes, message: bytes) -> bytes:
-    digest = _HASHES[hash_alg](message).digest()
-    return _MAGIC + _string(namespace) + _string(b"") + _string(hash_alg) + _string(digest)
+    # The same few namespaces sign every entry: their constant prefix is built once.
+    return _signed_prefix(namespace, hash_alg) + _string(_HASHES[hash_alg](message).digest())
+
+
+@functools.lru_cache(maxsize=256)
+def _blob_prefix(key_blob: bytes, namespace: bytes) -> bytes:
+    return (
+        _MAGIC
+        + struct.pack(">I", _VERSION)
+        + _string(key_blob)
+        + _string(namespace)
+        + _string(b"")
+        + _string(_SIGN_HASH)
+    )
 
 
 def _check_namespace(namespace: str) -> bytes:
@@ -232,37 +255,47 @@ def sshsig_sign(signer: Signer, namespace: str, message: bytes) -> bytes:
     """Return the SSHSIG blob (not armored) over ``message`` in ``namespace``."""
     ns = _check_namespace(namespace)
     raw_sig = signer.sign_raw(_signed_data(ns, _SIGN_HASH, message))
-    signature = _string(_KEY_TYPE) + _string(raw_sig)
-    return (
-        _MAGIC
-        + struct.pack(">I", _VERSION)
-        + _string(signer.public_key_blob)
-        + _string(ns)
-        + _string(b"")
-        + _string(_SIGN_HASH)
-        + _string(signature)
-    )
+    return _blob_prefix(signer.public_key_blob, ns) + _string(_string(_KEY_TYPE) + _string(raw_sig))
+
+
+_U32 = struct.Struct(">I")
+
+
+def _strings(data: bytes, pos: int, count: int) -> tuple[list[bytes], int]:
+    """``count`` SSH wire strings from ``pos``; the same refusals as `_Reader`, without a
+    method call per field (every signature of an audit is parsed here)."""
+    out = []
+    for _ in range(count):
+        if pos + 4 > len(data):
+            raise FormatError("SSH wire data is truncated")
+        (n,) = _U32.unpack_from(data, pos)
+        if n > _MAX_FIELD:
+            raise FormatError("SSH wire string longer than %d bytes" % _MAX_FIELD)
+        pos += 4
+        if pos + n > len(data):
+            raise FormatError("SSH wire data is truncated")
+        out.append(data[pos : pos + n])
+        pos += n
+    return out, pos
 
 
 def _parse(sig_blob: bytes) -> tuple[bytes, bytes, bytes, bytes]:
-    reader = _Reader(sig_blob)
-    if reader.take(6) != _MAGIC:
-        raise FormatError("not an SSHSIG blob (bad magic)")
-    if reader.uint32() != _VERSION:
+    if len(sig_blob) < 6 or sig_blob[:6] != _MAGIC:
+        raise FormatError("SSH wire data is truncated" if len(sig_blob) < 6 else "not an SSHSIG blob (bad magic)")
+    if len(sig_blob) < 10:
+        raise FormatError("SSH wire data is truncated")
+    if _U32.unpack_from(sig_blob, 6)[0] != _VERSION:
         raise FormatError("unsupported SSHSIG version")
-    key_blob = reader.string()
-    namespace = reader.string()
-    reader.string()  # reserved: the spec says to ignore it
-    hash_alg = reader.string()
-    signature = reader.string()
-    reader.end()
+    (key_blob, namespace, _reserved, hash_alg, signature), end = _strings(sig_blob, 10, 5)
+    if end != len(sig_blob):
+        raise FormatError("trailing bytes after SSH wire data")
     if hash_alg not in _HASHES:
         raise FormatError("unsupported SSHSIG hash algorithm %r" % hash_alg.decode("ascii", "replace"))
-    sig_reader = _Reader(signature)
-    if sig_reader.string() != _KEY_TYPE:
+    (key_type, raw_sig), end = _strings(signature, 0, 2)  # the reserved field is ignored, as the spec says
+    if key_type != _KEY_TYPE:
         raise FormatError("SSHSIG signature is not ssh-ed25519")
-    raw_sig = sig_reader.string()
-    sig_reader.end()
+    if end != len(signature):
+        raise FormatError("trailing bytes after SSH wire data")
     if len(raw_sig) != 64:
         raise FormatError("an Ed25519 signature is 64 bytes")
     return key_blob, namespace, hash_alg, raw_sig

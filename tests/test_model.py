@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import receipts as r
-from conftest import CANDIDATE, OTHER_CANDIDATE
+from conftest import CANDIDATE, OTHER_CANDIDATE, seeded_signer
 
 CONFIG = r.config_hash(b"contract")
 ENV = r.domain_hash(r.Domain.ENVIRONMENT, b"env")
@@ -269,3 +269,46 @@ def test_a_slot_lists_its_records_in_one_order_only() -> None:
             r.TierEntry(r.Tier.HUMAN, records=records)
     history = [(d2, human(r.Verdict.PASS, 1), "bob"), (d1, human(r.Verdict.PASS, 2), "alice")]
     assert r.latest_human_decisions(history, task_id="T-1", input_hash=CANDIDATE, config_hash=CONFIG) == (d1, d2)
+
+
+@given(st.one_of(st.sampled_from([0, 1, 23, 24, 255, 256, 65535, 65536, (1 << 53) - 1]), st.integers(0, (1 << 53) - 1)))
+def test_sign_entry_is_entry_signed_bytes_then_encode_entry(seq: int) -> None:
+    # The writer's one-pass signing must give exactly the bytes of the spelled-out path.
+    d = r.domain_hash(r.Domain.ENVIRONMENT, b"x")
+    signer = seeded_signer("alice")
+    fields: dict[str, Any] = dict(
+        seq=seq,
+        prev=None if seq == 0 else d,
+        kind=r.EntryKind.GENESIS if seq == 0 else r.EntryKind.TIER_RECORD,
+        body_hash=d,
+        time=1764633600,
+        signer=r.fingerprint(signer.public_key_blob),
+        ring=None if seq == 0 else d,
+        task_prev=d if seq % 2 else None,
+    )
+    seen: list[bytes] = []
+
+    def sign(message: bytes) -> bytes:
+        seen.append(message)
+        return r.sshsig_sign(signer, "receipt-ledger/admin", message)
+
+    entry, data = r.sign_entry(**fields, sign=sign)
+    spelled = r.Entry(**fields, signature=entry.signature)
+    assert entry == spelled and seen == [r.entry_signed_bytes(spelled)]
+    assert data == r.encode_entry(spelled) and r.decode_entry(data) == spelled
+
+
+def test_sign_entry_validates_before_returning() -> None:
+    d = r.domain_hash(r.Domain.ENVIRONMENT, b"x")
+    with pytest.raises(r.FormatError):
+        r.sign_entry(
+            seq=3,
+            prev=d,
+            kind=r.EntryKind.TIER_RECORD,
+            body_hash=d,
+            time=1764633600,
+            signer="not a fingerprint",
+            ring=d,
+            task_prev=None,
+            sign=lambda m: b"sig",
+        )

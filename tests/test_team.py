@@ -170,6 +170,25 @@ def test_four_machines_share_one_ledger_and_an_auditor_verifies_a_mirror(pg_url:
     on_store = run_cli("--store", pg_url, "verify", receipt, "--trust", "allowed_signers", "--json", cwd=audit, env=env)
     assert on_mirror.returncode == on_store.returncode == 0, on_mirror.stdout + on_store.stderr
     assert json.loads(on_mirror.stdout) == json.loads(on_store.stdout)
+    # On the shared store too the checkpoint lets the receipt be checked by proof, with the
+    # walk's findings.
+    walked = run_cli(
+        "--store",
+        pg_url,
+        "verify",
+        receipt,
+        "--trust",
+        "allowed_signers",
+        "--json",
+        "--method",
+        "walk",
+        cwd=audit,
+        env=env,
+    )
+    by_proof, by_walk = json.loads(on_store.stdout), json.loads(walked.stdout)
+    assert walked.returncode == 0 and (by_proof["method"], by_walk["method"]) == ("proof", "walk")
+    same = ("tiers", "merge_eligible_derived", "checkpoint", "defects", "candidate", "sealed_at")
+    assert {k: by_proof[k] for k in same} == {k: by_walk[k] for k in same}
     witnessed = ("--witness", witness, "--witness-quorum", "1")
     res = run_cli("--dir", "mirror", "verify", receipt, "--trust", "allowed_signers", *witnessed, cwd=audit, env=env)
     assert res.returncode == 0, res.stdout + res.stderr
