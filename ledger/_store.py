@@ -231,7 +231,7 @@ def _connect(db: Path) -> sqlite3.Connection:
         conn.execute("PRAGMA busy_timeout = %d" % _busy_timeout_ms())
         # FULL makes a committed WAL transaction survive power loss, not only a process crash.
         conn.execute("PRAGMA synchronous = FULL")
-        conn.execute("SELECT count(*) FROM entries").fetchone()
+        conn.execute("SELECT max(seq) FROM entries").fetchone()
     except sqlite3.Error as exc:
         if not os.access(db.parent, os.W_OK) or not os.access(db, os.W_OK):
             raise StoreError(

@@ -116,7 +116,7 @@ class LedgerSource:
     def _connect(uri: str) -> sqlite3.Connection:
         conn = sqlite3.connect(uri, uri=True, timeout=30)
         conn.execute("PRAGMA query_only = ON")
-        conn.execute("SELECT count(*) FROM entries").fetchone()
+        conn.execute("SELECT max(seq) FROM entries").fetchone()
         return conn
 
     def close(self) -> None:
