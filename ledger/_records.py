@@ -20,6 +20,7 @@ from receipts import (
     TierEntry,
     TierRecord,
     Verdict,
+    author_keys,
     config_hash,
     derive_merge_eligible,
     latest_human_decisions,
@@ -32,6 +33,7 @@ from . import _clock
 from ._contracts import current_contract, register_contract
 from ._environment import VERSION, environment_digest
 from ._errors import InputError
+from ._events import task_events
 from ._evidence import store_evidence_reader
 from ._store import Appended, RecordRow, Store
 
@@ -134,6 +136,11 @@ def record_by_hand(
     )
 
 
+def _authors(ledger: Store, task_id: str) -> dict[str, str]:
+    """The keys that claimed or authored the task's change, from its signed events."""
+    return author_keys([(seq, event.type.value, signer) for seq, event, signer in task_events(ledger, task_id)])
+
+
 def seal_receipt(
     ledger: Store,
     *,
@@ -197,6 +204,7 @@ def seal_receipt(
         human_approvals=contract.human_approvals,
         created=now,
         max_evidence_age_s=contract.max_evidence_age_s,
+        not_approvers=_authors(ledger, task_id) if contract.independent_approvers else None,
     )
     try:
         receipt = LadderReceipt(

@@ -699,6 +699,7 @@ def _decide(
         note=note,
         repo=lib.git_root(Path.cwd()),
         confirm=confirm,
+        method="scripted" if yes else "interactive",
     )
     if appended is None:
         click.echo("not signed", err=True)

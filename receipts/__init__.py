@@ -94,7 +94,7 @@ if TYPE_CHECKING:
         sign_note,
         tlog_proof_text,
     )
-    from ._human import HUMAN_DECISION_FORMAT, HUMAN_DECISION_ID, derive_human
+    from ._human import DECISION_METHODS, HUMAN_DECISION_FORMAT, HUMAN_DECISION_ID, decision_method, derive_human
     from ._judge import (
         JUDGE_RUN_FORMAT,
         JUDGE_RUN_MEDIA_TYPE,
@@ -135,7 +135,7 @@ if TYPE_CHECKING:
         Verdict,
         check_task_id,
     )
-    from ._policy import Eligibility, derive_merge_eligible, latest_human_decisions
+    from ._policy import AUTHOR_EVENTS, Eligibility, author_keys, derive_merge_eligible, latest_human_decisions
     from ._sshsig import (
         Ed25519Signer,
         Signer,
@@ -170,6 +170,8 @@ __all__ = [
     "WEAKENING_RULES",
     "HUMAN_DECISION_FORMAT",
     "HUMAN_DECISION_ID",
+    "DECISION_METHODS",
+    "decision_method",
     "derive_human",
     "AllowedSigner",
     "allowed_signers_text",
@@ -273,6 +275,8 @@ __all__ = [
     "waivers_in_force",
     "rederive_deterministic",
     "latest_human_decisions",
+    "author_keys",
+    "AUTHOR_EVENTS",
     "FORMAT_VERSION",
     "LADDER",
     "Body",
@@ -443,6 +447,8 @@ _WHERE = {
     "tlog_proof_text": "_formats",
     "HUMAN_DECISION_FORMAT": "_human",
     "HUMAN_DECISION_ID": "_human",
+    "DECISION_METHODS": "_human",
+    "decision_method": "_human",
     "derive_human": "_human",
     "JUDGE_RUN_FORMAT": "_judge",
     "JUDGE_RUN_MEDIA_TYPE": "_judge",
@@ -489,6 +495,8 @@ _WHERE = {
     "Eligibility": "_policy",
     "derive_merge_eligible": "_policy",
     "latest_human_decisions": "_policy",
+    "author_keys": "_policy",
+    "AUTHOR_EVENTS": "_policy",
     "Ed25519Signer": "_sshsig",
     "Signer": "_sshsig",
     "armor": "_sshsig",

@@ -96,6 +96,9 @@ class Contract:
     tools: ToolPolicy = ToolPolicy()
     repair_attempts: int = 5
     no_progress_after: int = 3
+    # Separation of duties: an approval by a key that claimed or authored the change (it
+    # signed the task's claim, trace or session-end events) does not count.
+    independent_approvers: bool = False
 
     @property
     def no_op(self) -> bool:
@@ -194,6 +197,7 @@ def parse_contract(data: bytes, source: str = "contract") -> Contract:
     approvals = _get(r, policy, "human_approvals", int, 1, tname="policy")
     if approvals < 0:
         raise r.fail("must not be negative", "human_approvals", "policy")
+    independent = _get(r, policy, "independent_approvers", bool, False, tname="policy")
     budgets = _get(r, doc, "budgets", dict, {})
     check_timeout = _get(r, budgets, "check_timeout_s", int, 300, tname="budgets")
     total_timeout = _get(r, budgets, "total_timeout_s", int, 1800, tname="budgets")
@@ -248,6 +252,7 @@ def parse_contract(data: bytes, source: str = "contract") -> Contract:
         tools=_tools(r, _get(r, doc, "tools", dict, {})),
         repair_attempts=_positive(r, budgets, "repair_attempts", 5),
         no_progress_after=_positive(r, budgets, "no_progress_after", 3),
+        independent_approvers=independent,
     )
 
 
@@ -373,6 +378,14 @@ WEAKENING_RULES: tuple[tuple[str, Callable[[Contract, Contract], list[str]]], ..
         lambda o, n: _lowered(o.judge_threshold_bp, n.judge_threshold_bp, "judge threshold (basis points)"),
     ),
     ("human-approvals-lowered", lambda o, n: _lowered(o.human_approvals, n.human_approvals, "human approvals")),
+    (
+        "independent-approvers-dropped",
+        lambda o, n: (
+            ["approvers no longer have to differ from the keys that claimed or authored the change"]
+            if o.independent_approvers and not n.independent_approvers
+            else []
+        ),
+    ),
     (
         "no-op-kind",
         lambda o, n: (

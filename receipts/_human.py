@@ -4,13 +4,24 @@ lifecycle derive the verdict from it again, so a record cannot claim another."""
 
 from __future__ import annotations
 
+import hashlib
+
 from ._deterministic import EvidenceReader
 from ._model import TierRecord, Verdict
 
-__all__ = ["HUMAN_DECISION_FORMAT", "HUMAN_DECISION_ID", "derive_human"]
+__all__ = ["HUMAN_DECISION_FORMAT", "HUMAN_DECISION_ID", "DECISION_METHODS", "derive_human", "decision_method"]
 
 HUMAN_DECISION_FORMAT = "receipt-ledger/human-decision/v1"
 HUMAN_DECISION_ID = "human:decision"
+# How a person gave a decision: answering a prompt at a terminal, or through a program (`--yes`).
+DECISION_METHODS = ("interactive", "scripted")
+
+
+def decision_method(doc: dict[str, object]) -> str:
+    """How a decision document says it was given; ``unrecorded`` for documents written
+    before the method was recorded."""
+    method = doc.get("method")
+    return method if isinstance(method, str) else "unrecorded"
 
 
 def derive_human(record: TierRecord, signer: str, read: EvidenceReader) -> tuple[Verdict, str]:
@@ -24,6 +35,16 @@ def derive_human(record: TierRecord, signer: str, read: EvidenceReader) -> tuple
     doc = read(refs[0].digest, HUMAN_DECISION_FORMAT)
     if doc is None:
         return Verdict.FAIL, "its decision document is missing, altered or malformed"
+    # What the document says of itself must hold: how it was given, and the digest of what was shown.
+    if "method" in doc and doc.get("method") not in DECISION_METHODS:
+        return Verdict.FAIL, "its decision says it was given %r, neither interactive nor scripted" % (
+            doc.get("method"),
+        )
+    shown = doc.get("shown")
+    if "shown_sha256" in doc and (
+        not isinstance(shown, str) or hashlib.sha256(shown.encode("utf-8")).hexdigest() != doc.get("shown_sha256")
+    ):
+        return Verdict.FAIL, "its decision's shown_sha256 is not the digest of what it says was shown"
     if doc.get("approver") != signer:
         return Verdict.FAIL, "its decision names approver %r, not the key %s that signed it" % (
             doc.get("approver"),

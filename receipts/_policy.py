@@ -8,7 +8,10 @@ from dataclasses import dataclass
 from ._digest import Digest
 from ._model import LADDER, Tier, TierEntry, TierRecord, Verdict
 
-__all__ = ["Eligibility", "derive_merge_eligible", "latest_human_decisions"]
+__all__ = ["Eligibility", "derive_merge_eligible", "latest_human_decisions", "author_keys", "AUTHOR_EVENTS"]
+
+# The events only the change's author signs: its claim, its tool-call trace, its session's end.
+AUTHOR_EVENTS = ("answer_proposed", "trace", "model_stopped")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,10 +52,14 @@ def derive_merge_eligible(
     human_approvals: int = 1,
     created: int | None = None,
     max_evidence_age_s: int | None = None,
+    not_approvers: Mapping[str, str] | None = None,
 ) -> Eligibility:
     """Eligible only if every required tier has records for this candidate and every
     recorded tier passed: for the human tier, at least ``human_approvals`` distinct keys
     approve and none rejects; within the contract's freshness window when it has one.
+    ``not_approvers`` maps the key ids whose approval does not count (they claimed or
+    authored the change, `author_keys`) to why: such an approval neither counts nor
+    blocks, and a rejection by such a key still blocks.
     A skip, a fail, a missing or unresolvable record, an approval whose signer is
     unknown: all block, so whatever cannot be evaluated counts against eligibility."""
     reasons: list[str] = []
@@ -74,6 +81,7 @@ def derive_merge_eligible(
             reasons.append("tier %s was skipped: %s" % (tier, slot.skip_reason))
             continue
         approvers: set[str] = set()
+        discounted: list[str] = []
         for digest in slot.records:
             record = records.get(digest)
             if record is None:
@@ -96,6 +104,10 @@ def derive_merge_eligible(
             if tier is Tier.HUMAN and record.verdict is Verdict.PASS:
                 if signer is None:
                     reasons.append("human approval %s has no known signer" % digest.short())
+                elif signer in (not_approvers or {}):
+                    discounted.append(
+                        "the approval by %s does not count: that key %s" % (signer, (not_approvers or {})[signer])
+                    )
                 else:
                     approvers.add(signer)
             elif record.verdict is not Verdict.PASS:
@@ -103,4 +115,16 @@ def derive_merge_eligible(
                 reasons.append("tier %s verdict is %s%s" % (tier, record.verdict, by))
         if tier is Tier.HUMAN and len(approvers) < max(human_approvals, 1):
             reasons.append("%d of %d required human approvals" % (len(approvers), max(human_approvals, 1)))
+            reasons += discounted
     return Eligibility(eligible=not reasons, reasons=tuple(reasons))
+
+
+def author_keys(events: Sequence[tuple[int, str, str]]) -> dict[str, str]:
+    """The keys that claimed or authored a task's change, from its events as (seq, event
+    type, signer key id) in chain order, with why: each key that signed one of
+    `AUTHOR_EVENTS`, named by its first such event."""
+    found: dict[str, str] = {}
+    for seq, etype, signer in events:
+        if etype in AUTHOR_EVENTS and signer not in found:
+            found[signer] = "signed the task's %s event at entry %d" % (etype, seq)
+    return found

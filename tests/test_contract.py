@@ -102,6 +102,7 @@ BASE = dataclasses.replace(
     deliverables=("greet.py",),
     invariants=("no network",),
     author_model="claude-sonnet",
+    independent_approvers=True,
     protected_paths=(".github/*",),
     judge=r.JudgeSettings(
         backend="openai",
@@ -152,6 +153,7 @@ WEAKER = {
     "tool-schema-changed": dataclasses.replace(BASE, tools=dataclasses.replace(T, schemas=())),
     "repair-budget-raised": dataclasses.replace(BASE, repair_attempts=9),
     "no-progress-budget-raised": dataclasses.replace(BASE, no_progress_after=9),
+    "independent-approvers-dropped": dataclasses.replace(BASE, independent_approvers=False),
 }
 RULES = dict(r.WEAKENING_RULES)
 

@@ -127,6 +127,7 @@ def _eligibility_case(case: dict[str, Any]) -> bool:
         records=by_hash,
         signers=signers,
         human_approvals=case["human_approvals"],
+        not_approvers={signers[r.tier_record_hash(human[i])]: "claimed the change" for i in case.get("authors", [])},
     ).eligible
 
 

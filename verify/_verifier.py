@@ -26,9 +26,11 @@ from receipts import (
     LadderReceipt,
     ReceiptsError,
     SampleOutcome,
+    TaskEvent,
     Tier,
     TierRecord,
     Verdict,
+    author_keys,
     decode_body,
     decode_entry,
     derive_human,
@@ -113,7 +115,7 @@ def verify_receipt(
     step4 = _step4_receipt(receipt, receipt_entry, contract)
     step5 = _step5_records(walk, source, receipt, receipt_entry)
     step6, stale = _step6_human_slot(walk, receipt, receipt_entry)
-    derived, step7 = _step7_eligibility(receipt, receipt_entry, contract, step5)
+    derived, step7 = _step7_eligibility(receipt, receipt_entry, contract, step5, walk)
     step8 = _step8_transparency(source, walk, stored.seq, policy)
     return Result(
         target=target,
@@ -499,9 +501,20 @@ def _step6_human_slot(walk: Walk, receipt: LadderReceipt, receipt_entry: Entry) 
 
 
 def _step7_eligibility(
-    receipt: LadderReceipt, entry: Entry, contract: Contract | None, records: _Records
+    receipt: LadderReceipt, entry: Entry, contract: Contract | None, records: _Records, walk: Walk
 ) -> tuple[Eligibility, list[Defect]]:
-    # 7. merge_eligible is derived again with the sealer's rule and must equal the claim.
+    # 7. merge_eligible is derived again with the sealer's rule and must equal the claim;
+    # where the contract wants independent approvers, the authors come from the task's
+    # events before the receipt (signed and walked in step 2).
+    authors = None
+    if contract is not None and contract.independent_approvers:
+        authors = author_keys(
+            sorted(
+                (e.seq, body.type.value, e.signer)
+                for e, body in walk.bodies.values()
+                if isinstance(body, TaskEvent) and body.task_id == receipt.task_id and e.seq < entry.seq
+            )
+        )
     derived = derive_merge_eligible(
         task_id=receipt.task_id,
         input_hash=receipt.input_hash,
@@ -513,6 +526,7 @@ def _step7_eligibility(
         human_approvals=contract.human_approvals if contract else 1,
         created=receipt.created,
         max_evidence_age_s=contract.max_evidence_age_s if contract else None,
+        not_approvers=authors,
     )
     if derived.eligible == receipt.merge_eligible:
         return derived, []

@@ -3,12 +3,14 @@ after being shown what they sign."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 from collections.abc import Callable
 from pathlib import Path
 
 from receipts import (
+    DECISION_METHODS,
     HUMAN_DECISION_FORMAT,
     HUMAN_DECISION_ID,
     Digest,
@@ -87,8 +89,13 @@ def decide(
     note: str,
     repo: Path | None,
     confirm: Callable[[str], bool],
+    method: str = "scripted",
 ) -> Appended | None:
-    """Show the decision, and sign it only if ``confirm`` agrees. None when declined."""
+    """Show the decision, and sign it only if ``confirm`` agrees. None when declined.
+    ``method`` records how it was given: ``interactive`` (a person answered a prompt at a
+    terminal) or ``scripted`` (confirmed by a program, such as `--yes`)."""
+    if method not in DECISION_METHODS:
+        raise InputError("a decision is given %s" % " or ".join(DECISION_METHODS))
     config = config_hash(contract_bytes)
     current_contract(store, task_id, config)
     if not approve and not note.strip():
@@ -105,6 +112,8 @@ def decide(
         "approver": fingerprint(signer.public_key_blob),
         "note": note,
         "shown": shown,
+        "shown_sha256": hashlib.sha256(shown.encode("utf-8")).hexdigest(),
+        "method": method,
     }
     data = json.dumps(doc, sort_keys=True, indent=1).encode()
     digest, size = store.put_blob_stream(io.BytesIO(data))
