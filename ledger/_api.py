@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from ._keyring import add_key, allowed_signers, create_key, revoke_key
     from ._keys import generate_key_file, key_dir, key_path, load_signer, read_public_key
     from ._mirror import PullResult, pull
+    from ._population import POPULATION_COLUMNS, ChangeRow, population, population_csv
     from ._proofs import prove_consistency, prove_inclusion
     from ._records import Evidence, record_by_hand, record_tier, seal_receipt
     from ._render import (
@@ -100,6 +101,10 @@ __all__ = [
     "open_source",
     "write_store_config",
     "write_text_atomic",
+    "population",
+    "population_csv",
+    "ChangeRow",
+    "POPULATION_COLUMNS",
     "describe_store",
     "pull",
     "PullResult",
@@ -257,6 +262,10 @@ _WHERE = {
     "open_source": "_config",
     "write_store_config": "_config",
     "write_text_atomic": "_config",
+    "population": "_population",
+    "population_csv": "_population",
+    "ChangeRow": "_population",
+    "POPULATION_COLUMNS": "_population",
     "describe_store": "_config",
     "pull": "_mirror",
     "PullResult": "_mirror",

@@ -1553,6 +1553,62 @@ def stats(ctx: click.Context, task_prefix: str, ks: str, as_json: bool) -> None:
     _emit(as_json, [row.as_dict() for row in rows], lines)
 
 
+def _when(text: str, option: str, end: bool) -> int:
+    """A UTC date (the whole day: its start, or with ``end`` the next day's start) or an
+    ISO 8601 time, as Unix seconds."""
+    try:
+        if len(text) == 10:
+            day = datetime.date.fromisoformat(text)
+            moment = datetime.datetime.combine(day, datetime.time(), datetime.UTC)
+            return int(moment.timestamp()) + (86400 if end else 0)
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise lib.InputError("%s takes a date (2026-01-31) or an ISO 8601 time" % option) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return int(moment.timestamp())
+
+
+@cli.command()
+@click.option("--from", "from_text", required=True, help="First day (UTC date, or an ISO 8601 time).")
+@click.option("--to", "to_text", required=True, help="Last day, included (UTC date, or an ISO 8601 time, excluded).")
+@click.option("--csv", "as_csv", is_flag=True, help="CSV with a header line, for a spreadsheet.")
+@trust_option
+@json_option
+@click.pass_context
+def report(ctx: click.Context, from_text: str, to_text: str, as_csv: bool, trust: _TrustArgs, as_json: bool) -> None:
+    """The population of changes in a period: one row per sealed receipt, each verified.
+
+    An auditor samples from it: commit, tree, task, contract, author model, each tier,
+    approvers and how they approved, waivers, merge eligibility and the gate's decision."""
+    if as_csv and as_json:
+        raise lib.InputError("choose --csv or --json")
+    start, end = _when(from_text, "--from", False), _when(to_text, "--to", True)
+    if end <= start:
+        raise lib.InputError("--to is before --from")
+    root = _trust(ctx, trust)
+    rows = lib.population(_reader(ctx), root, start, end)
+    if as_csv:
+        _said(root)
+        click.echo(lib.population_csv(rows), nl=False)
+        return
+    lines = [
+        "%s  %s  %-16s %-12s eligible=%s verified=%s  %s"
+        % (
+            datetime.datetime.fromtimestamp(row.sealed_at, datetime.UTC).strftime("%Y-%m-%d %H:%M"),
+            row.receipt[:19] + "…",
+            row.task,
+            (row.commit or "-")[:12],
+            "yes" if row.merge_eligible else "no",
+            "yes" if row.verified else "NO",
+            ", ".join("%s (%s)" % (a["name"], a["method"]) for a in row.approvers) or "no approvers",
+        )
+        for row in rows
+    ]
+    lines.append("%d sealed receipt(s) from %s to %s" % (len(rows), from_text, to_text))
+    _emit(as_json, [row.as_dict() for row in rows], lines, root)
+
+
 @cli.command()
 @click.option("--keep", type=click.Path(path_type=Path, file_okay=False), help="Build the demo here and keep it.")
 def demo(keep: Path | None) -> None:
