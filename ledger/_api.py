@@ -25,7 +25,7 @@ if TYPE_CHECKING:
         resolve_blob,
         snapshot_of,
     )
-    from ._export import export_bundle, final_status
+    from ._export import export_bundle, final_status, receipt_page
     from ._gate import GATE_MODES, GateResult, ReceiptCheck, check_receipts, gate, gate_check, verify_commit
     from ._git import git_root, resolve_candidate, resolve_commit
     from ._git_notes import (
@@ -189,6 +189,7 @@ __all__ = [
     "verify_commit",
     # exports and witnessing
     "export_bundle",
+    "receipt_page",
     "final_status",
     "export_intoto",
     "PAYLOAD_TYPE",
@@ -337,6 +338,7 @@ _WHERE = {
     "verify_commit": "_gate",
     "export_bundle": "_export",
     "final_status": "_export",
+    "receipt_page": "_export",
     "export_intoto": "_intoto",
     "PAYLOAD_TYPE": "_intoto",
     "PREDICATE_TYPE": "_intoto",

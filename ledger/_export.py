@@ -5,7 +5,6 @@ same bytes). Its size grows with the task's history and the keyring, not the led
 from __future__ import annotations
 
 import base64
-import html
 import json
 import zipfile
 from pathlib import Path
@@ -13,31 +12,42 @@ from typing import Any
 
 from receipts import (
     CHECK_RESULT_FORMAT,
+    HUMAN_DECISION_FORMAT,
+    HUMAN_DECISION_ID,
     KEYRING_KINDS,
     SNAPSHOT_FORMAT,
     CachedNodes,
     ContractRevision,
     Digest,
     EntryKind,
+    Genesis,
+    KeyAdd,
+    KeyRevoke,
     LadderReceipt,
+    TaskEvent,
     TierRecord,
     Verdict,
+    Waiver,
     allowed_signers_text,
+    decision_method,
     decode_as,
     decode_body,
     decode_entry,
+    derive_check,
     inclusion_proof,
     parse_checkpoint,
     replay_keyring,
     tlog_proof_text,
 )
-from verify import BUNDLE_FORMAT, Result, StoredEntry, verify_receipt
+from verify import BUNDLE_FORMAT, Result, StoredEntry, Trust, verify_receipt
 
+from ._environment import VERSION
 from ._errors import InputError
 from ._evidence import evidence_json
+from ._report import report_html
 from ._store import Ledger
 
-__all__ = ["export_bundle", "final_status"]
+__all__ = ["export_bundle", "final_status", "receipt_page"]
 
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 
@@ -105,9 +115,21 @@ def _manifest(
     result: Result,
     entries: dict[int, StoredEntry],
     records: dict[str, tuple[TierRecord, str]],
-    checkpoint_text: str,
+    checkpoint_text: str | None,
 ) -> dict[str, Any]:
-    cp = parse_checkpoint(checkpoint_text.split("\n\n")[0] + "\n")
+    cp = parse_checkpoint(checkpoint_text.split("\n\n")[0] + "\n") if checkpoint_text is not None else None
+    revision = next(
+        (
+            decode_as(ContractRevision, e.body)
+            for _, e in sorted(entries.items())
+            if e.kind == EntryKind.CONTRACT.value
+            and decode_as(ContractRevision, e.body).config_hash == receipt.config_hash
+        ),
+        None,
+    )
+    contract = revision.parse() if revision is not None else None
+    names = {s.key_id: (s.spec.name, tuple(r.value for r in s.spec.roles)) for s in ledger.keyring()}
+    decisions: list[dict[str, Any]] = []
     snapshot: dict[str, Any] = {}
     artifacts: list[dict[str, Any]] = []
     checks: list[dict[str, Any]] = []
@@ -129,6 +151,9 @@ def _manifest(
             if ref.check_id.startswith("check:") and ref.check_id.count(":") == 1:
                 doc = _json(ledger, ref.digest, CHECK_RESULT_FORMAT) or {}
                 facts = doc.get("facts") or {}
+                declared = contract.check(ref.check_id[6:]) if contract is not None else None
+                passed, why = derive_check(declared, doc) if declared is not None else (False, "not in the contract")
+                own = [ref] + [e for e in rec.evidence if e.check_id.startswith(ref.check_id + ":")]
                 checks.append(
                     {
                         "id": ref.check_id[6:],
@@ -138,13 +163,30 @@ def _manifest(
                         "environment": str(rec.environment),
                         "started": doc.get("started"),
                         "exit_status": facts.get("exit_code"),
-                        "evidence": [str(ref.digest)]
-                        + [str(e.digest) for e in rec.evidence if e.check_id.startswith(ref.check_id + ":")],
+                        "status": "pass" if passed else "fail",
+                        "reason": why,
+                        "duration_ms": doc.get("duration_ms"),
+                        "evidence": [str(e.digest) for e in own],
+                        "files": [{"name": e.check_id, "digest": str(e.digest)} for e in own],
                     }
                 )
         if rec.tier.value == "human":
             (approvals if rec.verdict is Verdict.PASS else rejections).append(
                 {"record": digest, "signer": signer, "created": rec.created}
+            )
+            refs = [e for e in rec.evidence if e.check_id == HUMAN_DECISION_ID]
+            doc = (_json(ledger, refs[0].digest, HUMAN_DECISION_FORMAT) if refs else None) or {}
+            decisions.append(
+                {
+                    "decision": doc.get("decision", "unreadable"),
+                    "name": names.get(signer, ("?", ()))[0],
+                    "key": signer,
+                    "roles": list(names.get(signer, ("?", ()))[1]),
+                    "time": rec.created,
+                    "method": decision_method(doc),
+                    "note": doc.get("note"),
+                    "shown_sha256": doc.get("shown_sha256"),
+                }
             )
     contract_seq = next(
         (
@@ -171,17 +213,43 @@ def _manifest(
         "task": receipt.task_id,
         "final_status": final_status(result),
         "merge_eligible": receipt.merge_eligible,
-        "contract": {"config": str(receipt.config_hash), "revision_entry": contract_seq},
+        "contract": {
+            "config": str(receipt.config_hash),
+            "revision_entry": contract_seq,
+            "goal": contract.goal if contract else None,
+            "policy": {
+                "required_tiers": [t.value for t in contract.required_tiers],
+                "human_approvals": contract.human_approvals,
+                "independent_approvers": contract.independent_approvers,
+                "judge_threshold": contract.judge_threshold_bp / 10000,
+            }
+            if contract
+            else {},
+        },
+        "sealed_at": receipt.created,
         "input_snapshot": {
             "candidate": str(receipt.input_hash),
-            **{k: snapshot.get(k) for k in ("commit", "tree", "base", "diff", "dirty")},
+            **{k: snapshot.get(k) for k in ("commit", "tree", "base", "base_source", "diff", "dirty")},
+        },
+        "decisions": decisions,
+        "timeline": [_event(seq, e, names) for seq, e in sorted(entries.items())],
+        "verification": {
+            "verified": result.ok,
+            "merge_eligible_derived": result.derived_eligible,
+            "not_eligible_because": list(result.eligibility_reasons),
+            "defects": [{"code": d.code, "message": d.message} for d in result.defects],
+            "warnings": list(result.warnings),
+            "trust": result.trust,
+            "method": "by proof into the checkpoint" if result.method == "proof" else "by walking the chain",
+            "checkpoint": result.checkpoint,
+            "by": "receipt-ledger %s" % VERSION,
         },
         "change_set": {"diff": snapshot.get("diff"), "attribution": snapshot.get("attribution")},
         "artifacts": artifacts,
         "checks": checks,
         "tiers": [t.as_dict() for t in result.tiers],
         "provenance": {
-            "log": cp.origin,
+            "log": cp.origin if cp is not None else None,
             "keyring": keyring,
             "signers": sorted({signer for _, signer in records.values()}),
         },
@@ -198,9 +266,43 @@ def _manifest(
             "unverified_assumptions": list(result.warnings),
             "not_eligible_because": list(result.eligibility_reasons),
         },
-        "checkpoint": {"origin": cp.origin, "size": cp.size, "root": base64.b64encode(cp.root).decode("ascii")},
+        "checkpoint": {"origin": cp.origin, "size": cp.size, "root": base64.b64encode(cp.root).decode("ascii")}
+        if cp is not None
+        else None,
         "entries": sorted(entries),
         "how_to_verify": "ledger verify --bundle BUNDLE.zip --trust ALLOWED_SIGNERS",
+    }
+
+
+def _event(seq: int, stored: StoredEntry, names: dict[str, tuple[str, tuple[str, ...]]]) -> dict[str, Any]:
+    """One line of the report's timeline: what the entry did, when, signed by whom."""
+    entry = decode_entry(stored.entry)
+    body = decode_body(entry.kind, stored.body)
+    if isinstance(body, TierRecord):
+        what = "%s record: %s" % (body.tier.value, body.verdict.value)
+    elif isinstance(body, LadderReceipt):
+        what = "receipt sealed: merge_eligible=%s" % str(body.merge_eligible).lower()
+    elif isinstance(body, ContractRevision):
+        what = "contract revision %s" % body.config_hash.short()
+    elif isinstance(body, Waiver):
+        what = "waiver of %s until %d: %s" % (body.check_id, body.expires, body.reason)
+    elif isinstance(body, TaskEvent):
+        detail = ", ".join("%s=%s" % kv for kv in body.fields)
+        what = "%s%s" % (body.type.value, " (%s)" % detail if detail else "")
+    elif isinstance(body, Genesis):
+        what = "ledger created"
+    elif isinstance(body, KeyAdd):
+        what = "key %s added: %s" % (body.key.name, ", ".join(r.value for r in body.key.roles))
+    elif isinstance(body, KeyRevoke):
+        what = "key %s revoked: %s" % (names.get(body.key_id, (body.key_id,))[0], body.reason)
+    else:
+        what = entry.kind.value
+    return {
+        "seq": seq,
+        "time": entry.time,
+        "kind": entry.kind.value,
+        "what": what,
+        "signer": "%s (%s)" % (names.get(entry.signer, ("?",))[0], entry.signer),
     }
 
 
@@ -241,54 +343,35 @@ def _report_md(m: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _report_html(m: dict[str, Any]) -> str:
-    e = html.escape
-    rows = "".join(
-        "<tr><td>%s</td><td>%s</td><td class=s-%s>%s</td><td>%s</td></tr>"
-        % (
-            e(t["tier"]),
-            "yes" if t["required"] else "no",
-            e(t["status"]),
-            e(t["status"]),
-            e(t["signer"] or t["detail"]),
-        )
-        for t in m["tiers"]
+def _listed_records(entries: dict[int, StoredEntry], receipt: LadderReceipt) -> dict[str, tuple[TierRecord, str]]:
+    """The tier records the receipt lists, with their signers, by record hash."""
+    records: dict[str, tuple[TierRecord, str]] = {}
+    for e in entries.values():
+        if e.kind == EntryKind.TIER_RECORD.value and any(
+            Digest(e.body_hash) in slot.records for slot in receipt.entries
+        ):
+            records[str(Digest(e.body_hash))] = (decode_as(TierRecord, e.body), decode_entry(e.entry).signer)
+    return records
+
+
+def receipt_page(ledger: Ledger, receipt_digest: Digest, trust: Trust) -> str:
+    """`ledger report HASH --html`: the page a bundle carries, for one receipt on the
+    ledger, verified against the caller's ``trust``; evidence is named, not linked."""
+    stored, receipt = ledger.receipt(receipt_digest)
+    receipt_hash = str(Digest(stored.body_hash))
+    result = verify_receipt(ledger.reader, receipt_hash, trust)
+    covering = [note for size, note in ledger.checkpoints() if size > stored.seq]
+    entries = _history(ledger, stored)
+    manifest = _manifest(
+        ledger,
+        receipt,
+        receipt_hash,
+        result,
+        entries,
+        _listed_records(entries, receipt),
+        covering[-1].encode() if covering else None,
     )
-    evidence = "".join(
-        "<tr><td>%s</td><td>%s</td><td><code>%s</code></td><td>%d</td><td>%s</td></tr>"
-        % (e(a["tier"]), e(a["check"]), e(a["digest"]), a["size"], e(a["media_type"]))
-        for a in m["artifacts"]
-    )
-    signers = "".join("<li><code>%s</code></li>" % e(s) for s in m["provenance"]["signers"])
-    unresolved = "".join(
-        "<li>%s: %s</li>" % (e(k.replace("_", " ")), e("; ".join(map(str, v)))) for k, v in m["unresolved"].items() if v
-    )
-    return (
-        "<!doctype html><html><head><meta charset=utf-8><title>Evidence bundle: %s</title><style>"
-        "body{font-family:sans-serif;margin:2em;max-width:70em}table{border-collapse:collapse}td,th{border:1px solid #999;"
-        "padding:.3em .6em;text-align:left}code{font-size:.85em}.s-pass{color:#060}.s-fail,.s-missing{color:#a00}"
-        ".s-skip,.s-review,.s-retry{color:#960}</style></head><body>"
-        "<h1>Evidence bundle: %s</h1><p>Status: <b>%s</b> (merge_eligible=%s)</p><p>Receipt <code>%s</code><br>Candidate <code>%s</code></p>"
-        "<h2>Ladder</h2><table><tr><th>tier</th><th>required</th><th>status</th><th>signer / detail</th></tr>%s</table>"
-        "<h2>Evidence</h2><table><tr><th>tier</th><th>check</th><th>digest</th><th>size</th><th>type</th></tr>%s</table>"
-        "<h2>Signers</h2><ul>%s</ul><h2>Checkpoint</h2><p><code>%s</code> at size %d, root <code>%s</code></p>"
-        "%s<p>Verify offline: <code>%s</code></p></body></html>\n"
-    ) % (
-        e(m["task"]),
-        e(m["task"]),
-        e(m["final_status"]),
-        str(m["merge_eligible"]).lower(),
-        e(m["receipt"]),
-        e(m["input_snapshot"]["candidate"]),
-        rows,
-        evidence,
-        signers,
-        e(m["checkpoint"]["origin"]),
-        m["checkpoint"]["size"],
-        e(m["checkpoint"]["root"]),
-        ("<h2>Unresolved</h2><ul>%s</ul>" % unresolved) if unresolved else "",
-        e(m["how_to_verify"]),
-    )
+    return report_html(manifest, links=False)
 
 
 def export_bundle(ledger: Ledger, receipt_digest: Digest, out: Path) -> dict[str, Any]:
@@ -308,18 +391,13 @@ def export_bundle(ledger: Ledger, receipt_digest: Digest, out: Path) -> dict[str
     size, note = covering[-1]
     checkpoint_text = note.encode()
     entries = _history(ledger, stored)
-    records: dict[str, tuple[TierRecord, str]] = {}
-    for e in entries.values():
-        if e.kind == EntryKind.TIER_RECORD.value:
-            rec = decode_as(TierRecord, e.body)
-            if any(Digest(e.body_hash) in slot.records for slot in receipt.entries):
-                records[str(Digest(e.body_hash))] = (rec, decode_entry(e.entry).signer)
+    records = _listed_records(entries, receipt)
     manifest = _manifest(ledger, receipt, receipt_hash, result, entries, records, checkpoint_text)
     members: dict[str, bytes | Digest] = {
         "manifest.json": (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode(),
         "checkpoint": checkpoint_text.encode(),
         "report.md": _report_md(manifest).encode(),
-        "report.html": _report_html(manifest).encode(),
+        "report.html": report_html(manifest).encode(),
         "allowed_signers": _bundle_allowed_signers(entries).encode(),
     }
     nodes = CachedNodes(ledger)

@@ -1570,17 +1570,42 @@ def _when(text: str, option: str, end: bool) -> int:
 
 
 @cli.command()
-@click.option("--from", "from_text", required=True, help="First day (UTC date, or an ISO 8601 time).")
-@click.option("--to", "to_text", required=True, help="Last day, included (UTC date, or an ISO 8601 time, excluded).")
+@click.argument("hash_text", metavar="[HASH]", required=False)
+@click.option("--from", "from_text", help="First day (UTC date, or an ISO 8601 time).")
+@click.option("--to", "to_text", help="Last day, included (UTC date, or an ISO 8601 time, excluded).")
 @click.option("--csv", "as_csv", is_flag=True, help="CSV with a header line, for a spreadsheet.")
+@click.option("--html", "as_html", is_flag=True, help="With HASH: the auditor's page for that receipt.")
+@click.option("-o", "--output", type=_FILE, help="With --html: write the page here instead of stdout.")
 @trust_option
 @json_option
 @click.pass_context
-def report(ctx: click.Context, from_text: str, to_text: str, as_csv: bool, trust: _TrustArgs, as_json: bool) -> None:
-    """The population of changes in a period: one row per sealed receipt, each verified.
+def report(
+    ctx: click.Context,
+    hash_text: str | None,
+    from_text: str | None,
+    to_text: str | None,
+    as_csv: bool,
+    as_html: bool,
+    output: Path | None,
+    trust: _TrustArgs,
+    as_json: bool,
+) -> None:
+    """The population of changes in a period (--from, --to): one row per sealed receipt,
+    each verified; or, with HASH --html, the auditor's page for one receipt.
 
-    An auditor samples from it: commit, tree, task, contract, author model, each tier,
-    approvers and how they approved, waivers, merge eligibility and the gate's decision."""
+    An auditor samples from the population: commit, tree, task, contract, author model,
+    each tier, approvers and how they approved, waivers, eligibility and the gate's decision."""
+    if hash_text is not None:
+        if not as_html or from_text or to_text or as_csv or as_json:
+            raise lib.InputError("a receipt's report is `ledger report HASH --html`")
+        page = lib.receipt_page(_reader(ctx), _digest(hash_text), _trust(ctx, trust))
+        if output is None:
+            click.echo(page, nl=False)
+        else:
+            lib.write_text_atomic(output, page)
+        return
+    if from_text is None or to_text is None or as_html:
+        raise lib.InputError("the population of changes needs --from and --to (and HASH --html is one receipt's page)")
     if as_csv and as_json:
         raise lib.InputError("choose --csv or --json")
     start, end = _when(from_text, "--from", False), _when(to_text, "--to", True)
