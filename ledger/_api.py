@@ -61,7 +61,18 @@ if TYPE_CHECKING:
         uninstall_hooks,
     )
     from ._hooks import HookAnswer, run_hook, task_in
-    from ._intoto import PAYLOAD_TYPE, PREDICATE_TYPE, VSA_PREDICATE_TYPE, export_intoto, export_vsa, pae, vsa_statement
+    from ._intoto import (
+        PAYLOAD_TYPE,
+        PREDICATE_TYPE,
+        TEST_RESULT_PREDICATE_TYPE,
+        VSA_PREDICATE_TYPE,
+        export_intoto,
+        export_test_result,
+        export_vsa,
+        pae,
+        test_result_statement,
+        vsa_statement,
+    )
     from ._keyring import add_key, allowed_signers, create_key, revoke_key
     from ._keys import generate_key_file, key_dir, key_path, load_signer, read_public_key
     from ._mirror import PullResult, pull
@@ -237,6 +248,9 @@ __all__ = [
     "annotation",
     "COMMENT_MARKER",
     "export_vsa",
+    "export_test_result",
+    "test_result_statement",
+    "TEST_RESULT_PREDICATE_TYPE",
     "vsa_statement",
     "VSA_PREDICATE_TYPE",
     "status_lines",
@@ -383,6 +397,9 @@ _WHERE = {
     "annotation": "_github",
     "COMMENT_MARKER": "_github",
     "export_vsa": "_intoto",
+    "export_test_result": "_intoto",
+    "test_result_statement": "_intoto",
+    "TEST_RESULT_PREDICATE_TYPE": "_intoto",
     "vsa_statement": "_intoto",
     "VSA_PREDICATE_TYPE": "_intoto",
     "status_lines": "_render",

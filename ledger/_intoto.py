@@ -11,22 +11,25 @@ from pathlib import Path
 from typing import Any
 
 from receipts import (
+    CHECK_RESULT_FORMAT,
     Digest,
     LadderReceipt,
     Signer,
     Tier,
     TierRecord,
+    Verdict,
     config_hash,
     content_digest,
     decode_as,
     decode_entry,
+    derive_check,
     fingerprint,
 )
 from verify import Trust, verify_receipt
 
 from . import _clock
 from ._errors import InputError
-from ._evidence import snapshot_of
+from ._evidence import evidence_json, snapshot_of
 from ._store import Ledger
 
 __all__ = [
@@ -37,6 +40,9 @@ __all__ = [
     "export_intoto",
     "export_vsa",
     "vsa_statement",
+    "TEST_RESULT_PREDICATE_TYPE",
+    "test_result_statement",
+    "export_test_result",
 ]
 
 PREDICATE_TYPE = "https://receipt-ledger.dev/ladder-receipt/v1"
@@ -203,6 +209,90 @@ def vsa_statement(
             },
         },
     }
+
+
+TEST_RESULT_PREDICATE_TYPE = "https://in-toto.io/attestation/test-result/v0.1"
+
+
+def test_result_statement(ledger: Ledger, receipt_digest: Digest, trust: Trust) -> dict[str, Any]:
+    """The in-toto test-result predicate (v0.1) of the receipt's deterministic record, for
+    policy tools that read that format: PASSED when every check passed, WARNED when the
+    record passes only because a failing check was waived, FAILED otherwise; each check
+    by id in passedTests, warnedTests or failedTests, as the contract's rule derives it
+    again from the recorded result. Configuration: the contract and each check's result
+    document, by sha256. Refuses (`InputError`) a receipt that does not verify against
+    ``trust`` or has no deterministic record."""
+    stored, receipt = ledger.receipt(receipt_digest)
+    receipt_hash = str(Digest(stored.body_hash))
+    result = verify_receipt(ledger.reader, receipt_hash, trust)
+    if not result.ok:
+        raise InputError("refusing to attest a receipt that does not verify: %s" % result.defects[0].message)
+    slot = receipt.entry(Tier.DETERMINISTIC)
+    entry = ledger.find(slot.records[0]) if slot is not None and slot.records else None
+    if entry is None:
+        raise InputError("the receipt lists no deterministic record: there are no test results to attest")
+    record = decode_as(TierRecord, entry.body)
+    revision = next(
+        (rev for _, rev in ledger.contract_revisions(receipt.task_id) if rev.config_hash == record.config_hash), None
+    )
+    if revision is None:
+        raise InputError("the record's contract %s is not in the ledger" % record.config_hash.short())
+    contract = revision.parse()
+    passed, warned, failed = [], [], []
+    configuration = [
+        {
+            "name": "contract",
+            "uri": "urn:receipt-ledger:contract:%s" % receipt.task_id,
+            "digest": _sha256(revision.contract),
+        }
+    ]
+    for check in contract.checks:
+        ref = next((e for e in record.evidence if e.check_id == "check:" + check.id), None)
+        doc = evidence_json(ledger, ref.digest, CHECK_RESULT_FORMAT) if ref is not None else None
+        ok, _why = derive_check(check, doc)
+        if ref is not None:
+            blob = ledger.reader.open_blob(ref.digest)
+            if blob is not None:
+                with blob:
+                    configuration.append({"name": ref.check_id, "digest": _sha256(blob.read())})
+        if ok:
+            passed.append(check.id)
+        elif record.verdict is Verdict.PASS:
+            warned.append(check.id)  # the verified pass rests on a waiver of this check
+        else:
+            failed.append(check.id)
+    subjects = _commit_subjects(ledger, record)
+    if not subjects:
+        raise InputError("the record names no commit (no snapshot): a statement needs a subject")
+    outcome = "FAILED" if failed or record.verdict is not Verdict.PASS else ("WARNED" if warned else "PASSED")
+    return {
+        "_type": STATEMENT_TYPE,
+        "subject": subjects,
+        "predicateType": TEST_RESULT_PREDICATE_TYPE,
+        "predicate": {
+            "result": outcome,
+            "configuration": configuration,
+            "passedTests": passed,
+            "warnedTests": warned,
+            "failedTests": failed,
+        },
+    }
+
+
+def _commit_subjects(ledger: Ledger, record: TierRecord) -> list[dict[str, Any]]:
+    snap = snapshot_of(ledger, record) or {}
+    return [
+        {"name": "git+%s" % field, "digest": {algorithm: snap[field]}}
+        for field, algorithm in (("commit", "gitCommit"), ("tree", "gitTree"))
+        if isinstance(snap.get(field), str)
+    ]
+
+
+def export_test_result(
+    ledger: Ledger, receipt_digest: Digest, signer: Signer, out: Path, trust: Trust
+) -> dict[str, Any]:
+    """Write `test_result_statement` in a DSSE envelope signed by an active seal key."""
+    return _write_envelope(ledger, test_result_statement(ledger, receipt_digest, trust), signer, out)
 
 
 def export_vsa(

@@ -1023,13 +1023,13 @@ def pull(ctx: click.Context, from_url: str | None, to_dir: Path | None, as_json:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["bundle", "intoto", "vsa"]),
+    type=click.Choice(["bundle", "intoto", "vsa", "test-result"]),
     default="bundle",
     show_default=True,
-    help="A zip that verifies offline; an in-toto Statement of our predicate; or a SLSA verification summary"
-    " (both in a DSSE envelope).",
+    help="A zip that verifies offline; an in-toto Statement of our predicate; a SLSA verification summary;"
+    " or in-toto's test-result predicate of the deterministic record (the last three in a DSSE envelope).",
 )
-@key_option("Seal key that signs the DSSE envelope (intoto and vsa)", required=False)
+@key_option("Seal key that signs the DSSE envelope (intoto, vsa and test-result)", required=False)
 @trust_option
 @click.option("--resource-uri", help="vsa: the resourceUri policy tools match (default: a urn of the candidate).")
 @click.pass_context
@@ -1054,6 +1054,13 @@ def export(
         return
     if key_name is None:
         raise lib.InputError("--format %s needs --key: the seal key that signs the envelope" % fmt)
+    if fmt == "test-result":
+        root = _trust(ctx, trust)
+        envelope = lib.export_test_result(_ledger(ctx), _digest(hash_text), _signer(key_name), output, root)
+        _said(root)
+        statement = json.loads(base64.b64decode(envelope["payload"]))
+        click.echo("wrote %s (in-toto test result: %s)" % (output, statement["predicate"]["result"]), err=True)
+        return
     if fmt == "vsa":
         root = _trust(ctx, trust)
         envelope = lib.export_vsa(_ledger(ctx), _digest(hash_text), _signer(key_name), output, root, resource_uri)

@@ -22,7 +22,7 @@ from securesystemslib.signer import SSlibKey
 
 import receipts as r
 from conftest import SIGNERS, Sample, build_sample, run_cli, write_private_key
-from ledger import Ledger, export_vsa
+from ledger import Ledger, export_test_result, export_vsa
 from verify import TrustRoot
 
 ADMIN = TrustRoot(frozenset({r.fingerprint(SIGNERS["admin"].public_key_blob)}), "test admin")
@@ -132,3 +132,37 @@ def test_the_cli_writes_it_with_the_pinned_trust(sample: Sample, tmp_path: Path)
         "--dir", str(sample.root), "export", sample.receipt, "--format", "vsa", "-o", str(out), cwd=tmp_path, env=env
     )
     assert without_key.returncode == 2 and "--format vsa needs --key" in without_key.stderr
+
+
+def _test_result(sample: Sample, out: Path) -> dict[str, Any]:
+    """The test-result statement, after securesystemslib verified its signature and in-toto's
+    library validated the Statement and parsed the predicate into its TestResult type."""
+    from in_toto_attestation.predicates.test_result.v0 import test_result_pb2
+
+    ledger = Ledger.open(sample.root)
+    try:
+        envelope_doc = export_test_result(ledger, r.Digest.parse(sample.receipt), SIGNERS["sealer"], out, ADMIN)
+    finally:
+        ledger.close()
+    envelope = Envelope.from_dict(json.loads(json.dumps(envelope_doc)))
+    assert r.fingerprint(SIGNERS["sealer"].public_key_blob) in envelope.verify([_sealer_key()], 1)
+    doc = json.loads(envelope.pae().split(b" ", 4)[4])
+    Statement.copy_from_pb(json_format.ParseDict(doc, statement_pb2.Statement())).validate()
+    assert doc["predicateType"] == "https://in-toto.io/attestation/test-result/v0.1"
+    json_format.ParseDict(doc["predicate"], test_result_pb2.TestResult())  # every field is the schema's
+    return dict(doc)
+
+
+def test_the_deterministic_record_as_in_totos_test_result(sample: Sample, tmp_path: Path) -> None:
+    doc = _test_result(sample, tmp_path / "tests.json")
+    predicate = doc["predicate"]
+    assert predicate["result"] == "PASSED" and predicate["passedTests"] == ["tests"]
+    assert predicate["failedTests"] == [] and predicate["warnedTests"] == []
+    assert [c["name"] for c in predicate["configuration"]] == ["contract", "check:tests"]
+    assert {next(iter(s["digest"])) for s in doc["subject"]} == {"gitCommit", "gitTree"}
+
+
+def test_a_failing_check_is_a_failed_test_result(tmp_path: Path) -> None:
+    failing = build_sample(tmp_path, {**{t: r.Verdict.PASS for t in r.LADDER}, r.Tier.DETERMINISTIC: r.Verdict.FAIL})
+    predicate = _test_result(failing, tmp_path / "tests.json")["predicate"]
+    assert predicate["result"] == "FAILED" and predicate["failedTests"] == ["tests"] and predicate["passedTests"] == []
