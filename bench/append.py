@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _common import fresh_ledger, record, timed  # noqa: E402
 
 import receipts as r  # noqa: E402
+from verify.schema import SCHEMA  # noqa: E402
 
 
 def floor_db(path: Path) -> sqlite3.Connection:
@@ -76,6 +77,31 @@ def main(batched_n: int = 2000, durable_n: int = 60) -> dict[str, object]:
         conn.execute("COMMIT")
 
     batched = _paired(floor_batched, lambda: ledger.append_many(bodies, sealer), batched_n)
+
+    # Informative, not the target's floor: the same floor inserting into our entries table,
+    # with its indexes (hash, body hash, task and kind lookups), to show what they cost.
+    indexed = sqlite3.connect(work / "indexed.db", isolation_level=None)
+    indexed.execute("PRAGMA journal_mode = WAL")
+    indexed.execute("PRAGMA synchronous = FULL")
+    indexed.executescript(SCHEMA)
+    next_seq = iter(range(1 << 40))
+
+    def floor_indexed() -> None:
+        indexed.execute("BEGIN")
+        for rec in bodies:
+            data = r.encode_tier_record(rec)
+            h = r.domain_hash(r.Domain.TIER_RECORD, data)
+            sig = sealer.sign_raw(h.value + data[:64])
+            seq = next(next_seq)
+            indexed.execute(
+                "INSERT INTO entries (seq, hash, kind, body_hash, task, entry, body) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (seq, sig[:24] + seq.to_bytes(8, "big"), "tier_record", h.value, rec.task_id, sig, data),
+            )
+        indexed.execute("COMMIT")
+
+    with_indexes = _paired(floor_indexed, lambda: ledger.append_many(bodies, sealer), batched_n)
+    batched["floor_with_our_indexes_us"] = with_indexes["floor_us"]
+    batched["ratio_to_that"] = with_indexes["ratio"]
 
     conn2 = floor_db(work / "floor2.db")
 
