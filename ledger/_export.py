@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from receipts import (
     ContractRevision,
     Digest,
     EntryKind,
+    EvidenceRef,
     Genesis,
     KeyAdd,
     KeyRevoke,
@@ -35,6 +37,7 @@ from receipts import (
     decode_entry,
     derive_check,
     inclusion_proof,
+    is_derivation_input,
     parse_checkpoint,
     replay_keyring,
     tlog_proof_text,
@@ -354,6 +357,34 @@ def _listed_records(entries: dict[int, StoredEntry], receipt: LadderReceipt) -> 
     return records
 
 
+def _named(ref: EvidenceRef, redacted: list[dict[str, Any]]) -> bool:
+    return any(r["check"] == ref.check_id and r["digest"] == str(ref.digest) for r in redacted)
+
+
+def _redactions(records: dict[str, tuple[TierRecord, str]], names: Sequence[str]) -> list[dict[str, Any]]:
+    """The evidence items ``names`` choose, refusing any a verdict is derived from."""
+    chosen: list[dict[str, Any]] = []
+    for name in names:
+        hits = [
+            (rec, ref)
+            for rec, _ in records.values()
+            for ref in rec.evidence
+            if ref.check_id == name or ref.check_id.startswith("check:%s:" % name)
+        ]
+        if not hits:
+            raise InputError("--redact %s: the receipt's records hold no such evidence item or check" % name)
+        for rec, ref in hits:
+            if is_derivation_input(rec.tier, ref):
+                raise InputError(
+                    "--redact %s: %s is what the %s verdict is derived from, so it cannot be redacted"
+                    % (name, ref.check_id, rec.tier)
+                )
+            item = {"tier": rec.tier.value, "check": ref.check_id, "digest": str(ref.digest), "size": ref.size}
+            if item not in chosen:
+                chosen.append(item)
+    return sorted(chosen, key=lambda r: (r["tier"], r["check"]))
+
+
 def receipt_page(ledger: Ledger, receipt_digest: Digest, trust: Trust) -> str:
     """`ledger report HASH --html`: the page a bundle carries, for one receipt on the
     ledger, verified against the caller's ``trust``; evidence is named, not linked."""
@@ -374,12 +405,16 @@ def receipt_page(ledger: Ledger, receipt_digest: Digest, trust: Trust) -> str:
     return report_html(manifest, links=False)
 
 
-def export_bundle(ledger: Ledger, receipt_digest: Digest, out: Path) -> dict[str, Any]:
+def export_bundle(ledger: Ledger, receipt_digest: Digest, out: Path, redact: Sequence[str] = ()) -> dict[str, Any]:
     """Write the evidence bundle of a receipt to ``out`` (atomically): the receipt, its
     task's history and the keyring entries with inclusion proofs against the newest
     checkpoint covering it, every evidence blob, a manifest and the reports. Refuses
     (`InputError`) a receipt that does not verify against the ledger's own genesis admin,
-    or one no checkpoint covers yet. Returns the manifest."""
+    or one no checkpoint covers yet. Returns the manifest.
+
+    ``redact`` names evidence items to leave out, kept only by their digest: an item
+    (``check:tests:stdout``, ``diff``) or a check's id (all its raw output). Only items no
+    verdict is derived from can be redacted; naming another is refused."""
     stored, receipt = ledger.receipt(receipt_digest)
     receipt_hash = str(Digest(stored.body_hash))
     result = verify_receipt(ledger.reader, receipt_hash, ledger.genesis_trust())
@@ -392,7 +427,9 @@ def export_bundle(ledger: Ledger, receipt_digest: Digest, out: Path) -> dict[str
     checkpoint_text = note.encode()
     entries = _history(ledger, stored)
     records = _listed_records(entries, receipt)
+    redacted = _redactions(records, redact)
     manifest = _manifest(ledger, receipt, receipt_hash, result, entries, records, checkpoint_text)
+    manifest["redacted"] = redacted
     members: dict[str, bytes | Digest] = {
         "manifest.json": (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode(),
         "checkpoint": checkpoint_text.encode(),
@@ -407,8 +444,12 @@ def export_bundle(ledger: Ledger, receipt_digest: Digest, out: Path) -> dict[str
         members["proofs/%d.tlog-proof" % seq] = tlog_proof_text(
             seq, inclusion_proof(nodes, seq, size), checkpoint_text
         ).encode()
+    # A blob is left out only when every item naming it is redacted (identical outputs share one).
+    kept = {str(ref.digest) for rec, _ in records.values() for ref in rec.evidence if not _named(ref, redacted)}
     for rec, _ in records.values():
         for ref in rec.evidence:
+            if str(ref.digest) not in kept:
+                continue
             handle = ledger.reader.open_blob(ref.digest)
             if handle is None:
                 raise InputError("evidence blob %s is missing from the blob store" % ref.digest)

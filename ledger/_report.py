@@ -57,6 +57,12 @@ def _link(member: str, text: str, links: bool) -> str:
     return '<a href="%s">%s</a>' % (_e(member), _e(text)) if links else "<code>%s</code>" % _e(text)
 
 
+def _file(name: str, digest: str, text: str, links: bool, redacted: set[tuple[str, str]]) -> str:
+    if (name, digest) in redacted:
+        return '%s <span class="muted">(redacted from this bundle; its digest is %s)</span>' % (_e(text), _e(digest))
+    return _link("blobs/" + digest.split(":", 1)[1], text, links)
+
+
 def _code(value: object) -> str:
     return "<code>%s</code>" % _e(value) if value else '<span class="muted">not recorded</span>'
 
@@ -65,6 +71,7 @@ def report_html(m: dict[str, Any], links: bool = True) -> str:
     """The page for a bundle's manifest ``m``; ``links`` makes evidence names relative
     links to the bundle's members (off for a page written outside a bundle)."""
     v = m["verification"]
+    redacted = {(r["check"], r["digest"]) for r in m.get("redacted", [])}
     eligible = bool(v["verified"] and m["merge_eligible"] and v["merge_eligible_derived"])
     banner = '<div class="banner %s" role="status" id="decision">%s</div>' % (
         "ok" if eligible else "bad",
@@ -118,9 +125,7 @@ def report_html(m: dict[str, Any], links: bool = True) -> str:
                 _e(c.get("status")),
                 _e(c.get("reason")),
                 _e("%s ms" % c["duration_ms"] if isinstance(c.get("duration_ms"), int) else "not recorded"),
-                "<br>".join(
-                    _link("blobs/" + f["digest"].split(":", 1)[1], f["name"], links) for f in c.get("files", [])
-                )
+                "<br>".join(_file(f["name"], f["digest"], f["name"], links, redacted) for f in c.get("files", []))
                 or '<span class="muted">none</span>',
             )
             for c in m["checks"]
@@ -160,7 +165,7 @@ def report_html(m: dict[str, Any], links: bool = True) -> str:
         % (
             _e(a["tier"]),
             _e(a["check"]),
-            _link("blobs/" + a["digest"].split(":", 1)[1], a["digest"], links),
+            _file(a["check"], a["digest"], a["digest"], links, redacted),
             a["size"],
             _e(a["media_type"]),
         )

@@ -1031,6 +1031,12 @@ def pull(ctx: click.Context, from_url: str | None, to_dir: Path | None, as_json:
 )
 @key_option("Seal key that signs the DSSE envelope (intoto, vsa and test-result)", required=False)
 @trust_option
+@click.option(
+    "--redact",
+    multiple=True,
+    help="bundle: leave out an evidence item (check:tests:stdout, diff) or a check's raw output (tests),"
+    " kept by digest; never what a verdict is derived from. Repeatable.",
+)
 @click.option("--resource-uri", help="vsa: the resourceUri policy tools match (default: a urn of the candidate).")
 @click.pass_context
 def export(
@@ -1040,15 +1046,24 @@ def export(
     fmt: str,
     key_name: str | None,
     trust: _TrustArgs,
+    redact: Sequence[str],
     resource_uri: str | None,
 ) -> None:
     """Export a receipt: as an evidence bundle, as a signed in-toto attestation, or as a
     signed SLSA verification summary of its verification against the trust root."""
+    if redact and fmt != "bundle":
+        raise lib.InputError("--redact applies to a bundle")
     if fmt == "bundle":
-        manifest = lib.export_bundle(_reader(ctx), _digest(hash_text), output)
+        manifest = lib.export_bundle(_reader(ctx), _digest(hash_text), output, redact)
         click.echo(
-            "wrote %s: %s, %d entries, final status %s"
-            % (output, manifest["task"], len(manifest["entries"]), manifest["final_status"]),
+            "wrote %s: %s, %d entries, final status %s%s"
+            % (
+                output,
+                manifest["task"],
+                len(manifest["entries"]),
+                manifest["final_status"],
+                "; redacted: %s" % ", ".join(r["check"] for r in manifest["redacted"]) if manifest["redacted"] else "",
+            ),
             err=True,
         )
         return

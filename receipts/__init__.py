@@ -95,6 +95,7 @@ if TYPE_CHECKING:
         tlog_proof_text,
     )
     from ._human import DECISION_METHODS, HUMAN_DECISION_FORMAT, HUMAN_DECISION_ID, decision_method, derive_human
+    from ._inputs import is_derivation_input
     from ._judge import (
         JUDGE_RUN_FORMAT,
         JUDGE_RUN_MEDIA_TYPE,
@@ -172,6 +173,7 @@ __all__ = [
     "HUMAN_DECISION_ID",
     "DECISION_METHODS",
     "decision_method",
+    "is_derivation_input",
     "derive_human",
     "AllowedSigner",
     "allowed_signers_text",
@@ -449,6 +451,7 @@ _WHERE = {
     "HUMAN_DECISION_ID": "_human",
     "DECISION_METHODS": "_human",
     "decision_method": "_human",
+    "is_derivation_input": "_inputs",
     "derive_human": "_human",
     "JUDGE_RUN_FORMAT": "_judge",
     "JUDGE_RUN_MEDIA_TYPE": "_judge",

@@ -351,3 +351,68 @@ def test_a_bundle_carries_the_stored_witness_cosignatures(tmp_path: Path) -> Non
     ledger.close()
     with BundleSource(tmp_path / "witnessed.zip") as witnessed:
         assert verify_receipt(witnessed, s.receipt, TRUST, quorum).ok
+
+
+def _redacted(tmp: Path, *names: str) -> tuple[Sample, Path, dict[str, Any]]:
+    s = build_sample(tmp)
+    ledger = Ledger.open(s.root)
+    ledger.checkpoint(SIGNERS["sealer"])
+    out = tmp / "redacted.zip"
+    manifest = export_bundle(ledger, r.Digest.parse(s.receipt), out, names)
+    ledger.close()
+    return s, out, manifest
+
+
+def test_a_redacted_bundle_still_verifies_and_says_what_was_not_checked(tmp_path: Path) -> None:
+    s, bundle, manifest = _redacted(tmp_path, "tests", "diff")
+    assert sorted(r_["check"] for r_ in manifest["redacted"]) == ["check:tests:stderr", "check:tests:stdout", "diff"]
+    with zipfile.ZipFile(bundle) as zf:
+        names = set(zf.namelist())
+        page = zf.read("report.html").decode()
+    stdout = next(r_ for r_ in manifest["redacted"] if r_["check"] == "check:tests:stdout")
+    assert "blobs/" + stdout["digest"][7:] not in names  # the output itself is not in the bundle
+    assert "redacted from this bundle" in page
+    result = verify_bundle(bundle, s.receipt)
+    assert result.ok and result.derived_eligible, result.defects
+    said = [w for w in result.warnings if w.startswith("REDACTED")]
+    assert len(said) == 3 and any("check:tests:stdout" in w for w in said)
+    allowed = tmp_path / "allowed_signers"
+    allowed.write_text(run_cli("--dir", str(s.root), "keys", "export-allowed-signers").stdout)
+    cli = run_cli("--dir", str(tmp_path / "nowhere"), "verify", "--bundle", str(bundle), "--trust", str(allowed))
+    assert cli.returncode == 0 and "REDACTED from this bundle by its exporter, not checked" in cli.stdout
+
+
+@pytest.mark.parametrize("name", ["snapshot", "check:tests", "human:decision", "judge:run", "no-such-item"])
+def test_what_a_verdict_is_derived_from_cannot_be_redacted(tmp_path: Path, name: str) -> None:
+    s = build_sample(tmp_path)
+    ledger = Ledger.open(s.root)
+    ledger.checkpoint(SIGNERS["sealer"])
+    ledger.close()
+    res = run_cli("--dir", str(s.root), "export", s.receipt, "-o", str(tmp_path / "b.zip"), "--redact", name)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "Traceback" not in res.stderr, res.stderr
+    assert not (tmp_path / "b.zip").exists()
+
+
+def test_a_derivation_input_dropped_and_declared_redacted_still_fails(tmp_path: Path) -> None:
+    # The manifest is not signed: declaring a check result "redacted" excuses nothing.
+    s, bundle, _ = _redacted(tmp_path, "tests")
+    with zipfile.ZipFile(bundle) as zf:
+        doc = json.loads(zf.read("manifest.json"))
+    result_ref = next(a for a in doc["artifacts"] if a["check"] == "check:tests")
+    doc["redacted"].append({"tier": "deterministic", "check": "check:tests", "digest": result_ref["digest"], "size": 1})
+    forged = rezip(
+        bundle,
+        tmp_path / "forged.zip",
+        drop=("blobs/" + result_ref["digest"][7:],),
+        replace={"manifest.json": json.dumps(doc).encode()},
+    )
+    codes = {d.code for d in verify_bundle(forged, s.receipt).defects}
+    assert {"evidence-missing", "verdict-not-entailed"} <= codes
+    # And raw output dropped without being declared is missing, as before.
+    (tmp_path / "plain").mkdir()
+    plain, bundle = exported(tmp_path / "plain")
+    with zipfile.ZipFile(bundle) as zf:
+        artifacts = json.loads(zf.read("manifest.json"))["artifacts"]
+    stdout = next(a for a in artifacts if a["check"] == "check:tests:stdout")
+    dropped = rezip(bundle, tmp_path / "dropped.zip", drop=("blobs/" + stdout["digest"][7:],))
+    assert "evidence-missing" in {d.code for d in verify_bundle(dropped, plain.receipt).defects}

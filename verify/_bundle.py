@@ -205,6 +205,16 @@ class BundleSource:
         except _UNREADABLE as exc:
             raise CannotVerify("cannot read bundle member %s: %s" % (name, exc)) from None
 
+    def redacted(self, digest: Digest) -> bool:
+        """Whether manifest.json declares this blob redacted by the exporter. The manifest is
+        not signed: verify excuses such a blob only where no verdict is derived from it, and
+        says it was not checked."""
+        try:
+            listed = json.loads(self.read("manifest.json")).get("redacted") or []
+            return any(isinstance(item, dict) and item.get("digest") == str(digest) for item in listed)
+        except (CannotVerify, ValueError, AttributeError):
+            return False
+
     def checkpoints(self) -> list[tuple[int, str]]:
         try:
             return [(parse_checkpoint(parse_note(self.checkpoint_text).text).size, self.checkpoint_text)]

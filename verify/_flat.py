@@ -90,6 +90,9 @@ class FlatSource:
     def open_blob(self, digest: Digest) -> BinaryIO | None:
         return self.ledger.open_blob(digest)
 
+    def redacted(self, digest: Digest) -> bool:
+        return False
+
     def checkpoints(self) -> list[tuple[int, str]]:
         return [(self.size, self.checkpoint_text)]
 

@@ -65,6 +65,11 @@ class Source(Protocol):
 
     def open_blob(self, digest: Digest) -> BinaryIO | None: ...
 
+    def redacted(self, digest: Digest) -> bool:
+        """True when the source says it left this blob out on purpose (a bundle's exporter
+        may redact evidence no verdict is derived from); a ledger never does."""
+        ...
+
     def checkpoints(self) -> list[tuple[int, str]]: ...
 
     def count(self) -> int: ...
@@ -196,6 +201,9 @@ class LedgerSource:
             for row in rows:
                 yield _entry_row(row)
             start = int(rows[-1][0]) + 1
+
+    def redacted(self, digest: Digest) -> bool:
+        return False  # a ledger keeps every blob: one that is missing is missing
 
     def checkpoints(self) -> list[tuple[int, str]]:
         """Stored checkpoint notes, by tree size (an older ledger may have none)."""

@@ -38,6 +38,7 @@ from receipts import (
     derive_merge_eligible,
     entry_hash,
     evidence_list_hash,
+    is_derivation_input,
     latest_human_decisions,
     leaf_hash,
     parse_checkpoint,
@@ -323,7 +324,7 @@ def _check_record(
             )
         )
     # 5d. Its evidence list re-hashes, and every blob exists and re-hashes to its digest.
-    out.defects += _evidence_defects(source, rec, tier, seq)
+    out.defects += _evidence_defects(source, rec, tier, seq, warnings=out.warnings)
     if rec.tier is not tier:
         return None
     if tier is Tier.HUMAN:
@@ -389,10 +390,17 @@ def _check_record(
 
 
 def _evidence_defects(
-    source: Source, record: TierRecord, tier: Tier, seq: int, seen: dict[tuple[Digest, int], str | None] | None = None
+    source: Source,
+    record: TierRecord,
+    tier: Tier,
+    seq: int,
+    seen: dict[tuple[Digest, int], str | None] | None = None,
+    warnings: list[str] | None = None,
 ) -> list[Defect]:
     """5d: the evidence list re-hashes, and each blob exists and re-hashes to its digest and
-    size, read in chunks. ``seen`` remembers blobs already read (an audit reads each once)."""
+    size, read in chunks. ``seen`` remembers blobs already read (an audit reads each once).
+    A blob a bundle's exporter redacted is a warning, not a defect, only where no verdict
+    is derived from it (and ``warnings`` is given): it was not checked, and says so."""
     defects = []
     if evidence_list_hash(record.evidence) != record.evidence_hash:
         defects.append(
@@ -403,7 +411,17 @@ def _evidence_defects(
         problem = seen[key] if seen is not None and key in seen else blob_problem(source, ref.digest, ref.size)
         if seen is not None:
             seen[key] = problem
-        if problem == "evidence-missing":
+        if (
+            problem == "evidence-missing"
+            and warnings is not None
+            and not is_derivation_input(tier, ref)
+            and source.redacted(ref.digest)
+        ):
+            warnings.append(
+                "REDACTED from this bundle by its exporter, not checked: tier %s evidence %s (%s)"
+                % (tier, ref.check_id, ref.digest.short())
+            )
+        elif problem == "evidence-missing":
             defects.append(
                 Defect(
                     problem,
