@@ -309,6 +309,29 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = No
 LEDGER = [sys.executable, "-m", "ledger"]
 
 
+def cli_repo_with_lower_tiers(tmp: Path) -> tuple[Path, dict[str, str]]:
+    """A repository with TASK-1's contract committed, a ledger made by `ledger init`, keys
+    for ci, judge and alice made by the CLI, and the deterministic and judge tiers run:
+    ready for a person to approve. Returns the repository and the key environment."""
+    repo = make_repo(tmp / "repo")
+    (repo / ".ledger" / "contracts").mkdir(parents=True)
+    (repo / ".ledger" / "contracts" / "TASK-1.toml").write_bytes(contract_bytes())
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "TASK-1: contract")
+    keys = {"RECEIPT_LEDGER_KEYS": str(tmp / "keys")}
+    for args in (
+        ("init",),
+        ("keys", "generate", "ci", "--role", "deterministic"),
+        ("keys", "generate", "judge", "--role", "judge"),
+        ("keys", "generate", "alice", "--role", "human"),
+        ("check", "TASK-1", "--key", "ci"),
+        ("judge", "TASK-1", "--key", "judge"),
+    ):
+        res = run_cli(*args, cwd=repo, env=keys)
+        assert res.returncode == 0, (args, res.stderr)
+    return repo, keys
+
+
 def write_private_key(path: Path, name: str) -> Path:
     """The fixed test key ``name`` as an OpenSSH private key file, mode 0600 as OpenSSH wants."""
     from cryptography.hazmat.primitives import serialization

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import receipts as r
-from conftest import ADMIN_ID, SIGNERS, contract_bytes, git, make_repo, run_cli
+from conftest import ADMIN_ID, SIGNERS, cli_repo_with_lower_tiers, contract_bytes, git, run_cli
 from ledger import (
     CheckRun,
     InputError,
@@ -137,23 +137,7 @@ def test_waive_refuses_unknown_checks_and_past_expiry(env: tuple[Path, Ledger]) 
 
 
 def test_approve_shows_what_is_signed_and_needs_confirmation(tmp_path: Path) -> None:
-    repo = make_repo(tmp_path / "repo")
-    (repo / ".ledger" / "contracts").mkdir(parents=True)
-    (repo / ".ledger" / "contracts" / "TASK-1.toml").write_bytes(contract_bytes())
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "TASK-1: contract")
-    keys = {"RECEIPT_LEDGER_KEYS": str(tmp_path / "keys")}
-    for args in (
-        ("init",),
-        ("keys", "generate", "ci", "--role", "deterministic"),
-        ("keys", "generate", "judge", "--role", "judge"),
-        ("keys", "generate", "alice", "--role", "human"),
-        ("keys", "generate", "admin2", "--role", "admin"),
-        ("check", "TASK-1", "--key", "ci"),
-        ("judge", "TASK-1", "--key", "judge"),
-    ):
-        res = run_cli(*args, cwd=repo, env=keys)
-        assert res.returncode == 0, (args, res.stderr)
+    repo, keys = cli_repo_with_lower_tiers(tmp_path)
     refused = run_cli("approve", "TASK-1", "--key", "alice", cwd=repo, env=keys)
     assert refused.returncode == 2 and "pass --yes" in refused.stderr
     ok = run_cli("approve", "TASK-1", "--key", "alice", "--yes", "--comment", "read it", cwd=repo, env=keys)

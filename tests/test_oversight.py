@@ -19,10 +19,9 @@ from conftest import (
     ADMIN_ID,
     LEDGER,
     SIGNERS,
+    cli_repo_with_lower_tiers,
     contract_bytes,
     find_row,
-    git,
-    make_repo,
     read_rows,
     run_cli,
     seeded_signer,
@@ -144,28 +143,8 @@ def _decision(root: Path, seq: int | None = None) -> dict[str, object]:
         ledger.close()
 
 
-def _cli_repo(tmp_path: Path) -> tuple[Path, dict[str, str]]:
-    repo = make_repo(tmp_path / "repo")
-    (repo / ".ledger" / "contracts").mkdir(parents=True)
-    (repo / ".ledger" / "contracts" / "TASK-1.toml").write_bytes(contract_bytes())
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "TASK-1: contract")
-    keys = {"RECEIPT_LEDGER_KEYS": str(tmp_path / "keys")}
-    for args in (
-        ("init",),
-        ("keys", "generate", "ci", "--role", "deterministic"),
-        ("keys", "generate", "judge", "--role", "judge"),
-        ("keys", "generate", "alice", "--role", "human"),
-        ("check", "TASK-1", "--key", "ci"),
-        ("judge", "TASK-1", "--key", "judge"),
-    ):
-        res = run_cli(*args, cwd=repo, env=keys)
-        assert res.returncode == 0, (args, res.stderr)
-    return repo, keys
-
-
 def test_a_scripted_approval_says_so_with_the_digest_of_what_was_shown(tmp_path: Path) -> None:
-    repo, keys = _cli_repo(tmp_path)
+    repo, keys = cli_repo_with_lower_tiers(tmp_path)
     ok = run_cli("approve", "TASK-1", "--key", "alice", "--yes", "--comment", "read it", cwd=repo, env=keys)
     assert ok.returncode == 0, ok.stderr
     doc = _decision(repo / ".ledger")
@@ -175,7 +154,7 @@ def test_a_scripted_approval_says_so_with_the_digest_of_what_was_shown(tmp_path:
 
 
 def test_an_approval_answered_at_a_terminal_is_interactive(tmp_path: Path) -> None:
-    repo, keys = _cli_repo(tmp_path)
+    repo, keys = cli_repo_with_lower_tiers(tmp_path)
     # A real terminal: the command's stdin and stderr are a pseudo-terminal, and the test
     # answers the prompt once it has appeared on it.
     master, slave = pty.openpty()

@@ -10,7 +10,6 @@ import re
 import stat
 import zipfile
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -35,7 +34,7 @@ from receipts import (
 from ._errors import CannotVerify
 from ._evidence import blob_problem
 from ._result import Defect, Finding
-from ._source import StoredEntry
+from ._source import SparseEntries, StoredEntry
 from ._transparency import Transparency, checkpoint_signer, witnessed
 
 __all__ = ["BundleSource", "BUNDLE_FORMAT", "LIMITS"]
@@ -119,10 +118,8 @@ class _Capped(io.RawIOBase):
         super().close()
 
 
-class BundleSource:
+class BundleSource(SparseEntries):
     """The sparse copy of a ledger inside an evidence bundle."""
-
-    sparse = True
 
     def __init__(self, path: Path) -> None:
         try:
@@ -182,17 +179,6 @@ class BundleSource:
         self.close()
 
     # -- the Source interface ---------------------------------------------------------------
-
-    def by_body_hash(self, digest: Digest) -> StoredEntry | None:
-        return next((e for _, e in sorted(self.entries.items()) if e.body_hash == digest.value), None)
-
-    def by_hash(self, digest: Digest) -> StoredEntry | None:
-        return next((e for e in self.entries.values() if e.hash == digest.value), None)
-
-    def iter_entries(self, upto: int | None = None, task: str | None = None) -> Iterator[StoredEntry]:
-        for seq in sorted(self.entries):
-            if (upto is None or seq <= upto) and (task is None or self.entries[seq].task == task):
-                yield self.entries[seq]
 
     def open_blob(self, digest: Digest) -> BinaryIO | None:
         name = "blobs/" + digest.hex

@@ -5,7 +5,6 @@ stored nodes are not trusted: a wrong one makes a proof fail against the signed 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import BinaryIO
 
 from receipts import (
@@ -28,7 +27,7 @@ from receipts import (
 
 from ._errors import CannotVerify
 from ._result import Defect, Finding
-from ._source import LedgerSource, StoredEntry
+from ._source import LedgerSource, SparseEntries, StoredEntry
 from ._transparency import Transparency, checkpoint_signer, read_checkpoint, witnessed
 
 __all__ = ["FlatSource", "flat_source"]
@@ -53,12 +52,10 @@ class _StoredNodes:
         return found
 
 
-class FlatSource:
+class FlatSource(SparseEntries):
     """The receipt's history inside a whole ledger, read as a bundle would hold it: the
     task's entries up to the receipt, every keyring entry up to the checkpoint, and their
     proofs. Evidence is read from the ledger's blob store."""
-
-    sparse = True
 
     def __init__(
         self,
@@ -75,17 +72,6 @@ class FlatSource:
         self.proofs = proofs
         self.consistency = consistency
         self.broken = broken
-
-    def by_body_hash(self, digest: Digest) -> StoredEntry | None:
-        return next((e for _, e in sorted(self.entries.items()) if e.body_hash == digest.value), None)
-
-    def by_hash(self, digest: Digest) -> StoredEntry | None:
-        return next((e for e in self.entries.values() if e.hash == digest.value), None)
-
-    def iter_entries(self, upto: int | None = None, task: str | None = None) -> Iterator[StoredEntry]:
-        for seq in sorted(self.entries):
-            if (upto is None or seq <= upto) and (task is None or self.entries[seq].task == task):
-                yield self.entries[seq]
 
     def open_blob(self, digest: Digest) -> BinaryIO | None:
         return self.ledger.open_blob(digest)

@@ -16,7 +16,7 @@ from ._result import Finding
 from ._transparency import Transparency, ledger_transparency
 from .schema import BLOB_DIR, DB_NAME, blob_path
 
-__all__ = ["Source", "StoredEntry", "LedgerSource"]
+__all__ = ["Source", "StoredEntry", "LedgerSource", "SparseEntries"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +78,25 @@ class Source(Protocol):
         """Step 8 as this source can prove it: ``ring`` is the keyring the walk replayed
         up to the receipt."""
         ...
+
+
+class SparseEntries:
+    """Lookups over the entries a sparse copy holds (a bundle, or a receipt's history read
+    by proof), by sequence number in ``entries``."""
+
+    sparse = True
+    entries: dict[int, StoredEntry]
+
+    def by_body_hash(self, digest: Digest) -> StoredEntry | None:
+        return next((e for _, e in sorted(self.entries.items()) if e.body_hash == digest.value), None)
+
+    def by_hash(self, digest: Digest) -> StoredEntry | None:
+        return next((e for e in self.entries.values() if e.hash == digest.value), None)
+
+    def iter_entries(self, upto: int | None = None, task: str | None = None) -> Iterator[StoredEntry]:
+        for seq in sorted(self.entries):
+            if (upto is None or seq <= upto) and (task is None or self.entries[seq].task == task):
+                yield self.entries[seq]
 
 
 class LedgerSource:
