@@ -701,7 +701,7 @@ def _resume_defects(
         return [Defect(rewritten, "the ledger holds %d entries, fewer than the %d you audited" % (count, state.size))]
     seam = source.by_seq(state.size - 1)
     defects = []
-    if seam is None or seam.hash != state.prev_hash:
+    if seam is None or entry_hash(seam.entry).value != state.prev_hash:  # the bytes, not the index column
         defects.append(
             Defect(rewritten, "entry %d is not the entry you audited there" % (state.size - 1), state.size - 1)
         )
