@@ -92,6 +92,7 @@ if TYPE_CHECKING:
         status_lines,
         verify_lines,
     )
+    from ._retention import PruneReport, prune, set_retention
     from ._stats import FamilyStats, family_of, stats
     from ._status import DeterministicRun, Nudge, StatusReport, deterministic_runs, nudge, status_report, task_state
     from ._store import LEDGER_DIRNAME, Appended, Ledger, RecordRow, Store, find_ledger_dir
@@ -112,6 +113,9 @@ __all__ = [
     "open_source",
     "write_store_config",
     "write_text_atomic",
+    "set_retention",
+    "prune",
+    "PruneReport",
     "population",
     "population_csv",
     "ChangeRow",
@@ -277,6 +281,9 @@ _WHERE = {
     "open_source": "_config",
     "write_store_config": "_config",
     "write_text_atomic": "_config",
+    "set_retention": "_retention",
+    "prune": "_retention",
+    "PruneReport": "_retention",
     "population": "_population",
     "population_csv": "_population",
     "ChangeRow": "_population",

@@ -361,6 +361,27 @@ def _named(ref: EvidenceRef, redacted: list[dict[str, Any]]) -> bool:
     return any(r["check"] == ref.check_id and r["digest"] == str(ref.digest) for r in redacted)
 
 
+def _pruned(
+    ledger: Ledger, records: dict[str, tuple[TierRecord, str]], redacted: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Evidence already removed under the retention policy travels as a redaction, with why."""
+    gone: list[dict[str, Any]] = []
+    for rec, _ in records.values():
+        for ref in rec.evidence:
+            if _named(ref, redacted):
+                continue
+            handle = ledger.reader.open_blob(ref.digest)
+            if handle is not None:
+                handle.close()
+                continue
+            why = ledger.reader.pruned(rec, ref)
+            if why is None:
+                raise InputError("evidence blob %s is missing from the blob store" % ref.digest)
+            item = {"tier": rec.tier.value, "check": ref.check_id, "digest": str(ref.digest), "size": ref.size}
+            gone.append({**item, "reason": why})
+    return gone
+
+
 def _redactions(records: dict[str, tuple[TierRecord, str]], names: Sequence[str]) -> list[dict[str, Any]]:
     """The evidence items ``names`` choose, refusing any a verdict is derived from."""
     chosen: list[dict[str, Any]] = []
@@ -428,6 +449,7 @@ def export_bundle(ledger: Ledger, receipt_digest: Digest, out: Path, redact: Seq
     entries = _history(ledger, stored)
     records = _listed_records(entries, receipt)
     redacted = _redactions(records, redact)
+    redacted += _pruned(ledger, records, redacted)
     manifest = _manifest(ledger, receipt, receipt_hash, result, entries, records, checkpoint_text)
     manifest["redacted"] = redacted
     members: dict[str, bytes | Digest] = {

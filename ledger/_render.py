@@ -9,7 +9,17 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from receipts import Digest, Keyring, KeySpec, LadderReceipt, TierRecord, decode_body, decode_entry, public_key_line
+from receipts import (
+    Digest,
+    Keyring,
+    KeySpec,
+    LadderReceipt,
+    RetentionPolicy,
+    TierRecord,
+    decode_body,
+    decode_entry,
+    public_key_line,
+)
 from verify import ChainResult, Result, StoredEntry
 
 if TYPE_CHECKING:
@@ -126,6 +136,8 @@ def chain_lines(result: ChainResult, state_file: Path | None = None) -> list[str
             if result.state is not None
             else "state     NOT written: only a clean audit up to a checkpoint leaves a state"
         )
+    for w in result.warnings:
+        lines.append("warning: %s" % w)
     if result.ok:
         lines.append("VERIFIED: the whole chain checks out")
     else:
@@ -268,6 +280,11 @@ def log_rows(entries: Iterable[StoredEntry]) -> list[dict[str, Any]]:
             summary = "%s %s" % (body.tier.value, body.verdict.value)
         elif isinstance(body, LadderReceipt):
             summary = "merge_eligible=%s" % str(body.merge_eligible).lower()
+        elif isinstance(body, RetentionPolicy):
+            summary = "evidence kept %d days; held: %s" % (
+                body.evidence_max_age_s // 86400,
+                ", ".join(body.holds) or "none",
+            )
         rows.append(
             {
                 "seq": entry.seq,

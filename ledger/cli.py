@@ -1575,6 +1575,45 @@ def stats(ctx: click.Context, task_prefix: str, ks: str, as_json: bool) -> None:
     _emit(as_json, [row.as_dict() for row in rows], lines)
 
 
+@cli.group()
+def retention() -> None:
+    """The retention policy: how long evidence no verdict is derived from is kept."""
+
+
+@retention.command("set")
+@click.option("--max-age-days", type=click.IntRange(1, 36500), required=True, help="Evidence older than this may go.")
+@click.option("--hold", "holds", multiple=True, help="A task under a legal hold: nothing of it goes. Repeatable.")
+@key_option("Admin key that signs the policy")
+@click.pass_context
+def retention_set(ctx: click.Context, max_age_days: int, holds: Sequence[str], key_name: str) -> None:
+    """Sign a retention policy into the chain (the newest one is in force)."""
+    appended = lib.set_retention(_ledger(ctx), _signer(key_name), max_age_days * 86400, holds)
+    click.echo(str(appended.body_hash))
+    click.echo("retention policy recorded at entry %d" % appended.seq, err=True)
+
+
+@cli.command("prune")
+@click.option("--dry-run", is_flag=True, help="List what would be removed; remove nothing.")
+@json_option
+@click.pass_context
+def prune_cmd(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
+    """Delete the evidence blobs the retention policy lets go; entries, tree and
+    checkpoints stay, and verify reports each removed item as removed under the policy."""
+    report = lib.prune(_ledger(ctx), dry_run=dry_run)
+    lines = ["%s %s %s (%d bytes)" % ("would remove" if dry_run else "removed", t, d, n) for t, d, n in report.removed]
+    lines.append(
+        "%s %d blob(s), %d bytes, under the retention policy of entry %d; %d kept under a legal hold"
+        % (
+            "would remove" if dry_run else "removed",
+            len(report.removed),
+            report.bytes,
+            report.policy_entry,
+            report.held,
+        )
+    )
+    _emit(as_json, report.as_dict(), lines)
+
+
 def _when(text: str, option: str, end: bool) -> int:
     """A UTC date (the whole day: its start, or with ``end`` the next day's start) or an
     ISO 8601 time, as Unix seconds."""

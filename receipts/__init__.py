@@ -137,6 +137,7 @@ if TYPE_CHECKING:
         check_task_id,
     )
     from ._policy import AUTHOR_EVENTS, Eligibility, author_keys, derive_merge_eligible, latest_human_decisions
+    from ._retention import RetentionPolicy
     from ._sshsig import (
         Ed25519Signer,
         Signer,
@@ -173,6 +174,7 @@ __all__ = [
     "HUMAN_DECISION_ID",
     "DECISION_METHODS",
     "decision_method",
+    "RetentionPolicy",
     "is_derivation_input",
     "derive_human",
     "AllowedSigner",
@@ -451,6 +453,7 @@ _WHERE = {
     "HUMAN_DECISION_ID": "_human",
     "DECISION_METHODS": "_human",
     "decision_method": "_human",
+    "RetentionPolicy": "_retention",
     "is_derivation_input": "_inputs",
     "derive_human": "_human",
     "JUDGE_RUN_FORMAT": "_judge",

@@ -24,6 +24,7 @@ class EntryKind(enum.StrEnum):
     CONTRACT = "contract"
     WAIVER = "waiver"
     EVENT = "event"
+    RETENTION = "retention"
 
 
 BODY_DOMAIN: dict[EntryKind, Domain] = {
@@ -35,6 +36,7 @@ BODY_DOMAIN: dict[EntryKind, Domain] = {
     EntryKind.CONTRACT: Domain.CONTRACT_REVISION,
     EntryKind.WAIVER: Domain.WAIVER,
     EntryKind.EVENT: Domain.EVENT,
+    EntryKind.RETENTION: Domain.RETENTION,
 }
 
 KEYRING_KINDS = frozenset({EntryKind.GENESIS, EntryKind.KEY_ADD, EntryKind.KEY_REVOKE})  # what a `ring` pointer names

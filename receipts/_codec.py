@@ -20,6 +20,7 @@ from ._errors import FormatError
 from ._events import EVENT_ROLES, EventType, TaskEvent
 from ._keyring import Genesis, KeyAdd, KeyRevoke, KeySpec
 from ._model import FORMAT_VERSION, EvidenceRef, LadderReceipt, Role, Tier, TierEntry, TierRecord, Verdict
+from ._retention import RetentionPolicy
 
 __all__ = [
     "Body",
@@ -46,9 +47,13 @@ __all__ = [
     "required_role",
 ]
 
-Body = TierRecord | LadderReceipt | Genesis | KeyAdd | KeyRevoke | ContractRevision | Waiver | TaskEvent
+Body = (
+    TierRecord | LadderReceipt | Genesis | KeyAdd | KeyRevoke | ContractRevision | Waiver | TaskEvent | RetentionPolicy
+)
 _E = TypeVar("_E")
-_B = TypeVar("_B", TierRecord, LadderReceipt, Genesis, KeyAdd, KeyRevoke, ContractRevision, Waiver, TaskEvent)
+_B = TypeVar(
+    "_B", TierRecord, LadderReceipt, Genesis, KeyAdd, KeyRevoke, ContractRevision, Waiver, TaskEvent, RetentionPolicy
+)
 
 
 def _map(value: object, keys: frozenset[str], what: str) -> Mapping[str, Any]:
@@ -310,6 +315,8 @@ def _body_map(body: Body) -> dict[str, object]:
         }
     if isinstance(body, KeyAdd):
         return {"v": body.version, "key": _key_map(body.key)}
+    if isinstance(body, RetentionPolicy):
+        return {"v": body.version, "max_age": body.evidence_max_age_s, "holds": list(body.holds)}
     if isinstance(body, ContractRevision):
         return {
             "v": body.version,
@@ -348,6 +355,7 @@ _KIND_OF: dict[type, EntryKind] = {
     ContractRevision: EntryKind.CONTRACT,
     Waiver: EntryKind.WAIVER,
     TaskEvent: EntryKind.EVENT,
+    RetentionPolicy: EntryKind.RETENTION,
 }
 
 
@@ -390,6 +398,13 @@ def decode_body(kind: EntryKind, data: bytes) -> Body:
     if kind is EntryKind.KEY_ADD:
         m = _map(value, frozenset({"v", "key"}), "key_add")
         return KeyAdd(version=_int(m["v"], "version"), key=_key_from(m["key"]))
+    if kind is EntryKind.RETENTION:
+        m = _map(value, frozenset({"v", "max_age", "holds"}), "retention policy")
+        return RetentionPolicy(
+            version=_int(m["v"], "version"),
+            evidence_max_age_s=_int(m["max_age"], "max_age"),
+            holds=tuple(_typed(h, str, "hold") for h in _array(m["holds"], "holds")),
+        )
     if kind is EntryKind.CONTRACT:
         m = _map(value, frozenset({"v", "task", "contract", "previous"}), "contract revision")
         return ContractRevision(
@@ -540,7 +555,7 @@ def required_role(kind: EntryKind, body: Body) -> Role:
     """The role whose key must sign an entry: admin for the keyring, the tier's own role
     for a tier record, seal for a receipt. Contract revisions depend on the revision
     before them: see `contract_roles`."""
-    if kind in (EntryKind.GENESIS, EntryKind.KEY_ADD, EntryKind.KEY_REVOKE, EntryKind.WAIVER):
+    if kind in (EntryKind.GENESIS, EntryKind.KEY_ADD, EntryKind.KEY_REVOKE, EntryKind.WAIVER, EntryKind.RETENTION):
         return Role.ADMIN
     if isinstance(body, TaskEvent):
         return EVENT_ROLES[body.type]

@@ -16,6 +16,7 @@ from typing import BinaryIO
 from receipts import (
     Digest,
     EntryKind,
+    EvidenceRef,
     Keyring,
     ReceiptsError,
     TierRecord,
@@ -200,6 +201,9 @@ class BundleSource(SparseEntries):
             return any(isinstance(item, dict) and item.get("digest") == str(digest) for item in listed)
         except (CannotVerify, ValueError, AttributeError):
             return False
+
+    def pruned(self, record: TierRecord, ref: EvidenceRef) -> str | None:
+        return None  # evidence pruned before export travels as a redaction (manifest.json)
 
     def checkpoints(self) -> list[tuple[int, str]]:
         try:

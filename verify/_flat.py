@@ -11,8 +11,10 @@ from receipts import (
     KEYRING_KINDS,
     CachedNodes,
     Digest,
+    EvidenceRef,
     Keyring,
     ReceiptsError,
+    TierRecord,
     consistency_proof,
     decode_body,
     decode_entry,
@@ -78,6 +80,9 @@ class FlatSource(SparseEntries):
 
     def redacted(self, digest: Digest) -> bool:
         return False
+
+    def pruned(self, record: TierRecord, ref: EvidenceRef) -> str | None:
+        return self.ledger.pruned(record, ref)
 
     def checkpoints(self) -> list[tuple[int, str]]:
         return [(self.size, self.checkpoint_text)]

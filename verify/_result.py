@@ -120,6 +120,7 @@ class ChainResult:
     evidence_blobs: int | None = None  # blobs re-hashed; None when the audit skipped evidence
     resumed_from: int | None = None  # the audit state's size, when only the entries after it were walked
     state: AuditState | None = None  # a clean audit's state at the newest checkpoint, to resume from
+    warnings: tuple[str, ...] = ()  # what was not checked, and why (evidence removed under retention)
 
     @property
     def ok(self) -> bool:
@@ -137,6 +138,7 @@ class ChainResult:
             "evidence_blobs_checked": self.evidence_blobs,
             "resumed_from": self.resumed_from,
             "state_size": self.state.size if self.state is not None else None,
+            "warnings": list(self.warnings),
             "trust": self.trust,
             "head": self.head,
             "first_bad_entry": self.first_bad,

@@ -4,16 +4,31 @@ read-only (its schema is `verify.schema`, shared with the writer)."""
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
-from receipts import Digest, Keyring
+from receipts import (
+    Digest,
+    EntryKind,
+    EvidenceRef,
+    Keyring,
+    ReceiptsError,
+    RetentionPolicy,
+    Role,
+    TierRecord,
+    body_hash,
+    check_entry_signature,
+    decode_as,
+    decode_entry,
+    replay_keyring,
+)
 
 from ._errors import CannotVerify, NoLedger
 from ._result import Finding
-from ._transparency import Transparency, ledger_transparency
+from ._transparency import Transparency, keyring_entries, ledger_transparency
 from .schema import BLOB_DIR, DB_NAME, blob_path
 
 __all__ = ["Source", "StoredEntry", "LedgerSource", "SparseEntries"]
@@ -70,6 +85,10 @@ class Source(Protocol):
         may redact evidence no verdict is derived from); a ledger never does."""
         ...
 
+    def pruned(self, record: TierRecord, ref: EvidenceRef) -> str | None:
+        """Why this evidence may be gone under the ledger's retention policy, if it may."""
+        ...
+
     def checkpoints(self) -> list[tuple[int, str]]: ...
 
     def count(self) -> int: ...
@@ -110,6 +129,7 @@ class LedgerSource:
     def __init__(self, conn: Any, root: Path | None) -> None:
         self.conn = conn
         self.root = root
+        self._policy: tuple[int, tuple[int, RetentionPolicy, str] | None] | None = None  # (ledger size, policy)
 
     @classmethod
     def open(cls, root: Path) -> LedgerSource:
@@ -222,7 +242,38 @@ class LedgerSource:
             start = int(rows[-1][0]) + 1
 
     def redacted(self, digest: Digest) -> bool:
-        return False  # a ledger keeps every blob: one that is missing is missing
+        return False  # a ledger redacts nothing: one that is missing is missing
+
+    def retention(self) -> tuple[int, RetentionPolicy, str] | None:
+        """The newest retention policy validly signed by an admin key (as the keyring stood
+        at its entry), with its seq and signer; None when the ledger has none."""
+        size = self.count()  # a writer's reader lives on while policies are appended
+        if self._policy is None or self._policy[0] != size:
+            newest = None
+            for stored in self.iter_entries(kind=EntryKind.RETENTION.value):
+                try:
+                    entry = decode_entry(stored.entry)
+                    body = decode_as(RetentionPolicy, stored.body)
+                    ring = replay_keyring(keyring_entries(self, stored.seq), verify_signatures=True)
+                    if ring is None or entry.seq != stored.seq or entry.body_hash != body_hash(entry.kind, stored.body):
+                        continue
+                    state = check_entry_signature(ring, entry, (Role.ADMIN,))
+                except ReceiptsError:
+                    continue  # a policy that does not verify permits nothing (the walk reports it)
+                newest = (stored.seq, body, "%s (%s)" % (state.spec.name, state.key_id))
+            self._policy = (size, newest)
+        return self._policy[1]
+
+    def pruned(self, record: TierRecord, ref: EvidenceRef) -> str | None:
+        found = self.retention()
+        if found is None or not found[1].removable(record, ref, int(time.time())):
+            return None
+        seq, policy, signer = found
+        return "removed under the retention policy of entry %d (evidence older than %d s may go; signed by %s)" % (
+            seq,
+            policy.evidence_max_age_s,
+            signer,
+        )
 
     def checkpoints(self) -> list[tuple[int, str]]:
         """Stored checkpoint notes, by tree size (an older ledger may have none)."""

@@ -36,7 +36,15 @@ from ._result import Defect, Finding
 if TYPE_CHECKING:
     from ._source import LedgerSource
 
-__all__ = ["Transparency", "WitnessKey", "ledger_transparency", "checkpoint_signer", "witnessed", "read_checkpoint"]
+__all__ = [
+    "Transparency",
+    "WitnessKey",
+    "ledger_transparency",
+    "checkpoint_signer",
+    "witnessed",
+    "read_checkpoint",
+    "keyring_entries",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +82,7 @@ class Transparency:
     quorum: int = 0
 
 
-def _keyring_entries(source: LedgerSource, upto: int) -> Iterator[tuple[Entry, Body]]:
+def keyring_entries(source: LedgerSource, upto: int) -> Iterator[tuple[Entry, Body]]:
     # By the kind column, as before: a forged column is the chain walk's to report.
     kinds = sorted(k.value for k in KEYRING_KINDS)
     found = [e for kind in kinds for e in source.iter_entries(upto=upto - 1, kind=kind)]
@@ -165,7 +173,7 @@ def ledger_transparency(
         roots = _roots(source, set(sizes), count)
     if ring is None:
         ring = replay_keyring(
-            _keyring_entries(source, max(max(sizes, default=0), receipt_seq + 1)), verify_signatures=True
+            keyring_entries(source, max(max(sizes, default=0), receipt_seq + 1)), verify_signatures=True
         )
 
     def root_at(size: int) -> bytes | None:

@@ -421,6 +421,8 @@ def _evidence_defects(
                 "REDACTED from this bundle by its exporter, not checked: tier %s evidence %s (%s)"
                 % (tier, ref.check_id, ref.digest.short())
             )
+        elif problem == "evidence-missing" and warnings is not None and (why := source.pruned(record, ref)):
+            warnings.append("tier %s evidence %s (%s) %s: not checked" % (tier, ref.check_id, ref.digest.short(), why))
         elif problem == "evidence-missing":
             defects.append(
                 Defect(
@@ -633,6 +635,7 @@ def verify_chain(
     roots: dict[int, bytes] = {}
     state: AuditState | None = None
     seen = _Recent()
+    said: list[str] = []
     last: StoredEntry | None = None
 
     def reached() -> None:
@@ -649,7 +652,7 @@ def verify_chain(
             leaves.append(leaf_hash(stored.entry))
             reached()
             if evidence and isinstance(body, TierRecord):
-                walk.defects += _evidence_defects(source, body, body.tier, stored.seq, seen)
+                walk.defects += _evidence_defects(source, body, body.tier, stored.seq, seen, said)
             last = stored
             if progress is not None:
                 progress(1)
@@ -671,6 +674,7 @@ def verify_chain(
         seen.read if evidence else None,
         resumed_from=resume.size if resume is not None else None,
         state=state if not defects else None,
+        warnings=tuple(said),
     )
 
 
