@@ -98,6 +98,7 @@ if TYPE_CHECKING:
     from ._store import LEDGER_DIRNAME, Appended, Ledger, RecordRow, Store, find_ledger_dir
     from ._traces import TRACE_DECISIONS_FORMAT, ingest_trace, process_facts
     from ._trust import REPO_TRUST_PATH, TRUST_FILE, resolve_trust
+    from ._tsa import timestamp_checkpoint
     from ._witness import add_cosignatures, cosign
     from .tiers import CheckRun, JudgeRun, decide, run_deterministic, run_judge
 
@@ -114,6 +115,7 @@ __all__ = [
     "write_store_config",
     "write_text_atomic",
     "set_retention",
+    "timestamp_checkpoint",
     "prune",
     "PruneReport",
     "population",
@@ -282,6 +284,7 @@ _WHERE = {
     "write_store_config": "_config",
     "write_text_atomic": "_config",
     "set_retention": "_retention",
+    "timestamp_checkpoint": "_tsa",
     "prune": "_retention",
     "PruneReport": "_retention",
     "population": "_population",

@@ -36,6 +36,7 @@ from receipts import (
     decode_entry,
     entry_signed_bytes,
     fingerprint,
+    parse_checkpoint,
 )
 from verify import CannotVerify, Trust, UnsafeTrustOnFirstUse, WitnessKey
 
@@ -274,6 +275,13 @@ def _said(trust: Trust) -> None:
             " this result proves nothing about who signed it",
             err=True,
         )
+
+
+def _read_bytes(path: Path, what: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise lib.InputError("cannot read %s %s: %s" % (what, path, exc)) from None
 
 
 def _read_text(path: Path, what: str) -> str:
@@ -897,6 +905,11 @@ def _witnesses(values: Sequence[str], quorum: int) -> tuple[WitnessKey, ...]:
 )
 @click.option("--skip-evidence", is_flag=True, help="With --chain: do not read evidence blobs (the output says so).")
 @click.option(
+    "--tsa-cert",
+    type=_FILE,
+    help="PEM certificate(s) of the time-stamping authority you trust: the checkpoint's RFC 3161 time-stamp must verify.",
+)
+@click.option(
     "--resume",
     "resume_path",
     type=_FILE,
@@ -929,6 +942,7 @@ def verify_cmd(
     witnesses: Sequence[str],
     witness_quorum: int,
     skip_evidence: bool,
+    tsa_cert: Path | None,
     resume_path: Path | None,
     save_state: Path | None,
     method: str,
@@ -937,7 +951,7 @@ def verify_cmd(
     """Recompute every hash and signature and re-derive merge_eligible.
 
     Exit 0 verified, 1 rejected, 2 cannot run."""
-    from verify import AuditState, BundleSource, LedgerSource, Transparency, verify_chain, verify_receipt
+    from verify import AuditState, BundleSource, LedgerSource, Transparency, tsa_roots, verify_chain, verify_receipt
 
     if bundle is not None and chain:
         raise lib.InputError("--chain audits a ledger, not a bundle")
@@ -952,6 +966,7 @@ def verify_cmd(
         require_checkpoint=require_checkpoint or bundle is not None,
         witnesses=_witnesses(witnesses, witness_quorum),
         quorum=witness_quorum,
+        tsa_roots=tsa_roots(_read_bytes(tsa_cert, "TSA certificate")) if tsa_cert else (),
     )
     root = _trust(ctx, trust, judges_candidate=commit_rev is not None)
     if commit_rev is not None:
@@ -1093,8 +1108,13 @@ def export(
 @cli.command()
 @key_option("Seal or admin key that signs the tree head", required=False)
 @click.option("--show", is_flag=True, help="Print the latest checkpoint instead of making one.")
+@click.option(
+    "--tsa",
+    "tsa_url",
+    help="Also obtain an RFC 3161 time-stamp over it from this authority (the key must be a seal key).",
+)
 @click.pass_context
-def checkpoint(ctx: click.Context, key_name: str | None, show: bool) -> None:
+def checkpoint(ctx: click.Context, key_name: str | None, show: bool, tsa_url: str | None) -> None:
     """Sign the current tree head as a C2SP checkpoint (a signed note)."""
     ledger = _reader(ctx) if show else _ledger(ctx)
     if show:
@@ -1105,7 +1125,13 @@ def checkpoint(ctx: click.Context, key_name: str | None, show: bool) -> None:
         return
     if key_name is None:
         raise lib.InputError("give --key NAME (a seal or admin key), or --show")
-    click.echo(ledger.checkpoint(_signer(key_name)).encode(), nl=False)
+    signer = _signer(key_name)
+    note = ledger.checkpoint(signer)
+    if tsa_url is not None:
+        size = parse_checkpoint(note.text).size
+        stamped = lib.timestamp_checkpoint(ledger, signer, tsa_url, note, size)
+        click.echo("time-stamp over the checkpoint at size %d recorded at entry %d" % (size, stamped.seq), err=True)
+    click.echo(note.encode(), nl=False)
 
 
 @cli.command()

@@ -137,7 +137,7 @@ if TYPE_CHECKING:
         check_task_id,
     )
     from ._policy import AUTHOR_EVENTS, Eligibility, author_keys, derive_merge_eligible, latest_human_decisions
-    from ._retention import RetentionPolicy
+    from ._retention import TIMESTAMP_MEDIA_TYPE, CheckpointTimestamp, RetentionPolicy
     from ._sshsig import (
         Ed25519Signer,
         Signer,
@@ -174,6 +174,8 @@ __all__ = [
     "HUMAN_DECISION_ID",
     "DECISION_METHODS",
     "decision_method",
+    "CheckpointTimestamp",
+    "TIMESTAMP_MEDIA_TYPE",
     "RetentionPolicy",
     "is_derivation_input",
     "derive_human",
@@ -453,6 +455,8 @@ _WHERE = {
     "HUMAN_DECISION_ID": "_human",
     "DECISION_METHODS": "_human",
     "decision_method": "_human",
+    "CheckpointTimestamp": "_retention",
+    "TIMESTAMP_MEDIA_TYPE": "_retention",
     "RetentionPolicy": "_retention",
     "is_derivation_input": "_inputs",
     "derive_human": "_human",

@@ -25,6 +25,7 @@ class EntryKind(enum.StrEnum):
     WAIVER = "waiver"
     EVENT = "event"
     RETENTION = "retention"
+    TIMESTAMP = "timestamp"
 
 
 BODY_DOMAIN: dict[EntryKind, Domain] = {
@@ -37,6 +38,7 @@ BODY_DOMAIN: dict[EntryKind, Domain] = {
     EntryKind.WAIVER: Domain.WAIVER,
     EntryKind.EVENT: Domain.EVENT,
     EntryKind.RETENTION: Domain.RETENTION,
+    EntryKind.TIMESTAMP: Domain.TIMESTAMP,
 }
 
 KEYRING_KINDS = frozenset({EntryKind.GENESIS, EntryKind.KEY_ADD, EntryKind.KEY_REVOKE})  # what a `ring` pointer names

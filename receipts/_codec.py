@@ -20,7 +20,7 @@ from ._errors import FormatError
 from ._events import EVENT_ROLES, EventType, TaskEvent
 from ._keyring import Genesis, KeyAdd, KeyRevoke, KeySpec
 from ._model import FORMAT_VERSION, EvidenceRef, LadderReceipt, Role, Tier, TierEntry, TierRecord, Verdict
-from ._retention import RetentionPolicy
+from ._retention import CheckpointTimestamp, RetentionPolicy
 
 __all__ = [
     "Body",
@@ -48,11 +48,30 @@ __all__ = [
 ]
 
 Body = (
-    TierRecord | LadderReceipt | Genesis | KeyAdd | KeyRevoke | ContractRevision | Waiver | TaskEvent | RetentionPolicy
+    TierRecord
+    | LadderReceipt
+    | Genesis
+    | KeyAdd
+    | KeyRevoke
+    | ContractRevision
+    | Waiver
+    | TaskEvent
+    | RetentionPolicy
+    | CheckpointTimestamp
 )
 _E = TypeVar("_E")
 _B = TypeVar(
-    "_B", TierRecord, LadderReceipt, Genesis, KeyAdd, KeyRevoke, ContractRevision, Waiver, TaskEvent, RetentionPolicy
+    "_B",
+    TierRecord,
+    LadderReceipt,
+    Genesis,
+    KeyAdd,
+    KeyRevoke,
+    ContractRevision,
+    Waiver,
+    TaskEvent,
+    RetentionPolicy,
+    CheckpointTimestamp,
 )
 
 
@@ -317,6 +336,14 @@ def _body_map(body: Body) -> dict[str, object]:
         return {"v": body.version, "key": _key_map(body.key)}
     if isinstance(body, RetentionPolicy):
         return {"v": body.version, "max_age": body.evidence_max_age_s, "holds": list(body.holds)}
+    if isinstance(body, CheckpointTimestamp):
+        return {
+            "v": body.version,
+            "size": body.size,
+            "checkpoint": body.checkpoint.value,
+            "token": body.token.value,
+            "token_size": body.token_size,
+        }
     if isinstance(body, ContractRevision):
         return {
             "v": body.version,
@@ -356,6 +383,7 @@ _KIND_OF: dict[type, EntryKind] = {
     Waiver: EntryKind.WAIVER,
     TaskEvent: EntryKind.EVENT,
     RetentionPolicy: EntryKind.RETENTION,
+    CheckpointTimestamp: EntryKind.TIMESTAMP,
 }
 
 
@@ -398,6 +426,15 @@ def decode_body(kind: EntryKind, data: bytes) -> Body:
     if kind is EntryKind.KEY_ADD:
         m = _map(value, frozenset({"v", "key"}), "key_add")
         return KeyAdd(version=_int(m["v"], "version"), key=_key_from(m["key"]))
+    if kind is EntryKind.TIMESTAMP:
+        m = _map(value, frozenset({"v", "size", "checkpoint", "token", "token_size"}), "timestamp")
+        return CheckpointTimestamp(
+            version=_int(m["v"], "version"),
+            size=_int(m["size"], "size"),
+            checkpoint=_digest(m["checkpoint"], "checkpoint"),
+            token=_digest(m["token"], "token"),
+            token_size=_int(m["token_size"], "token size"),
+        )
     if kind is EntryKind.RETENTION:
         m = _map(value, frozenset({"v", "max_age", "holds"}), "retention policy")
         return RetentionPolicy(

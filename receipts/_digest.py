@@ -60,6 +60,7 @@ class Domain(enum.Enum):
     WAIVER = "receipt-ledger 2026-12-02 waiver v1"
     EVENT = "receipt-ledger 2026-12-02 event v1"
     RETENTION = "receipt-ledger 2026-12-03 retention v1"
+    TIMESTAMP = "receipt-ledger 2026-12-03 timestamp v1"
 
 
 def domain_hash(domain: Domain, data: bytes) -> Digest:

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ._digest import Digest
 from ._errors import FormatError
 from ._inputs import is_derivation_input
 from ._model import FORMAT_VERSION, EvidenceRef, TierRecord, check_task_id
 
-__all__ = ["RetentionPolicy"]
+__all__ = ["RetentionPolicy", "CheckpointTimestamp", "TIMESTAMP_MEDIA_TYPE"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,3 +42,28 @@ class RetentionPolicy:
             and record.task_id not in self.holds
             and record.created + self.evidence_max_age_s <= now
         )
+
+
+TIMESTAMP_MEDIA_TYPE = "application/timestamp-reply"
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointTimestamp:
+    """An RFC 3161 time-stamp over a checkpoint: the checkpoint's tree ``size``, the
+    content digest of its signed text (what the authority stamped, by its SHA-256), and
+    the content digest and size of the authority's response, stored as a blob."""
+
+    size: int
+    checkpoint: Digest
+    token: Digest
+    token_size: int
+    version: int = FORMAT_VERSION
+
+    def __post_init__(self) -> None:
+        if self.version != FORMAT_VERSION:
+            raise FormatError("unsupported timestamp version %r" % (self.version,))
+        for value, what in ((self.size, "size"), (self.token_size, "token size")):
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < (1 << 53):
+                raise FormatError("a timestamp's %s is a positive integer" % what)
+        if not isinstance(self.checkpoint, Digest) or not isinstance(self.token, Digest):
+            raise FormatError("a timestamp names its checkpoint and token by Digest")

@@ -13,6 +13,7 @@ from ._source import LedgerSource, Source, StoredEntry
 from ._state import AUDIT_STATE_FORMAT, AuditState
 from ._transparency import Transparency, WitnessKey
 from ._trust import Trust, TrustRoot, UnsafeTrustOnFirstUse, parse_allowed_signers
+from ._tsa import tsa_roots
 from ._verifier import METHODS, verify_chain, verify_receipt, verify_receipt_strict
 from .postgres import PostgresSource
 
@@ -35,6 +36,7 @@ __all__ = [
     "UnsafeTrustOnFirstUse",
     "parse_allowed_signers",
     "Transparency",
+    "tsa_roots",
     "WitnessKey",
     "AuditState",
     "AUDIT_STATE_FORMAT",

@@ -4,11 +4,12 @@ the digest that names them. The verifier re-derives verdicts through it, and the
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from receipts import ContentHasher, Digest, EvidenceReader, ReceiptsError, parse_evidence_json
 
-from ._source import Source
+if TYPE_CHECKING:  # annotations only: the sources read through these functions
+    from ._source import Source
 
 __all__ = ["SMALL_BLOB", "read_blob", "read_evidence", "evidence_reader", "blob_problem"]
 

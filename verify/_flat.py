@@ -31,6 +31,7 @@ from ._errors import CannotVerify
 from ._result import Defect, Finding
 from ._source import LedgerSource, SparseEntries, StoredEntry
 from ._transparency import Transparency, checkpoint_signer, read_checkpoint, witnessed
+from ._tsa import timestamp_finding
 
 __all__ = ["FlatSource", "flat_source"]
 
@@ -118,6 +119,8 @@ class FlatSource(SparseEntries):
                     )
                 )
         quorums = [witnessed(note, cp.size, signer, policy)]
+        stamped, stamp_said, stamp_line = timestamp_finding(self.ledger, note.text, cp.size, policy)
+        defects += stamped
         # 8c. A checkpoint the auditor kept is consistent with this one.
         if policy.since is not None:
             kept = read_checkpoint(policy.since, origin)
@@ -143,7 +146,7 @@ class FlatSource(SparseEntries):
                 )
             if kept_cp.size > receipt_seq:
                 quorums.append(witnessed(kept_note, kept_cp.size, None, policy))
-        used = quorums[0][1]
+        used = quorums[0][1] + ("; %s" % stamp_line if stamp_line else "")
         if policy.quorum and all(q for q, _ in quorums):
             defects += quorums[0][0]
         said = (
@@ -151,7 +154,7 @@ class FlatSource(SparseEntries):
             " other %d entries were not read (`ledger verify --chain` audits them)"
             % (len(self.entries), max(self.count() - len(self.entries), 0)),
         )
-        return Finding(tuple(defects), said, used)
+        return Finding(tuple(defects), (*said, *stamp_said), used)
 
 
 def _keyring_upto(entries: dict[int, StoredEntry], size: int) -> Keyring | None:

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
 from receipts import (
+    Body,
+    CheckpointTimestamp,
     Digest,
     EntryKind,
     EvidenceRef,
@@ -21,7 +23,7 @@ from receipts import (
     TierRecord,
     body_hash,
     check_entry_signature,
-    decode_as,
+    decode_body,
     decode_entry,
     replay_keyring,
 )
@@ -244,25 +246,44 @@ class LedgerSource:
     def redacted(self, digest: Digest) -> bool:
         return False  # a ledger redacts nothing: one that is missing is missing
 
+    def _signed(self, kind: EntryKind, role: Role) -> list[tuple[int, Body, str]]:
+        """Entries of a ledger-wide ``kind`` whose signature verifies, by a key with ``role``
+        as the keyring stood at each: (seq, body, signer). The others grant nothing; the
+        chain walk reports them."""
+        found = []
+        for stored in self.iter_entries(kind=kind.value):
+            try:
+                entry = decode_entry(stored.entry)
+                body = decode_body(kind, stored.body)
+                ring = replay_keyring(keyring_entries(self, stored.seq), verify_signatures=True)
+                if ring is None or entry.seq != stored.seq or entry.body_hash != body_hash(kind, stored.body):
+                    continue
+                state = check_entry_signature(ring, entry, (role,))
+            except ReceiptsError:
+                continue
+            found.append((stored.seq, body, "%s (%s)" % (state.spec.name, state.key_id)))
+        return found
+
     def retention(self) -> tuple[int, RetentionPolicy, str] | None:
         """The newest retention policy validly signed by an admin key (as the keyring stood
         at its entry), with its seq and signer; None when the ledger has none."""
         size = self.count()  # a writer's reader lives on while policies are appended
         if self._policy is None or self._policy[0] != size:
-            newest = None
-            for stored in self.iter_entries(kind=EntryKind.RETENTION.value):
-                try:
-                    entry = decode_entry(stored.entry)
-                    body = decode_as(RetentionPolicy, stored.body)
-                    ring = replay_keyring(keyring_entries(self, stored.seq), verify_signatures=True)
-                    if ring is None or entry.seq != stored.seq or entry.body_hash != body_hash(entry.kind, stored.body):
-                        continue
-                    state = check_entry_signature(ring, entry, (Role.ADMIN,))
-                except ReceiptsError:
-                    continue  # a policy that does not verify permits nothing (the walk reports it)
-                newest = (stored.seq, body, "%s (%s)" % (state.spec.name, state.key_id))
-            self._policy = (size, newest)
+            policies = [
+                (s, b, who)
+                for s, b, who in self._signed(EntryKind.RETENTION, Role.ADMIN)
+                if isinstance(b, RetentionPolicy)
+            ]
+            self._policy = (size, policies[-1] if policies else None)
         return self._policy[1]
+
+    def timestamps(self) -> list[tuple[int, CheckpointTimestamp, str]]:
+        """RFC 3161 time-stamps over checkpoints, each recorded by a seal key (§9)."""
+        return [
+            (s, b, who)
+            for s, b, who in self._signed(EntryKind.TIMESTAMP, Role.SEAL)
+            if isinstance(b, CheckpointTimestamp)
+        ]
 
     def pruned(self, record: TierRecord, ref: EvidenceRef) -> str | None:
         found = self.retention()

@@ -32,6 +32,7 @@ from receipts import (
 
 from ._errors import CannotVerify
 from ._result import Defect, Finding
+from ._tsa import timestamp_finding
 
 if TYPE_CHECKING:
     from ._source import LedgerSource
@@ -80,6 +81,7 @@ class Transparency:
     require_checkpoint: bool = False
     witnesses: tuple[WitnessKey, ...] = ()
     quorum: int = 0
+    tsa_roots: tuple[bytes, ...] = ()  # PEM certificates of the time-stamping authorities the auditor pins
 
 
 def keyring_entries(source: LedgerSource, upto: int) -> Iterator[tuple[Entry, Body]]:
@@ -215,6 +217,10 @@ def ledger_transparency(
                 )
             quorum, used = witnessed(note, cp.size, signer, policy)
             quorums.append(quorum)
+            stamped, said, line = timestamp_finding(source, note.text, cp.size, policy)
+            defects += stamped
+            warnings += said
+            used = "%s; %s" % (used, line) if line else used
     if kept is not None:
         note, cp = kept
         kept_signer = checkpoint_signer(ring, note, origin, cp.size)
