@@ -26,11 +26,13 @@ from receipts import (
     KeyAdd,
     KeyRevoke,
     LadderReceipt,
+    SignedNote,
     TaskEvent,
     TierRecord,
     Verdict,
     Waiver,
     allowed_signers_text,
+    content_digest,
     decision_method,
     decode_as,
     decode_body,
@@ -42,7 +44,7 @@ from receipts import (
     replay_keyring,
     tlog_proof_text,
 )
-from verify import BUNDLE_FORMAT, Result, StoredEntry, Trust, verify_receipt
+from verify import BUNDLE_FORMAT, Result, StoredEntry, Trust, read_blob, verify_receipt
 
 from ._environment import VERSION
 from ._errors import InputError
@@ -346,6 +348,18 @@ def _report_md(m: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _timestamp_token(ledger: Ledger, note: SignedNote, size: int) -> bytes | None:
+    """An RFC 3161 token over this checkpoint's text that the ledger recorded, if any: it
+    travels in the bundle as checkpoint.tsr (the authority's signature is what counts)."""
+    digest = content_digest(note.text.encode("utf-8"))
+    for _seq, stamp, _signer in ledger.reader.timestamps():
+        if stamp.size == size and stamp.checkpoint == digest:
+            token = read_blob(ledger.reader, stamp.token, limit=1 << 20)
+            if token is not None:
+                return token
+    return None
+
+
 def _listed_records(entries: dict[int, StoredEntry], receipt: LadderReceipt) -> dict[str, tuple[TierRecord, str]]:
     """The tier records the receipt lists, with their signers, by record hash."""
     records: dict[str, tuple[TierRecord, str]] = {}
@@ -459,6 +473,9 @@ def export_bundle(ledger: Ledger, receipt_digest: Digest, out: Path, redact: Seq
         "report.html": report_html(manifest).encode(),
         "allowed_signers": _bundle_allowed_signers(entries).encode(),
     }
+    token = _timestamp_token(ledger, note, size)
+    if token is not None:
+        members["checkpoint.tsr"] = token
     nodes = CachedNodes(ledger)
     for seq, e in entries.items():
         members["entries/%d.entry" % seq] = e.entry

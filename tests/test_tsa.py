@@ -198,3 +198,29 @@ def test_the_cli_stamps_and_checks(tsa: tuple[str, Path], tmp_path: Path) -> Non
     bad.write_text("hello")
     res = run_cli("--dir", str(s.root), "verify", s.receipt, "--trust", ADMIN_ID, "--tsa-cert", str(bad))
     assert res.returncode == 2 and "Traceback" not in res.stderr
+
+
+def test_the_time_stamp_travels_in_the_bundle_and_verifies_offline(tsa: tuple[str, Path], tmp_path: Path) -> None:
+    import zipfile
+
+    from ledger import export_bundle
+    from verify import BundleSource
+
+    url, root = tsa
+    s = _stamped(tmp_path / "l", url)
+    ledger = Ledger.open(s.root)
+    export_bundle(ledger, r.Digest.parse(s.receipt), tmp_path / "b.zip")
+    ledger.close()
+    with zipfile.ZipFile(tmp_path / "b.zip") as zf:
+        assert "checkpoint.tsr" in zf.namelist()
+
+    def offline(pinned: Path | None) -> object:
+        roots = tsa_roots(pinned.read_bytes()) if pinned is not None else ()
+        with BundleSource(tmp_path / "b.zip") as source:
+            return verify_receipt(source, s.receipt, TRUST, Transparency(require_checkpoint=True, tsa_roots=roots))
+
+    good = offline(root)
+    assert good.ok and "time-stamped at" in (good.checkpoint or "")  # type: ignore[attr-defined]
+    stranger = _authority(tmp_path / "other", "other tsa")
+    assert [d.code for d in offline(stranger).defects] == ["timestamp"]  # type: ignore[attr-defined]
+    assert any("not checked" in w for w in offline(None).warnings)  # type: ignore[attr-defined]

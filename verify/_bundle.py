@@ -37,12 +37,13 @@ from ._evidence import blob_problem
 from ._result import Defect, Finding
 from ._source import SparseEntries, StoredEntry
 from ._transparency import Transparency, checkpoint_signer, witnessed
+from ._tsa import timestamp_finding
 
 __all__ = ["BundleSource", "BUNDLE_FORMAT", "LIMITS"]
 
 BUNDLE_FORMAT = "receipt-ledger/bundle/v1"
 _NAME = re.compile(
-    r"(manifest\.json|checkpoint|report\.html|report\.md|allowed_signers|"
+    r"(manifest\.json|checkpoint|checkpoint\.tsr|report\.html|report\.md|allowed_signers|"
     r"entries/[0-9]{1,15}\.(entry|body)|proofs/[0-9]{1,15}\.tlog-proof|blobs/[0-9a-f]{64})"
 )
 LIMITS = {
@@ -326,4 +327,9 @@ def _bundle_transparency(
                 Defect("inclusion", "entry %d is not proven into the checkpoint at size %d" % (seq, cp.size))
             )
     quorum, used = witnessed(note, cp.size, signer, policy)
-    return Finding((*defects, *quorum), (), used)
+    # A time-stamp travels as checkpoint.tsr: the authority's signature is what counts.
+    tokens = (
+        [("checkpoint.tsr in the bundle", source.read("checkpoint.tsr"))] if "checkpoint.tsr" in source.members else []
+    )
+    stamped, said, line = timestamp_finding(tokens, note.text, cp.size, policy, "the bundle carries none")
+    return Finding((*defects, *quorum, *stamped), tuple(said), "%s; %s" % (used, line) if line else used)

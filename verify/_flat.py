@@ -31,7 +31,7 @@ from ._errors import CannotVerify
 from ._result import Defect, Finding
 from ._source import LedgerSource, SparseEntries, StoredEntry
 from ._transparency import Transparency, checkpoint_signer, read_checkpoint, witnessed
-from ._tsa import timestamp_finding
+from ._tsa import ledger_tokens, timestamp_finding
 
 __all__ = ["FlatSource", "flat_source"]
 
@@ -119,7 +119,8 @@ class FlatSource(SparseEntries):
                     )
                 )
         quorums = [witnessed(note, cp.size, signer, policy)]
-        stamped, stamp_said, stamp_line = timestamp_finding(self.ledger, note.text, cp.size, policy)
+        tokens, why = ledger_tokens(self.ledger, note.text, cp.size)
+        stamped, stamp_said, stamp_line = timestamp_finding(tokens, note.text, cp.size, policy, why)
         defects += stamped
         # 8c. A checkpoint the auditor kept is consistent with this one.
         if policy.since is not None:

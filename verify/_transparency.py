@@ -32,7 +32,7 @@ from receipts import (
 
 from ._errors import CannotVerify
 from ._result import Defect, Finding
-from ._tsa import timestamp_finding
+from ._tsa import ledger_tokens, timestamp_finding
 
 if TYPE_CHECKING:
     from ._source import LedgerSource
@@ -217,7 +217,8 @@ def ledger_transparency(
                 )
             quorum, used = witnessed(note, cp.size, signer, policy)
             quorums.append(quorum)
-            stamped, said, line = timestamp_finding(source, note.text, cp.size, policy)
+            tokens, why = ledger_tokens(source, note.text, cp.size)
+            stamped, said, line = timestamp_finding(tokens, note.text, cp.size, policy, why)
             defects += stamped
             warnings += said
             used = "%s; %s" % (used, line) if line else used

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from ._source import LedgerSource
     from ._transparency import Transparency
 
-__all__ = ["tsa_roots", "timestamp_finding"]
+__all__ = ["tsa_roots", "timestamp_finding", "ledger_tokens"]
 
 
 def tsa_roots(pem: bytes) -> tuple[bytes, ...]:
@@ -32,49 +32,45 @@ def tsa_roots(pem: bytes) -> tuple[bytes, ...]:
     return tuple(c.public_bytes(Encoding.PEM) for c in certificates)
 
 
+def ledger_tokens(source: LedgerSource, note_text: str, size: int) -> tuple[list[tuple[str, bytes]], str]:
+    """The time-stamp tokens a ledger recorded for this checkpoint (by a valid seal key,
+    over its exact text, their blobs re-hashing), each with its label; and why none, if none."""
+    digest = content_digest(note_text.encode("utf-8"))
+    tokens, why = [], "no time-stamp was recorded for it"
+    for seq, stamp, signer in source.timestamps():
+        if stamp.size != size:
+            continue
+        token = read_blob(source, stamp.token, limit=1 << 20) if stamp.checkpoint == digest else None
+        if token is None:
+            why = "entry %d's time-stamp is over other text, or its token is missing or altered" % seq
+            continue
+        tokens.append(("entry %d, recorded by %s" % (seq, signer), token))
+    return tokens, why
+
+
 def timestamp_finding(
-    source: LedgerSource, note_text: str, size: int, policy: Transparency
+    tokens: list[tuple[str, bytes]], note_text: str, size: int, policy: Transparency, why: str = "none was found"
 ) -> tuple[list[Defect], list[str], str | None]:
     """For the checkpoint of ``size`` whose signed text is ``note_text``: with pinned
-    authority certificates, the first time-stamp that verifies (its line), or a defect;
-    without, a warning that time-stamps were not checked."""
+    authority certificates, the first token that verifies (its line), or a defect;
+    without, a warning that the tokens were not checked. Tokens are self-authenticating:
+    who carried one does not matter, only that the pinned authority signed this text."""
     text = note_text.encode("utf-8")
-    stamps = [(seq, stamp, signer) for seq, stamp, signer in source.timestamps() if stamp.size == size]
     if not policy.tsa_roots:
-        said = [
-            "the checkpoint at size %d carries %d RFC 3161 time-stamp(s): not checked (pin the authority with --tsa-cert)"
-            % (size, len(stamps))
-        ]
-        return [], said if stamps else [], None
+        said = "the checkpoint at size %d carries %d RFC 3161 time-stamp(s): not checked (pin the authority with --tsa-cert)"
+        return [], [said % (size, len(tokens))] if tokens else [], None
     import rfc3161_client
     from cryptography import x509
 
     roots = [x509.load_pem_x509_certificate(pem) for pem in policy.tsa_roots]
-    why = "no time-stamp was recorded for it"
-    for seq, stamp, signer in stamps:
-        if stamp.checkpoint != content_digest(text):
-            why = "entry %d stamps other text than this checkpoint's" % seq
-            continue
-        token = read_blob(source, stamp.token, limit=1 << 20)
-        if token is None:
-            why = "entry %d's time-stamp token is missing or altered" % seq
-            continue
+    for label, token in tokens:
         try:
             response = rfc3161_client.decode_timestamp_response(token)
             rfc3161_client.VerifierBuilder(roots=list(roots)).build().verify_message(response, text)
         except (ValueError, rfc3161_client.VerificationError) as exc:
-            why = "entry %d's time-stamp does not verify: %s" % (seq, exc)
+            why = "the time-stamp (%s) does not verify: %s" % (label, exc)
             continue
         when = response.tst_info.gen_time.strftime("%Y-%m-%dT%H:%M:%SZ")
-        return [], [], "time-stamped at %s by a pinned authority (entry %d, recorded by %s)" % (when, seq, signer)
-    return (
-        [
-            Defect(
-                "timestamp",
-                "the checkpoint at size %d has no time-stamp that verifies against the pinned authority: %s"
-                % (size, why),
-            )
-        ],
-        [],
-        None,
-    )
+        return [], [], "time-stamped at %s by a pinned authority (%s)" % (when, label)
+    message = "the checkpoint at size %d has no time-stamp that verifies against the pinned authority: %s"
+    return [Defect("timestamp", message % (size, why))], [], None
