@@ -542,14 +542,27 @@ def sign_entry(
         "ring": None if ring is None else ring.value,
         "tprev": None if task_prev is None else task_prev.value,
     }
-    signed = canonical_dumps(m)
+    # The constructor below checks every field more strictly than the generic value check
+    # would (types, ranges, forms) before the entry leaves this function, so the map is
+    # encoded directly; an invalid field means a discarded signature, never a stored entry.
+    signed = bytes(cbor2.dumps(m, canonical=True))
     signature = sign(signed)
     entry = Entry(seq, prev, kind, body_hash, time, signer, signature, ring, task_prev)
     # The whole entry is the signed map with "sig" added. In canonical order (shorter keys
     # first, then bytewise) "sig" follows "v" and "seq" and precedes every other key, so its
     # pair is spliced in there and the map header counts one more pair (9 -> 10, both < 24).
-    split = 1 + _V_PAIR + _SEQ_KEY + len(cbor2.dumps(seq))
-    return entry, b"\xaa" + signed[1:split] + _SIG_KEY + cbor2.dumps(signature) + signed[split:]
+    split = 1 + _V_PAIR + _SEQ_KEY + _uint_size(seq)
+    return entry, b"\xaa" + signed[1:split] + _SIG_KEY + _bytes_head(len(signature)) + signature + signed[split:]
+
+
+def _uint_size(n: int) -> int:
+    """Bytes of the canonical CBOR encoding of a non-negative integer (RFC 8949 §4.2.1)."""
+    return 1 if n < 24 else 2 if n < 1 << 8 else 3 if n < 1 << 16 else 5 if n < 1 << 32 else 9
+
+
+def _bytes_head(n: int) -> bytes:
+    """The canonical CBOR head of a byte string of length ``n`` (at most 65535 here)."""
+    return bytes([0x40 | n]) if n < 24 else b"\x58" + bytes([n]) if n < 1 << 8 else b"\x59" + n.to_bytes(2, "big")
 
 
 def decode_entry(data: bytes) -> Entry:

@@ -312,3 +312,20 @@ def test_sign_entry_validates_before_returning() -> None:
             task_prev=None,
             sign=lambda m: b"sig",
         )
+
+
+@pytest.mark.parametrize("length", [1, 23, 24, 255, 256, 1024])
+def test_sign_entry_splices_signatures_of_every_length_as_the_encoder_would(length: int) -> None:
+    d = r.domain_hash(r.Domain.ENVIRONMENT, b"x")
+    entry, data = r.sign_entry(
+        seq=300,
+        prev=d,
+        kind=r.EntryKind.TIER_RECORD,
+        body_hash=d,
+        time=1764633600,
+        signer=r.fingerprint(seeded_signer("alice").public_key_blob),
+        ring=d,
+        task_prev=None,
+        sign=lambda message: b"s" * length,
+    )
+    assert data == r.encode_entry(entry) and len(entry.signature) == length
