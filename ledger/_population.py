@@ -15,6 +15,7 @@ from receipts import (
     HUMAN_DECISION_ID,
     JUDGE_RUN_FORMAT,
     JUDGE_RUN_MEDIA_TYPE,
+    ContractRevision,
     Digest,
     EntryKind,
     EventType,
@@ -28,7 +29,7 @@ from receipts import (
 from verify import Trust, verify_receipt
 
 from ._evidence import evidence_json, snapshot_of
-from ._store import Ledger
+from ._store import Ledger, RecordRow
 
 __all__ = ["ChangeRow", "population", "population_csv", "POPULATION_COLUMNS"]
 
@@ -101,19 +102,41 @@ def population(
     in chain order, each verified against ``trust`` (by proof where a checkpoint covers it)."""
     rows = []
     names = {state.key_id: state.spec.name for state in ledger.keyring()}
+    tasks: dict[str, _Task] = {}  # a task's records, contracts and events, read once for all its receipts
     for stored, body, _signer in ledger.bodies(EntryKind.RECEIPT):
         if not isinstance(body, LadderReceipt) or not start <= body.created < end:
             continue
-        rows.append(_row(ledger, trust, Digest(stored.body_hash), body, names))
+        task = tasks.get(body.task_id) or tasks.setdefault(body.task_id, _Task.read(ledger, body.task_id))
+        rows.append(_row(ledger, trust, Digest(stored.body_hash), body, names, task))
         if progress is not None:
             progress(1)
     return rows
 
 
-def _row(ledger: Ledger, trust: Trust, digest: Digest, receipt: LadderReceipt, names: dict[str, str]) -> ChangeRow:
+@dataclass(frozen=True, slots=True)
+class _Task:
+    records: dict[Digest, RecordRow]
+    revisions: tuple[tuple[int, ContractRevision], ...]
+    gates: tuple[TaskEvent, ...]
+
+    @classmethod
+    def read(cls, ledger: Ledger, task: str) -> _Task:
+        return cls(
+            {row.digest: row for row in ledger.records_for(task)},
+            tuple(ledger.contract_revisions(task)),
+            tuple(
+                body
+                for _stored, body, _signer in ledger.bodies(EntryKind.EVENT, task)
+                if isinstance(body, TaskEvent) and body.type is EventType.GATE_DECISION
+            ),
+        )
+
+
+def _row(
+    ledger: Ledger, trust: Trust, digest: Digest, receipt: LadderReceipt, names: dict[str, str], task: _Task
+) -> ChangeRow:
     result = verify_receipt(ledger.reader, str(digest), trust)
-    records = {row.digest: row for row in ledger.records_for(receipt.task_id)}
-    listed = [records[d] for slot in receipt.entries for d in slot.records if d in records]
+    listed = [task.records[d] for slot in receipt.entries for d in slot.records if d in task.records]
     snapshot: dict[str, Any] = {}
     author_model = None
     approvers = []
@@ -134,11 +157,7 @@ def _row(ledger: Ledger, trust: Trust, digest: Digest, receipt: LadderReceipt, n
                 }
             )
     revision = next(
-        (
-            (seq, rev)
-            for seq, rev in ledger.contract_revisions(receipt.task_id)
-            if rev.config_hash == receipt.config_hash
-        ),
+        ((seq, rev) for seq, rev in task.revisions if rev.config_hash == receipt.config_hash),
         None,
     )
     contract_entry = revision[0] if revision is not None else None
@@ -162,7 +181,7 @@ def _row(ledger: Ledger, trust: Trust, digest: Digest, receipt: LadderReceipt, n
         merge_eligible=bool(result.derived_eligible) and result.ok,
         verified=result.ok,
         defects=tuple("%s: %s" % (d.code, d.message) for d in result.defects),
-        gate=_gate(ledger, receipt),
+        gate=_gate(task.gates, receipt),
     )
 
 
@@ -182,15 +201,12 @@ def _author_model(ledger: Ledger, record: TierRecord) -> str | None:
     return None
 
 
-def _gate(ledger: Ledger, receipt: LadderReceipt) -> str | None:
+def _gate(gates: tuple[TaskEvent, ...], receipt: LadderReceipt) -> str | None:
+    """The latest gate decision recorded for the receipt's candidate, if any."""
     decision = None
-    for _stored, body, _signer in ledger.bodies(EntryKind.EVENT, receipt.task_id):
-        if (
-            isinstance(body, TaskEvent)
-            and body.type is EventType.GATE_DECISION
-            and body.candidate == receipt.input_hash
-        ):
-            decision = "%s (%s)" % (body.field("decision") or "?", body.field("mode") or "?")
+    for event in gates:
+        if event.candidate == receipt.input_hash:
+            decision = "%s (%s)" % (event.field("decision") or "?", event.field("mode") or "?")
     return decision
 
 

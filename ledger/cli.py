@@ -1729,4 +1729,20 @@ def demo(keep: Path | None) -> None:
 
 
 def main() -> None:
-    cli(prog_name="ledger")
+    # Click's own handling of a bad option or argument prints usage over three lines; a
+    # usage error is bad input like any other: one line on stderr, exit 2.
+    try:
+        code = cli.main(prog_name="ledger", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        click.echo(exc.format_message())  # no arguments at all: the help, as click gives it
+        sys.exit(2)
+    except click.UsageError as exc:
+        where = exc.ctx.command_path if exc.ctx is not None else "ledger"
+        _fail("%s (see `%s --help`)" % (exc.format_message(), where))
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.Abort:
+        click.echo("Aborted!", err=True)
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 
 from ._digest import Digest
 from ._errors import FormatError
-from ._inputs import is_derivation_input
 from ._model import FORMAT_VERSION, EvidenceRef, TierRecord, check_task_id
 
 __all__ = ["RetentionPolicy", "CheckpointTimestamp", "TIMESTAMP_MEDIA_TYPE"]
@@ -37,6 +36,10 @@ class RetentionPolicy:
 
     def removable(self, record: TierRecord, ref: EvidenceRef, now: int) -> bool:
         """Whether this policy lets ``ref`` of ``record`` be gone at time ``now``."""
+        # Imported here: every decode of an entry loads this module, and the verdict rules
+        # behind is_derivation_input are only needed when something may be pruned.
+        from ._inputs import is_derivation_input
+
         return (
             not is_derivation_input(record.tier, ref)
             and record.task_id not in self.holds

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from conftest import GIT_ENV, SIGNERS, judge_table
+from conftest import GIT_ENV, SIGNERS, judge_table, run_cli
 from ledger import InputError, load_signer
 from ledger.cli import cli
 
@@ -296,3 +296,15 @@ def test_a_private_key_others_can_read_is_refused(tmp_path: Path) -> None:
         load_signer(str(key))
     key.chmod(0o600)
     assert load_signer(str(key)).public_key_blob == SIGNERS["alice"].public_key_blob
+
+
+def test_a_bad_option_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    for args in (
+        ("retention", "set", "--max-age-days", "0", "--key", "admin"),
+        ("verify", "--method", "sideways", "blake3:" + "0" * 64),
+        ("no-such-command",),
+        ("report", "--from"),
+    ):
+        res = run_cli("--dir", str(tmp_path / "nowhere"), *args)
+        assert res.returncode == 2 and res.stderr.count("\n") == 1 and "Usage:" not in res.stderr, (args, res.stderr)
+        assert res.stderr.startswith("ledger: error: ")

@@ -217,3 +217,15 @@ def test_evidence_forgotten_by_the_audit_is_read_again_not_skipped(
     assert result.evidence_blobs is not None and result.evidence_blobs > 1
     # nothing keeps the ledger's own entries across the walk
     assert Ledger.open(s.root).reader.count() == result.entries
+
+
+def test_a_state_of_another_ledger_is_bad_input(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first, second = build_sample(tmp_path / "a"), build_sample(tmp_path / "b")
+    for s in (first, second):
+        _checkpoint(s.root)
+    state = _audit(first.root).state
+    assert state is not None and _audit(second.root).ok
+    with pytest.raises(CannotVerify, match="another ledger"):
+        _audit(second.root, state)

@@ -23,6 +23,7 @@ from receipts import (
     Entry,
     EntryKind,
     FormatError,
+    Keyring,
     LadderReceipt,
     ReceiptsError,
     SampleOutcome,
@@ -31,8 +32,6 @@ from receipts import (
     TierRecord,
     Verdict,
     author_keys,
-    decode_body,
-    decode_entry,
     derive_human,
     derive_judge,
     derive_merge_eligible,
@@ -44,7 +43,6 @@ from receipts import (
     parse_checkpoint,
     parse_note,
     rederive_deterministic,
-    replay_keyring,
     waivers_in_force,
 )
 
@@ -631,7 +629,7 @@ def verify_chain(
         walk, leaves = Walk(trust, deferred=queue, keep=False), CompactRange()
     else:
         walk, leaves = Walk.resumed(resume, trust, queue), _resumed_range(resume)
-        found = _resume_defects(source, resume, count, newest)
+        found = _resume_defects(source, resume, count, newest, walk.keyring)
     roots: dict[int, bytes] = {}
     state: AuditState | None = None
     seen = _Recent()
@@ -687,17 +685,18 @@ def _resumed_range(state: AuditState) -> CompactRange:
 
 
 def _resume_defects(
-    source: LedgerSource, state: AuditState, count: int, newest: tuple[int, str] | None
+    source: LedgerSource, state: AuditState, count: int, newest: tuple[int, str] | None, ring: Keyring | None
 ) -> list[Defect]:
-    """The state's own checkpoint re-proven (else it is bad input), then what the ledger
-    must still be for the audit to resume: at least as long, the same entry at the seam,
-    and a checkpoint no older than the one audited."""
+    """The state's own checkpoint re-proven against the keyring its entries replay to
+    (``ring``; else it is bad input), the state shown to be this ledger's, then what the
+    ledger must still be for the audit to resume: at least as long, the same entry at the
+    seam, and a checkpoint no older than the one audited."""
     read = read_checkpoint(state.checkpoint, state.origin)
     if isinstance(read, str) or read[1].size != state.size or read[1].root != _resumed_range(state).root():
         raise CannotVerify("the audit state does not match its own checkpoint: it cannot be resumed from")
-    ring = replay_keyring(
-        [(decode_entry(e), decode_body(decode_entry(e).kind, b)) for e, b in state.ring], verify_signatures=True
-    )
+    genesis = source.by_seq(0)
+    if genesis is None or genesis.entry != state.ring[0][0]:
+        raise CannotVerify("the audit state is of another ledger (its genesis is not this ledger's)")
     if checkpoint_signer(ring, read[0], state.origin, state.size) is None:
         raise CannotVerify("the audit state's checkpoint is not signed by a seal or admin key of its keyring")
     rewritten = "history-rewritten"
