@@ -238,6 +238,9 @@ def test_result_statement(ledger: Ledger, receipt_digest: Digest, trust: Trust) 
     if revision is None:
         raise InputError("the record's contract %s is not in the ledger" % record.config_hash.short())
     contract = revision.parse()
+    if not contract.checks:
+        # PASSED over no tests would be a claim nothing was evaluated for.
+        raise InputError("the contract declares no checks: there are no test results to attest")
     passed, warned, failed = [], [], []
     configuration = [
         {

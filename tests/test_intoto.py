@@ -21,7 +21,7 @@ from securesystemslib.exceptions import VerificationError
 from securesystemslib.signer import SSlibKey
 
 import receipts as r
-from conftest import SIGNERS, Sample, build_sample, run_cli, write_private_key
+from conftest import SIGNERS, Sample, build_sample, contract_bytes, run_cli, write_private_key
 from ledger import Ledger, export_test_result, export_vsa
 from verify import TrustRoot
 
@@ -166,3 +166,21 @@ def test_a_failing_check_is_a_failed_test_result(tmp_path: Path) -> None:
     failing = build_sample(tmp_path, {**{t: r.Verdict.PASS for t in r.LADDER}, r.Tier.DETERMINISTIC: r.Verdict.FAIL})
     predicate = _test_result(failing, tmp_path / "tests.json")["predicate"]
     assert predicate["result"] == "FAILED" and predicate["failedTests"] == ["tests"] and predicate["passedTests"] == []
+
+
+def test_a_contract_without_checks_has_no_test_result_to_attest(env: tuple[Path, Ledger], tmp_path: Path) -> None:
+    # A research task may pass its deterministic tier with no checks: "PASSED" over no
+    # tests would claim what nothing evaluated, so nothing is attested.
+    from ledger import InputError, run_deterministic, seal_receipt
+
+    repo, ledger = env
+    text = contract_bytes(kind="research").decode()
+    text = text[: text.index("[[checks]]")].replace('evidence_required = ["tests"]\n', "")
+    text = text.replace('required_tiers = ["deterministic", "judge", "human"]', 'required_tiers = ["deterministic"]')
+    run = run_deterministic(
+        ledger, repo=repo, task_id="TASK-1", contract_bytes=text.encode(), source="c.toml", signer=SIGNERS["ci"]
+    )
+    assert run.outcome.verdict is r.Verdict.PASS, run.outcome
+    _, sealed = seal_receipt(ledger, task_id="TASK-1", signer=SIGNERS["sealer"], input_hash=run.record.input_hash)
+    with pytest.raises(InputError, match="no test results to attest"):
+        export_test_result(ledger, sealed.body_hash, SIGNERS["sealer"], tmp_path / "t.json", ADMIN)

@@ -131,8 +131,8 @@ def test_a_failing_check_shows_its_reason_and_evidence(browser: Any, tmp_path: P
         assert "fail" in row.inner_text() and "exit code 1" in row.inner_text()
         assert _links_resolve(page, unpacked) >= 3
         # The failing check's own output is one click away, and is what the bundle holds.
-        link = row.locator("a", has_text="check:tests:stderr")
-        assert (unpacked / link.get_attribute("href")).read_bytes() is not None
+        href = row.locator("a", has_text="check:tests:stderr").get_attribute("href")
+        assert r.content_digest((unpacked / href).read_bytes()).hex == href.split("/")[1]
     finally:
         context.close()
 

@@ -22,7 +22,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 import receipts as r
 from conftest import ADMIN_ID, SIGNERS, Sample, build_sample, run_cli, write_private_key
 from ledger import Ledger, timestamp_checkpoint
-from verify import LedgerSource, Transparency, TrustRoot, tsa_roots, verify_receipt
+from verify import LedgerSource, Result, Transparency, TrustRoot, tsa_roots, verify_receipt
 
 TRUST = TrustRoot(frozenset({ADMIN_ID}), "t")
 
@@ -135,7 +135,7 @@ def _stamped(tmp: Path, url: str) -> Sample:
     return s
 
 
-def _verify(s: Sample, root: Path | None, method: str = "auto") -> object:
+def _verify(s: Sample, root: Path | None, method: str = "auto") -> Result:
     roots = tsa_roots(root.read_bytes()) if root is not None else ()
     return verify_receipt(LedgerSource.open(s.root), s.receipt, TRUST, Transparency(tsa_roots=roots), method)
 
@@ -147,17 +147,17 @@ def test_a_time_stamped_checkpoint_verifies_offline_against_the_pinned_authority
     s = _stamped(tmp_path / "l", url)
     for method in ("proof", "walk"):
         result = _verify(s, root, method)
-        assert result.ok, result.defects  # type: ignore[attr-defined]
-        assert "time-stamped at 20" in (result.checkpoint or "")  # type: ignore[attr-defined]
+        assert result.ok, result.defects
+        assert "time-stamped at 20" in (result.checkpoint or "")
     unchecked = _verify(s, None)
-    assert unchecked.ok and any("not checked" in w for w in unchecked.warnings)  # type: ignore[attr-defined]
+    assert unchecked.ok and any("not checked" in w for w in unchecked.warnings)
 
 
 def test_another_authority_or_an_altered_token_is_a_defect(tsa: tuple[str, Path], tmp_path: Path) -> None:
     url, _ = tsa
     s = _stamped(tmp_path / "l", url)
     stranger = _authority(tmp_path / "other", "other tsa")
-    codes = [d.code for d in _verify(s, stranger).defects]  # type: ignore[attr-defined]
+    codes = [d.code for d in _verify(s, stranger).defects]
     assert codes == ["timestamp"]
     # The token's bytes changed in the blob store: it no longer hashes to what the chain recorded.
     ledger = Ledger.open(s.root)
@@ -169,7 +169,7 @@ def test_another_authority_or_an_altered_token_is_a_defect(tsa: tuple[str, Path]
     data = bytearray(path.read_bytes())
     data[-5] ^= 1
     path.write_bytes(bytes(data))
-    assert [d.code for d in _verify(s, tsa[1]).defects] == ["timestamp"]  # type: ignore[attr-defined]
+    assert [d.code for d in _verify(s, tsa[1]).defects] == ["timestamp"]
 
 
 def test_without_a_time_stamp_a_pinned_authority_finds_none(tsa: tuple[str, Path], tmp_path: Path) -> None:
@@ -178,8 +178,8 @@ def test_without_a_time_stamp_a_pinned_authority_finds_none(tsa: tuple[str, Path
     ledger.checkpoint(SIGNERS["sealer"])
     ledger.close()
     result = _verify(s, tsa[1])
-    assert [d.code for d in result.defects] == ["timestamp"]  # type: ignore[attr-defined]
-    assert "no time-stamp was recorded" in result.defects[0].message  # type: ignore[attr-defined]
+    assert [d.code for d in result.defects] == ["timestamp"]
+    assert "no time-stamp was recorded" in result.defects[0].message
 
 
 def test_the_cli_stamps_and_checks(tsa: tuple[str, Path], tmp_path: Path) -> None:
@@ -214,13 +214,13 @@ def test_the_time_stamp_travels_in_the_bundle_and_verifies_offline(tsa: tuple[st
     with zipfile.ZipFile(tmp_path / "b.zip") as zf:
         assert "checkpoint.tsr" in zf.namelist()
 
-    def offline(pinned: Path | None) -> object:
+    def offline(pinned: Path | None) -> Result:
         roots = tsa_roots(pinned.read_bytes()) if pinned is not None else ()
         with BundleSource(tmp_path / "b.zip") as source:
             return verify_receipt(source, s.receipt, TRUST, Transparency(require_checkpoint=True, tsa_roots=roots))
 
     good = offline(root)
-    assert good.ok and "time-stamped at" in (good.checkpoint or "")  # type: ignore[attr-defined]
+    assert good.ok and "time-stamped at" in (good.checkpoint or "")
     stranger = _authority(tmp_path / "other", "other tsa")
-    assert [d.code for d in offline(stranger).defects] == ["timestamp"]  # type: ignore[attr-defined]
-    assert any("not checked" in w for w in offline(None).warnings)  # type: ignore[attr-defined]
+    assert [d.code for d in offline(stranger).defects] == ["timestamp"]
+    assert any("not checked" in w for w in offline(None).warnings)
