@@ -5,7 +5,12 @@
 3. the repository's committed pin, ``.ledger/allowed_signers``, read **from the target
    branch** (``--trust-ref``, ``LEDGER_TRUST_REF``, ``trust_ref`` in config.toml, else
    ``origin/main``, else ``main``), never from the candidate's own tree: a pull request
-   that adds its author's key to the file must not pass its own gate;
+   that adds its author's key to the file must not pass its own gate. A command that
+   judges a candidate (the gate, ``verify --commit``) does not read config.toml's
+   ``trust_ref`` at all, since that file is the candidate's too. A trust ref names a
+   branch, resolved fully qualified (``refs/remotes/R/B`` when ``R`` is a remote, else
+   ``refs/heads/B``): never a tag, a commit id or ``HEAD``, which a candidate could
+   point at itself;
 4. for commands that judge no candidate commit (``verify HASH``, ``verify --bundle``,
    ``--chain``): the ledger directory's own ``allowed_signers``, which ``ledger init``
    wrote on this machine.
@@ -33,6 +38,7 @@ __all__ = [
     "write_trust_file",
     "configured_trust_ref",
     "branch_trust",
+    "qualified_branch",
     "resolve_trust",
 ]
 
@@ -76,15 +82,52 @@ def configured_trust_ref(root: Path) -> str | None:
     return found
 
 
+# Names that move with whatever is checked out or fetched: trusting one trusts the candidate.
+_MOVING_NAMES = frozenset({"HEAD", "FETCH_HEAD", "ORIG_HEAD", "MERGE_HEAD", "CHERRY_PICK_HEAD", "REBASE_HEAD", "@"})
+
+
+def qualified_branch(repo: Path, name: str) -> str:
+    """The fully qualified branch ``name`` means as a trust ref: ``refs/heads/...`` or
+    ``refs/remotes/...``, so that a tag or a local branch spelled like the target branch
+    cannot stand in for it.
+
+    Args:
+        repo: the repository whose remotes decide ``R/B`` (remote branch) from ``B`` (local).
+        name: ``refs/heads/B``, ``refs/remotes/R/B``, ``R/B`` with ``R`` a remote, or ``B``.
+
+    Returns:
+        The qualified ref name (not resolved: it may name no commit).
+
+    Raises:
+        InputError: ``name`` is a moving name (``HEAD``, ``FETCH_HEAD``, ...), a ref outside
+            the branch namespaces (a tag, a note), or not a valid ref name.
+    """
+    if name in _MOVING_NAMES or name.endswith("/HEAD"):
+        raise InputError("trust ref %r would trust the candidate itself: name the target branch" % name)
+    if name.startswith("refs/"):
+        if not name.startswith(("refs/heads/", "refs/remotes/")):
+            raise InputError("trust ref %r is not a branch (refs/heads/ or refs/remotes/)" % name)
+        full = name
+    else:
+        remotes = (git_ok(repo, "remote") or "").split()
+        head, _, rest = name.partition("/")
+        full = ("refs/remotes/" if rest and head in remotes else "refs/heads/") + name
+    if run_git(repo, "check-ref-format", full).returncode != 0:
+        raise InputError("trust ref %r is not a valid branch name" % name)
+    return full
+
+
 def branch_trust(repo: Path, ref: str | None) -> tuple[TrustRoot | None, str]:
     """The pin committed on the target branch, and what was looked at (for messages).
     An explicit ``ref`` that does not exist is bad input; the defaults are tried in order,
-    and the first that exists is the target branch whether or not it holds the file."""
+    and the first that exists is the target branch whether or not it holds the file.
+    Every name is resolved fully qualified (`qualified_branch`)."""
     for candidate in (ref,) if ref else DEFAULT_TRUST_REFS:
-        commit = git_ok(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", candidate + "^{commit}")
+        full = qualified_branch(repo, candidate)
+        commit = git_ok(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", full + "^{commit}")
         if commit is None:
             if ref:
-                raise InputError("trust ref %r names no commit in this repository (fetch it first)" % ref)
+                raise InputError("trust ref %r (%s) names no commit in this repository (fetch it first)" % (ref, full))
             continue
         where = "%s:%s" % (candidate, REPO_TRUST_PATH)
         shown = run_git(repo, "show", "%s:%s" % (commit, REPO_TRUST_PATH))
@@ -111,7 +154,8 @@ def resolve_trust(
     judges_candidate: bool = False,
 ) -> Trust:
     """The trust a command verifies against, by the order in this module's docstring.
-    ``judges_candidate`` (the gate, ``verify --commit``) leaves out the working tree's file."""
+    ``judges_candidate`` (the gate, ``verify --commit``) leaves out the working tree's files:
+    its ``allowed_signers`` and its config.toml's ``trust_ref`` are the candidate's own."""
     if explicit and unsafe_tofu:
         raise InputError("--trust and --unsafe-trust-on-first-use contradict each other: give one")
     if explicit:
@@ -123,7 +167,9 @@ def resolve_trust(
         return UnsafeTrustOnFirstUse()
     looked = []
     if repo is not None:
-        ref = trust_ref or (configured_trust_ref(ledger_root) if ledger_root is not None else None)
+        ref = trust_ref or (
+            configured_trust_ref(ledger_root) if ledger_root is not None and not judges_candidate else None
+        )
         found, where = branch_trust(repo, ref)
         if found is not None:
             return found

@@ -128,7 +128,8 @@ def trust_option(f: F) -> F:
             "--trust-ref",
             envvar="LEDGER_TRUST_REF",
             help="The target branch whose .ledger/allowed_signers is trusted (default: trust_ref in"
-            " config.toml, else origin/main, else main). Never the candidate's own tree.",
+            " config.toml except when judging a candidate, else origin/main, else main). A branch, resolved"
+            " fully qualified; never a tag, HEAD or the candidate's own tree.",
         ),
         click.option(
             "--unsafe-trust-on-first-use",

@@ -178,9 +178,55 @@ def test_the_trust_attack_a_pull_request_that_adds_its_own_key_is_refused(
     assert doc["trust"].startswith("pinned (origin/main:.ledger/allowed_signers")
     assert "not pinned" in doc["reasons"][0] or "trust" in doc["reasons"][0], doc["reasons"]
     assert run_cli("verify", "--commit", head, cwd=ci, env=NO_KEYS).returncode == 1
-    # The attack is real: trusting the candidate's own tree would have passed it.
-    fooled = run_cli("gate", head, "--trust-ref", head, cwd=ci, env=NO_KEYS)
+    # The attack is real: trusting the candidate's own file, by an explicit pin, passes it.
+    fooled = run_cli("gate", head, "--trust", str(ci / ".ledger" / "allowed_signers"), cwd=ci, env=NO_KEYS)
     assert fooled.returncode == 0 and receipt in fooled.stdout
+    # No name the candidate controls can point the trust at itself (issue 22, case 5).
+    for name in ("HEAD", head, "FETCH_HEAD", "refs/tags/x"):
+        moved = run_cli("gate", head, "--trust-ref", name, cwd=ci, env=NO_KEYS)
+        assert moved.returncode == 2 and moved.stdout == "" and moved.stderr.count("\n") == 1, (name, moved.stderr)
+
+
+def test_a_candidate_cannot_choose_its_own_trust_ref(world: tuple[Path, dict[str, str], str]) -> None:
+    """Issue 22, case 5: the candidate's config.toml saying trust_ref = "HEAD", and a tag or
+    a local branch spelled like the target branch, are not where the gate's trust comes from."""
+    top, _, _ = world
+    evil = {"RECEIPT_LEDGER_KEYS": str(top / "mallory-keys"), **GIT_ENV}
+    pr = fresh_clone(top, "mallory2", branch="main")
+    git(pr, "checkout", "-qb", "mallory/task-2")
+    evil_dir = ("--dir", str(top / "evil2" / "ledger"))
+    ok(*evil_dir, "init", cwd=pr, env=evil)
+    for name, role in (("ci", "deterministic"), ("judge", "judge"), ("alice", "human"), ("sealer", "seal")):
+        ok(*evil_dir, "keys", "generate", name, "--role", role, cwd=pr, env=evil)
+    (pr / ".ledger" / "allowed_signers").write_bytes((top / "evil2" / "ledger" / "allowed_signers").read_bytes())
+    (pr / ".ledger" / "config.toml").write_text('trust_ref = "HEAD"\n')
+    (pr / "app.py").write_text("print('trust me')\n")
+    git(pr, "add", "-A")
+    git(pr, "commit", "-qm", "TASK-1: greet, and trust myself")
+    receipt = ladder(pr, evil, *evil_dir, contract=pr / ".ledger" / "contracts" / "TASK-1.toml")
+    ok("receipts", "push", cwd=pr, env=evil)
+    git(pr, "push", "-q", "origin", "mallory/task-2")
+
+    ci = fresh_clone(top, "ci-runner-2", branch="mallory/task-2")
+    ok("receipts", "fetch", cwd=ci, env=NO_KEYS)
+    head = git(ci, "rev-parse", "HEAD")
+    assert (ci / ".ledger" / "config.toml").read_text() == 'trust_ref = "HEAD"\n'
+    # Tags and a local branch named like the target branch, all at the candidate.
+    git(ci, "tag", "origin/main", head)
+    git(ci, "tag", "main", head)
+    git(ci, "branch", "-f", "origin/main", head)
+    # The config's "HEAD" is not read, and "origin/main" is the remote branch, not the tag
+    # or the local branch of that name: the trust is main's, which refuses Mallory's key.
+    for args in ((), ("--trust-ref", "origin/main"), ("--trust-ref", "refs/remotes/origin/main")):
+        gated = run_cli("gate", head, "--json", *args, cwd=ci, env=NO_KEYS)
+        assert gated.returncode == 1 and json.loads(gated.stdout)["receipt"] is None, (args, gated.stdout)
+    # "main" is the local branch refs/heads/main, which this clone lacks: not the tag "main".
+    local = run_cli("gate", head, "--trust-ref", "main", cwd=ci, env=NO_KEYS)
+    assert local.returncode == 2 and "refs/heads/main" in local.stderr, local.stderr
+    # With its remote branch gone, "origin/main" would be the tag; it is refused instead.
+    git(ci, "update-ref", "-d", "refs/remotes/origin/main")
+    gone = run_cli("gate", head, "--trust-ref", "origin/main", cwd=ci, env=NO_KEYS)
+    assert gone.returncode == 2 and "refs/remotes/origin/main" in gone.stderr, gone.stderr
 
 
 def test_no_trust_anywhere_is_refused_and_tofu_says_it_is_unsafe(world: tuple[Path, dict[str, str], str]) -> None:
