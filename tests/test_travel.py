@@ -227,6 +227,9 @@ def test_a_candidate_cannot_choose_its_own_trust_ref(world: tuple[Path, dict[str
     git(ci, "update-ref", "-d", "refs/remotes/origin/main")
     gone = run_cli("gate", head, "--trust-ref", "origin/main", cwd=ci, env=NO_KEYS)
     assert gone.returncode == 2 and "refs/remotes/origin/main" in gone.stderr, gone.stderr
+    # What those names would have trusted does pass the receipt: the refusals above matter.
+    own = run_cli("gate", head, "--trust", str(ci / ".ledger" / "allowed_signers"), cwd=ci, env=NO_KEYS)
+    assert own.returncode == 0 and receipt in own.stdout, own.stdout
 
 
 def test_no_trust_anywhere_is_refused_and_tofu_says_it_is_unsafe(world: tuple[Path, dict[str, str], str]) -> None:
