@@ -246,8 +246,10 @@ def gate_check(
     mode: str = "enforce",
     open_ledger: OpenLedger | None = None,
 ) -> GateResult:
-    """Verify each receipt named on ``rev`` (or its tree) against ``trust``; the first that
-    verifies, is merge-eligible and is for ``rev``'s commit or tree lets it through."""
+    """Verify each receipt named on ``rev`` (or its tree) against ``trust``. The newest that
+    verifies and is for ``rev``'s commit or tree decides; it lets ``rev`` through only when it
+    is merge-eligible and every other receipt named there verifies too (fail closed: one
+    that does not may be a newer rejection whose bundle was withheld or damaged)."""
     if mode not in GATE_MODES:
         raise InputError("the gate's mode is one of %s" % ", ".join(GATE_MODES))
     fields, checks = check_receipts(repo, rev, trust, Transparency(require_checkpoint=require_checkpoint), open_ledger)
@@ -261,10 +263,18 @@ def gate_check(
         key=lambda c: (c.result.sealed_at or 0 if c.result else 0, not c.lets_through, c.match == "commit"),
         default=None,
     )
-    chosen = newest if newest is not None and newest.lets_through else None
+    # A receipt the notes name that cannot be verified (its bundle missing, unreadable or
+    # altered) might be the newest one, and might block: nobody can tell, so it blocks.
+    broken = tuple(c for c in checks if c.result is None or not c.result.ok)
+    chosen = newest if newest is not None and newest.lets_through and not broken else None
     unverified = tuple(c.why_not() for c in checks if not c.ok)
-    if newest is not None and chosen is None:
-        reasons: tuple[str, ...] = ("the newest receipt decides: " + newest.why_not(),) + unverified
+    if broken and newest is not None and newest.lets_through:
+        reasons: tuple[str, ...] = (
+            "%d receipt(s) named on this revision cannot be verified, and any of them may be newer than %s and"
+            " block it: every receipt the notes name must verify" % (len(broken), newest.note.receipt),
+        ) + unverified
+    elif newest is not None and chosen is None:
+        reasons = ("the newest receipt decides: " + newest.why_not(),) + unverified
     else:
         reasons = unverified
     if not checks:

@@ -5,9 +5,14 @@ a bare repository in a temporary folder."""
 
 from __future__ import annotations
 
+import functools
+import io
 import json
 import subprocess
+import zipfile
 from pathlib import Path
+
+import pytest
 
 from conftest import GIT_ENV, LEDGER, NO_KEYS, contract_bytes, fresh_clone, git, ladder, ok, run_cli
 
@@ -292,3 +297,91 @@ def test_an_unreachable_remote_is_one_line_naming_gits_complaint(world: tuple[Pa
     res = run_cli("receipts", "fetch", "--remote", "nowhere", cwd=clone, env=NO_KEYS)
     assert res.returncode == 2 and res.stdout == "" and res.stderr.count("\n") == 1
     assert "cannot reach remote 'nowhere': fatal:" in res.stderr and "Traceback" not in res.stderr
+
+
+def _bundle_bytes(repo: Path, receipt: str) -> bytes:
+    ref = "refs/receipts/" + receipt.removeprefix("blake3:")
+    return subprocess.run(["git", "show", ref + ":bundle.zip"], cwd=repo, capture_output=True, check=True).stdout
+
+
+def _put_bundle(repo: Path, receipt: str, data: bytes) -> None:
+    """Replace the bundle ref of ``receipt`` with ``data``, as anyone who can push refs could."""
+    run = functools.partial(subprocess.run, cwd=repo, capture_output=True, check=True)
+    blob = run(["git", "hash-object", "-w", "--stdin"], input=data).stdout.decode().strip()
+    tree = run(["git", "mktree"], input=("100644 blob %s\tbundle.zip\n" % blob).encode()).stdout.decode().strip()
+    commit = git(repo, "commit-tree", tree, "-m", "replaced")
+    git(repo, "update-ref", "refs/receipts/" + receipt.removeprefix("blake3:"), commit)
+
+
+def _manifest_naming(data: bytes, receipt: str) -> bytes:
+    """The same bundle with only manifest.json's `receipt` changed."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(data)) as old, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as new:
+        for info in old.infolist():
+            member = old.read(info)
+            if info.filename == "manifest.json":
+                doc = json.loads(member)
+                doc["receipt"] = receipt
+                member = json.dumps(doc).encode()
+            new.writestr(info, member)
+    return out.getvalue()
+
+
+def _eligible_then_rejected(top: Path, env: dict[str, str]) -> str:
+    """After the world's eligible receipt R1, a reviewer rejects and a newer receipt R2 records it."""
+    dev = top / "dev"
+    ok("reject", "TASK-1", "--key", "alice", "--reason", "breaks the build", "--yes", cwd=dev, env=env)
+    newer = ok("seal", "TASK-1", "--key", "sealer", cwd=dev, env=env)
+    ok("attach", newer, "--key", "sealer", cwd=dev, env=env)
+    ok("receipts", "push", cwd=dev, env=env)
+    return newer
+
+
+@pytest.mark.parametrize("damage", ["ref-deleted", "byte-flipped", "manifest-names-the-older"])
+def test_a_damaged_newer_rejection_never_lets_the_older_receipt_decide(
+    world: tuple[Path, dict[str, str], str], damage: str
+) -> None:
+    """Issue 22, case 11: with R1 eligible and a newer R2 carrying a rejection, withholding or
+    damaging R2's bundle must not turn the gate green on R1."""
+    top, env, older = world
+    newer = _eligible_then_rejected(top, env)
+    clone = fresh_clone(top, "ci-" + damage)
+    ok("receipts", "fetch", cwd=clone, env=NO_KEYS)
+    honest = run_cli("gate", "HEAD", cwd=clone, env=NO_KEYS)
+    assert honest.returncode == 1 and "newest receipt decides" in honest.stdout, honest.stdout
+    data = _bundle_bytes(clone, newer)
+    if damage == "ref-deleted":
+        git(clone, "update-ref", "-d", "refs/receipts/" + newer.removeprefix("blake3:"))
+    elif damage == "byte-flipped":
+        at = len(data) // 2
+        _put_bundle(clone, newer, data[:at] + bytes([data[at] ^ 1]) + data[at + 1 :])
+    else:
+        _put_bundle(clone, newer, _manifest_naming(data, older))
+    gated = run_cli("gate", "HEAD", "--json", cwd=clone, env=NO_KEYS)
+    doc = json.loads(gated.stdout)
+    assert gated.returncode == 1 and doc["receipt"] is None, gated.stdout
+    assert "cannot be verified" in doc["reasons"][0] and newer in " ".join(doc["reasons"]), doc["reasons"]
+    assert run_cli("verify", "--commit", "HEAD", cwd=clone, env=NO_KEYS).returncode == 1
+
+
+def test_a_bundle_verifies_the_receipt_its_entries_prove_not_the_manifests(
+    world: tuple[Path, dict[str, str], str],
+) -> None:
+    """Issue 22, case 12: R2's bundle also holds R1's entry; a manifest edited to name R1
+    must not make `verify --bundle` report R1 verified."""
+    top, env, older = world
+    newer = _eligible_then_rejected(top, env)
+    dev = top / "dev"
+    bundle = top / "r2.zip"
+    ok("export", newer, "-o", str(bundle), cwd=dev, env=env)
+    trust = ("--trust", str(dev / ".ledger" / "allowed_signers"))
+    plain = run_cli("verify", "--bundle", str(bundle), "--json", *trust, cwd=dev, env=env)
+    assert plain.returncode == 0 and json.loads(plain.stdout)["target"] == newer, plain.stdout
+    bundle.write_bytes(_manifest_naming(bundle.read_bytes(), older))
+    edited = run_cli("verify", "--bundle", str(bundle), "--json", *trust, cwd=dev, env=env)
+    doc = json.loads(edited.stdout)
+    assert edited.returncode == 1 and doc["target"] == newer, edited.stdout
+    assert "bundle-member-altered" in {d["code"] for d in doc["defects"]}, doc["defects"]
+    # Naming R1 explicitly is the caller's choice, and the edited manifest is still a defect.
+    named = run_cli("verify", "--bundle", str(bundle), older, "--json", *trust, cwd=dev, env=env)
+    assert named.returncode == 1 and json.loads(named.stdout)["target"] == older, named.stdout

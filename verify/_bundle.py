@@ -216,11 +216,12 @@ class BundleSource(SparseEntries):
         return max(self.entries) + 1
 
     def receipt_hash(self) -> str:
-        """The receipt the manifest names (the one the bundle was exported for)."""
-        try:
-            return str(json.loads(self.read("manifest.json"))["receipt"])
-        except (ValueError, KeyError, TypeError):
-            raise CannotVerify("the bundle's manifest names no receipt: give its HASH") from None
+        """The receipt this bundle proves: its last entry, since a bundle holds its receipt and
+        the entries before it (§10). Never the manifest's word: that file is not signed."""
+        last = self.entries[max(self.entries)]
+        if last.kind != "receipt":
+            raise CannotVerify("the bundle's last entry (%d) is not a receipt: give the receipt's HASH" % last.seq)
+        return str(Digest(last.body_hash))
 
     def check_transparency(self, origin: str, ring: Keyring | None, receipt_seq: int, policy: Transparency) -> Finding:
         proven = _bundle_transparency(self, ring, origin, receipt_seq, policy)
