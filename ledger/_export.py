@@ -48,6 +48,7 @@ from verify import BUNDLE_FORMAT, Result, StoredEntry, Trust, read_blob, verify_
 
 from ._environment import VERSION
 from ._errors import InputError
+from ._escape import markdown_text
 from ._evidence import evidence_json
 from ._report import report_html
 from ._store import Ledger
@@ -312,10 +313,13 @@ def _event(seq: int, stored: StoredEntry, names: dict[str, tuple[str, tuple[str,
 
 
 def _report_md(m: dict[str, Any]) -> str:
+    # Every text the ledger supplied goes through markdown_text: the file is rendered by
+    # Markdown viewers that also render HTML.
+    md = markdown_text
     lines = [
-        "# Evidence bundle: %s" % m["task"],
+        "# Evidence bundle: %s" % md(m["task"]),
         "",
-        "Status: **%s** (merge_eligible=%s)" % (m["final_status"], str(m["merge_eligible"]).lower()),
+        "Status: **%s** (merge_eligible=%s)" % (md(m["final_status"]), str(m["merge_eligible"]).lower()),
         "",
         "Receipt `%s`, candidate `%s`" % (m["receipt"], m["input_snapshot"]["candidate"]),
         "",
@@ -325,14 +329,14 @@ def _report_md(m: dict[str, Any]) -> str:
     for t in m["tiers"]:
         lines.append(
             "| %s | %s | %s | %s |"
-            % (t["tier"], "yes" if t["required"] else "no", t["status"], t["signer"] or t["detail"])
+            % (t["tier"], "yes" if t["required"] else "no", md(t["status"]), md(t["signer"] or t["detail"]))
         )
     lines += ["", "## Evidence", "", "| tier | check | digest | size | type |", "|---|---|---|---|---|"]
     lines += [
-        "| %s | %s | `%s` | %d | %s |" % (a["tier"], a["check"], a["digest"], a["size"], a["media_type"])
+        "| %s | %s | `%s` | %d | %s |" % (a["tier"], md(a["check"]), a["digest"], a["size"], md(a["media_type"]))
         for a in m["artifacts"]
     ]
-    lines += ["", "## Signers", ""] + ["- %s" % s for s in m["provenance"]["signers"]]
+    lines += ["", "## Signers", ""] + ["- %s" % md(s) for s in m["provenance"]["signers"]]
     lines += [
         "",
         "## Checkpoint",
@@ -342,7 +346,7 @@ def _report_md(m: dict[str, Any]) -> str:
     unresolved = [(k, v) for k, v in m["unresolved"].items() if v]
     if unresolved:
         lines += ["", "## Unresolved", ""] + [
-            "- %s: %s" % (k.replace("_", " "), "; ".join(map(str, v))) for k, v in unresolved
+            "- %s: %s" % (k.replace("_", " "), md("; ".join(map(str, v)))) for k, v in unresolved
         ]
     lines += ["", "Verify offline: `%s`" % m["how_to_verify"], ""]
     return "\n".join(lines)

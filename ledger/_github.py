@@ -31,6 +31,7 @@ from receipts import ReceiptsError, parse_contract
 from verify import Result, Transparency, verify_receipt
 
 from ._errors import InputError
+from ._escape import markdown_text
 from ._gate import GateResult, gate
 from ._git import run_git
 from ._git_notes import open_bundle
@@ -375,13 +376,13 @@ def summary_markdown(report: ActionReport, event: GithubEvent) -> str:
     if report.result is not None and report.receipt:
         parts.append(pr_comment(report.result, report.receipt).rstrip("\n"))
     else:
-        parts.append("### receipt-ledger: %s, no verified receipt yet" % report.task)
+        parts.append("### receipt-ledger: %s, no verified receipt yet" % markdown_text(report.task))
     if report.gated is not None:
         parts.append("")
         parts.append("**Gate on `%s`:** %s" % (event.head_sha[:12], report.gated.decision.upper()))
-        parts += ["- %s" % line.strip() for line in gate_lines(report.gated)[1:]]
+        parts += ["- %s" % markdown_text(line.strip()) for line in gate_lines(report.gated)[1:]]
     for note in report.notes:
-        parts.append("- note: %s" % note)
+        parts.append("- note: %s" % markdown_text(note))
     return "\n".join(parts) + "\n"
 
 

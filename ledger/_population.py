@@ -28,6 +28,7 @@ from receipts import (
 )
 from verify import Trust, verify_receipt
 
+from ._escape import csv_cell
 from ._evidence import evidence_json, snapshot_of
 from ._store import Ledger, RecordRow
 
@@ -217,28 +218,28 @@ def population_csv(rows: list[ChangeRow]) -> str:
     writer.writerow(POPULATION_COLUMNS)
     for row in rows:
         tiers = dict(row.tiers)
-        writer.writerow(
-            [
-                row.receipt,
-                row.sealed_at,
-                row.task,
-                row.commit or "",
-                row.tree or "",
-                row.contract,
-                "" if row.contract_entry is None else row.contract_entry,
-                row.author_model or "",
-                tiers.get("deterministic", ""),
-                tiers.get("judge", ""),
-                tiers.get("human", ""),
-                "; ".join(
-                    "%s %s %s at %d (%s)" % (a["name"], a["key"], a["decision"], a["time"], a["method"])
-                    for a in row.approvers
-                ),
-                "; ".join(row.waivers),
-                "yes" if row.merge_eligible else "no",
-                "yes" if row.verified else "no",
-                "; ".join(row.defects),
-                row.gate or "",
-            ]
-        )
+        # Every cell may carry ledger text (a contract's author_model, a waiver's reason).
+        cells = [
+            row.receipt,
+            row.sealed_at,
+            row.task,
+            row.commit or "",
+            row.tree or "",
+            row.contract,
+            "" if row.contract_entry is None else row.contract_entry,
+            row.author_model or "",
+            tiers.get("deterministic", ""),
+            tiers.get("judge", ""),
+            tiers.get("human", ""),
+            "; ".join(
+                "%s %s %s at %d (%s)" % (a["name"], a["key"], a["decision"], a["time"], a["method"])
+                for a in row.approvers
+            ),
+            "; ".join(row.waivers),
+            "yes" if row.merge_eligible else "no",
+            "yes" if row.verified else "no",
+            "; ".join(row.defects),
+            row.gate or "",
+        ]
+        writer.writerow([csv_cell(str(cell)) for cell in cells])
     return out.getvalue()

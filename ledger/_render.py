@@ -22,6 +22,8 @@ from receipts import (
 )
 from verify import ChainResult, Result, StoredEntry
 
+from ._escape import markdown_text
+
 if TYPE_CHECKING:
     from ._gate import GateResult, ReceiptCheck
     from ._mirror import PullResult
@@ -205,15 +207,17 @@ def commit_lines(checks: Iterable[ReceiptCheck]) -> list[str]:
 
 
 def pr_comment(result: Result, receipt_hash: str) -> str:
-    """Markdown for a pull-request comment: the ladder, the verdict, how to verify."""
+    """Markdown for a pull-request comment: the ladder, the verdict, how to verify. Every
+    text from the ledger is escaped (`markdown_text`): GitHub renders HTML in comments."""
     mark = {"pass": "✅", "fail": "❌", "skip": "⏭️", "missing": "❌", "review": "🟡", "retry": "🟡"}
+    md = markdown_text
     verdict = (
         "merge-eligible"
         if result.ok and result.derived_eligible
         else ("NOT merge-eligible" if result.ok else "REJECTED by verification")
     )
     lines = [
-        "### receipt-ledger: %s **%s**" % (result.task_id or "?", verdict),
+        "### receipt-ledger: %s **%s**" % (md(result.task_id or "?"), verdict),
         "",
         "| tier | required | status | signed by |",
         "|---|---|---|---|",
@@ -225,20 +229,20 @@ def pr_comment(result: Result, receipt_hash: str) -> str:
                 t.tier.value,
                 "yes" if t.required else "no",
                 mark.get(t.status, ""),
-                t.status,
-                (t.signer or t.detail).replace("|", "\\|"),
+                md(t.status),
+                md(t.signer or t.detail),
             )
         )
     if result.eligibility_reasons:
-        lines += ["", "Not eligible because:"] + ["- %s" % r for r in result.eligibility_reasons]
+        lines += ["", "Not eligible because:"] + ["- %s" % md(r) for r in result.eligibility_reasons]
     if result.defects:
-        lines += ["", "Verification defects:"] + ["- `%s` %s" % (d.code, d.message) for d in result.defects]
+        lines += ["", "Verification defects:"] + ["- `%s` %s" % (d.code, md(d.message)) for d in result.defects]
     for w in result.weakenings + result.waivers + result.stale:
-        lines.append("- note: %s" % w)
+        lines.append("- note: %s" % md(w))
     lines += [
         "",
         "Receipt `%s`, candidate `%s`%s."
-        % (receipt_hash, result.candidate, ", checkpoint " + result.checkpoint if result.checkpoint else ""),
+        % (receipt_hash, result.candidate, ", checkpoint " + md(result.checkpoint) if result.checkpoint else ""),
         "",
         "Verify it yourself:",
         "",

@@ -41,6 +41,7 @@ from receipts import (
 from verify import CannotVerify, Trust, UnsafeTrustOnFirstUse, WitnessKey
 
 from . import _api as lib
+from ._escape import terminal_text
 from ._hooks import EVENTS as HOOK_EVENTS
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -50,7 +51,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _fail(message: str) -> NoReturn:
-    click.echo("ledger: error: %s" % message, err=True)
+    click.echo("ledger: error: %s" % terminal_text(message), err=True)
     sys.exit(2)
 
 
@@ -295,7 +296,7 @@ def _read_text(path: Path, what: str) -> str:
 def _emit(as_json: bool, doc: object, lines: Sequence[str], trust: Trust | None = None) -> None:
     if trust is not None:
         _said(trust)
-    click.echo(json.dumps(doc, indent=2) if as_json else "\n".join(lines))
+    click.echo(json.dumps(doc, indent=2) if as_json else terminal_text("\n".join(lines)))
 
 
 def _done(ok: bool) -> NoReturn:
@@ -691,7 +692,7 @@ def _decide(
     what = "approval" if approve else "rejection"
 
     def confirm(summary: str) -> bool:
-        click.echo(summary, err=True)
+        click.echo(terminal_text(summary), err=True)
         if yes:
             return True
         if not sys.stdin.isatty():
