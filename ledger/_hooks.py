@@ -111,11 +111,12 @@ def select_task(environ: Mapping[str, str], ledger_dir: Path, git_dir: Path | No
 
 @dataclass(frozen=True, slots=True)
 class _Where:
-    repo: Path
+    repo: Path  # the project: resolved, found from the hook's own directory, never the payload
     ledger_dir: Path
     task: str
     session: str
     environ: Mapping[str, str]
+    call_dir: Path | None = None  # the payload's cwd, resolved; None when it lies outside the project
 
     @property
     def trace(self) -> Path:
@@ -219,6 +220,58 @@ def _steps(where: _Where) -> int:
 # -- the events ----------------------------------------------------------------------------------
 
 
+def folds_case(folder: Path) -> bool:
+    """Whether the file system holding ``folder`` treats names differing only in case as one
+    (macOS and Windows by default): probed on the project's own .git or .ledger entry."""
+    for name in (".git", ".ledger"):
+        try:
+            return os.path.samefile(folder / name, folder / name.upper())
+        except OSError:
+            continue
+    return False
+
+
+def project_relative(
+    where: _Where, tool: str, args: Any, protected: tuple[str, ...], fold: bool | None = None
+) -> tuple[Any, tuple[str, ...]]:
+    """A write tool's arguments with its path resolved to the project-relative form the
+    protected globs are written in, and those globs; other tools' arguments unchanged.
+
+    The path is resolved, not compared: a relative path against the payload's cwd, then
+    ``..`` and symbolic links on the real file system; where the file system folds case
+    (``fold``, probed when None) the path and the globs are both case-folded.
+
+    Raises:
+        _CannotEvaluate: a write whose path is missing or not a string, a payload whose cwd
+            lies outside the project, or a path that cannot be resolved.
+    """
+    from receipts import WRITE_TOOLS
+
+    name = WRITE_TOOLS.get(tool)
+    if name is None:
+        return args, protected
+    value = args.get(name) if isinstance(args, dict) else None
+    if not isinstance(value, str) or not value or "\x00" in value:
+        raise _CannotEvaluate("%s names no file to write (%s)" % (tool, name))
+    if where.call_dir is None:
+        raise _CannotEvaluate("the payload's cwd lies outside the project %s" % where.repo)
+    try:
+        real = (where.call_dir / value).resolve()
+    except (OSError, RuntimeError) as exc:  # a symbolic-link loop, an unreadable folder
+        raise _CannotEvaluate("cannot resolve %s: %s" % (value, exc)) from None
+    try:
+        relative = real.relative_to(where.repo).as_posix()
+    except ValueError:
+        relative = real.as_posix()  # outside the project: no protected glob (they are relative) matches
+    if folds_case(where.repo) if fold is None else fold:
+        return {**args, name: relative.casefold()}, tuple(g.casefold() for g in protected)
+    return {**args, name: relative}, protected
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
 def _permission(decision: str, reason: str) -> HookAnswer:
     doc = {
         "hookSpecificOutput": {
@@ -246,7 +299,11 @@ def _pre_tool_use(where: _Where, payload: dict[str, Any] | None, problem: str | 
     if problem is not None or not isinstance(tool, str):
         return _permission("deny", "cannot evaluate this call: %s" % (problem or "the payload names no tool"))
     args = payload.get("tool_input", {}) if payload else {}
-    decided = decide_tool_call(policy, _steps(where) + 1, tool, args, protected, str(where.repo))
+    try:
+        seen_args, seen_protected = project_relative(where, tool, args, protected)
+    except _CannotEvaluate as exc:
+        return _permission("deny", "cannot evaluate this call: %s" % exc)
+    decided = decide_tool_call(policy, _steps(where) + 1, tool, seen_args, seen_protected)
     if decided.decision not in (REJECTED, REQUIRES_HUMAN):
         return HookAnswer()
     _append(
@@ -464,9 +521,14 @@ def run_hook(event: str, raw: bytes, environ: Mapping[str, str], cwd: Path | Non
         problem = "the payload is not JSON (%s)" % exc
     if payload is not None and payload.get("hook_event_name") not in (None, name):
         problem = "the payload is for %r, not %s" % (payload.get("hook_event_name"), name)
-    start = Path(str(payload.get("cwd"))) if payload and payload.get("cwd") else (cwd or Path.cwd())
+    # The project is where the agent's harness runs the hook (Claude Code also names it in
+    # CLAUDE_PROJECT_DIR), never the payload's word: a payload whose cwd lies elsewhere would
+    # otherwise find no contract there, and allow everything.
+    start = Path(environ.get("CLAUDE_PROJECT_DIR") or cwd or Path.cwd()).resolve()
     repo, git_dir = _git_dir(start)
     root = repo or start
+    said = Path(str(payload["cwd"])) if payload and isinstance(payload.get("cwd"), str) and payload["cwd"] else None
+    call_dir = root if said is None else (said if said.is_absolute() else root / said).resolve()
     ledger_dir = Path(environ["LEDGER_DIR"]) if environ.get("LEDGER_DIR") else root / ".ledger"
     task = select_task(environ, ledger_dir, git_dir)
     if task is None:
@@ -478,7 +540,7 @@ def run_hook(event: str, raw: bytes, environ: Mapping[str, str], cwd: Path | Non
             return HookAnswer(0, json.dumps({"hookSpecificOutput": {"hookEventName": name, "additionalContext": note}}))
         return HookAnswer()
     session = _SESSION.sub("_", str((payload or {}).get("session_id") or "unknown-session"))[:128]
-    where = _Where(root, ledger_dir, task, session, environ)
+    where = _Where(root, ledger_dir, task, session, environ, call_dir if _inside(call_dir, root) else None)
     if name == "PreToolUse":
         return _pre_tool_use(where, payload, problem)
     if name == "PostToolUse":

@@ -4,6 +4,7 @@ repository, a real ledger and the real CLI in subprocesses."""
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 import os
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from conftest import GIT_ENV, LEDGER, contract_bytes, git, make_repo, run_cli
+from ledger._hooks import _Where, folds_case, project_relative
 
 VECTORS = Path(__file__).parent / "vectors" / "hooks"
 TOOLS = """
@@ -391,3 +393,59 @@ def test_a_contract_without_checks_is_no_advisory_pass(box: Box) -> None:
     res = box.hook("stop", payload("claude-code", "stop", cwd=str(box.repo)))
     answer = json.loads(res.stdout)
     assert answer["decision"] == "block" and "the contract declares no checks" in answer["reason"]
+
+
+def _write(box: Box, cwd: str, file_path: Any, **env: str) -> tuple[str, str] | None:
+    doc = payload("claude-code", "pre-tool-use", cwd=cwd, tool="Write", tool_input={"file_path": file_path})
+    return _decision(box.hook("pre-tool-use", doc, **env))
+
+
+def test_a_write_to_a_protected_path_by_another_spelling_is_denied(box: Box, tmp_path: Path) -> None:
+    """Issue 22, case 6: paths are resolved, not compared as strings."""
+    repo = str(box.repo)
+    (box.repo / "sub").mkdir()
+    link = tmp_path / "linked-repo"
+    link.symlink_to(box.repo)
+    (box.repo / "docs").symlink_to(box.repo / ".ledger")
+    spellings = {
+        "relative-from-a-subfolder": (repo + "/sub", "../.ledger/contracts/TASK-1.toml"),
+        "dot-dot-inside": (repo, repo + "/sub/../.ledger/contracts/TASK-1.toml"),
+        "through-a-symlinked-repository": (str(link), str(link) + "/.ledger/contracts/TASK-1.toml"),
+        "through-a-symlink-in-the-repository": (repo, repo + "/docs/contracts/TASK-1.toml"),
+        "relative-from-the-root": (repo, ".ledger/contracts/TASK-1.toml"),
+    }
+    for name, (cwd, path) in spellings.items():
+        decided = _write(box, cwd, path)
+        assert decided is not None and decided[0] == "deny", (name, decided)
+        assert ".ledger/contracts/TASK-1.toml, a protected path" in decided[1], (name, decided)
+    assert _write(box, repo + "/sub", "../app.py") is None  # an ordinary file stays allowed
+
+
+def test_a_payload_whose_cwd_lies_outside_the_project_cannot_steer_a_write(box: Box, tmp_path: Path) -> None:
+    """Issue 22, case 6: the project comes from where the hook runs, never from the payload;
+    a write from a cwd outside it is denied, and unknown shapes of a write are denied."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    outside = _write(box, str(elsewhere), str(box.repo / ".ledger" / "contracts" / "TASK-1.toml"))
+    assert outside is not None and outside[0] == "deny" and "outside the project" in outside[1], outside
+    # Relative to that cwd, the write would land outside the project; still denied.
+    assert (_write(box, str(elsewhere), "x.py") or ("", ""))[0] == "deny"
+    for shape in (None, "", ["a.py"], {"path": "a.py"}):
+        odd = _write(box, str(box.repo), shape)
+        assert odd is not None and odd[0] == "deny" and "names no file" in odd[1], (shape, odd)
+    # The harness's own statement of the project wins over the process's directory.
+    named = _write(box, str(box.repo), ".ledger/contracts/TASK-1.toml", CLAUDE_PROJECT_DIR=str(box.repo))
+    assert named is not None and named[0] == "deny"
+
+
+def test_case_is_folded_where_the_file_system_folds_it(box: Box) -> None:
+    """Issue 22, case 6: on a case-insensitive file system `.LEDGER/Contracts/...` is the
+    contract file. This machine's file system is case-sensitive, so the probe says so and
+    the folding rule is exercised directly."""
+    assert folds_case(box.repo) is False
+    where = _Where(box.repo.resolve(), box.repo / ".ledger", "TASK-1", "s", {}, box.repo.resolve())
+    protected = (".ledger/contracts/*",)
+    args, globs = project_relative(where, "Write", {"file_path": ".LEDGER/Contracts/TASK-1.toml"}, protected, True)
+    assert any(fnmatch.fnmatchcase(args["file_path"], g) for g in globs)
+    args, globs = project_relative(where, "Write", {"file_path": ".LEDGER/Contracts/TASK-1.toml"}, protected, False)
+    assert not any(fnmatch.fnmatchcase(args["file_path"], g) for g in globs)
