@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from ._demo import demo_contract, run_demo
     from ._environment import VERSION, environment_digest
     from ._errors import InputError, LedgerError, StoreError
+    from ._escape import csv_cell, markdown_text, terminal_text
     from ._events import begin_effect, end_effect, record_event, task_events, verified_receipt
     from ._evidence import (
         candidate_snapshot,
@@ -60,7 +61,7 @@ if TYPE_CHECKING:
         start_task,
         uninstall_hooks,
     )
-    from ._hooks import HookAnswer, run_hook, task_in
+    from ._hooks import HookAnswer, folds_case, project_relative, run_hook, task_in
     from ._intoto import (
         PAYLOAD_TYPE,
         PREDICATE_TYPE,
@@ -120,6 +121,11 @@ __all__ = [
     "PruneReport",
     "population",
     "population_csv",
+    "csv_cell",
+    "markdown_text",
+    "terminal_text",
+    "folds_case",
+    "project_relative",
     "ChangeRow",
     "POPULATION_COLUMNS",
     "describe_store",
@@ -289,6 +295,11 @@ _WHERE = {
     "PruneReport": "_retention",
     "population": "_population",
     "population_csv": "_population",
+    "csv_cell": "_escape",
+    "markdown_text": "_escape",
+    "terminal_text": "_escape",
+    "folds_case": "_hooks",
+    "project_relative": "_hooks",
     "ChangeRow": "_population",
     "POPULATION_COLUMNS": "_population",
     "describe_store": "_config",

@@ -31,7 +31,18 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:
     from receipts import Contract, ToolPolicy
 
-__all__ = ["EVENTS", "HookAnswer", "run_hook", "main", "task_in", "select_task", "TRACE_DIR", "CURRENT_TASK"]
+__all__ = [
+    "EVENTS",
+    "HookAnswer",
+    "run_hook",
+    "main",
+    "task_in",
+    "select_task",
+    "folds_case",
+    "project_relative",
+    "TRACE_DIR",
+    "CURRENT_TASK",
+]
 
 EVENTS = {
     "session-start": "SessionStart",
@@ -232,7 +243,7 @@ def folds_case(folder: Path) -> bool:
 
 
 def project_relative(
-    where: _Where, tool: str, args: Any, protected: tuple[str, ...], fold: bool | None = None
+    repo: Path, call_dir: Path | None, tool: str, args: Any, protected: tuple[str, ...], fold: bool | None = None
 ) -> tuple[Any, tuple[str, ...]]:
     """A write tool's arguments with its path resolved to the project-relative form the
     protected globs are written in, and those globs; other tools' arguments unchanged.
@@ -240,6 +251,17 @@ def project_relative(
     The path is resolved, not compared: a relative path against the payload's cwd, then
     ``..`` and symbolic links on the real file system; where the file system folds case
     (``fold``, probed when None) the path and the globs are both case-folded.
+
+    Args:
+        repo: the project's resolved root.
+        call_dir: the payload's resolved cwd, or None when it lies outside the project.
+        tool: the tool's name; only `receipts.WRITE_TOOLS` write a named file.
+        args: the tool's input as the payload gives it.
+        protected: the contract's protected path globs.
+        fold: whether the file system folds case (None: `folds_case` probes it).
+
+    Returns:
+        The arguments and the globs to decide the call with (`receipts.decide_tool_call`).
 
     Raises:
         _CannotEvaluate: a write whose path is missing or not a string, a payload whose cwd
@@ -253,17 +275,17 @@ def project_relative(
     value = args.get(name) if isinstance(args, dict) else None
     if not isinstance(value, str) or not value or "\x00" in value:
         raise _CannotEvaluate("%s names no file to write (%s)" % (tool, name))
-    if where.call_dir is None:
-        raise _CannotEvaluate("the payload's cwd lies outside the project %s" % where.repo)
+    if call_dir is None:
+        raise _CannotEvaluate("the payload's cwd lies outside the project %s" % repo)
     try:
-        real = (where.call_dir / value).resolve()
+        real = (call_dir / value).resolve()
     except (OSError, RuntimeError) as exc:  # a symbolic-link loop, an unreadable folder
         raise _CannotEvaluate("cannot resolve %s: %s" % (value, exc)) from None
     try:
-        relative = real.relative_to(where.repo).as_posix()
+        relative = real.relative_to(repo).as_posix()
     except ValueError:
         relative = real.as_posix()  # outside the project: no protected glob (they are relative) matches
-    if folds_case(where.repo) if fold is None else fold:
+    if folds_case(repo) if fold is None else fold:
         return {**args, name: relative.casefold()}, tuple(g.casefold() for g in protected)
     return {**args, name: relative}, protected
 
@@ -300,7 +322,7 @@ def _pre_tool_use(where: _Where, payload: dict[str, Any] | None, problem: str | 
         return _permission("deny", "cannot evaluate this call: %s" % (problem or "the payload names no tool"))
     args = payload.get("tool_input", {}) if payload else {}
     try:
-        seen_args, seen_protected = project_relative(where, tool, args, protected)
+        seen_args, seen_protected = project_relative(where.repo, where.call_dir, tool, args, protected)
     except _CannotEvaluate as exc:
         return _permission("deny", "cannot evaluate this call: %s" % exc)
     decided = decide_tool_call(policy, _steps(where) + 1, tool, seen_args, seen_protected)

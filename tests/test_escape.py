@@ -15,9 +15,20 @@ from test_human import lower_tiers
 
 import receipts as r
 from conftest import ADMIN_ID, SIGNERS, contract_bytes
-from ledger import Ledger, decide, export_bundle, population, population_csv, seal_receipt, waive_check
-from ledger._escape import csv_cell, markdown_text, terminal_text
-from ledger._render import pr_comment, verify_lines
+from ledger import (
+    Ledger,
+    csv_cell,
+    decide,
+    export_bundle,
+    markdown_text,
+    population,
+    population_csv,
+    pr_comment,
+    seal_receipt,
+    terminal_text,
+    verify_lines,
+    waive_check,
+)
 from verify import TrustRoot, verify_receipt
 
 VECTORS = json.loads((Path(__file__).parent / "vectors" / "escape.json").read_text(encoding="utf-8"))

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from conftest import GIT_ENV, LEDGER, contract_bytes, git, make_repo, run_cli
-from ledger._hooks import _Where, folds_case, project_relative
+from ledger import folds_case, project_relative
 
 VECTORS = Path(__file__).parent / "vectors" / "hooks"
 TOOLS = """
@@ -443,9 +443,10 @@ def test_case_is_folded_where_the_file_system_folds_it(box: Box) -> None:
     contract file. This machine's file system is case-sensitive, so the probe says so and
     the folding rule is exercised directly."""
     assert folds_case(box.repo) is False
-    where = _Where(box.repo.resolve(), box.repo / ".ledger", "TASK-1", "s", {}, box.repo.resolve())
+    repo = box.repo.resolve()
     protected = (".ledger/contracts/*",)
-    args, globs = project_relative(where, "Write", {"file_path": ".LEDGER/Contracts/TASK-1.toml"}, protected, True)
+    odd = {"file_path": ".LEDGER/Contracts/TASK-1.toml"}
+    args, globs = project_relative(repo, repo, "Write", odd, protected, True)
     assert any(fnmatch.fnmatchcase(args["file_path"], g) for g in globs)
-    args, globs = project_relative(where, "Write", {"file_path": ".LEDGER/Contracts/TASK-1.toml"}, protected, False)
+    args, globs = project_relative(repo, repo, "Write", odd, protected, False)
     assert not any(fnmatch.fnmatchcase(args["file_path"], g) for g in globs)

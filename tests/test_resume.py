@@ -4,6 +4,7 @@ what a full audit says."""
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 import sqlite3
@@ -15,8 +16,8 @@ import test_tamper
 from test_flat import _checkpoint, _other_task, _resign_tree_and_checkpoint
 
 import receipts as r
-from conftest import ADMIN_ID, SIGNERS, Sample, build_sample, read_rows, run_cli, write_rows
-from ledger import Ledger
+from conftest import ADMIN_ID, SIGNERS, Row, Sample, build_sample, find_row, read_rows, run_cli, write_rows
+from ledger import Ledger, revoke_key
 from verify import AuditState, CannotVerify, ChainResult, LedgerSource, TrustRoot, verify_chain
 from verify._walk import SignatureQueue
 
@@ -229,3 +230,63 @@ def test_a_state_of_another_ledger_is_bad_input(tmp_path: Path) -> None:
     assert state is not None and _audit(second.root).ok
     with pytest.raises(CannotVerify, match="another ledger"):
         _audit(second.root, state)
+
+
+def _state_before_a_revoked_signature(tmp: Path) -> tuple[Sample, dict[str, Any]]:
+    """The ci key revoked and a checkpoint signed over that; a clean audit's state there; then
+    a deterministic record signed by the revoked key appended after it (as a holder of the
+    lost key would). Returns the sample and the honest state's JSON document."""
+    s = build_sample(tmp)
+    ledger = Ledger.open(s.root)
+    revoke_key(ledger, SIGNERS["admin"], "ci", "laptop lost")
+    ledger.checkpoint(SIGNERS["sealer"])
+    ledger.close()
+    clean = _audit(s.root)
+    assert clean.ok and clean.state is not None, clean.defects
+    rows = read_rows(s.root)
+    late = rows[find_row(rows, s.records[r.Tier.DETERMINISTIC])]
+    rows.append(Row(dataclasses.replace(late.entry), late.body))
+    write_rows(s.root, rows, resign_from=len(rows) - 1)
+    full = _audit(s.root)
+    assert "signer-unauthorized" in {d.code for d in full.defects}, full.defects
+    return s, json.loads(clean.state.to_json())
+
+
+def _resume_with(s: Sample, doc: dict[str, Any]) -> ChainResult:
+    return _audit(s.root, AuditState.from_json(json.dumps(doc)))
+
+
+def test_a_state_with_its_revocation_removed_does_not_resume(tmp_path: Path) -> None:
+    """Issue 22, case 13: the state file is not signed; its keyring is re-proven as the signed
+    ring chain ending at the audited seam, so a revocation cut from it is found."""
+    s, doc = _state_before_a_revoked_signature(tmp_path)
+    honest = _resume_with(s, doc)
+    assert "signer-unauthorized" in {d.code for d in honest.defects}, honest.defects
+    revocation = doc["ring"].pop()
+    assert r.decode_entry(base64.b64decode(revocation[0])).kind is r.EntryKind.KEY_REVOKE
+    doc["last_ring"] = r.entry_hash(base64.b64decode(doc["ring"][-1][0])).value.hex()
+    with pytest.raises(CannotVerify, match="ring chain"):
+        _resume_with(s, doc)
+
+
+@pytest.mark.parametrize("edit", ["keyring-body-altered", "task-head-moved-back", "contract-swapped", "head-dropped"])
+def test_a_state_edited_anywhere_does_not_resume(tmp_path: Path, edit: str) -> None:
+    """Issue 22, case 13: keyring bodies, task heads and contracts are re-proven too."""
+    s, doc = _state_before_a_revoked_signature(tmp_path)
+    if edit == "keyring-body-altered":
+        entry, body = doc["ring"][-1]
+        revoke = r.decode_as(r.KeyRevoke, base64.b64decode(body))
+        other = r.KeyRevoke(r.fingerprint(SIGNERS["judge"].public_key_blob), revoke.reason)
+        doc["ring"][-1] = [entry, base64.b64encode(r.encode_body(other)).decode()]
+    elif edit == "task-head-moved-back":
+        with LedgerSource.open(s.root) as source:
+            older = list(source.iter_entries(upto=doc["size"] - 1, task="TASK-1"))[-2]
+        doc["tasks"]["TASK-1"] = r.entry_hash(older.entry).value.hex()
+    elif edit == "contract-swapped":
+        revision = r.decode_as(r.ContractRevision, base64.b64decode(doc["contracts"][0]))
+        swapped = dataclasses.replace(revision, contract=revision.contract + b"\n# relaxed\n")
+        doc["contracts"][0] = base64.b64encode(r.encode_body(swapped)).decode()
+    else:
+        del doc["tasks"]["TASK-1"]
+    with pytest.raises(CannotVerify, match="re-prove"):
+        _resume_with(s, doc)

@@ -5,7 +5,6 @@ a bare repository in a temporary folder."""
 
 from __future__ import annotations
 
-import functools
 import io
 import json
 import subprocess
@@ -306,9 +305,12 @@ def _bundle_bytes(repo: Path, receipt: str) -> bytes:
 
 def _put_bundle(repo: Path, receipt: str, data: bytes) -> None:
     """Replace the bundle ref of ``receipt`` with ``data``, as anyone who can push refs could."""
-    run = functools.partial(subprocess.run, cwd=repo, capture_output=True, check=True)
-    blob = run(["git", "hash-object", "-w", "--stdin"], input=data).stdout.decode().strip()
-    tree = run(["git", "mktree"], input=("100644 blob %s\tbundle.zip\n" % blob).encode()).stdout.decode().strip()
+
+    def run(args: list[str], given: bytes) -> str:
+        return subprocess.run(args, cwd=repo, input=given, capture_output=True, check=True).stdout.decode().strip()
+
+    blob = run(["git", "hash-object", "-w", "--stdin"], data)
+    tree = run(["git", "mktree"], ("100644 blob %s\tbundle.zip\n" % blob).encode())
     commit = git(repo, "commit-tree", tree, "-m", "replaced")
     git(repo, "update-ref", "refs/receipts/" + receipt.removeprefix("blake3:"), commit)
 

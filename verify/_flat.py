@@ -33,16 +33,16 @@ from ._source import LedgerSource, SparseEntries, StoredEntry
 from ._transparency import Transparency, checkpoint_signer, read_checkpoint, witnessed
 from ._tsa import ledger_tokens, timestamp_finding
 
-__all__ = ["FlatSource", "flat_source"]
+__all__ = ["FlatSource", "MissingNode", "StoredNodes", "flat_source"]
 
 _KEYRING = tuple(sorted(k.value for k in KEYRING_KINDS))
 
 
-class _MissingNode(Exception):
+class MissingNode(Exception):
     pass
 
 
-class _StoredNodes:
+class StoredNodes:
     """The ledger's stored tree nodes; a missing one means the tree cannot prove anything."""
 
     def __init__(self, ledger: LedgerSource) -> None:
@@ -51,7 +51,7 @@ class _StoredNodes:
     def node(self, level: int, index: int) -> bytes:
         found = self.ledger.tree_node(level, index)
         if found is None:
-            raise _MissingNode()
+            raise MissingNode()
         return found
 
 
@@ -204,7 +204,7 @@ def flat_source(ledger: LedgerSource, receipt: StoredEntry, policy: Transparency
     for start in [receipt] + ([last] if last is not None else []):
         _follow(ledger, start, "ring", entries, broken)
     _follow(ledger, receipt, "task_prev", entries, broken)
-    nodes = CachedNodes(_StoredNodes(ledger))
+    nodes = CachedNodes(StoredNodes(ledger))
     try:
         proofs = {seq: inclusion_proof(nodes, seq, size) for seq in entries if seq < size}
         consistency = None
@@ -217,7 +217,7 @@ def flat_source(ledger: LedgerSource, receipt: StoredEntry, policy: Transparency
                 return "the checkpoint you kept (size %d) is newer than the ledger's newest (%d)" % (kept_size, size)
             if kept_size > 0:
                 consistency = consistency_proof(nodes, kept_size, size)
-    except _MissingNode:
+    except MissingNode:
         return (
             "the ledger's stored Merkle tree lacks nodes below size %d (an older ledger: open it with `ledger`)" % size
         )

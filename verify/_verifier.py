@@ -11,13 +11,17 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 from receipts import (
     JUDGE_RUN_FORMAT,
     JUDGE_RUN_MEDIA_TYPE,
+    KEYRING_KINDS,
     LADDER,
+    CachedNodes,
     CompactRange,
     Contract,
+    ContractRevision,
     Digest,
     Eligibility,
     Entry,
@@ -32,12 +36,18 @@ from receipts import (
     TierRecord,
     Verdict,
     author_keys,
+    body_hash,
+    decode_as,
+    decode_body,
+    decode_entry,
     derive_human,
     derive_judge,
     derive_merge_eligible,
     entry_hash,
     evidence_list_hash,
+    inclusion_proof,
     is_derivation_input,
+    is_valid_inclusion,
     latest_human_decisions,
     leaf_hash,
     parse_checkpoint,
@@ -48,7 +58,7 @@ from receipts import (
 
 from ._errors import CannotVerify, VerificationFailed
 from ._evidence import blob_problem, evidence_reader, read_blob, read_evidence
-from ._flat import flat_source
+from ._flat import MissingNode, StoredNodes, flat_source
 from ._result import ChainResult, Defect, Finding, Result, TierLine
 from ._source import LedgerSource, Source, StoredEntry
 from ._state import AuditState
@@ -676,6 +686,97 @@ def verify_chain(
     )
 
 
+def _reprove_state(source: LedgerSource, state: AuditState, seam: StoredEntry, root: bytes) -> None:
+    """Re-prove what the state says against the ledger before a resumed walk relies on it
+    (format.md §8.2): the state file is not signed, so each fact is tied to the state's
+    signed checkpoint through signed data.
+
+    1. the seam entry (size - 1) is proven into the checkpoint's root by an inclusion proof
+       built from the stored tree (never trusted: a wrong node fails the proof);
+    2. the keyring is exactly the signed ``ring`` chain that ends at the seam: the state's
+       last keyring entry is the seam (if it is one) or the one its ``ring`` names, each
+       entry's ``ring`` names the one before it, the first is the genesis, and each body
+       hashes to its entry's ``body``, so no change can be dropped, added or altered;
+    3. each task head is an entry of that task below the size, proven into the root, and
+       the newest entry of that task the ledger holds there;
+    4. each task's contract is the newest contract on its head's signed ``tprev`` chain.
+
+    Raises:
+        CannotVerify: any of these fails; the state cannot be resumed from (a full audit can).
+    """
+    nodes = CachedNodes(StoredNodes(source))
+
+    def proven(stored: StoredEntry) -> bool:
+        try:
+            path = inclusion_proof(nodes, stored.seq, state.size)
+        except (MissingNode, ReceiptsError):
+            return False
+        return is_valid_inclusion(leaf_hash(stored.entry), stored.seq, state.size, path, root)
+
+    def refuse(why: str) -> NoReturn:
+        raise CannotVerify("the audit state does not re-prove against the ledger (%s): run a full audit" % why)
+
+    if not proven(seam):
+        refuse("entry %d is not proven into the state's checkpoint" % seam.seq)
+    try:
+        entries = [decode_entry(e) for e, _ in state.ring]
+        at_seam = decode_entry(seam.entry)
+    except ReceiptsError as exc:
+        refuse(str(exc))
+    expected: Digest | None = Digest(state.prev_hash) if at_seam.kind in KEYRING_KINDS else at_seam.ring
+    for (raw, body), entry in zip(reversed(state.ring), reversed(entries), strict=True):
+        if expected is None or entry_hash(raw) != expected:
+            refuse("its keyring is not the signed ring chain ending at entry %d" % seam.seq)
+        if body_hash(entry.kind, body) != entry.body_hash:
+            refuse("the body of keyring entry %d does not hash to its entry" % entry.seq)
+        expected = entry.ring
+    if expected is not None or state.last_ring != entry_hash(state.ring[-1][0]).value:
+        refuse("its keyring is not the signed ring chain ending at entry %d" % seam.seq)
+    contracts = {}
+    for raw_body in state.contracts:
+        try:
+            contracts[decode_as(ContractRevision, raw_body).task_id] = raw_body
+        except ReceiptsError as exc:
+            refuse(str(exc))
+    for task, head_hash in state.tasks:
+        head = source.by_hash(Digest(head_hash))
+        if head is None or entry_hash(head.entry).value != head_hash or head.seq >= state.size or not proven(head):
+            refuse("task %s's head is not an entry proven below size %d" % (task, state.size))
+        newest = None
+        for newest in source.iter_entries(upto=state.size - 1, task=task):  # noqa: B007 (the last is kept)
+            pass
+        if newest is None or newest.seq != head.seq or _task_of_entry(head) != task:
+            refuse("task %s's head is not its newest entry below size %d" % (task, state.size))
+        if _newest_contract(source, head) != contracts.pop(task, None):
+            refuse("task %s's contract is not the newest on its signed task chain" % task)
+    if contracts:
+        refuse("it holds contracts of tasks it has no head for: %s" % ", ".join(sorted(contracts)))
+
+
+def _task_of_entry(stored: StoredEntry) -> str | None:
+    try:
+        return getattr(decode_body(decode_entry(stored.entry).kind, stored.body), "task_id", None)
+    except ReceiptsError:
+        return None
+
+
+def _newest_contract(source: LedgerSource, head: StoredEntry) -> bytes | None:
+    """The body of the newest contract entry on ``head``'s signed tprev chain (head included)."""
+    stored: StoredEntry | None = head
+    while stored is not None:
+        try:
+            entry = decode_entry(stored.entry)
+        except ReceiptsError:
+            return None
+        if entry.kind is EntryKind.CONTRACT:
+            return stored.body if body_hash(entry.kind, stored.body) == entry.body_hash else None
+        if entry.task_prev is None:
+            return None
+        found = source.by_hash(entry.task_prev)
+        stored = found if found is not None and entry_hash(found.entry) == entry.task_prev else None
+    return None
+
+
 def _resumed_range(state: AuditState) -> CompactRange:
     try:
         leaves = CompactRange(state.size, state.range)
@@ -708,6 +809,8 @@ def _resume_defects(
         defects.append(
             Defect(rewritten, "entry %d is not the entry you audited there" % (state.size - 1), state.size - 1)
         )
+    else:
+        _reprove_state(source, state, seam, read[1].root)
     # Rows deleted from (or slipped into) the audited prefix; bytes changed in place there
     # without touching the signed history are what a periodic full audit is for.
     below = source.rows_below(state.size)
