@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from receipts import Digest, EntryKind, EvidenceRef, ReceiptsError, RetentionPolicy, Signer, TierRecord
+from receipts import Digest, EntryKind, EvidenceRef, ReceiptsError, RetentionPolicy, Signer, TierRecord, decode_as
 from verify.schema import blob_path
 
 from . import _clock
@@ -57,16 +57,28 @@ def prune(ledger: Ledger, dry_run: bool = False, now: int | None = None) -> Prun
     (`InputError`) without a policy, and on the shared store, whose blobs are append-only."""
     if ledger.store is not None:
         raise InputError("prune works on an embedded ledger: the shared store keeps its blobs append-only")
+    # Deleting is decided from signed data only: every row is read and checked against its
+    # bytes, so a policy or record hidden from the index stops the prune instead.
+    uses: dict[Digest, list[tuple[TierRecord, EvidenceRef]]] = {}
+    newest_policy = None
+    for stored in ledger.reader.entries_between(0, ledger.reader.count()):
+        entry, _task = ledger.checked(stored)
+        if entry.kind is EntryKind.RETENTION:
+            newest_policy = stored.seq
+        elif entry.kind is EntryKind.TIER_RECORD:
+            record = decode_as(TierRecord, stored.body)
+            for ref in record.evidence:
+                uses.setdefault(ref.digest, []).append((record, ref))
     found = ledger.reader.retention()
-    if found is None:
+    if found is None and newest_policy is None:
         raise InputError("no retention policy: set one first (`ledger retention set --max-age-days N --key ADMIN`)")
+    if found is None or found[0] != newest_policy:
+        raise InputError(
+            "refusing to prune: the newest retention policy (entry %s) is not validly signed by an admin key"
+            % newest_policy
+        )
     seq, policy, _signer = found
     at = _clock.now() if now is None else now
-    uses: dict[Digest, list[tuple[TierRecord, EvidenceRef]]] = {}
-    for _stored, body, _signer_id in ledger.bodies(EntryKind.TIER_RECORD):
-        if isinstance(body, TierRecord):
-            for ref in body.evidence:
-                uses.setdefault(ref.digest, []).append((body, ref))
     removed, held = [], 0
     unheld = dataclasses.replace(policy, holds=())
     for digest, named in sorted(uses.items(), key=lambda item: item[0].value):

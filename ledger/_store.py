@@ -155,6 +155,34 @@ _HEAD_STATE = (
 )
 
 
+_INDEX_COLUMNS = ("seq", "hash", "kind", "body_hash", "task")
+_INDEX_DISAGREES = (
+    "entry %d: the ledger's index disagrees with its signed entries (%s); nothing was written."
+    " Run `ledger verify --chain` to see the damage"
+)
+_KEYRING_SEQS = "SELECT seq FROM entries WHERE kind IN (?, ?, ?) AND seq <= ? ORDER BY seq"
+_TASK_SEQS = "SELECT seq FROM entries WHERE task = ? ORDER BY seq"
+_TASK_HEAD_ROW = (
+    "SELECT seq, hash, kind, body_hash, task, entry, body FROM entries"
+    " WHERE task = ? AND seq <= ? ORDER BY seq DESC LIMIT 1"
+)
+
+
+def _pointer(found: Digest | None, seq: int, name: str) -> Digest:
+    if found is None:
+        raise StoreError(_INDEX_DISAGREES % (seq, "its signed %s pointer is null" % name))
+    return found
+
+
+def _same_rows(indexed: list[int], signed: list[int], what: str) -> None:
+    """The rows an index lists against the rows a signed chain names; the first row only
+    one of them holds is named."""
+    if indexed != signed:
+        first = min(set(indexed) ^ set(signed))
+        side = "the index lists it but %s does not" if first in indexed else "%s names it but the index does not"
+        raise StoreError(_INDEX_DISAGREES % (first, side % what))
+
+
 @dataclass(frozen=True, slots=True)
 class RecordRow:
     seq: int
@@ -378,7 +406,8 @@ class Ledger:
         self.backend = backend
         self.reader = backend.reader
         self.store = store  # the shared store's URL, or None for the local one
-        self._ring_cache: tuple[int | None, Keyring] | None = None
+        self._ring_cache: tuple[Digest, Keyring] | None = None
+        self._task_cache: dict[str, tuple[bytes, list[StoredEntry]]] = {}  # by the head it was read at
         self._inflight: tuple[Digest, Any] | None = None  # the last entry written, and what returns it
 
     # -- opening and creating ------------------------------------------------------------
@@ -484,29 +513,83 @@ class Ledger:
         return TrustRoot(frozenset({signer}), "this ledger's own genesis admin %s" % signer)
 
     def keyring(self) -> Keyring:
-        """The keyring at the head, replayed from the keyring entries (reused until one is added)."""
-        return self._keyring_at(self._last_keyring_seq())
+        """The keyring at the head, replayed from the signed ``ring`` chain that the head names
+        (reused until it moves); an index that disagrees stops the caller (`StoreError`)."""
+        return self._keyring_at(self._signed_ring(self._head_row()))
 
-    def _keyring_at(self, last: int | None) -> Keyring:
-        if self._ring_cache is not None and self._ring_cache[0] == last:
+    def _head_row(self) -> StoredEntry:
+        try:
+            head = self.reader.head()
+        except CannotVerify as exc:
+            raise StoreError(str(exc)) from None
+        if head is None:
+            raise StoreError("the ledger has no genesis entry")
+        return head
+
+    def checked(self, stored: StoredEntry) -> tuple[Entry, str | None]:
+        """A row's signed entry and the task its body names, with the row's index columns
+        (seq, hash, kind, body_hash, task) recomputed from its bytes and compared: a writer
+        decides from signed data only, and an index that disagrees stops it.
+
+        Args:
+            stored: a row as the backend returned it.
+
+        Returns:
+            The decoded entry and its task (None for entries that carry none).
+
+        Raises:
+            StoreError: the row does not decode, or a column differs from its bytes (the
+                message names the row and the column).
+        """
+        try:
+            entry = decode_entry(stored.entry)
+            body = decode_body(entry.kind, stored.body)
+        except ReceiptsError as exc:
+            raise StoreError(_INDEX_DISAGREES % (stored.seq, "it does not decode: %s" % exc)) from None
+        task = _task_of(body)
+        got = (entry.seq, entry_hash(stored.entry).value, entry.kind.value, entry.body_hash.value, task)
+        want = (stored.seq, bytes(stored.hash), stored.kind, bytes(stored.body_hash), stored.task)
+        names = [n for n, a, b in zip(_INDEX_COLUMNS, got, want, strict=True) if a != b]
+        if not names and body_hash(entry.kind, stored.body) != entry.body_hash:
+            names = ["body"]
+        if names:
+            raise StoreError(_INDEX_DISAGREES % (stored.seq, "column %s" % ", ".join(names)))
+        return entry, task
+
+    def _signed_ring(self, head: StoredEntry) -> Digest:
+        """The newest keyring entry as the head's signed data names it."""
+        entry, _ = self.checked(head)
+        return Digest(bytes(head.hash)) if entry.kind in KEYRING_KINDS else _pointer(entry.ring, head.seq, "ring")
+
+    def _keyring_at(self, ring_head: Digest) -> Keyring:
+        if self._ring_cache is not None and self._ring_cache[0] == ring_head:
             return self._ring_cache[1]
-        ring = self._replay_keyring()
-        self._ring_cache = (last, ring)
+        ring = self._replay_keyring(ring_head)
+        self._ring_cache = (ring_head, ring)
         return ring
 
-    def _replay_keyring(self) -> Keyring:
+    def _replay_keyring(self, ring_head: Digest) -> Keyring:
+        """Replay the keyring entries the signed ``ring`` chain from ``ring_head`` names, and
+        refuse when the ``kind`` index lists others (a revocation hidden from it, or a row
+        dressed up as a keyring change)."""
+        changes: list[tuple[Entry, Body]] = []
+        pointer: Digest | None = ring_head
+        while pointer is not None:
+            stored = self._by_hash(pointer, "ring")
+            entry, _ = self.checked(stored)
+            if entry.kind not in KEYRING_KINDS:
+                raise StoreError(_INDEX_DISAGREES % (stored.seq, "a ring pointer names it, but it is no keyring entry"))
+            changes.append((entry, decode_body(entry.kind, stored.body)))
+            pointer = entry.ring
+        changes.reverse()
+        kinds = tuple(k.value for k in sorted(KEYRING_KINDS, key=lambda k: k.value))
         try:
-            rows = self.backend.sql(
-                "SELECT entry, kind, body FROM entries WHERE kind IN (?, ?, ?) ORDER BY seq",
-                (EntryKind.GENESIS.value, EntryKind.KEY_ADD.value, EntryKind.KEY_REVOKE.value),
-            ).fetchall()
+            indexed = [int(seq) for (seq,) in self.backend.sql(_KEYRING_SEQS, (*kinds, changes[-1][0].seq)).fetchall()]
         except self.backend.errors as exc:
             raise StoreError("cannot read ledger database: %s" % exc) from None
+        _same_rows(indexed, [entry.seq for entry, _ in changes], "the signed ring chain")
         try:
             # Our own committed entries: replayed without re-checking signatures (verify does that).
-            changes = [
-                (decode_entry(bytes(entry)), decode_body(EntryKind(kind), bytes(body))) for entry, kind, body in rows
-            ]
             ring = replay_keyring(changes, verify_signatures=False)
         except (ReceiptsError, ValueError) as exc:
             raise StoreError(
@@ -516,9 +599,79 @@ class Ledger:
             raise StoreError("the ledger has no genesis entry")
         return ring
 
-    def entries(self, task: str | None = None) -> Iterator[StoredEntry]:
+    def _by_hash(self, pointer: Digest, name: str) -> StoredEntry:
         try:
-            yield from self.reader.iter_entries(task=task)
+            stored = self.reader.by_hash(pointer)
+        except CannotVerify as exc:
+            raise StoreError(str(exc)) from None
+        if stored is None:
+            raise StoreError(
+                "a signed %s pointer names %s, which the ledger does not hold (run `ledger verify --chain`)"
+                % (name, pointer.short())
+            )
+        return stored
+
+    def task_entries(self, task: str) -> list[StoredEntry]:
+        """The task's entries in chain order, read along the signed ``tprev`` chain from its
+        newest entry, each row checked (`checked`); the ``task`` index must list exactly the
+        same rows.
+
+        Args:
+            task: the task id.
+
+        Returns:
+            The task's stored entries, oldest first.
+
+        Raises:
+            StoreError: the index and the signed chain disagree; the message names the row.
+        """
+        head = self._head_row()
+        cached = self._task_cache.get(task)
+        if cached is not None and cached[0] == bytes(head.hash):
+            return cached[1]
+        found = self._task_head_row(task, head.seq)
+        chain: list[StoredEntry] = []
+        while found is not None:
+            entry, named = self.checked(found)
+            if named != task:
+                raise StoreError(_INDEX_DISAGREES % (found.seq, "the task chain of %s names it" % task))
+            chain.append(found)
+            found = None if entry.task_prev is None else self._by_hash(entry.task_prev, "tprev")
+        chain.reverse()
+        try:
+            indexed = [int(seq) for (seq,) in self.backend.sql(_TASK_SEQS, (task,)).fetchall()]
+        except self.backend.errors as exc:
+            raise StoreError("cannot read ledger database: %s" % exc) from None
+        _same_rows(indexed, [stored.seq for stored in chain], "the signed task chain of %s" % task)
+        self._task_cache[task] = (bytes(head.hash), chain)
+        return chain
+
+    def _task_head_row(self, task: str, upto: int) -> StoredEntry | None:
+        """The task's newest entry up to ``upto``: the index's, confirmed from signed data by
+        checking every row after it (none of them may be the task's). A task the index does
+        not know is taken as new: only a chain audit can prove that (format.md §8.1)."""
+        try:
+            row = self.backend.sql(_TASK_HEAD_ROW, (task, upto)).fetchone()
+        except self.backend.errors as exc:
+            raise StoreError("cannot read ledger database: %s" % exc) from None
+        if row is None:
+            return None
+        head = StoredEntry(int(row[0]), bytes(row[1]), str(row[2]), bytes(row[3]), row[4], bytes(row[5]), bytes(row[6]))
+        self.checked(head)
+        try:
+            for stored in self.reader.entries_between(head.seq + 1, upto + 1):
+                self.checked(stored)
+        except CannotVerify as exc:
+            raise StoreError(str(exc)) from None
+        return head
+
+    def entries(self, task: str | None = None) -> Iterator[StoredEntry]:
+        """Every entry in chain order, or a task's (`task_entries`: from signed data)."""
+        if task is not None:
+            yield from self.task_entries(task)
+            return
+        try:
+            yield from self.reader.iter_entries()
         except CannotVerify as exc:
             raise StoreError(str(exc)) from None
 
@@ -544,11 +697,15 @@ class Ledger:
         return decode_as(TierRecord, stored.body)
 
     def bodies(self, kind: EntryKind, task: str | None = None) -> list[tuple[StoredEntry, Body, str]]:
-        """Entries of one kind (of one task, or of all) in chain order: (stored, decoded body, signer key id)."""
-        try:
-            rows = list(self.reader.iter_entries(task=task, kind=kind.value))
-        except CannotVerify as exc:
-            raise StoreError(str(exc)) from None
+        """Entries of one kind (of one task, or of all) in chain order: (stored, decoded body,
+        signer key id). A task's come from its signed chain (`task_entries`)."""
+        if task is not None:
+            rows = [stored for stored in self.task_entries(task) if stored.kind == kind.value]
+        else:
+            try:
+                rows = list(self.reader.iter_entries(kind=kind.value))
+            except CannotVerify as exc:
+                raise StoreError(str(exc)) from None
         return [(stored, decode_body(kind, stored.body), decode_entry(stored.entry).signer) for stored in rows]
 
     def records_for(self, task: str) -> list[RecordRow]:
@@ -669,14 +826,20 @@ class Ledger:
         row = self.backend.sql(_HEAD_STATE, (*kinds, task)).fetchone()
         if row is None or row[3] is None:
             raise StoreError("the ledger has no genesis entry")
-        seq, head_hash, head_entry, ring_seq, ring_hash, task_prev = row
+        seq, head_hash, head_entry, _ring_seq, _ring_hash, task_prev = row
+        # The pointers a new entry signs come from the head's signed data, never the index:
+        # an index that hid a revocation or a rejection would make the writer sign past it.
+        head = self.reader.by_seq(int(seq))
+        if head is None or bytes(head.entry) != bytes(head_entry):
+            raise StoreError("the ledger's head moved while it was read (entry %s)" % seq)
+        ring = self._signed_ring(head)  # the replay below names any keyring row the index disagrees on
         tasks: dict[str, Digest | None] = {}
         if task is not None:
-            tasks[task] = None if task_prev is None else Digest(bytes(task_prev))
-        cursor = _Cursor(
-            int(seq), Digest(bytes(head_hash)), decode_entry(bytes(head_entry)).time, Digest(bytes(ring_hash)), tasks
-        )
-        return cursor, self._keyring_at(int(ring_seq))
+            tasks[task] = self._task_head(task, int(seq))
+            if task_prev is not None and tasks[task] != Digest(bytes(task_prev)):
+                raise StoreError("the ledger's task index moved while it was read (task %s)" % task)
+        cursor = _Cursor(int(seq), Digest(bytes(head_hash)), decode_entry(bytes(head_entry)).time, ring, tasks)
+        return cursor, self._keyring_at(ring)
 
     def _flush(self, cursor: _Cursor) -> None:
         if cursor.rows:
@@ -720,7 +883,7 @@ class Ledger:
             raise InputError("refused: %s" % exc) from None
         if task is not None and task not in cursor.tasks:
             self._flush(cursor)  # the lookup below reads the entries table
-            cursor.tasks[task] = self._task_head(task)
+            cursor.tasks[task] = self._task_head(task, cursor.seq)
         namespace = namespace_for(role)
         entry, entry_bytes = sign_entry(
             seq=seq,
@@ -863,10 +1026,11 @@ class Ledger:
             raise StoreError("cannot read ledger database: %s" % exc) from None
         return None if found is None else int(found)
 
-    def _task_head(self, task: str) -> Digest | None:
-        """The hash of the task's newest entry (in-transaction)."""
-        row = self.backend.sql("SELECT hash FROM entries WHERE task = ? ORDER BY seq DESC LIMIT 1", (task,)).fetchone()
-        return None if row is None else Digest(bytes(row[0]))
+    def _task_head(self, task: str, upto: int) -> Digest | None:
+        """The hash of the task's newest entry up to ``upto`` (in-transaction), confirmed
+        from signed data (`_task_head_row`)."""
+        found = self._task_head_row(task, upto)
+        return None if found is None else Digest(bytes(found.hash))
 
     # -- blobs ---------------------------------------------------------------------------
 
