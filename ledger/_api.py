@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._clock import frozen_clock
-    from ._config import describe_store, open_source, shared_store, write_store_config, write_text_atomic
+    from ._config import describe_store, open_source, read_bounded, shared_store, write_store_config, write_text_atomic
     from ._contracts import ContractHistoryRow, contract_history, current_contract, register_contract, waive_check
     from ._demo import demo_contract, run_demo
     from ._environment import VERSION, environment_digest
@@ -122,6 +122,7 @@ __all__ = [
     "population",
     "population_csv",
     "csv_cell",
+    "read_bounded",
     "markdown_text",
     "terminal_text",
     "folds_case",
@@ -296,6 +297,7 @@ _WHERE = {
     "population": "_population",
     "population_csv": "_population",
     "csv_cell": "_escape",
+    "read_bounded": "_config",
     "markdown_text": "_escape",
     "terminal_text": "_escape",
     "folds_case": "_hooks",

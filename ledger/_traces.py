@@ -24,7 +24,7 @@ from receipts import (
     decide_tool_calls,
 )
 
-from ._errors import InputError
+from ._config import read_bounded
 from ._events import append_event, task_events
 from ._evidence import evidence_json
 from ._store import Appended, Store
@@ -47,12 +47,7 @@ def ingest_trace(
     """Decide every call of a JSON Lines trace (writes to the contract's protected paths
     included, relative to the repository ``root``), store the trace and the decisions, and
     append a trace event counting them."""
-    try:
-        data = trace.read_bytes()
-    except OSError as exc:
-        raise InputError("cannot read trace %s: %s" % (trace, exc)) from None
-    if len(data) > MAX_TRACE:
-        raise InputError("trace %s is larger than %d bytes" % (trace, MAX_TRACE))
+    data = read_bounded(trace, "trace", MAX_TRACE)
     decisions = decide_tool_calls(
         contract.tools,
         [line for line in data.splitlines() if line.strip()],

@@ -280,16 +280,13 @@ def _said(trust: Trust) -> None:
 
 
 def _read_bytes(path: Path, what: str) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise lib.InputError("cannot read %s %s: %s" % (what, path, exc)) from None
+    return lib.read_bounded(path, what)
 
 
 def _read_text(path: Path, what: str) -> str:
     try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        return lib.read_bounded(path, what).decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise lib.InputError("cannot read %s %s: %s" % (what, path, exc)) from None
 
 

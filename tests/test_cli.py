@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from conftest import GIT_ENV, SIGNERS, judge_table, run_cli
+from conftest import GIT_ENV, SIGNERS, cli_repo_with_lower_tiers, judge_table, run_cli
 from ledger import InputError, load_signer
 from ledger.cli import cli
 
@@ -308,3 +308,17 @@ def test_a_bad_option_is_one_line_and_exit_2(tmp_path: Path) -> None:
         res = run_cli("--dir", str(tmp_path / "nowhere"), *args)
         assert res.returncode == 2 and res.stderr.count("\n") == 1 and "Usage:" not in res.stderr, (args, res.stderr)
         assert res.stderr.startswith("ledger: error: ")
+
+
+def test_an_endless_input_file_is_refused_not_read_forever(tmp_path: Path) -> None:
+    """Issue 22, case 9: every file a command is given is read through one bounded reader,
+    so /dev/zero (or a FIFO that never ends) is one clear line and exit 2."""
+    repo, env = cli_repo_with_lower_tiers(tmp_path)
+    for args in (
+        ("trace", "TASK-1", "/dev/zero", "--key", "ci"),
+        ("verify", "--chain", "--resume", "/dev/zero", "--unsafe-trust-on-first-use"),
+        ("verify", "--chain", "--tsa-cert", "/dev/zero", "--unsafe-trust-on-first-use"),
+    ):
+        res = run_cli(*args, cwd=repo, env=env)
+        assert res.returncode == 2 and res.stderr.count("\n") == 1, (args, res.stderr)
+        assert "/dev/zero is larger than" in res.stderr and "Traceback" not in res.stderr, (args, res.stderr)
