@@ -5,7 +5,10 @@ the shared log only grew: the entries it already holds are still the shared stor
 prefix (the hash chain through the last one it holds), and the newest shared checkpoint
 extends the last one it kept (an RFC 6962 consistency proof from the shared store's own
 tree, checked against both roots). A rewritten history, even one re-signed by someone
-holding the database and an admin key, fails one of the two and nothing is written.
+holding the database and an admin key, fails one of the two and nothing is written. So
+does a store rolled back behind what the mirror saw: every checkpoint the mirror kept
+must still be on the store (which refuses to delete one), or the pull names the rollback.
+A mirror that never saw the lost entries cannot tell; witnesses and monitors can.
 
 Pull checks structure, not signatures: `ledger verify --chain` on the mirror does that,
 with only public keys.
@@ -240,6 +243,15 @@ def _copy_checkpoints(
     last = kept[-1][0] if kept else 0
     theirs = remote.checkpoints()
     newer = [(size, note) for size, note in theirs if size > last]
+    # The store refuses to delete a checkpoint; one this mirror kept and the store lacks
+    # means the store was rolled back behind what the mirror saw (its admin's power).
+    held = {size for size, _ in theirs}
+    lost = [size for size, _ in kept if size not in held]
+    if lost:
+        raise _Refused(
+            "the shared ledger no longer holds the checkpoint at size %d that this mirror kept (its newest is %s):"
+            " it was rolled back" % (lost[-1], max(held) if held else "none")
+        )
     mine = dict(kept)
     for size, note in theirs:
         if size in mine and note != mine[size]:

@@ -483,6 +483,34 @@ def test_pull_is_incremental_and_proves_growth_against_the_kept_checkpoint(pg_ur
         assert source.checkpoints()[-1][1] == newest + "\u2014 w AAAA\n"
 
 
+def test_a_rollback_behind_what_a_mirror_saw_is_refused_by_its_next_pull(pg_url: str, tmp_path: Path) -> None:
+    """Issue 22, case 10: the store's newest checkpoint (and then its newest entry) deleted
+    by someone holding the database; a mirror that had pulled them refuses, naming it."""
+    ledger = shared(pg_url, tmp_path)
+    approve(ledger, "T")
+    ledger.checkpoint(SIGNERS["sealer"])
+    approve(ledger, "T")
+    newest = r.parse_checkpoint(ledger.checkpoint(SIGNERS["sealer"]).text).size
+    ledger.close()
+    mirror = tmp_path / "mirror"
+    assert pull(pg_url, mirror).ok
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("SET session_replication_role = replica")  # triggers off: the admin's power
+        conn.execute("DELETE FROM checkpoints WHERE size = %s", (newest,))
+    refused = pull(pg_url, mirror)
+    assert not refused.ok and "rolled back" in refused.defects[0] and str(newest) in refused.defects[0]
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("SET session_replication_role = replica")
+        conn.execute("DELETE FROM entries WHERE seq = %s", (newest - 1,))
+    again = pull(pg_url, mirror)
+    assert not again.ok and ("rolled back" in again.defects[0] or "cut" in again.defects[0]), again.defects
+    assert len(seqs_sqlite(mirror)) == newest  # nothing written
+    res = run_cli("pull", "--from", pg_url, "--to", str(mirror))
+    assert res.returncode == 1 and "REFUSED" in res.stdout
+    # A mirror that never saw them cannot tell: that is what witnesses and monitors are for.
+    assert pull(pg_url, tmp_path / "fresh").ok
+
+
 def seqs_sqlite(mirror: Path) -> list[int]:
     import sqlite3
 
