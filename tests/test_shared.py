@@ -3,6 +3,7 @@ concurrent writers, killed writers, terminated connections, and a rewritten hist
 
 from __future__ import annotations
 
+import base64
 import io
 import os
 import random
@@ -24,6 +25,10 @@ from verify import CannotVerify, LedgerSource, PostgresSource, TrustRoot, verify
 TRUST = TrustRoot(frozenset({ADMIN_ID}), "t")
 KILL_TRIALS = int(os.environ.get("RECEIPT_LEDGER_PG_KILL_TRIALS", "100"))
 APPEND_ONLY = ("entries", "tree", "checkpoints", "blobs", "blob_chunks")
+
+
+# A line of the form a witness's cosignature takes (key id and a 72-byte timestamped signature).
+COSIGNATURE_LINE = "\u2014 w %s\n" % base64.b64encode(b"\x01\x02\x03\x04" + b"\x00" * 72).decode()
 
 
 def shared(url: str, tmp: Path) -> Ledger:
@@ -94,7 +99,7 @@ def test_every_append_only_table_refuses_update_and_delete(pg_url: str, tmp_path
         # The one change let through: a checkpoint gaining signature lines (a cosignature).
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("UPDATE checkpoints SET note = %s", (note.encode().replace("receipt", "forged"),))
-        conn.execute("UPDATE checkpoints SET note = note || %s", ("\u2014 witness AAAA\n",))
+        conn.execute("UPDATE checkpoints SET note = note || %s", (COSIGNATURE_LINE.replace(" w ", " witness "),))
     assert seqs(pg_url) == [0, 1, 2]
 
 
@@ -477,10 +482,10 @@ def test_pull_is_incremental_and_proves_growth_against_the_kept_checkpoint(pg_ur
     with LedgerSource.open(mirror) as source:
         newest = source.checkpoints()[-1][1]
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute("UPDATE checkpoints SET note = note || %s WHERE size = 7", ("\u2014 w AAAA\n",))
+        conn.execute("UPDATE checkpoints SET note = note || %s WHERE size = 7", (COSIGNATURE_LINE,))
     assert pull(pg_url, mirror).ok
     with LedgerSource.open(mirror) as source:
-        assert source.checkpoints()[-1][1] == newest + "\u2014 w AAAA\n"
+        assert source.checkpoints()[-1][1] == newest + COSIGNATURE_LINE
 
 
 def test_a_rollback_behind_what_a_mirror_saw_is_refused_by_its_next_pull(pg_url: str, tmp_path: Path) -> None:
@@ -509,6 +514,64 @@ def test_a_rollback_behind_what_a_mirror_saw_is_refused_by_its_next_pull(pg_url:
     assert res.returncode == 1 and "REFUSED" in res.stdout
     # A mirror that never saw them cannot tell: that is what witnesses and monitors are for.
     assert pull(pg_url, tmp_path / "fresh").ok
+
+
+def test_the_store_itself_refuses_rows_that_would_jam_its_writers(pg_url: str, tmp_path: Path) -> None:
+    """Issue 22, case 9: someone with the writer role inserts a row that does not extend the
+    head, a tree node at a future position or not derived from the entries, a checkpoint
+    beyond the entries, or junk after a kept checkpoint's signatures: the database refuses
+    each, and the ledger's writers carry on."""
+    ledger = shared(pg_url, tmp_path)
+    approve(ledger, "T")
+    ledger.checkpoint(SIGNERS["sealer"])
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        (head, head_hash, note, size) = conn.execute(
+            "SELECT e.seq, e.hash, c.note, c.size FROM entries e, checkpoints c ORDER BY e.seq DESC, c.size DESC LIMIT 1"
+        ).fetchone()
+        attempts = {
+            "entry-not-extending-the-head": (
+                "INSERT INTO entries (seq, hash, kind, body_hash, task, entry, body, prev)"
+                " VALUES (%s, %s, 'event', %s, NULL, %s, %s, %s)",
+                (head + 1, b"\x01" * 32, b"\x02" * 32, b"junk", b"junk", b"\x03" * 32),
+            ),
+            "entry-at-a-gap": (
+                "INSERT INTO entries (seq, hash, kind, body_hash, task, entry, body, prev)"
+                " VALUES (%s, %s, 'event', %s, NULL, %s, %s, %s)",
+                (head + 5, b"\x04" * 32, b"\x05" * 32, b"junk", b"junk", bytes(head_hash)),
+            ),
+            "tree-node-at-a-future-position": (
+                "INSERT INTO tree (level, idx, hash) VALUES (0, %s, %s)",
+                (head + 1, b"\x06" * 32),
+            ),
+            "tree-node-not-derived": ("INSERT INTO tree (level, idx, hash) VALUES (3, 7, %s)", (b"\x07" * 32,)),
+            "checkpoint-beyond-the-entries": (
+                "INSERT INTO checkpoints (size, note) VALUES (%s, 'x')",
+                (head + 10,),
+            ),
+            "junk-after-a-kept-checkpoint": (
+                "UPDATE checkpoints SET note = note || %s WHERE size = %s",
+                ("not a signature line\n", size),
+            ),
+            "a-signature-line-too-short-to-parse": (
+                "UPDATE checkpoints SET note = note || %s WHERE size = %s",
+                ("\u2014 w AAAA\n", size),
+            ),
+            "non-canonical-base64": (
+                "UPDATE checkpoints SET note = note || %s WHERE size = %s",
+                ("\u2014 w AAAAAAAAAAB=\n", size),
+            ),
+        }
+        for name, (query, args) in attempts.items():
+            with pytest.raises(psycopg.Error, match="refused"):
+                conn.execute(query, args)
+            assert name  # each attempt is named for the failure report above
+        # A well-formed cosignature line may still be added to a kept checkpoint.
+        conn.execute("UPDATE checkpoints SET note = note || %s WHERE size = %s", (COSIGNATURE_LINE, size))
+        assert conn.execute("SELECT note FROM checkpoints WHERE size = %s", (size,)).fetchone()[0].startswith(note)
+    approve(ledger, "T")  # the writers carry on
+    ledger.checkpoint(SIGNERS["sealer"])
+    ledger.close()
+    assert audit(pg_url, evidence=False).ok
 
 
 def seqs_sqlite(mirror: Path) -> list[int]:

@@ -95,7 +95,10 @@ CREATE TABLE IF NOT EXISTS blobs (
 CREATE OR REPLACE FUNCTION receipt_ledger_append_only() RETURNS trigger LANGUAGE plpgsql AS $fn$
 BEGIN
     IF TG_OP = 'UPDATE' AND TG_TABLE_NAME = 'checkpoints' THEN
-        IF NEW.size = OLD.size AND starts_with(NEW.note, OLD.note) THEN
+        -- Only whole signature lines may be added (a name without spaces or '+', canonical
+        -- base64 of at least 6 bytes), as §9's parser reads them: anything else jams readers.
+        IF NEW.size = OLD.size AND starts_with(NEW.note, OLD.note)
+            AND substr(NEW.note, length(OLD.note) + 1) ~ '^(\u2014 [^\\s+]+ ([A-Za-z0-9+/]{4}){2,}([A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)?\\n)*$' THEN
             RETURN NEW;
         END IF;
     END IF;
@@ -113,6 +116,54 @@ CREATE OR REPLACE TRIGGER blobs_append_only BEFORE UPDATE OR DELETE ON blobs
     FOR EACH ROW EXECUTE FUNCTION receipt_ledger_append_only();
 CREATE OR REPLACE TRIGGER blob_chunks_append_only BEFORE UPDATE OR DELETE ON blob_chunks
     FOR EACH ROW EXECUTE FUNCTION receipt_ledger_append_only();
+CREATE OR REPLACE FUNCTION receipt_ledger_extends_head() RETURNS trigger LANGUAGE plpgsql AS $fn$
+DECLARE
+    head_seq BIGINT;
+    head_hash BYTEA;
+BEGIN
+    SELECT seq, hash INTO head_seq, head_hash FROM entries ORDER BY seq DESC LIMIT 1;
+    IF (head_seq IS NULL AND NEW.seq = 0 AND NEW.prev IS NULL)
+        OR (NEW.seq = head_seq + 1 AND NEW.prev = head_hash) THEN
+        RETURN NEW;
+    END IF;
+    RAISE EXCEPTION 'receipt-ledger: entry % refused: it does not extend the head (seq %, prev)', NEW.seq,
+        coalesce(head_seq + 1, 0) USING ERRCODE = 'integrity_constraint_violation';
+END
+$fn$;
+CREATE OR REPLACE FUNCTION receipt_ledger_derived_node() RETURNS trigger LANGUAGE plpgsql AS $fn$
+DECLARE
+    expected BYTEA;
+BEGIN
+    IF NEW.level = 0 THEN
+        SELECT sha256('\\x00'::bytea || entry) INTO expected FROM entries WHERE seq = NEW.idx;
+    ELSE
+        SELECT sha256('\\x01'::bytea || l.hash || r.hash) INTO expected
+            FROM tree l, tree r
+            WHERE l.level = NEW.level - 1 AND l.idx = 2 * NEW.idx AND r.level = NEW.level - 1 AND r.idx = 2 * NEW.idx + 1;
+    END IF;
+    IF expected IS NOT NULL AND expected = NEW.hash THEN
+        RETURN NEW;
+    END IF;
+    RAISE EXCEPTION 'receipt-ledger: tree node (%, %) refused: it is not derived from the entries', NEW.level, NEW.idx
+        USING ERRCODE = 'integrity_constraint_violation';
+END
+$fn$;
+CREATE OR REPLACE FUNCTION receipt_ledger_new_checkpoint() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+    IF NEW.size > coalesce((SELECT max(size) FROM checkpoints), 0)
+        AND EXISTS (SELECT 1 FROM entries WHERE seq = NEW.size - 1) THEN
+        RETURN NEW;
+    END IF;
+    RAISE EXCEPTION 'receipt-ledger: checkpoint at size % refused: it does not extend the newest over stored entries',
+        NEW.size USING ERRCODE = 'integrity_constraint_violation';
+END
+$fn$;
+CREATE OR REPLACE TRIGGER entries_extend_head BEFORE INSERT ON entries
+    FOR EACH ROW EXECUTE FUNCTION receipt_ledger_extends_head();
+CREATE OR REPLACE TRIGGER tree_derived BEFORE INSERT ON tree
+    FOR EACH ROW EXECUTE FUNCTION receipt_ledger_derived_node();
+CREATE OR REPLACE TRIGGER checkpoints_extend BEFORE INSERT ON checkpoints
+    FOR EACH ROW EXECUTE FUNCTION receipt_ledger_new_checkpoint();
 CREATE OR REPLACE TRIGGER entries_no_truncate BEFORE TRUNCATE ON entries
     FOR EACH STATEMENT EXECUTE FUNCTION receipt_ledger_append_only();
 CREATE OR REPLACE TRIGGER tree_no_truncate BEFORE TRUNCATE ON tree
