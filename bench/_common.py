@@ -65,7 +65,9 @@ def demo_repo(path: Path) -> Path:
 
 
 def filler(ledger: Ledger, signer: r.Ed25519Signer, n: int, batch: int = 20000) -> float:
-    """Append n signed tier records for another task, in batches through the public API."""
+    """Append n signed tier records for another task, in batches through the public API.
+    Each names a candidate of its own, so that no two bodies are equal, as in a real ledger
+    (identical bodies would let a verifier keep one object for thousands of entries)."""
     env = r.domain_hash(r.Domain.ENVIRONMENT, b"bench")
     started = time.perf_counter()
     done = 0
@@ -78,7 +80,7 @@ def filler(ledger: Ledger, signer: r.Ed25519Signer, n: int, batch: int = 20000) 
                     task_id="FILLER",
                     tier=r.Tier.DETERMINISTIC,
                     config_hash=env,
-                    input_hash=env,
+                    input_hash=r.domain_hash(r.Domain.CANDIDATE, b"bench %d" % (done + i)),
                     evidence=(),
                     verdict=r.Verdict.FAIL,
                     verifier="bench filler",
@@ -86,7 +88,7 @@ def filler(ledger: Ledger, signer: r.Ed25519Signer, n: int, batch: int = 20000) 
                     environment=env,
                     created=now,
                 )
-                for _ in range(count)
+                for i in range(count)
             ],
             signer,
         )

@@ -151,6 +151,21 @@ def _splice(tmp: Path) -> Sample:
     return s
 
 
+@mutation("record-of-another-task-spliced")
+def _other_task_record(tmp: Path) -> Sample:
+    # A receipt's walk keeps only its own task's bodies: a record of another task is read
+    # again on demand, and must still be named for what it is.
+    s = build_sample(tmp)
+    rows = read_rows(s.root)
+    i = find_row(rows, s.records[r.Tier.JUDGE])
+    other = dataclasses.replace(_record_body(rows, i), task_id="TASK-2")
+    ri = _receipt_index(rows)
+    rows.insert(ri, Row(rows[i].entry, r.encode_body(other)))
+    s.receipt = _retarget_receipt(rows, s.records[r.Tier.JUDGE], r.tier_record_hash(other))
+    write_rows(s.root, rows, resign_from=ri)
+    return s
+
+
 @mutation("evidence-hash-copied")
 def _evidence_hash(tmp: Path) -> Sample:
     s = build_sample(

@@ -18,6 +18,7 @@ from receipts import (
     JUDGE_RUN_MEDIA_TYPE,
     KEYRING_KINDS,
     LADDER,
+    Body,
     CachedNodes,
     CompactRange,
     Contract,
@@ -114,7 +115,7 @@ def verify_receipt(
             fallback = ("not checked by proof (%s): the chain was walked from its genesis instead" % flat,)
         else:
             source, used = flat, "proof"
-    walk = _step2_replay(source, trust, stored.seq)
+    walk = _step2_replay(source, trust, stored.seq, _receipt_task(stored))
     found = walk.bodies.get(stored.body_hash)
     if found is None or not isinstance(found[1], LadderReceipt):
         defects = (*walk.defects, Defect("receipt-malformed", "the receipt entry could not be read", stored.seq))
@@ -182,10 +183,17 @@ def _step1_resolve(source: Source, target: str) -> StoredEntry:
 # -- 2, 3 ---------------------------------------------------------------------------------------
 
 
-def _step2_replay(source: Source, trust: Trust, upto: int) -> Walk:
+def _receipt_task(stored: StoredEntry) -> str | None:
+    try:
+        return decode_as(LadderReceipt, stored.body).task_id
+    except ReceiptsError:
+        return None  # step 4 names a receipt that does not decode; the walk then keeps everything
+
+
+def _step2_replay(source: Source, trust: Trust, upto: int, task: str | None) -> Walk:
     # 2. Replay every entry up to the receipt (3. judges the genesis signer on the way).
     # Tier records are signature-checked in step 5, only those the receipt relies on.
-    walk = Walk(trust, sparse=source.sparse)
+    walk = Walk(trust, sparse=source.sparse, only_task=task)
     for stored in source.iter_entries(upto=upto):
         walk.step(stored, check_signature=stored.kind != EntryKind.TIER_RECORD.value)
     return walk
@@ -255,7 +263,7 @@ def _step5_records(walk: Walk, source: Source, receipt: LadderReceipt, receipt_e
         elif not slot.records:
             out.lines.append(TierLine(tier, required, "skip", None, None, slot.skip_reason or ""))
         for digest in slot.records if slot is not None else ():
-            found = walk.bodies.get(digest.value)
+            found = walk.bodies.get(digest.value) or _walked_elsewhere(source, digest, receipt_entry.seq)
             if found is None or not isinstance(found[1], TierRecord):
                 # 5a. Every listed record is a tier record earlier in the chain.
                 out.defects.append(
@@ -285,6 +293,22 @@ def _step5_records(walk: Walk, source: Source, receipt: LadderReceipt, receipt_e
                 )
             )
     return out
+
+
+def _walked_elsewhere(source: Source, digest: Digest, before: int) -> tuple[Entry, Body] | None:
+    """A listed record of another task, which the walk did not keep: read again, and taken
+    only as the walk met it (the first entry whose body has this hash, before the receipt,
+    its bytes hashing to it), so that step 5b can name it for what it is."""
+    stored = source.by_body_hash(digest)
+    if stored is None or stored.seq >= before:
+        return None
+    try:
+        entry = decode_entry(stored.entry)
+        if entry.seq != stored.seq or entry.body_hash != digest or body_hash(entry.kind, stored.body) != digest:
+            return None
+        return entry, decode_body(entry.kind, stored.body)
+    except ReceiptsError:
+        return None
 
 
 def _check_record(

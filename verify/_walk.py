@@ -83,6 +83,9 @@ class Walk:
     # heads, latest contracts), so that memory does not grow with the ledger.
     keep: bool = True
     ring_log: list[tuple[bytes, bytes]] = field(default_factory=list)  # keyring entries and bodies, in order
+    # A receipt's walk keeps the bodies, contracts and waivers of its own task only: memory
+    # grows with that task, not the ledger (a record of another task is read again on demand).
+    only_task: str | None = None
 
     def defect(self, code: str, message: str, seq: int | None) -> None:
         self.defects.append(Defect(code, message, seq))
@@ -227,7 +230,7 @@ class Walk:
             self._contract(entry, body)
         elif isinstance(body, Waiver):
             label = self.sign_check(entry, body)
-            if label is not None and self.keep:
+            if label is not None and self.keeps(body):
                 self.waivers.append((entry.seq, body, label))
         elif check_signature or entry.kind in KEYRING_KINDS:
             self.sign_check(entry, body)
@@ -236,9 +239,13 @@ class Walk:
             self.keyring = next_keyring(self.keyring, body, seq)
         except KeyringError as exc:
             self.defect("keyring-change", "entry %d: %s" % (seq, exc), seq)
-        if self.keep:
+        if self.keeps(body):
             self.bodies.setdefault(entry.body_hash.value, (entry, body))
         return body
+
+    def keeps(self, body: Body) -> bool:
+        """Whether the walk keeps this body for the steps after it."""
+        return self.keep and (self.only_task is None or getattr(body, "task_id", None) == self.only_task)
 
     def _contract(self, entry: Entry, body: ContractRevision) -> None:
         # 2f. A revision that lowers the bar must be an admin's; it is listed, naming the signer.
@@ -265,7 +272,7 @@ class Walk:
                 )
             )
         self.latest_contract[body.task_id] = (body, contract)
-        if self.keep:
+        if self.keeps(body):
             self.contracts[(body.task_id, body.config_hash.value)] = contract
 
     def signature(self, entry: Entry, body: Body, roles: tuple[Role, ...] | None = None) -> str | Defect:
