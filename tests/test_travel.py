@@ -9,6 +9,7 @@ import io
 import json
 import subprocess
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -150,6 +151,32 @@ def _env(env: dict[str, str]) -> dict[str, str]:
     return {**os.environ, **env}
 
 
+def _mallorys_pull_request(
+    top: Path, n: str, change: Callable[[Path, Path], None], message: str
+) -> tuple[Path, str, str]:
+    """Mallory's pull request ``mallory/task-N``: her own ledger and keys, ``change(checkout,
+    her ledger directory)`` made before the commit, the ladder run and the receipt pushed.
+    Returns a CI runner's fresh clone of it (receipts fetched), its head, and her receipt."""
+    evil = {"RECEIPT_LEDGER_KEYS": str(top / "mallory-keys"), **GIT_ENV}
+    pr = fresh_clone(top, "mallory" + n, branch="main")
+    git(pr, "checkout", "-qb", "mallory/task-" + n)
+    hers = top / ("evil" + n) / "ledger"
+    evil_dir = ("--dir", str(hers))
+    ok(*evil_dir, "init", cwd=pr, env=evil)
+    for name, role in (("ci", "deterministic"), ("judge", "judge"), ("alice", "human"), ("sealer", "seal")):
+        ok(*evil_dir, "keys", "generate", name, "--role", role, cwd=pr, env=evil)
+    change(pr, hers)
+    (pr / "app.py").write_text("print('trust me')\n")
+    git(pr, "add", "-A")
+    git(pr, "commit", "-qm", message)
+    receipt = ladder(pr, evil, *evil_dir, contract=pr / ".ledger" / "contracts" / "TASK-1.toml")
+    ok("receipts", "push", cwd=pr, env=evil)
+    git(pr, "push", "-q", "origin", "mallory/task-" + n)
+    ci = fresh_clone(top, "ci-runner-" + n, branch="mallory/task-" + n)
+    ok("receipts", "fetch", cwd=ci, env=NO_KEYS)
+    return ci, git(ci, "rev-parse", "HEAD"), receipt
+
+
 def test_the_trust_attack_a_pull_request_that_adds_its_own_key_is_refused(
     world: tuple[Path, dict[str, str], str],
 ) -> None:
@@ -157,25 +184,12 @@ def test_the_trust_attack_a_pull_request_that_adds_its_own_key_is_refused(
     receipt from a ledger she made with her own keys. Everything she signed verifies
     under her key; the gate must still refuse, because trust comes from main."""
     top, _, _ = world
-    evil = {"RECEIPT_LEDGER_KEYS": str(top / "mallory-keys"), **GIT_ENV}
-    pr = fresh_clone(top, "mallory", branch="main")
-    git(pr, "checkout", "-qb", "mallory/task-1")
-    evil_dir = ("--dir", str(top / "evil" / "ledger"))
-    ok(*evil_dir, "init", cwd=pr, env=evil)
-    for name, role in (("ci", "deterministic"), ("judge", "judge"), ("alice", "human"), ("sealer", "seal")):
-        ok(*evil_dir, "keys", "generate", name, "--role", role, cwd=pr, env=evil)
-    pinned = pr / ".ledger" / "allowed_signers"
-    pinned.write_text(pinned.read_text() + (top / "evil" / "ledger" / "allowed_signers").read_text())
-    (pr / "app.py").write_text("print('trust me')\n")
-    git(pr, "add", "-A")
-    git(pr, "commit", "-qm", "TASK-1: greet, and trust my key")
-    receipt = ladder(pr, evil, *evil_dir, contract=pr / ".ledger" / "contracts" / "TASK-1.toml")
-    ok("receipts", "push", cwd=pr, env=evil)
-    git(pr, "push", "-q", "origin", "mallory/task-1")
 
-    ci = fresh_clone(top, "ci-runner", branch="mallory/task-1")
-    ok("receipts", "fetch", cwd=ci, env=NO_KEYS)
-    head = git(ci, "rev-parse", "HEAD")
+    def add_her_key(pr: Path, hers: Path) -> None:
+        pinned = pr / ".ledger" / "allowed_signers"
+        pinned.write_text(pinned.read_text() + (hers / "allowed_signers").read_text())
+
+    ci, head, receipt = _mallorys_pull_request(top, "1", add_her_key, "TASK-1: greet, and trust my key")
     gated = run_cli("gate", head, "--json", cwd=ci, env=NO_KEYS)
     doc = json.loads(gated.stdout)
     assert gated.returncode == 1 and doc["receipt"] is None, gated.stdout
@@ -195,25 +209,12 @@ def test_a_candidate_cannot_choose_its_own_trust_ref(world: tuple[Path, dict[str
     """Issue 22, case 5: the candidate's config.toml saying trust_ref = "HEAD", and a tag or
     a local branch spelled like the target branch, are not where the gate's trust comes from."""
     top, _, _ = world
-    evil = {"RECEIPT_LEDGER_KEYS": str(top / "mallory-keys"), **GIT_ENV}
-    pr = fresh_clone(top, "mallory2", branch="main")
-    git(pr, "checkout", "-qb", "mallory/task-2")
-    evil_dir = ("--dir", str(top / "evil2" / "ledger"))
-    ok(*evil_dir, "init", cwd=pr, env=evil)
-    for name, role in (("ci", "deterministic"), ("judge", "judge"), ("alice", "human"), ("sealer", "seal")):
-        ok(*evil_dir, "keys", "generate", name, "--role", role, cwd=pr, env=evil)
-    (pr / ".ledger" / "allowed_signers").write_bytes((top / "evil2" / "ledger" / "allowed_signers").read_bytes())
-    (pr / ".ledger" / "config.toml").write_text('trust_ref = "HEAD"\n')
-    (pr / "app.py").write_text("print('trust me')\n")
-    git(pr, "add", "-A")
-    git(pr, "commit", "-qm", "TASK-1: greet, and trust myself")
-    receipt = ladder(pr, evil, *evil_dir, contract=pr / ".ledger" / "contracts" / "TASK-1.toml")
-    ok("receipts", "push", cwd=pr, env=evil)
-    git(pr, "push", "-q", "origin", "mallory/task-2")
 
-    ci = fresh_clone(top, "ci-runner-2", branch="mallory/task-2")
-    ok("receipts", "fetch", cwd=ci, env=NO_KEYS)
-    head = git(ci, "rev-parse", "HEAD")
+    def trust_herself(pr: Path, hers: Path) -> None:
+        (pr / ".ledger" / "allowed_signers").write_bytes((hers / "allowed_signers").read_bytes())
+        (pr / ".ledger" / "config.toml").write_text('trust_ref = "HEAD"\n')
+
+    ci, head, receipt = _mallorys_pull_request(top, "2", trust_herself, "TASK-1: greet, and trust myself")
     assert (ci / ".ledger" / "config.toml").read_text() == 'trust_ref = "HEAD"\n'
     # Tags and a local branch named like the target branch, all at the candidate.
     git(ci, "tag", "origin/main", head)
