@@ -142,19 +142,6 @@ _DEFERRABLE = (TierRecord, LadderReceipt, TaskEvent)
 # Rows carry the entry's `prev` last: the shared store keeps it as a UNIQUE column.
 _INSERT_ENTRY = "INSERT INTO entries (seq, hash, kind, body_hash, task, entry, body) VALUES (?, ?, ?, ?, ?, ?, ?)"
 _INSERT_NODE = "INSERT OR REPLACE INTO tree (level, idx, hash) VALUES (?, ?, ?)"
-_LAST_KEYRING = (
-    "SELECT max(m) FROM (SELECT max(seq) AS m FROM entries WHERE kind = ?"
-    " UNION ALL SELECT max(seq) FROM entries WHERE kind = ? UNION ALL SELECT max(seq) FROM entries WHERE kind = ?) AS k"
-)
-# The head, the newest keyring entry (seq and hash) and a task's newest entry, in one round trip.
-_HEAD_STATE = (
-    "WITH ring AS (%s) SELECT h.seq, h.hash, h.entry, (SELECT * FROM ring),"
-    " (SELECT hash FROM entries WHERE seq = (SELECT * FROM ring)),"
-    " (SELECT hash FROM entries WHERE task = ? ORDER BY seq DESC LIMIT 1)"
-    " FROM (SELECT seq, hash, entry FROM entries ORDER BY seq DESC LIMIT 1) AS h" % _LAST_KEYRING
-)
-
-
 _INDEX_COLUMNS = ("seq", "hash", "kind", "body_hash", "task")
 _INDEX_DISAGREES = (
     "entry %d: the ledger's index disagrees with its signed entries (%s); nothing was written."
@@ -556,9 +543,11 @@ class Ledger:
             raise StoreError(_INDEX_DISAGREES % (stored.seq, "column %s" % ", ".join(names)))
         return entry, task
 
-    def _signed_ring(self, head: StoredEntry) -> Digest:
-        """The newest keyring entry as the head's signed data names it."""
-        entry, _ = self.checked(head)
+    def _signed_ring(self, head: StoredEntry, entry: Entry | None = None) -> Digest:
+        """The newest keyring entry as the head's signed data names it (``entry``: the head
+        already `checked`)."""
+        if entry is None:
+            entry, _ = self.checked(head)
         return Digest(bytes(head.hash)) if entry.kind in KEYRING_KINDS else _pointer(entry.ring, head.seq, "ring")
 
     def _keyring_at(self, ring_head: Digest) -> Keyring:
@@ -820,25 +809,16 @@ class Ledger:
             return out
 
     def _head(self, task: str | None) -> tuple[_Cursor, Keyring]:
-        """The head, the keyring pointer and the task's latest entry, in one query (each
-        round trip to a shared store is held under the sequencer), and the keyring."""
-        kinds = tuple(k.value for k in KEYRING_KINDS)
-        row = self.backend.sql(_HEAD_STATE, (*kinds, task)).fetchone()
-        if row is None or row[3] is None:
-            raise StoreError("the ledger has no genesis entry")
-        seq, head_hash, head_entry, _ring_seq, _ring_hash, task_prev = row
-        # The pointers a new entry signs come from the head's signed data, never the index:
-        # an index that hid a revocation or a rejection would make the writer sign past it.
-        head = self.reader.by_seq(int(seq))
-        if head is None or bytes(head.entry) != bytes(head_entry):
-            raise StoreError("the ledger's head moved while it was read (entry %s)" % seq)
-        ring = self._signed_ring(head)  # the replay below names any keyring row the index disagrees on
+        """The head, the keyring and the task's newest entry, all from signed data (format.md
+        §7b): the pointers a new entry signs never come from an index, which could otherwise
+        make the writer sign past a revocation or a rejection it hid."""
+        head = self._head_row()
+        entry, _ = self.checked(head)
+        ring = self._signed_ring(head, entry)  # the replay names any keyring row the index disagrees on
         tasks: dict[str, Digest | None] = {}
         if task is not None:
-            tasks[task] = self._task_head(task, int(seq))
-            if task_prev is not None and tasks[task] != Digest(bytes(task_prev)):
-                raise StoreError("the ledger's task index moved while it was read (task %s)" % task)
-        cursor = _Cursor(int(seq), Digest(bytes(head_hash)), decode_entry(bytes(head_entry)).time, ring, tasks)
+            tasks[task] = self._task_head(task, head.seq)
+        cursor = _Cursor(head.seq, Digest(bytes(head.hash)), entry.time, ring, tasks)
         return cursor, self._keyring_at(ring)
 
     def _flush(self, cursor: _Cursor) -> None:
@@ -1017,14 +997,6 @@ class Ledger:
             raise StoreError("cannot store the cosigned checkpoint: %s" % exc) from None
         if changed != 1:
             raise InputError("the stored checkpoint at size %d changed meanwhile: add the cosignatures again" % size)
-
-    def _last_keyring_seq(self) -> int | None:
-        """One indexed probe per keyring kind, in one query: O(log n) however long the chain."""
-        try:
-            found = self.backend.sql(_LAST_KEYRING, tuple(k.value for k in KEYRING_KINDS)).fetchone()[0]
-        except self.backend.errors as exc:
-            raise StoreError("cannot read ledger database: %s" % exc) from None
-        return None if found is None else int(found)
 
     def _task_head(self, task: str, upto: int) -> Digest | None:
         """The hash of the task's newest entry up to ``upto`` (in-transaction), confirmed
