@@ -395,6 +395,12 @@ class Ledger:
         self.store = store  # the shared store's URL, or None for the local one
         self._ring_cache: tuple[Digest, Keyring] | None = None
         self._task_cache: dict[str, tuple[bytes, list[StoredEntry]]] = {}  # by the head it was read at
+        # Rows up to here had their index columns checked against their bytes by this
+        # process (`_task_head_row`), so a task's newest entry is found by the index below it.
+        self._checked_upto = -1
+        # The head this process last committed (seq, hash, time, ring): its own bytes, which
+        # the next append need not decode again.
+        self._committed: tuple[int, bytes, int, Digest | None] | None = None
         self._inflight: tuple[Digest, Any] | None = None  # the last entry written, and what returns it
 
     # -- opening and creating ------------------------------------------------------------
@@ -638,7 +644,8 @@ class Ledger:
     def _task_head_row(self, task: str, upto: int) -> StoredEntry | None:
         """The task's newest entry up to ``upto``: the index's, confirmed from signed data by
         checking every row after it (none of them may be the task's). A task the index does
-        not know is taken as new: only a chain audit can prove that (format.md §8.1)."""
+        not know is taken as new: only a chain audit can prove that (format.md §8.1). Each
+        row is checked once per process (a writer that lives on checks only what is new)."""
         try:
             row = self.backend.sql(_TASK_HEAD_ROW, (task, upto)).fetchone()
         except self.backend.errors as exc:
@@ -646,12 +653,14 @@ class Ledger:
         if row is None:
             return None
         head = StoredEntry(int(row[0]), bytes(row[1]), str(row[2]), bytes(row[3]), row[4], bytes(row[5]), bytes(row[6]))
-        self.checked(head)
+        if head.seq > self._checked_upto:
+            self.checked(head)
         try:
-            for stored in self.reader.entries_between(head.seq + 1, upto + 1):
+            for stored in self.reader.entries_between(max(head.seq, self._checked_upto) + 1, upto + 1):
                 self.checked(stored)
         except CannotVerify as exc:
             raise StoreError(str(exc)) from None
+        self._checked_upto = max(self._checked_upto, upto)
         return head
 
     def entries(self, task: str | None = None) -> Iterator[StoredEntry]:
@@ -795,6 +804,7 @@ class Ledger:
         with self.backend.write():
             # Within one transaction the batch knows its own head and pointers: no re-reading them per entry.
             cursor, ring = self._head(None)
+            start = cursor.seq
             out = []
             for body in bodies:
                 if not isinstance(body, _DEFERRABLE):
@@ -806,19 +816,24 @@ class Ledger:
             self._flush(cursor)
             if out:
                 self._inflight = (out[-1].entry_hash, out)
-            return out
+        self._wrote(start, cursor)
+        return out
 
     def _head(self, task: str | None) -> tuple[_Cursor, Keyring]:
         """The head, the keyring and the task's newest entry, all from signed data (format.md
         §7b): the pointers a new entry signs never come from an index, which could otherwise
         make the writer sign past a revocation or a rejection it hid."""
         head = self._head_row()
-        entry, _ = self.checked(head)
-        ring = self._signed_ring(head, entry)  # the replay names any keyring row the index disagrees on
+        known = self._committed
+        if known is not None and (known[0], known[1]) == (head.seq, bytes(head.hash)) and known[3] is not None:
+            time, ring = known[2], known[3]  # the head is the row this writer committed last
+        else:
+            entry, _ = self.checked(head)
+            time, ring = entry.time, self._signed_ring(head, entry)  # the replay names a disagreeing keyring row
         tasks: dict[str, Digest | None] = {}
         if task is not None:
             tasks[task] = self._task_head(task, head.seq)
-        cursor = _Cursor(head.seq, Digest(bytes(head.hash)), entry.time, ring, tasks)
+        cursor = _Cursor(head.seq, Digest(bytes(head.hash)), time, ring, tasks)
         return cursor, self._keyring_at(ring)
 
     def _flush(self, cursor: _Cursor) -> None:
@@ -836,9 +851,19 @@ class Ledger:
                 raise StoreError("only a genesis entry is appended at a position of the caller's choosing")
             else:
                 cursor, ring = _Cursor(-1, None, now, None, {}), Keyring.from_genesis(body)
+            start = cursor.seq
             appended = self._append_locked(body, signer, ring, cursor)
             self._flush(cursor)
-            return appended
+        self._wrote(start, cursor)
+        return appended
+
+    def _wrote(self, start: int, cursor: _Cursor) -> None:
+        """After a commit: the rows after ``start`` are this writer's own, so they count as
+        checked when everything before them was, and the new head is known."""
+        if self._checked_upto >= start:
+            self._checked_upto = max(self._checked_upto, cursor.seq)
+        if cursor.prev is not None:
+            self._committed = (cursor.seq, cursor.prev.value, cursor.time, cursor.ring)
 
     def _append_locked(self, body: Body, signer: Signer, ring: Keyring, cursor: _Cursor) -> Appended:
         """Sign one entry and queue its row and tree nodes on ``cursor``; the caller holds

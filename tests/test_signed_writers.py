@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+import receipts as r
 from conftest import SIGNERS, build_sample, cli_repo_with_lower_tiers, run_cli
-from ledger import Ledger, StoreError, frozen_clock, prune, set_retention
+from ledger import Ledger, StoreError, frozen_clock, prune, record_tier, set_retention
 
 DAY = 86400
 
@@ -130,3 +131,32 @@ def test_every_index_column_of_the_head_is_checked_before_an_append(tmp_path: Pa
     with pytest.raises(StoreError, match="the ledger's index disagrees"):
         set_retention(ledger, SIGNERS["admin"], DAY)
     ledger.close()
+
+
+def test_a_long_lived_writer_still_checks_rows_another_writer_added(tmp_path: Path) -> None:
+    """A writer skips rows it checked or wrote itself, never rows another writer added since:
+    a rejection appended by a second process and then hidden still stops the first."""
+    s = build_sample(tmp_path)
+    first, second = Ledger.open(s.root), Ledger.open(s.root)
+
+    def decide(ledger: Ledger, verdict: r.Verdict, task: str = "TASK-1") -> int:
+        _, appended = record_tier(
+            ledger,
+            task_id=task,
+            tier=r.Tier.JUDGE,
+            verdict=verdict,
+            signer=SIGNERS["judge"],
+            config_hash=r.config_hash(s.contract),
+            input_hash=r.candidate_hash({"commit": "c" * 40}),
+        )
+        return appended.seq
+
+    decide(first, r.Verdict.PASS)
+    decide(first, r.Verdict.PASS)  # the first writer's own rows: checked without decoding
+    hidden = decide(second, r.Verdict.FAIL)
+    decide(second, r.Verdict.PASS, "TASK-2")  # so the hidden row is not the head: only the scan finds it
+    _sql(s.root, "UPDATE entries SET task = NULL WHERE seq = ?", hidden)
+    with pytest.raises(StoreError, match="entry %d: the ledger's index disagrees" % hidden):
+        decide(first, r.Verdict.PASS)
+    first.close()
+    second.close()
