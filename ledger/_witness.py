@@ -26,9 +26,10 @@ from receipts import (
     parse_checkpoint,
     parse_note,
 )
-from verify import LedgerSource, WitnessKey
+from verify import AuditState, CannotVerify, LedgerSource, Trust, WitnessKey, verify_chain
 
 from . import _clock
+from ._config import read_bounded, write_text_atomic
 from ._errors import InputError
 from ._keys import key_dir
 from ._store import Ledger
@@ -41,13 +42,26 @@ def _state_file(path: Path | None) -> Path:
 
 
 def cosign(
-    *, source: LedgerSource, checkpoint: str, signer: Signer, name: str, log_key: bytes, state_path: Path | None
+    *,
+    source: LedgerSource,
+    checkpoint: str,
+    signer: Signer,
+    name: str,
+    log_key: bytes,
+    state_path: Path | None,
+    audit: tuple[Trust, Path] | None = None,
 ) -> str:
     """Cosign a checkpoint as witness ``name``: refused unless the log key signed it and it
     extends (by a consistency proof computed from the ledger) the last checkpoint this
     witness cosigned for that log. Updates the witness's state file; returns the note
     with the cosignature added. Raises `InputError` for every refusal. ``source`` stays
-    open (the caller's)."""
+    open (the caller's).
+
+    With ``audit`` (a trust root and the witness's audit-state file), an **auditing**
+    witness: it cosigns only after a chain audit of the ledger (resumed from that state
+    when it exists, format.md §8.2) passes and reaches exactly this checkpoint, and it then
+    keeps the new state. Its cosignature certifies that every entry up to the checkpoint
+    was audited, which no single-receipt check can prove alone (format.md §9)."""
     try:
         note = parse_note(checkpoint)
         cp = parse_checkpoint(note.text)
@@ -55,6 +69,8 @@ def cosign(
         raise InputError("not a checkpoint: %s" % exc) from None
     if not is_valid_note_signature(note, cp.origin, log_key):
         raise InputError("refused: the checkpoint is not signed by the log key you gave")
+    if audit is not None:
+        _audited(source, note, *audit)
     path = _state_file(state_path)
     try:
         state = json.loads(path.read_text()) if path.exists() else {}
@@ -91,6 +107,24 @@ def cosign(
         json.dump(state, fh, indent=1, sort_keys=True)
     os.replace(tmp, path)
     return signed.encode()
+
+
+def _audited(source: LedgerSource, note: SignedNote, trust: Trust, state_file: Path) -> None:
+    """A chain audit up to ``note``'s checkpoint passes, and its state is kept; else refused."""
+    try:
+        resume = AuditState.from_json(read_bounded(state_file, "audit state").decode()) if state_file.exists() else None
+        result = verify_chain(source, trust, resume=resume)
+    except (CannotVerify, UnicodeDecodeError) as exc:
+        raise InputError("refused: the ledger cannot be audited: %s" % exc) from None
+    if not result.ok:
+        raise InputError(
+            "refused: the audit of the ledger failed: %s"
+            % "; ".join("[%s] %s" % (d.code, d.message) for d in result.defects[:3])
+        )
+    newest = source.newest_checkpoint()
+    if result.state is None or newest is None or parse_note(newest[1]).text != note.text:
+        raise InputError("refused: the checkpoint is not the ledger's newest, which is what the audit reached")
+    write_text_atomic(state_file, result.state.to_json())
 
 
 def add_cosignatures(ledger: Ledger, text: str, witnesses: Sequence[WitnessKey]) -> tuple[str, ...]:

@@ -1163,6 +1163,13 @@ def witness() -> None:
     "--state", type=_FILE, help="The witness's state file (default ~/.config/receipt-ledger/witness-state.json)."
 )
 @click.option("-o", "--output", type=_FILE, help="Write the cosigned checkpoint here (default: stdout).")
+@click.option(
+    "--audit",
+    "audit_state",
+    type=_FILE,
+    help="Be an auditing witness: cosign only after a chain audit (resumed from this state file, kept there) passes.",
+)
+@trust_option
 @click.pass_context
 def witness_cosign(
     ctx: click.Context,
@@ -1172,6 +1179,8 @@ def witness_cosign(
     log_key: str,
     state: Path | None,
     output: Path | None,
+    audit_state: Path | None,
+    trust: _TrustArgs,
 ) -> None:
     """Add a tlog-cosignature to a checkpoint after proving it consistent with the last one seen."""
     from receipts import parse_public_key_blob
@@ -1184,6 +1193,7 @@ def witness_cosign(
             name=witness_name,
             log_key=parse_public_key_blob(lib.read_public_key(log_key)),
             state_path=state,
+            audit=(_trust(ctx, trust), audit_state) if audit_state is not None else None,
         )
     if output is None:
         click.echo(text, nl=False)

@@ -2,26 +2,30 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
+from test_flat import _resign_tree_and_checkpoint
 
 import receipts as r
 from conftest import (
     ADMIN_ID,
     SIGNERS,
+    Row,
     Sample,
     build_sample,
+    find_row,
     read_rows,
     run_cli,
     seeded_signer,
     write_private_key,
     write_rows,
 )
-from ledger import Ledger
+from ledger import Ledger, revoke_key
 from receipts import is_valid_tlog_proof, parse_tlog_proof, tlog_proof_text
 from verify import LedgerSource, Result, Transparency, TrustRoot, WitnessKey, verify_receipt
 
@@ -286,3 +290,47 @@ def test_a_ledger_made_before_checkpoints_existed_has_none(tmp_path: Path) -> No
         assert source.checkpoints() == []
         res = verify_receipt(source, s.receipt, TrustRoot(frozenset({ADMIN_ID}), "t"))
     assert res.ok and any("no signed checkpoint" in w for w in res.warnings)
+
+
+def test_an_auditing_witness_cosigns_only_what_a_chain_audit_passes(tmp_path: Path) -> None:
+    """Issue 22, audited checkpoints: `witness cosign --audit STATE` audits the chain first
+    (resumed from its own state after the first time). A checkpoint that merely extends the
+    last one, over an entry signed by a revoked key, is cosigned by a plain witness and
+    refused by an auditing one."""
+    s, first = checkpointed(tmp_path)
+    keys = {"RECEIPT_LEDGER_KEYS": str(tmp_path / "keys")}
+    for name in ("bob", "sealer"):
+        write_private_key(tmp_path / "keys" / name, name)
+    log_key = r.public_key_line(SIGNERS["sealer"].public_key_blob)
+    audit = tmp_path / "audit-state.json"
+
+    def cosign(note: str, *extra: str) -> tuple[int, str, str]:
+        path = tmp_path / "cp"
+        path.write_text(note)
+        base = ("--dir", str(s.root), "witness", "cosign", str(path), "--key", "bob", "--name", W1.name)
+        res = run_cli(*base, "--log-key", log_key, "--state", str(tmp_path / "w.json"), *extra, env=keys)
+        return res.returncode, res.stdout, res.stderr
+
+    audited = ("--audit", str(audit), "--trust", ADMIN_ID)
+    code, out, err = cosign(first.encode(), *audited)
+    assert code == 0 and r.cosignature_time(r.parse_note(out), W1.name, W1.public_key) is not None, err
+    assert json.loads(audit.read_text())["size"] == r.parse_checkpoint(first.text).size
+    # The ci key is revoked, then signs anyway; the log signs a checkpoint over it.
+    ledger = Ledger.open(s.root)
+    revoke_key(ledger, SIGNERS["admin"], "ci", "laptop lost")
+    ledger.close()
+    rows = read_rows(s.root)
+    late = rows[find_row(rows, s.records[r.Tier.DETERMINISTIC])]
+    rows.append(Row(dataclasses.replace(late.entry), late.body))
+    write_rows(s.root, rows, resign_from=len(rows) - 1)
+    _resign_tree_and_checkpoint(s.root)
+    with LedgerSource.open(s.root) as source:
+        newest = source.checkpoints()[-1][1]
+    code, _, err = cosign(newest, *audited)
+    assert code == 2 and "audit of the ledger failed" in err and "signer-unauthorized" in err, err
+    assert json.loads(audit.read_text())["size"] == r.parse_checkpoint(first.text).size  # state kept as it was
+    code, _, err = cosign(newest)  # a witness that only checks consistency signs it
+    assert code == 0, err
+    # An old checkpoint is not what the audit reached: refused too.
+    code, _, err = cosign(first.encode(), "--audit", str(tmp_path / "fresh.json"), "--trust", ADMIN_ID)
+    assert code == 2 and ("not the ledger's newest" in err or "audit of the ledger failed" in err), err
