@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -141,34 +142,31 @@ def test_a_rewritten_history_fails_against_a_kept_checkpoint(tmp_path: Path) -> 
     assert not r.is_valid_consistency(old.size, new.size, old.root, new.root, [base64.b64decode(x) for x in proof_text])
 
 
+def _witness(tmp: Path, root: Path) -> Callable[..., tuple[int, str, str]]:
+    """Witness bob's `ledger witness cosign` of the ledger at ``root`` against the sealer's
+    log key, keeping its state in ``tmp``: call it with a checkpoint's text and any extra
+    options; it returns the exit code, stdout and stderr."""
+    keys = {"RECEIPT_LEDGER_KEYS": str(tmp / "keys")}
+    for name in ("bob", "sealer"):
+        write_private_key(tmp / "keys" / name, name)
+    log_key = r.public_key_line(SIGNERS["sealer"].public_key_blob)
+
+    def cosign(note: str, *extra: str) -> tuple[int, str, str]:
+        path = tmp / "cp"
+        path.write_text(note)
+        base = ("--dir", str(root), "witness", "cosign", str(path), "--key", "bob", "--name", W1.name)
+        res = run_cli(*base, "--log-key", log_key, "--state", str(tmp / "witness-state.json"), *extra, env=keys)
+        return res.returncode, res.stdout, res.stderr
+
+    return cosign
+
+
 def test_witness_cosigns_consistent_checkpoints_and_refuses_a_rewrite(tmp_path: Path) -> None:
     s, first = checkpointed(tmp_path)
-    keys = {"RECEIPT_LEDGER_KEYS": str(tmp_path / "keys")}
-    for name in ("bob", "sealer"):
-        write_private_key(tmp_path / "keys" / name, name)
-    log_key = r.public_key_line(SIGNERS["sealer"].public_key_blob)
-    state = tmp_path / "witness-state.json"
+    witness = _witness(tmp_path, s.root)
 
     def cosign(note: r.SignedNote) -> tuple[int, str, str]:
-        path = tmp_path / "cp"
-        path.write_text(note.encode())
-        res = run_cli(
-            "--dir",
-            str(s.root),
-            "witness",
-            "cosign",
-            str(path),
-            "--key",
-            "bob",
-            "--name",
-            W1.name,
-            "--log-key",
-            log_key,
-            "--state",
-            str(state),
-            env=keys,
-        )
-        return res.returncode, res.stdout, res.stderr
+        return witness(note.encode())
 
     code, out, err = cosign(first)
     assert code == 0, err
@@ -298,18 +296,8 @@ def test_an_auditing_witness_cosigns_only_what_a_chain_audit_passes(tmp_path: Pa
     last one, over an entry signed by a revoked key, is cosigned by a plain witness and
     refused by an auditing one."""
     s, first = checkpointed(tmp_path)
-    keys = {"RECEIPT_LEDGER_KEYS": str(tmp_path / "keys")}
-    for name in ("bob", "sealer"):
-        write_private_key(tmp_path / "keys" / name, name)
-    log_key = r.public_key_line(SIGNERS["sealer"].public_key_blob)
+    cosign = _witness(tmp_path, s.root)
     audit = tmp_path / "audit-state.json"
-
-    def cosign(note: str, *extra: str) -> tuple[int, str, str]:
-        path = tmp_path / "cp"
-        path.write_text(note)
-        base = ("--dir", str(s.root), "witness", "cosign", str(path), "--key", "bob", "--name", W1.name)
-        res = run_cli(*base, "--log-key", log_key, "--state", str(tmp_path / "w.json"), *extra, env=keys)
-        return res.returncode, res.stdout, res.stderr
 
     audited = ("--audit", str(audit), "--trust", ADMIN_ID)
     code, out, err = cosign(first.encode(), *audited)
