@@ -149,10 +149,6 @@ _INDEX_DISAGREES = (
 )
 _KEYRING_SEQS = "SELECT seq FROM entries WHERE kind IN (?, ?, ?) AND seq <= ? ORDER BY seq"
 _TASK_SEQS = "SELECT seq FROM entries WHERE task = ? ORDER BY seq"
-_TASK_HEAD_ROW = (
-    "SELECT seq, hash, kind, body_hash, task, entry, body FROM entries"
-    " WHERE task = ? AND seq <= ? ORDER BY seq DESC LIMIT 1"
-)
 
 
 def _pointer(found: Digest | None, seq: int, name: str) -> Digest:
@@ -647,15 +643,11 @@ class Ledger:
         not know is taken as new: only a chain audit can prove that (format.md §8.1). Each
         row is checked once per process (a writer that lives on checks only what is new)."""
         try:
-            row = self.backend.sql(_TASK_HEAD_ROW, (task, upto)).fetchone()
-        except self.backend.errors as exc:
-            raise StoreError("cannot read ledger database: %s" % exc) from None
-        if row is None:
-            return None
-        head = StoredEntry(int(row[0]), bytes(row[1]), str(row[2]), bytes(row[3]), row[4], bytes(row[5]), bytes(row[6]))
-        if head.seq > self._checked_upto:
-            self.checked(head)
-        try:
+            head = self.reader.newest_of_task(task, upto)
+            if head is None:
+                return None
+            if head.seq > self._checked_upto:
+                self.checked(head)
             for stored in self.reader.entries_between(max(head.seq, self._checked_upto) + 1, upto + 1):
                 self.checked(stored)
         except CannotVerify as exc:

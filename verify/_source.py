@@ -196,6 +196,16 @@ class LedgerSource:
     def head(self) -> StoredEntry | None:
         return self._one("SELECT %s FROM entries ORDER BY seq DESC LIMIT 1" % _COLUMNS, ())
 
+    def newest_of_task(self, task: str, upto: int, kind: str | None = None) -> StoredEntry | None:
+        """The newest entry whose ``task`` column (and ``kind``, if given) match, at or below
+        ``upto``: one indexed probe. The columns are lookup aids: callers check the bytes."""
+        args: tuple[object, ...]
+        if kind is None:
+            sql, args = "task = ? AND seq <= ?", (task, upto)
+        else:
+            sql, args = "task = ? AND kind = ? AND seq <= ?", (task, kind, upto)
+        return self._one("SELECT %s FROM entries WHERE %s ORDER BY seq DESC LIMIT 1" % (_COLUMNS, sql), args)
+
     def count(self) -> int:
         # seq runs 0..n-1 without gaps (verify checks it), so the newest seq is the count,
         # found by the primary key instead of a scan.

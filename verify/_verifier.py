@@ -723,7 +723,12 @@ def _reprove_state(source: LedgerSource, state: AuditState, seam: StoredEntry, r
        hashes to its entry's ``body``, so no change can be dropped, added or altered;
     3. each task head is an entry of that task below the size, proven into the root, and
        the newest entry of that task the ledger holds there;
-    4. each task's contract is the newest contract on its head's signed ``tprev`` chain.
+    4. each task's contract is the body of the newest contract entry of that task below the
+       size, that entry re-hashed and proven into the root; a task with one has it in the
+       state, and every contract in the state belongs to a task with a head.
+
+    Steps 3 and 4 find "newest" with one indexed probe per task (`newest_of_task`), so a
+    resumed audit costs what the new entries and the tasks cost, not the audited prefix.
 
     Raises:
         CannotVerify: any of these fails; the state cannot be resumed from (a full audit can).
@@ -763,42 +768,27 @@ def _reprove_state(source: LedgerSource, state: AuditState, seam: StoredEntry, r
         except ReceiptsError as exc:
             refuse(str(exc))
     for task, head_hash in state.tasks:
-        head = source.by_hash(Digest(head_hash))
-        if head is None or entry_hash(head.entry).value != head_hash or head.seq >= state.size or not proven(head):
-            refuse("task %s's head is not an entry proven below size %d" % (task, state.size))
-        newest = None
-        for newest in source.iter_entries(upto=state.size - 1, task=task):  # noqa: B007 (the last is kept)
-            pass
-        if newest is None or newest.seq != head.seq or _task_of_entry(head) != task:
-            refuse("task %s's head is not its newest entry below size %d" % (task, state.size))
-        if _newest_contract(source, head) != contracts.pop(task, None):
-            refuse("task %s's contract is not the newest on its signed task chain" % task)
+        head = source.newest_of_task(task, state.size - 1)
+        if head is None or entry_hash(head.entry).value != head_hash or not proven(head) or _task_of(head) != task:
+            refuse("task %s's head is not its newest entry, proven below size %d" % (task, state.size))
+        found = source.newest_of_task(task, state.size - 1, EntryKind.CONTRACT.value)
+        if found is not None and not (proven(found) and _task_of(found) == task):
+            refuse("task %s's newest contract entry %d is not proven below size %d" % (task, found.seq, state.size))
+        if (found.body if found is not None else None) != contracts.pop(task, None):
+            refuse("task %s's contract is not its newest below size %d" % (task, state.size))
     if contracts:
         refuse("it holds contracts of tasks it has no head for: %s" % ", ".join(sorted(contracts)))
 
 
-def _task_of_entry(stored: StoredEntry) -> str | None:
+def _task_of(stored: StoredEntry) -> str | None:
+    """The task a row's signed bytes name (its body re-hashed against its entry), else None."""
     try:
-        return getattr(decode_body(decode_entry(stored.entry).kind, stored.body), "task_id", None)
+        entry = decode_entry(stored.entry)
+        if body_hash(entry.kind, stored.body) != entry.body_hash:
+            return None
+        return getattr(decode_body(entry.kind, stored.body), "task_id", None)
     except ReceiptsError:
         return None
-
-
-def _newest_contract(source: LedgerSource, head: StoredEntry) -> bytes | None:
-    """The body of the newest contract entry on ``head``'s signed tprev chain (head included)."""
-    stored: StoredEntry | None = head
-    while stored is not None:
-        try:
-            entry = decode_entry(stored.entry)
-        except ReceiptsError:
-            return None
-        if entry.kind is EntryKind.CONTRACT:
-            return stored.body if body_hash(entry.kind, stored.body) == entry.body_hash else None
-        if entry.task_prev is None:
-            return None
-        found = source.by_hash(entry.task_prev)
-        stored = found if found is not None and entry_hash(found.entry) == entry.task_prev else None
-    return None
 
 
 def _resumed_range(state: AuditState) -> CompactRange:
