@@ -71,12 +71,15 @@ class Box:
         (self.repo / ".ledger" / "contracts").mkdir()
         (self.repo / ".ledger" / "contracts" / "TASK-1.toml").write_bytes(contract)
 
-    def hook(self, event: str, doc: dict[str, Any] | bytes, **env: str) -> subprocess.CompletedProcess[str]:
+    def hook(
+        self, event: str, doc: dict[str, Any] | bytes, run_in: Path | None = None, **env: str
+    ) -> subprocess.CompletedProcess[str]:
+        """Run the hook as the harness does: in the project (or ``run_in``), the payload on stdin."""
         data = doc if isinstance(doc, bytes) else json.dumps(doc).encode()
         return subprocess.run(
             [*LEDGER, "hook", event],
             input=data.decode("utf-8", "replace"),
-            cwd=self.repo,
+            cwd=run_in or self.repo,
             env={**os.environ, **self.env, **env},
             capture_output=True,
             text=True,
@@ -395,9 +398,9 @@ def test_a_contract_without_checks_is_no_advisory_pass(box: Box) -> None:
     assert answer["decision"] == "block" and "the contract declares no checks" in answer["reason"]
 
 
-def _write(box: Box, cwd: str, file_path: Any, **env: str) -> tuple[str, str] | None:
+def _write(box: Box, cwd: str, file_path: Any, run_in: Path | None = None, **env: str) -> tuple[str, str] | None:
     doc = payload("claude-code", "pre-tool-use", cwd=cwd, tool="Write", tool_input={"file_path": file_path})
-    return _decision(box.hook("pre-tool-use", doc, **env))
+    return _decision(box.hook("pre-tool-use", doc, run_in, **env))
 
 
 def test_a_write_to_a_protected_path_by_another_spelling_is_denied(box: Box, tmp_path: Path) -> None:
@@ -433,9 +436,12 @@ def test_a_payload_whose_cwd_lies_outside_the_project_cannot_steer_a_write(box: 
     for shape in (None, "", ["a.py"], {"path": "a.py"}):
         odd = _write(box, str(box.repo), shape)
         assert odd is not None and odd[0] == "deny" and "names no file" in odd[1], (shape, odd)
-    # The harness's own statement of the project wins over the process's directory.
-    named = _write(box, str(box.repo), ".ledger/contracts/TASK-1.toml", CLAUDE_PROJECT_DIR=str(box.repo))
-    assert named is not None and named[0] == "deny"
+    # The harness's own statement of the project wins over the process's directory: run from
+    # outside the project, the hook finds the contract only through CLAUDE_PROJECT_DIR.
+    contract = ".ledger/contracts/TASK-1.toml"
+    assert _write(box, str(box.repo), contract, run_in=elsewhere) is None  # no project there: nothing checked
+    named = _write(box, str(box.repo), contract, run_in=elsewhere, CLAUDE_PROJECT_DIR=str(box.repo))
+    assert named is not None and named[0] == "deny", named
 
 
 def test_case_is_folded_where_the_file_system_folds_it(box: Box) -> None:
