@@ -98,7 +98,7 @@ if TYPE_CHECKING:
     from ._status import DeterministicRun, Nudge, StatusReport, deterministic_runs, nudge, status_report, task_state
     from ._store import LEDGER_DIRNAME, Appended, Ledger, RecordRow, Store, find_ledger_dir
     from ._traces import TRACE_DECISIONS_FORMAT, ingest_trace, process_facts
-    from ._trust import REPO_TRUST_PATH, TRUST_FILE, resolve_trust
+    from ._trust import AUDITORS_PATH, REPO_TRUST_PATH, TRUST_FILE, parse_auditors, resolve_auditors, resolve_trust
     from ._tsa import timestamp_checkpoint
     from ._witness import add_cosignatures, cosign
     from .tiers import CheckRun, JudgeRun, decide, run_deterministic, run_judge
@@ -236,6 +236,9 @@ __all__ = [
     "run_demo",
     "demo_contract",
     "resolve_trust",
+    "resolve_auditors",
+    "parse_auditors",
+    "AUDITORS_PATH",
     "TRUST_FILE",
     "REPO_TRUST_PATH",
     "gate_lines",
@@ -395,6 +398,9 @@ _WHERE = {
     "run_demo": "_demo",
     "demo_contract": "_demo",
     "resolve_trust": "_trust",
+    "resolve_auditors": "_trust",
+    "parse_auditors": "_trust",
+    "AUDITORS_PATH": "_trust",
     "TRUST_FILE": "_trust",
     "REPO_TRUST_PATH": "_trust",
     "gate_lines": "_render",

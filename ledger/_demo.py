@@ -221,9 +221,21 @@ def _demo(work: Path, test_runs: int) -> int:
 
     _say("9. Attach the receipt to the commit, gate it, and merge exactly once")
     attach(ledger, repo, sealed.body_hash, None)
-    gated = gate(repo, "HEAD", trust, recorder=(ledger, signers["sealer"]), task=TASK)
+    # As CI that reaches the store: the gate audits the chain itself to prove the task complete.
+    gated = gate(
+        repo,
+        "HEAD",
+        trust,
+        open_ledger=lambda: LedgerSource.open(repo / ".ledger"),
+        audit_state=work / "gate-audit-state.json",
+        recorder=(ledger, signers["sealer"]),
+        task=TASK,
+    )
     passed, gate_candidate = gated.passed, gated.candidate
-    click.echo("    ledger gate HEAD: %s" % ("PASS" if passed else "FAIL: " + "; ".join(gated.reasons)))
+    click.echo(
+        "    ledger --dir .ledger gate HEAD --audit-state gate-audit-state.json: %s"
+        % ("PASS (completeness audited)" if passed else "FAIL: " + "; ".join(gated.reasons))
+    )
     if passed:
         begin_effect(ledger, signers["sealer"], TASK, "merge", "demo-merge-1", "main", gate_candidate, trust=trust)
         click.echo("    effect demo-merge-1 begun; status: %s" % _status(ledger))

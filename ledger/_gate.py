@@ -15,13 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from receipts import Digest, EventType, ReceiptsError, Signer, candidate_hash
-from verify import BundleSource, CannotVerify, LedgerSource, Result, Transparency, Trust, verify_receipt
+from verify import BundleSource, CannotVerify, LedgerSource, Result, Transparency, Trust, audited_entry, verify_receipt
 
 from ._errors import InputError, LedgerError
 from ._events import record_event
 from ._git import resolve_commit
 from ._git_notes import BUNDLE_REFS, NOTES_REF, NoteLine, attached, bundle_ref, open_bundle
 from ._store import Ledger
+from ._witness import audit_store
 
 __all__ = ["GATE_MODES", "GateResult", "ReceiptCheck", "check_receipts", "gate_check", "gate", "verify_commit"]
 
@@ -41,10 +42,22 @@ class ReceiptCheck:
     result: Result | None
     match: str
     problem: str | None = None
+    audited: bool = False  # the gate's own chain audit of the store covers this receipt (§8.1a)
 
     @property
     def ok(self) -> bool:
         return self.result is not None and self.result.ok and self.match in ("commit", "tree")
+
+    @property
+    def completeness(self) -> str:
+        """How the task's completeness up to this receipt is proven (§8.1a), or "unproven"."""
+        if self.audited:
+            return "audited"
+        return self.result.completeness if self.result is not None else "unproven"
+
+    @property
+    def complete(self) -> bool:
+        return self.completeness != "unproven"
 
     @property
     def lets_through(self) -> bool:
@@ -83,6 +96,7 @@ class ReceiptCheck:
             "match": self.match,
             "receipt_commit": self.note.commit,
             "problem": self.problem,
+            "completeness": self.completeness,
             "result": self.result.as_dict() if self.result is not None else None,
         }
 
@@ -152,19 +166,50 @@ def _check_one(
     return ReceiptCheck(line, "ledger", result, _match(result, line, fields))
 
 
+def _store_audited(
+    checks: list[ReceiptCheck], trust: Trust, ledgers: _Ledgers, audit_state: Path
+) -> tuple[list[ReceiptCheck], str | None]:
+    """Each verified receipt marked ``audited`` when the gate's own (resumed) chain audit of
+    the store covers its very entry (`verify.audited_entry`); else why the audit could not."""
+    source = ledgers.get()
+    if source is None:
+        return checks, "the store cannot be read for the audit: %s" % ledgers.problem
+    try:
+        state = audit_store(source, trust, audit_state, evidence=False)
+    except InputError as exc:
+        return checks, str(exc)
+    marked = [
+        dataclasses.replace(c, audited=True)
+        if c.result is not None
+        and c.result.receipt_seq is not None
+        and c.result.receipt_entry is not None
+        and audited_entry(source, state, c.result.receipt_seq, c.result.receipt_entry)
+        else c
+        for c in checks
+    ]
+    return marked, None
+
+
 def check_receipts(
     repo: Path,
     rev: str,
     trust: Trust,
     transparency: Transparency | None = None,
     open_ledger: OpenLedger | None = None,
-) -> tuple[dict[str, str], list[ReceiptCheck]]:
-    """``rev``'s commit and tree ids, and every receipt its notes (or its tree's) name, verified."""
+    audit_state: Path | None = None,
+) -> tuple[dict[str, str], list[ReceiptCheck], str | None]:
+    """``rev``'s commit and tree ids, every receipt its notes (or its tree's) name, verified,
+    and, with ``audit_state``, why the store audit failed (None when it passed)."""
     fields = resolve_commit(rev, repo)
     policy = transparency or Transparency()
     ledgers = _Ledgers(open_ledger)
     try:
-        return fields, [_check_one(repo, line, fields, trust, policy, ledgers) for line in attached(repo, rev)]
+        checks = [_check_one(repo, line, fields, trust, policy, ledgers) for line in attached(repo, rev)]
+        # The audit costs what the store's new entries cost: run it only when it decides something.
+        if audit_state is None or all(c.complete or not c.ok for c in checks):
+            return fields, checks, None
+        checks, problem = _store_audited(checks, trust, ledgers, audit_state)
+        return fields, checks, problem
     finally:
         ledgers.close()
 
@@ -242,17 +287,37 @@ def gate_check(
     repo: Path,
     rev: str,
     trust: Trust,
-    require_checkpoint: bool = False,
+    transparency: Transparency | None = None,
     mode: str = "enforce",
     open_ledger: OpenLedger | None = None,
+    audit_state: Path | None = None,
 ) -> GateResult:
     """Verify each receipt named on ``rev`` (or its tree) against ``trust``. The newest that
     verifies and is for ``rev``'s commit or tree decides; it lets ``rev`` through only when it
-    is merge-eligible and every other receipt named there verifies too (fail closed: one
-    that does not may be a newer rejection whose bundle was withheld or damaged)."""
+    is merge-eligible, its task's completeness up to it is proven (format.md §8.1a), and
+    every other receipt named there verifies too (fail closed: one that does not may be a
+    newer rejection whose bundle was withheld or damaged).
+
+    Args:
+        repo: the repository holding ``rev``, its notes and the receipts' bundles.
+        rev: the revision to judge.
+        trust: the pinned trust root.
+        transparency: the checkpoint and witness policy; its auditing witnesses (a quorum of
+            their cosignatures on the bundle's checkpoint) prove completeness on a fresh clone.
+        mode: "enforce" or "advisory".
+        open_ledger: opens the store, for receipts without a bundle and for the audit.
+        audit_state: in CI that can reach the store, the gate's own audit state file: the
+            gate audits the store's chain (resumed from the file, kept there) and a receipt
+            whose entry that clean audit covers has its completeness proven.
+
+    Raises:
+        InputError: an unknown mode, or ``rev`` is not a commit.
+    """
     if mode not in GATE_MODES:
         raise InputError("the gate's mode is one of %s" % ", ".join(GATE_MODES))
-    fields, checks = check_receipts(repo, rev, trust, Transparency(require_checkpoint=require_checkpoint), open_ledger)
+    # Unproven completeness is decided below, where the gate's own audit of the store counts too.
+    policy = dataclasses.replace(transparency or Transparency(), require_complete=False)
+    fields, checks, audit_problem = check_receipts(repo, rev, trust, policy, open_ledger, audit_state)
     candidate = candidate_hash(fields)
     # The newest verified receipt of this candidate decides: an older eligible one must not
     # outvote a later rejection or a later weakening. Sealed in the same second, the one
@@ -266,10 +331,25 @@ def gate_check(
     # A receipt the notes name that cannot be verified (its bundle missing, unreadable or
     # altered) might be the newest one, and might block: nobody can tell, so it blocks.
     broken = tuple(c for c in checks if c.result is None or not c.result.ok)
-    chosen = newest if newest is not None and newest.lets_through and not broken else None
+    chosen = newest if newest is not None and newest.lets_through and not broken and newest.complete else None
     unverified = tuple(c.why_not() for c in checks if not c.ok)
-    if broken and newest is not None and newest.lets_through:
+    if newest is not None and newest.lets_through and not broken and not newest.complete:
+        # By proof, a rejection that every later pointer skips would not be seen (§8.1a).
         reasons: tuple[str, ...] = (
+            "the completeness of task %s up to %s is unproven: no quorum of auditing witnesses cosigned its"
+            " checkpoint (.ledger/auditing-witnesses on the target branch, or --auditing-witness), and %s"
+            % (
+                newest.result.task_id if newest.result else "?",
+                newest.note.receipt,
+                "the gate's audit of the store failed: %s" % audit_problem
+                if audit_problem
+                else "the gate did not audit the store (--audit-state)"
+                if audit_state is None
+                else "the gate's audit of the store does not cover this receipt's entry",
+            ),
+        )
+    elif broken and newest is not None and newest.lets_through:
+        reasons = (
             "%d receipt(s) named on this revision cannot be verified, and any of them may be newer than %s and"
             " block it: every receipt the notes name must verify" % (len(broken), newest.note.receipt),
         ) + unverified
@@ -296,9 +376,10 @@ def gate(
     rev: str,
     trust: Trust,
     *,
-    require_checkpoint: bool = False,
+    transparency: Transparency | None = None,
     mode: str = "enforce",
     open_ledger: OpenLedger | None = None,
+    audit_state: Path | None = None,
     recorder: tuple[Ledger, Signer] | None = None,
     task: str | None = None,
 ) -> GateResult:
@@ -307,7 +388,7 @@ def gate(
     mode must record."""
     if mode == "advisory" and recorder is None:
         raise InputError("advisory mode records its decision: pass --key (a seal key)")
-    result = gate_check(repo, rev, trust, require_checkpoint, mode, open_ledger)
+    result = gate_check(repo, rev, trust, transparency, mode, open_ledger, audit_state)
     if recorder is not None:
         ledger, signer = recorder
         task_id = task or result.task
@@ -342,7 +423,7 @@ def verify_commit(
 ) -> list[ReceiptCheck]:
     """Verify every receipt named on ``rev`` or its tree; `InputError` if none is."""
     try:
-        _, checks = check_receipts(repo, rev, trust, transparency, open_ledger)
+        _, checks, _ = check_receipts(repo, rev, trust, transparency, open_ledger)
     except ReceiptsError as exc:
         raise InputError(str(exc)) from None
     if not checks:

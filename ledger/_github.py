@@ -30,6 +30,7 @@ from typing import Any
 from receipts import ReceiptsError, parse_contract
 from verify import Result, Transparency, verify_receipt
 
+from ._config import open_source
 from ._errors import InputError
 from ._escape import markdown_text
 from ._gate import GateResult, gate
@@ -37,7 +38,7 @@ from ._git import run_git
 from ._git_notes import open_bundle
 from ._git_sync import fetch_receipts, push_receipts
 from ._render import gate_lines, pr_comment
-from ._trust import resolve_trust
+from ._trust import resolve_auditors, resolve_trust
 
 __all__ = [
     "STEPS",
@@ -311,7 +312,29 @@ def run_action(env: Mapping[str, str], repo: Path, runner: Runner = _run_ledger)
             trust_ref=trust_ref,
             judges_candidate=True,
         )
-        report.gated = gate(repo, event.head_sha, trust)
+        auditors, quorum = resolve_auditors(
+            explicit=[line for line in env.get("LEDGER_AUDITING_WITNESSES", "").splitlines() if line.strip()],
+            quorum=int(env["LEDGER_AUDITED_QUORUM"])
+            if env.get("LEDGER_AUDITED_QUORUM", "").strip().isdigit()
+            else None,
+            repo=repo,
+            trust_ref=trust_ref,
+        )
+        # The runner reaches the store the tiers wrote to: where no auditing witness has
+        # cosigned yet, the gate audits its chain itself (a full audit unless the state is kept).
+        ledger_dir = Path(env["LEDGER_DIR"]) if env.get("LEDGER_DIR") else repo / ".ledger"
+        store = env.get("LEDGER_STORE") or None
+        report.gated = gate(
+            repo,
+            event.head_sha,
+            trust,
+            transparency=Transparency(auditors=auditors, audited_quorum=quorum),
+            open_ledger=lambda: open_source(ledger_dir, store),
+            audit_state=Path(
+                env.get("LEDGER_AUDIT_STATE")
+                or Path(env.get("RUNNER_TEMP") or "/tmp") / "receipt-ledger-audit-state.json"
+            ),
+        )
         if report.gated.receipt and report.receipt is None:
             report.receipt = report.gated.receipt
         if report.receipt:

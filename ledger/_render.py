@@ -100,6 +100,7 @@ def verify_lines(result: Result) -> list[str]:
             lines.append("  not eligible because: %s" % reason)
     if result.checkpoint:
         lines.append("checkpoint %s" % result.checkpoint)
+    lines.append("completeness %s" % completeness_text(result.completeness, result.certified_by))
     for w in result.weakenings:
         lines.append("WEAKENING: %s" % w)
     for w in result.warnings:
@@ -162,6 +163,16 @@ def status_lines(report: StatusReport) -> list[str]:
     return lines
 
 
+def completeness_text(completeness: str, certified_by: Iterable[str] = ()) -> str:
+    """How the task's completeness up to the receipt was proven (format.md §8.1a)."""
+    said = {
+        "audited": "audited (this gate's chain audit of the store covers the receipt's entry)",
+        "walked": "walked (every entry up to the receipt linked)",
+        "certified": "certified by auditing witness(es) %s" % ", ".join(certified_by),
+    }
+    return said.get(completeness, "UNPROVEN (no auditing witness cosigned its checkpoint)")
+
+
 def gate_lines(result: GateResult) -> list[str]:
     """The gate's decision for a CI log: the decision, where it came from, and every
     weakening, waiver and stale approval the passing receipt carries."""
@@ -175,6 +186,10 @@ def gate_lines(result: GateResult) -> list[str]:
         passing = result.passing
         if passing is not None:
             lines.append("  verified from %s" % (passing.origin or "?"))
+            lines.append(
+                "  completeness: %s"
+                % completeness_text(passing.completeness, passing.result.certified_by if passing.result else ())
+            )
         lines += ["  %s" % n for n in result.notices]
     else:
         lines = [

@@ -88,7 +88,7 @@ _ATTEMPTS = 3  # whole write transactions tried when a shared store's connection
 _CHUNK = 8 << 20  # large enough for BLAKE3 to use every core, small enough to bound memory
 # Only what is versioned with the code is let through: contracts, the shared store's
 # address and this file; the chain, the evidence and private state are not.
-GITIGNORE = "*\n!.gitignore\n!config.toml\n!allowed_signers\n!contracts/\n!contracts/**\n"
+GITIGNORE = "*\n!.gitignore\n!config.toml\n!allowed_signers\n!auditing-witnesses\n!contracts/\n!contracts/**\n"
 
 
 class Backend(Protocol):

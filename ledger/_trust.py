@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from receipts import Role, Signer, fingerprint, namespace_for, public_key_line
-from verify import CannotVerify, Trust, TrustRoot, UnsafeTrustOnFirstUse
+from verify import CannotVerify, Trust, TrustRoot, UnsafeTrustOnFirstUse, WitnessKey
 
 from ._config import CONFIG_NAME, config_value
 from ._errors import InputError
@@ -40,10 +41,14 @@ __all__ = [
     "branch_trust",
     "qualified_branch",
     "resolve_trust",
+    "AUDITORS_PATH",
+    "parse_auditors",
+    "resolve_auditors",
 ]
 
 TRUST_FILE = "allowed_signers"
 REPO_TRUST_PATH = ".ledger/" + TRUST_FILE
+AUDITORS_PATH = ".ledger/auditing-witnesses"
 DEFAULT_TRUST_REFS = ("origin/main", "main")
 
 
@@ -117,31 +122,113 @@ def qualified_branch(repo: Path, name: str) -> str:
     return full
 
 
-def branch_trust(repo: Path, ref: str | None) -> tuple[TrustRoot | None, str]:
-    """The pin committed on the target branch, and what was looked at (for messages).
-    An explicit ``ref`` that does not exist is bad input; the defaults are tried in order,
-    and the first that exists is the target branch whether or not it holds the file.
+def _target_branch(repo: Path, ref: str | None) -> tuple[str, str] | None:
+    """The target branch's name and commit. An explicit ``ref`` that does not exist is bad
+    input; the defaults are tried in order, and the first that exists is the target branch.
     Every name is resolved fully qualified (`qualified_branch`)."""
     for candidate in (ref,) if ref else DEFAULT_TRUST_REFS:
         full = qualified_branch(repo, candidate)
         commit = git_ok(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", full + "^{commit}")
-        if commit is None:
-            if ref:
-                raise InputError("trust ref %r (%s) names no commit in this repository (fetch it first)" % (ref, full))
+        if commit is not None:
+            return candidate, commit
+        if ref:
+            raise InputError("trust ref %r (%s) names no commit in this repository (fetch it first)" % (ref, full))
+    return None
+
+
+def _branch_text(repo: Path, branch: tuple[str, str], path: str) -> str | None:
+    """``path`` as committed on the target branch (None when it has no such file)."""
+    shown = run_git(repo, "show", "%s:%s" % (branch[1], path))
+    if shown.returncode != 0:
+        return None
+    try:
+        return shown.stdout.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError("%s:%s is not UTF-8 text" % (branch[0], path)) from None
+
+
+def branch_trust(repo: Path, ref: str | None) -> tuple[TrustRoot | None, str]:
+    """The pin committed on the target branch (`_target_branch`), and what was looked at
+    (for messages); the first default branch that exists is the target branch whether or
+    not it holds the file."""
+    branch = _target_branch(repo, ref)
+    if branch is None:
+        return None, "no %s branch" % " or ".join(DEFAULT_TRUST_REFS)
+    where = "%s:%s" % (branch[0], REPO_TRUST_PATH)
+    text = _branch_text(repo, branch, REPO_TRUST_PATH)
+    if text is None:
+        return None, "%s has no %s" % (branch[0], REPO_TRUST_PATH)
+    try:
+        return TrustRoot.from_allowed_signers(text, "%s at %s" % (where, branch[1][:12])), where
+    except CannotVerify as exc:
+        raise InputError(str(exc)) from None
+
+
+def parse_auditors(text: str, where: str) -> tuple[tuple[WitnessKey, ...], int]:
+    """The auditing-witness policy file (format.md §8.1a): ``#`` comments and blank lines,
+    one ``quorum N`` line, and one ``NAME ssh-ed25519 AAAA...`` line per auditing witness.
+
+    Returns:
+        The auditing witnesses and the quorum (at least 1, at most their number).
+
+    Raises:
+        InputError: any other line, a key that does not parse, a name twice, or a quorum
+            missing, repeated or out of range.
+    """
+    keys: list[WitnessKey] = []
+    quorum = None
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
             continue
-        where = "%s:%s" % (candidate, REPO_TRUST_PATH)
-        shown = run_git(repo, "show", "%s:%s" % (commit, REPO_TRUST_PATH))
-        if shown.returncode != 0:
-            return None, "%s has no %s" % (candidate, REPO_TRUST_PATH)
+        word, _, rest = line.partition(" ")
+        if word == "quorum":
+            if quorum is not None or not rest.strip().isdigit():
+                raise InputError("%s line %d: one 'quorum N' line, N a number" % (where, number))
+            quorum = int(rest)
+            continue
+        if not rest.strip().startswith("ssh-"):
+            raise InputError("%s line %d: an auditing witness is 'NAME ssh-ed25519 AAAA...'" % (where, number))
         try:
-            text = shown.stdout.decode("utf-8")
-        except UnicodeDecodeError:
-            raise InputError("%s is not UTF-8 text" % where) from None
+            keys.append(WitnessKey.parse(line))
+        except CannotVerify as exc:
+            raise InputError("%s line %d: %s" % (where, number, exc)) from None
+    if len({k.name for k in keys}) != len(keys):
+        raise InputError("%s: an auditing witness is named twice" % where)
+    if quorum is None or not 1 <= quorum <= len(keys):
+        raise InputError("%s: 'quorum N' with N from 1 to the number of auditing witnesses is required" % where)
+    return tuple(keys), quorum
+
+
+def resolve_auditors(
+    *, explicit: Sequence[str], quorum: int | None, repo: Path | None, trust_ref: str | None
+) -> tuple[tuple[WitnessKey, ...], int]:
+    """The auditing witnesses a check relies on for completeness (§8.1a), and their quorum:
+    ``--auditing-witness`` keys (quorum default 1), else ``.ledger/auditing-witnesses`` as
+    committed on the target branch (never the candidate's tree), else none.
+
+    Raises:
+        InputError: a key that does not parse, a quorum above the keys given, or a policy file
+            that does not parse.
+    """
+    if explicit:
         try:
-            return TrustRoot.from_allowed_signers(text, "%s at %s" % (where, commit[:12])), where
+            keys = tuple(WitnessKey.parse(v) for v in explicit)
         except CannotVerify as exc:
             raise InputError(str(exc)) from None
-    return None, "no %s branch" % " or ".join(DEFAULT_TRUST_REFS)
+        wanted = 1 if quorum is None else quorum
+        if not 1 <= wanted <= len(keys):
+            raise InputError(
+                "--audited-quorum %d: give from 1 to %d (the --auditing-witness keys)" % (wanted, len(keys))
+            )
+        return keys, wanted
+    if quorum:
+        raise InputError("--audited-quorum needs --auditing-witness keys")
+    branch = _target_branch(repo, trust_ref) if repo is not None else None
+    text = _branch_text(repo, branch, AUDITORS_PATH) if repo is not None and branch is not None else None
+    if branch is None or text is None:
+        return (), 0
+    return parse_auditors(text, "%s:%s" % (branch[0], AUDITORS_PATH))
 
 
 def resolve_trust(

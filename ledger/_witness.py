@@ -34,7 +34,7 @@ from ._errors import InputError
 from ._keys import key_dir
 from ._store import Ledger
 
-__all__ = ["cosign", "add_cosignatures"]
+__all__ = ["cosign", "add_cosignatures", "audit_store"]
 
 
 def _state_file(path: Path | None) -> Path:
@@ -109,22 +109,45 @@ def cosign(
     return signed.encode()
 
 
+def audit_store(
+    source: LedgerSource, trust: Trust, state_file: Path, *, evidence: bool = True, reaching: str | None = None
+) -> AuditState:
+    """A chain audit of ``source`` resumed from ``state_file`` (a full one when the file
+    does not exist yet), its new state kept there atomically when it is clean.
+
+    Returns:
+        The clean audit's state at the ledger's newest checkpoint.
+
+    Raises:
+        InputError: the ledger or the state cannot be audited, the audit found a defect (the
+            first three are named), the ledger has no checkpoint to keep a state at, or (with
+            ``reaching``, a checkpoint's note text) the audit did not end at that checkpoint.
+            The state file is then left as it was.
+    """
+    try:
+        resume = AuditState.from_json(read_bounded(state_file, "audit state").decode()) if state_file.exists() else None
+        result = verify_chain(source, trust, resume=resume, evidence=evidence)
+    except (CannotVerify, UnicodeDecodeError) as exc:
+        raise InputError("the ledger cannot be audited: %s" % exc) from None
+    if not result.ok:
+        raise InputError(
+            "the audit of the ledger failed: %s"
+            % "; ".join("[%s] %s" % (d.code, d.message) for d in result.defects[:3])
+        )
+    if result.state is None:
+        raise InputError("the ledger has no signed checkpoint: an audit keeps its state at one")
+    if reaching is not None and parse_note(result.state.checkpoint).text != reaching:
+        raise InputError("the checkpoint is not the ledger's newest, which is what the audit reached")
+    write_text_atomic(state_file, result.state.to_json())
+    return result.state
+
+
 def _audited(source: LedgerSource, note: SignedNote, trust: Trust, state_file: Path) -> None:
     """A chain audit up to ``note``'s checkpoint passes, and its state is kept; else refused."""
     try:
-        resume = AuditState.from_json(read_bounded(state_file, "audit state").decode()) if state_file.exists() else None
-        result = verify_chain(source, trust, resume=resume)
-    except (CannotVerify, UnicodeDecodeError) as exc:
-        raise InputError("refused: the ledger cannot be audited: %s" % exc) from None
-    if not result.ok:
-        raise InputError(
-            "refused: the audit of the ledger failed: %s"
-            % "; ".join("[%s] %s" % (d.code, d.message) for d in result.defects[:3])
-        )
-    newest = source.newest_checkpoint()
-    if result.state is None or newest is None or parse_note(newest[1]).text != note.text:
-        raise InputError("refused: the checkpoint is not the ledger's newest, which is what the audit reached")
-    write_text_atomic(state_file, result.state.to_json())
+        audit_store(source, trust, state_file, reaching=note.text)
+    except InputError as exc:
+        raise InputError("refused: %s" % exc) from None
 
 
 def add_cosignatures(ledger: Ledger, text: str, witnesses: Sequence[WitnessKey]) -> tuple[str, ...]:

@@ -164,9 +164,22 @@ class _Where:
     """The local ledger directory, and the shared store's URL if one is configured (read
     when a command first asks, so that a bad config.toml fails as that command's input)."""
 
-    def __init__(self, root: Path, explicit_store: str | None) -> None:
+    def __init__(self, root: Path, explicit_store: str | None, explicit_dir: bool = False) -> None:
         self.root = root
         self._explicit = explicit_store
+        self._explicit_dir = explicit_dir
+
+    def named_opener(self, why: str) -> Callable[[], Any]:
+        """Opens the store or directory the caller named (--store/LEDGER_STORE, else
+        --dir/LEDGER_DIR), read as an auditor reads it; never one found in the checkout or its
+        config.toml, which belong to the candidate a gate judges. Bad input if none was named."""
+        if self._explicit is None and not self._explicit_dir:
+            raise lib.InputError(
+                "%s audits the store you name (--store, LEDGER_STORE, --dir or LEDGER_DIR): a ledger found in the"
+                " checkout is the candidate's own" % why
+            )
+        store = lib.shared_store(self.root, self._explicit) if self._explicit else None
+        return lambda: lib.open_source(self.root, store)
 
     @functools.cached_property
     def store(self) -> str | None:
@@ -269,6 +282,54 @@ def _trust(ctx: click.Context, args: _TrustArgs, judges_candidate: bool = False)
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _AuditorArgs:
+    keys: tuple[str, ...]
+    quorum: int | None
+
+
+def auditor_option(f: F) -> F:
+    """--auditing-witness and --audited-quorum, handed to the command as one `_AuditorArgs`
+    named ``auditors`` (resolved by `_policy`)."""
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        kwargs["auditors"] = _AuditorArgs(tuple(kwargs.pop("auditing_witnesses")), kwargs.pop("audited_quorum"))
+        return f(*args, **kwargs)
+
+    options = (
+        click.option(
+            "--auditing-witness",
+            "auditing_witnesses",
+            multiple=True,
+            help="An auditing witness whose cosignature certifies the task complete: 'NAME ssh-ed25519 AAAA...';"
+            " repeatable (default: .ledger/auditing-witnesses on the target branch).",
+        ),
+        click.option(
+            "--audited-quorum",
+            type=click.IntRange(1, 64),
+            help="Cosignatures required from --auditing-witness keys (default 1).",
+        ),
+    )
+    for option in options:
+        wrapper = option(wrapper)
+    return wrapper  # type: ignore[return-value]
+
+
+def _policy(trust: _TrustArgs, auditors: _AuditorArgs, **rest: Any) -> Any:
+    """The `verify.Transparency` a command checks against, its auditing witnesses resolved
+    (`ledger._trust.resolve_auditors`: the option, else the target branch's file)."""
+    from verify import Transparency
+
+    keys, quorum = lib.resolve_auditors(
+        explicit=auditors.keys, quorum=auditors.quorum, repo=lib.git_root(Path.cwd()), trust_ref=trust.ref
+    )
+    try:
+        return Transparency(auditors=keys, audited_quorum=quorum, **rest)
+    except CannotVerify as exc:
+        raise lib.InputError(str(exc)) from None
+
+
 def _said(trust: Trust) -> None:
     # Beside a result only: a command that fails on bad input still prints one line.
     if isinstance(trust, UnsafeTrustOnFirstUse):
@@ -320,7 +381,7 @@ TIER_CHOICE = click.Choice([t.value for t in Tier])
 @click.pass_context
 def cli(ctx: click.Context, ledger_dir: Path | None, store: str | None) -> None:
     """Signed, replayable receipts of what was actually checked."""
-    ctx.obj = _Where(lib.find_ledger_dir(ledger_dir, Path.cwd()), store)
+    ctx.obj = _Where(lib.find_ledger_dir(ledger_dir, Path.cwd()), store, ledger_dir is not None)
 
 
 # -- init and keys -------------------------------------------------------------------------------
@@ -902,6 +963,7 @@ def _witnesses(values: Sequence[str], quorum: int) -> tuple[WitnessKey, ...]:
 @click.option(
     "--witness-quorum", default=0, type=click.IntRange(0, 64), help="Cosignatures required from --witness keys."
 )
+@auditor_option
 @click.option("--skip-evidence", is_flag=True, help="With --chain: do not read evidence blobs (the output says so).")
 @click.option(
     "--tsa-cert",
@@ -940,6 +1002,7 @@ def verify_cmd(
     require_checkpoint: bool,
     witnesses: Sequence[str],
     witness_quorum: int,
+    auditors: _AuditorArgs,
     skip_evidence: bool,
     tsa_cert: Path | None,
     resume_path: Path | None,
@@ -950,7 +1013,7 @@ def verify_cmd(
     """Recompute every hash and signature and re-derive merge_eligible.
 
     Exit 0 verified, 1 rejected, 2 cannot run."""
-    from verify import AuditState, BundleSource, LedgerSource, Transparency, tsa_roots, verify_chain, verify_receipt
+    from verify import AuditState, BundleSource, LedgerSource, tsa_roots, verify_chain, verify_receipt
 
     if bundle is not None and chain:
         raise lib.InputError("--chain audits a ledger, not a bundle")
@@ -960,7 +1023,9 @@ def verify_cmd(
     save_state = save_state or resume_path
     if bundle is None and commit_rev is None and chain == (hash_text is not None):
         raise lib.InputError("give either a receipt HASH or --chain")
-    policy = Transparency(
+    policy = _policy(
+        trust,
+        auditors,
         since=_read_text(since, "checkpoint") if since else None,
         require_checkpoint=require_checkpoint or bundle is not None,
         witnesses=_witnesses(witnesses, witness_quorum),
@@ -1388,6 +1453,13 @@ def _ledger_opener(ctx: click.Context) -> Callable[[], Any]:
 @click.option(
     "--task", help="Task the decision is recorded for (default: the receipt's, or the only task with a receipt)."
 )
+@auditor_option
+@click.option(
+    "--audit-state",
+    type=_FILE,
+    help="In CI that can reach the store: audit its chain (resumed from this file, kept there) to prove the"
+    " receipt's task complete.",
+)
 @json_option
 @click.pass_context
 def gate(
@@ -1398,10 +1470,14 @@ def gate(
     mode: str,
     key_name: str | None,
     task: str | None,
+    auditors: _AuditorArgs,
+    audit_state: Path | None,
     as_json: bool,
 ) -> None:
     """Exit 0 only if REV, or another commit with REV's exact tree, has a verified,
-    merge-eligible receipt. Trust comes from the target branch, never from REV.
+    merge-eligible receipt whose task is proven complete up to it: by a quorum of auditing
+    witnesses, or by the gate's own audit of the store (--audit-state). Trust comes from
+    the target branch, never from REV.
 
     The command a CI job runs before merge; a commit without one fails closed."""
     root = _trust(ctx, trust, judges_candidate=True)
@@ -1409,9 +1485,10 @@ def gate(
         _repo(),
         rev,
         root,
-        require_checkpoint=require_checkpoint,
+        transparency=_policy(trust, auditors, require_checkpoint=require_checkpoint),
         mode=mode,
-        open_ledger=_ledger_opener(ctx),
+        open_ledger=_where(ctx).named_opener("--audit-state") if audit_state is not None else _ledger_opener(ctx),
+        audit_state=audit_state,
         recorder=(_ledger(ctx), _signer(key_name)) if key_name else None,
         task=task,
     )

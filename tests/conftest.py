@@ -405,12 +405,70 @@ def ok(*args: str, cwd: Path, env: dict[str, str]) -> str:
     return res.stdout.strip()
 
 
-def ladder(repo: Path, env: dict[str, str], *dir_args: str, contract: Path | None = None) -> str:
-    """Run the three tiers on HEAD, seal, attach (signing a checkpoint); the receipt hash."""
+AUDITOR_NAME = "witness.test/auditor"
+
+
+def auditor_key(top: Path) -> Path:
+    """The team's auditing witness's own key (outside every keyring), made once per world."""
+    key = top / "auditing-witness" / "w1"
+    if not key.exists():
+        key.parent.mkdir(parents=True)
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    return key
+
+
+def auditor_line(top: Path) -> str:
+    """That witness as ``NAME KEY``, for `--auditing-witness` and `witness add`."""
+    return "%s %s" % (AUDITOR_NAME, auditor_key(top).with_suffix(".pub").read_text().strip())
+
+
+def auditors_file(top: Path) -> bytes:
+    """`.ledger/auditing-witnesses` naming that witness, as the team commits it to main."""
+    return (
+        "# the auditing witness whose cosignature proves a task complete\nquorum 1\n%s\n" % auditor_line(top)
+    ).encode()
+
+
+def audited_cosign(repo: Path, env: dict[str, str], *dir_args: str) -> None:
+    """The auditing witness audits the ledger's chain (resuming its own state), cosigns the
+    newest checkpoint, and the cosignature is stored on it (`witness add`)."""
+    key = auditor_key(repo.parent)
+    note = repo.parent / "auditing-witness" / "checkpoint"
+    note.write_text(ok(*dir_args, "checkpoint", "--key", "sealer", cwd=repo, env=env) + "\n")
+    log_key = Path(env["RECEIPT_LEDGER_KEYS"]) / "sealer.pub"
+    cosigned = ok(
+        *dir_args,
+        "witness",
+        "cosign",
+        str(note),
+        "--key",
+        str(key),
+        "--name",
+        AUDITOR_NAME,
+        "--log-key",
+        str(log_key),
+        "--state",
+        str(key.parent / "witness-state.json"),
+        "--audit",
+        str(key.parent / "audit-state.json"),
+        "--trust",
+        str(repo / ".ledger" / "allowed_signers"),
+        cwd=repo,
+        env=env,
+    )
+    note.write_text(cosigned + "\n")
+    ok(*dir_args, "witness", "add", str(note), "--witness", auditor_line(repo.parent), cwd=repo, env=env)
+
+
+def ladder(repo: Path, env: dict[str, str], *dir_args: str, contract: Path | None = None, audited: bool = True) -> str:
+    """Run the three tiers on HEAD, seal, have the auditing witness cosign a checkpoint
+    covering the receipt (unless not ``audited``), attach; the receipt hash."""
     extra = ("--contract", str(contract)) if contract else ()
     for args in LADDER:
         ok(*dir_args, *args, *(extra if args[0] != "approve" or contract else ()), cwd=repo, env=env)
     receipt = ok(*dir_args, "seal", "TASK-1", "--key", "sealer", *extra, cwd=repo, env=env)
+    if audited:
+        audited_cosign(repo, env, *dir_args)
     ok(*dir_args, "attach", receipt, "--key", "sealer", cwd=repo, env=env)
     return receipt
 
@@ -425,8 +483,9 @@ def travel_built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ok("init", cwd=seed, env=env)
     (seed / ".ledger" / "contracts").mkdir()
     (seed / ".ledger" / "contracts" / "TASK-1.toml").write_bytes(contract_bytes())
+    (seed / ".ledger" / "auditing-witnesses").write_bytes(auditors_file(top))
     git(seed, "add", "-A")
-    git(seed, "commit", "-qm", "ledger: trust root and TASK-1's contract")
+    git(seed, "commit", "-qm", "ledger: trust root, auditing witness and TASK-1's contract")
     git(top, "clone", "-q", "--bare", str(seed), str(top / "origin.git"))
     git(top, "clone", "-q", str(top / "origin.git"), str(top / "dev"))
     shutil.move(str(seed / ".ledger" / "ledger.db"), str(top / "dev" / ".ledger" / "ledger.db"))

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from conftest import GIT_ENV, LEDGER, contract_bytes, fresh_clone, git, ok
+from conftest import GIT_ENV, LEDGER, contract_bytes, fresh_clone, git, ok, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -179,11 +179,15 @@ def test_the_action_runs_the_ladder_summarises_comments_once_and_gates(
     assert "| deterministic | yes | ✅ pass |" in summary and "**Gate on `%s`:** PASS" % head[:12] in summary
     # The keys were written for the run and removed after it.
     assert not list((top / "runner").glob("receipt-ledger-keys-*"))
-    # The receipt went to the remote: a fresh clone gates the head with it.
+    # The receipt went to the remote. A fresh clone verifies it, but no auditing witness has
+    # cosigned the checkpoint the run signed, so only a gate that audits the store passes it.
     auditor = fresh_clone(top, "auditor")
     ok("receipts", "fetch", cwd=auditor, env=GIT_ENV)
-    gated = json.loads(ok("gate", head, "--json", cwd=auditor, env=GIT_ENV))
-    assert gated["receipt"] == receipt
+    unproven = run_cli("gate", head, "--json", cwd=auditor, env=GIT_ENV)
+    assert unproven.returncode == 1 and "completeness of task TASK-1" in unproven.stdout, unproven.stdout
+    store = ("--dir", str(top / "dev" / ".ledger"))
+    audited = ok(*store, "gate", head, "--json", "--audit-state", str(top / "audit.json"), cwd=auditor, env=GIT_ENV)
+    assert json.loads(audited)["receipt"] == receipt
 
     api = [(m, p) for m, p, _, _ in github.requests]
     assert api == [

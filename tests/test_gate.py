@@ -76,8 +76,20 @@ def test_attach_shows_in_git_log_and_verify_commit(flow: tuple[Path, dict[str, s
 def test_gate_passes_only_for_the_exact_commit(flow: tuple[Path, dict[str, str], str]) -> None:
     repo, env, receipt = flow
     run_cli("attach", receipt, cwd=repo, env=env)
-    passed = run_cli("gate", cwd=repo, env=env)
-    assert passed.returncode == 0 and "GATE PASS" in passed.stdout
+    # Issue 22: by proof alone the task's completeness is unproven, and the gate refuses.
+    unproven = run_cli("gate", "--json", cwd=repo, env=env)
+    doc = json.loads(unproven.stdout)
+    assert unproven.returncode == 1 and doc["receipt"] is None, unproven.stdout
+    assert "completeness of task TASK-1" in doc["reasons"][0] and "--audit-state" in doc["reasons"][0]
+    assert doc["receipts"][0]["completeness"] == "unproven"
+    # CI that can reach the store audits its chain (keeping its state) and proves it.
+    state = repo.parent / "gate-audit.json"
+    # Only a store the caller names: a ledger found in the checkout is the candidate's own.
+    found = run_cli("gate", "--audit-state", str(state), cwd=repo, env=env)
+    assert found.returncode == 2 and "candidate's own" in found.stderr and not state.exists()
+    passed = run_cli("--dir", ".ledger", "gate", "--audit-state", str(state), cwd=repo, env=env)
+    assert passed.returncode == 0 and "GATE PASS" in passed.stdout, passed.stdout
+    assert "completeness: audited" in passed.stdout and json.loads(state.read_text())["size"] > 0
     (repo / "app.py").write_text("print('new head')\n")
     git(repo, "commit", "-qam", "TASK-1: one more change")
     head = run_cli("gate", "HEAD", "--json", cwd=repo, env=env)

@@ -148,7 +148,11 @@ def test_four_machines_share_one_ledger_and_an_auditor_verifies_a_mirror(pg_url:
     allowed = tmp_path / "allowed_signers"
     ci.ledger("keys", "export-allowed-signers", "-o", str(allowed))
     ci.ledger("attach", receipt)
-    ci.ledger("gate", "--trust", str(allowed), "--require-checkpoint")
+    # CI reaches the store, so the gate audits its chain to prove the task complete (the
+    # store named on the command line: the checkout's config.toml is the candidate's).
+    ci.ledger(
+        "--store", pg_url, "gate", "--trust", str(allowed), "--require-checkpoint", "--audit-state", str(tmp_path / "a")
+    )
     ci.ledger("prove", receipt)
     ci.ledger("export", receipt, "-o", str(tmp_path / "bundle.zip"))
     status = json.loads(ci.ledger("status", "T-1", "--json"))

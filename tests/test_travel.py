@@ -14,7 +14,19 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GIT_ENV, LEDGER, NO_KEYS, contract_bytes, fresh_clone, git, ladder, ok, run_cli
+from conftest import (
+    GIT_ENV,
+    LEDGER,
+    NO_KEYS,
+    audited_cosign,
+    auditor_line,
+    contract_bytes,
+    fresh_clone,
+    git,
+    ladder,
+    ok,
+    run_cli,
+)
 
 
 def test_a_fresh_clone_verifies_and_gates_with_only_git_and_the_trust_file(
@@ -140,9 +152,12 @@ def test_a_push_that_lost_the_race_merges_and_retries_instead_of_forcing(
 
 
 def _another_receipt(dev: Path, env: dict[str, str]) -> str:
-    """A new receipt of the same candidate: a fresh judge record makes its body differ."""
+    """A new receipt of the same candidate: a fresh judge record makes its body differ. The
+    team's auditing witness cosigns a checkpoint covering it, as after every seal."""
     ok("judge", "TASK-1", "--key", "judge", cwd=dev, env=env)
-    return ok("seal", "TASK-1", "--key", "sealer", cwd=dev, env=env)
+    receipt = ok("seal", "TASK-1", "--key", "sealer", cwd=dev, env=env)
+    audited_cosign(dev, env)
+    return receipt
 
 
 def _env(env: dict[str, str]) -> dict[str, str]:
@@ -169,12 +184,18 @@ def _mallorys_pull_request(
     (pr / "app.py").write_text("print('trust me')\n")
     git(pr, "add", "-A")
     git(pr, "commit", "-qm", message)
-    receipt = ladder(pr, evil, *evil_dir, contract=pr / ".ledger" / "contracts" / "TASK-1.toml")
+    receipt = ladder(pr, evil, *evil_dir, contract=pr / ".ledger" / "contracts" / "TASK-1.toml", audited=False)
     ok("receipts", "push", cwd=pr, env=evil)
     git(pr, "push", "-q", "origin", "mallory/task-" + n)
     ci = fresh_clone(top, "ci-runner-" + n, branch="mallory/task-" + n)
     ok("receipts", "fetch", cwd=ci, env=NO_KEYS)
     return ci, git(ci, "rev-parse", "HEAD"), receipt
+
+
+def _gate_on_her_store(top: Path, n: str, ci: Path, head: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """The gate with Mallory's own ledger as the store, audited by the gate (completeness by audit)."""
+    her = ("--dir", str(top / ("evil" + n) / "ledger"))
+    return run_cli(*her, "gate", head, *args, "--audit-state", str(top / ("gate-audit-" + n)), cwd=ci, env=NO_KEYS)
 
 
 def test_the_trust_attack_a_pull_request_that_adds_its_own_key_is_refused(
@@ -196,8 +217,9 @@ def test_the_trust_attack_a_pull_request_that_adds_its_own_key_is_refused(
     assert doc["trust"].startswith("pinned (origin/main:.ledger/allowed_signers")
     assert "not pinned" in doc["reasons"][0] or "trust" in doc["reasons"][0], doc["reasons"]
     assert run_cli("verify", "--commit", head, cwd=ci, env=NO_KEYS).returncode == 1
-    # The attack is real: trusting the candidate's own file, by an explicit pin, passes it.
-    fooled = run_cli("gate", head, "--trust", str(ci / ".ledger" / "allowed_signers"), cwd=ci, env=NO_KEYS)
+    # The attack is real: trusting the candidate's own file, by an explicit pin, passes it
+    # (with a clean audit of her own ledger proving her task complete).
+    fooled = _gate_on_her_store(top, "1", ci, head, "--trust", str(ci / ".ledger" / "allowed_signers"))
     assert fooled.returncode == 0 and receipt in fooled.stdout
     # No name the candidate controls can point the trust at itself (issue 22, case 5).
     for name in ("HEAD", head, "FETCH_HEAD", "refs/tags/x"):
@@ -233,7 +255,7 @@ def test_a_candidate_cannot_choose_its_own_trust_ref(world: tuple[Path, dict[str
     gone = run_cli("gate", head, "--trust-ref", "origin/main", cwd=ci, env=NO_KEYS)
     assert gone.returncode == 2 and "refs/remotes/origin/main" in gone.stderr, gone.stderr
     # What those names would have trusted does pass the receipt: the refusals above matter.
-    own = run_cli("gate", head, "--trust", str(ci / ".ledger" / "allowed_signers"), cwd=ci, env=NO_KEYS)
+    own = _gate_on_her_store(top, "2", ci, head, "--trust", str(ci / ".ledger" / "allowed_signers"))
     assert own.returncode == 0 and receipt in own.stdout, own.stdout
 
 
@@ -247,7 +269,9 @@ def test_no_trust_anywhere_is_refused_and_tofu_says_it_is_unsafe(world: tuple[Pa
     assert refused.stderr.startswith("ledger: error: no trust root") and refused.stderr.count("\n") == 1
     missing = run_cli("gate", "HEAD", "--trust-ref", "origin/nope", cwd=clone, env=NO_KEYS)
     assert missing.returncode == 2 and "names no commit" in missing.stderr
-    tofu = run_cli("gate", "HEAD", "--unsafe-trust-on-first-use", cwd=clone, env=NO_KEYS)
+    # With the target branch gone, the auditing witness is named on the command line.
+    witness = ("--auditing-witness", auditor_line(top))
+    tofu = run_cli("gate", "HEAD", "--unsafe-trust-on-first-use", *witness, cwd=clone, env=NO_KEYS)
     assert tofu.returncode == 0 and "UNSAFE" in tofu.stderr and "UNSAFE trust on first use" in tofu.stdout
     both = run_cli("gate", "HEAD", "--unsafe-trust-on-first-use", "--trust", "x", cwd=clone, env=NO_KEYS)
     assert both.returncode == 2 and "contradict" in both.stderr
@@ -335,6 +359,7 @@ def _eligible_then_rejected(top: Path, env: dict[str, str]) -> str:
     dev = top / "dev"
     ok("reject", "TASK-1", "--key", "alice", "--reason", "breaks the build", "--yes", cwd=dev, env=env)
     newer = ok("seal", "TASK-1", "--key", "sealer", cwd=dev, env=env)
+    audited_cosign(dev, env)
     ok("attach", newer, "--key", "sealer", cwd=dev, env=env)
     ok("receipts", "push", cwd=dev, env=env)
     return newer
@@ -388,3 +413,61 @@ def test_a_bundle_verifies_the_receipt_its_entries_prove_not_the_manifests(
     # Naming R1 explicitly is the caller's choice, and the edited manifest is still a defect.
     named = run_cli("verify", "--bundle", str(bundle), older, "--json", *trust, cwd=dev, env=env)
     assert named.returncode == 1 and json.loads(named.stdout)["target"] == older, named.stdout
+
+
+def test_a_seal_key_holder_sealing_from_a_private_copy_is_refused_under_the_witness_policy(
+    world: tuple[Path, dict[str, str], str],
+) -> None:
+    """Issue 22, case 4: the seal-key holder copies the ledger before a reviewer's rejection,
+    seals an eligible receipt from the copy (every pointer in it is honest: the copy has no
+    rejection to point at), attaches its bundle and pushes it. The bundle verifies by
+    itself; the team's auditing witness, which audits the real ledger, never cosigns the
+    copy's checkpoint, so a fresh clone's gate (and CI's gate auditing the real store)
+    refuses it."""
+    import shutil
+
+    top, env, _ = world
+    dev = top / "dev"
+    private = top / "private-ledger"
+    shutil.copytree(dev / ".ledger", private)
+    ok("reject", "TASK-1", "--key", "alice", "--reason", "breaks the build", "--yes", cwd=dev, env=env)
+    ok("seal", "TASK-1", "--key", "sealer", cwd=dev, env=env)
+    audited_cosign(dev, env)  # the witness now holds the real ledger, rejection included
+
+    mine = ("--dir", str(private))
+    evil = ok(*mine, "seal", "TASK-1", "--key", "sealer", cwd=dev, env=env)
+    with pytest.raises(AssertionError, match="you audited"):
+        audited_cosign(dev, env, *mine)  # the auditing witness will not cosign the fork
+    ok(*mine, "attach", evil, "--key", "sealer", cwd=dev, env=env)
+    ok("receipts", "push", cwd=dev, env=env)
+
+    # Without a witness policy the bundle verifies: only completeness is unproven.
+    bundle = top / "evil.zip"
+    bundle.write_bytes(_bundle_bytes(dev, evil))
+    outside = top / "not-a-repo"
+    outside.mkdir()
+    trust = ("--trust", str(dev / ".ledger" / "allowed_signers"))
+    alone = run_cli("verify", "--bundle", str(bundle), "--json", *trust, cwd=outside, env=NO_KEYS)
+    doc = json.loads(alone.stdout)
+    assert alone.returncode == 0 and doc["merge_eligible_derived"] is True, alone.stdout
+    assert doc["completeness"] == "unproven" and any("completeness UNPROVEN" in w for w in doc["warnings"])
+    witness = ("--auditing-witness", auditor_line(top))
+    named = run_cli("verify", "--bundle", str(bundle), "--json", *trust, *witness, cwd=outside, env=NO_KEYS)
+    assert named.returncode == 1 and [d["code"] for d in json.loads(named.stdout)["defects"]] == [
+        "completeness-unproven"
+    ]
+
+    clone = fresh_clone(top, "ci-case-4")
+    ok("receipts", "fetch", cwd=clone, env=NO_KEYS)
+    gated = run_cli("gate", "HEAD", "--json", cwd=clone, env=NO_KEYS)
+    doc = json.loads(gated.stdout)
+    assert gated.returncode == 1 and doc["receipt"] is None, gated.stdout
+    assert "completeness of task TASK-1 up to %s is unproven" % evil in doc["reasons"][0], doc["reasons"]
+    assert run_cli("verify", "--commit", "HEAD", cwd=clone, env=NO_KEYS).returncode == 1
+    # CI that reaches the real store audits it: the copy's receipt is not an entry of it.
+    store = ("--dir", str(dev / ".ledger"))
+    state = str(top / "ci-audit.json")
+    audited = run_cli(*store, "gate", "HEAD", "--json", "--audit-state", state, cwd=clone, env=NO_KEYS)
+    doc = json.loads(audited.stdout)
+    assert audited.returncode == 1 and doc["receipt"] is None, audited.stdout
+    assert "does not cover this receipt's entry" in doc["reasons"][0], doc["reasons"]

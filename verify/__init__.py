@@ -14,7 +14,7 @@ from ._state import AUDIT_STATE_FORMAT, AuditState
 from ._transparency import Transparency, WitnessKey
 from ._trust import Trust, TrustRoot, UnsafeTrustOnFirstUse, parse_allowed_signers
 from ._tsa import tsa_roots
-from ._verifier import METHODS, verify_chain, verify_receipt, verify_receipt_strict
+from ._verifier import METHODS, audited_entry, verify_chain, verify_receipt, verify_receipt_strict
 from .postgres import PostgresSource
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "verify_receipt",
     "verify_receipt_strict",
     "verify_chain",
+    "audited_entry",
     "METHODS",
     # what they read
     "Source",

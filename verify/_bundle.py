@@ -36,7 +36,7 @@ from ._errors import CannotVerify
 from ._evidence import blob_problem
 from ._result import Defect, Finding
 from ._source import SparseEntries, StoredEntry
-from ._transparency import Transparency, checkpoint_signer, witnessed
+from ._transparency import Transparency, audited_by, checkpoint_signer, witnessed
 from ._tsa import timestamp_finding
 
 __all__ = ["BundleSource", "BUNDLE_FORMAT", "LIMITS"]
@@ -226,7 +226,7 @@ class BundleSource(SparseEntries):
     def check_transparency(self, origin: str, ring: Keyring | None, receipt_seq: int, policy: Transparency) -> Finding:
         proven = _bundle_transparency(self, ring, origin, receipt_seq, policy)
         members, said = _account_for_members(self, ring, receipt_seq)
-        return Finding((*proven.defects, *members), (*proven.warnings, *said), proven.checkpoint)
+        return Finding((*proven.defects, *members), (*proven.warnings, *said), proven.checkpoint, proven.certified_by)
 
 
 def _account_for_members(
@@ -333,4 +333,9 @@ def _bundle_transparency(
         [("checkpoint.tsr in the bundle", source.read("checkpoint.tsr"))] if "checkpoint.tsr" in source.members else []
     )
     stamped, said, line = timestamp_finding(tokens, note.text, cp.size, policy, "the bundle carries none")
-    return Finding((*defects, *quorum, *stamped), tuple(said), "%s; %s" % (used, line) if line else used)
+    return Finding(
+        (*defects, *quorum, *stamped),
+        tuple(said),
+        "%s; %s" % (used, line) if line else used,
+        audited_by(note, policy) if cp.size > receipt_seq else (),
+    )

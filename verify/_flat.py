@@ -30,7 +30,7 @@ from receipts import (
 from ._errors import CannotVerify
 from ._result import Defect, Finding
 from ._source import LedgerSource, SparseEntries, StoredEntry
-from ._transparency import Transparency, checkpoint_signer, read_checkpoint, witnessed
+from ._transparency import Transparency, audited_by, checkpoint_signer, read_checkpoint, witnessed
 from ._tsa import ledger_tokens, timestamp_finding
 
 __all__ = ["FlatSource", "MissingNode", "StoredNodes", "flat_source"]
@@ -119,6 +119,7 @@ class FlatSource(SparseEntries):
                     )
                 )
         quorums = [witnessed(note, cp.size, signer, policy)]
+        certified = audited_by(note, policy)
         tokens, why = ledger_tokens(self.ledger, note.text, cp.size)
         stamped, stamp_said, stamp_line = timestamp_finding(tokens, note.text, cp.size, policy, why)
         defects += stamped
@@ -147,6 +148,7 @@ class FlatSource(SparseEntries):
                 )
             if kept_cp.size > receipt_seq:
                 quorums.append(witnessed(kept_note, kept_cp.size, None, policy))
+                certified = max(certified, audited_by(kept_note, policy), key=len)
         used = quorums[0][1] + ("; %s" % stamp_line if stamp_line else "")
         if policy.quorum and all(q for q, _ in quorums):
             defects += quorums[0][0]
@@ -155,7 +157,7 @@ class FlatSource(SparseEntries):
             " other %d entries were not read (`ledger verify --chain` audits them)"
             % (len(self.entries), max(self.count() - len(self.entries), 0)),
         )
-        return Finding(tuple(defects), (*said, *stamp_said), used)
+        return Finding(tuple(defects), (*said, *stamp_said), used, certified)
 
 
 def _keyring_upto(entries: dict[int, StoredEntry], size: int) -> Keyring | None:

@@ -58,6 +58,7 @@ class Finding:
     defects: tuple[Defect, ...] = ()
     warnings: tuple[str, ...] = ()
     checkpoint: str | None = None  # one line: the checkpoint used, its signer and witnesses
+    certified_by: tuple[str, ...] = ()  # auditing witnesses that cosigned a covering checkpoint
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +82,17 @@ class Result:
     checkpoint: str | None = None
     sealed_at: int | None = None  # the receipt's signed creation time (Unix seconds)
     method: str = "walk"  # "proof": entries proven into a checkpoint; "walk": the chain replayed
+    # Whether every entry of the task and the keyring up to the receipt was seen (§8.1a):
+    # "walked" (every entry linked), "certified" (by auditing witnesses), or "unproven".
+    completeness: str = "unproven"
+    certified_by: tuple[str, ...] = ()
+    receipt_seq: int | None = None  # the receipt entry's position, and its entry hash (from its bytes)
+    receipt_entry: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        """True when the task's completeness up to the receipt is proven (§8.1a)."""
+        return self.completeness in ("walked", "certified")
 
     @property
     def ok(self) -> bool:
@@ -105,6 +117,10 @@ class Result:
             "checkpoint": self.checkpoint,
             "sealed_at": self.sealed_at,
             "method": self.method,
+            "completeness": self.completeness,
+            "certified_by": list(self.certified_by),
+            "receipt_seq": self.receipt_seq,
+            "receipt_entry": self.receipt_entry,
             "defects": [d.as_dict() for d in self.defects],
         }
 

@@ -82,6 +82,17 @@ class Transparency:
     witnesses: tuple[WitnessKey, ...] = ()
     quorum: int = 0
     tsa_roots: tuple[bytes, ...] = ()  # PEM certificates of the time-stamping authorities the auditor pins
+    # Auditing witnesses (§9): their cosignature on a covering checkpoint certifies that every
+    # entry up to it passed a chain audit, which is what proves a task complete (§8.1a).
+    auditors: tuple[WitnessKey, ...] = ()
+    audited_quorum: int = 0
+    # With auditors, an uncertified task is a defect (`completeness-unproven`); a caller that
+    # can prove completeness another way (the gate auditing the store) asks only to be told.
+    require_complete: bool = True
+
+    def __post_init__(self) -> None:
+        if self.quorum > len(self.witnesses) or self.audited_quorum > len(self.auditors):
+            raise CannotVerify("a quorum needs at least that many trusted keys")
 
 
 def keyring_entries(source: LedgerSource, upto: int) -> Iterator[tuple[Entry, Body]]:
@@ -125,6 +136,11 @@ def witnessed(note: SignedNote, size: int, signer: str | None, policy: Transpare
         signer or "nobody valid",
         ", ".join(names) or "none",
     )
+
+
+def audited_by(note: SignedNote, policy: Transparency) -> tuple[str, ...]:
+    """The auditing witnesses whose cosignature on this checkpoint verifies."""
+    return tuple(w.name for w in policy.auditors if cosignature_time(note, w.name, w.public_key) is not None)
 
 
 def read_checkpoint(text: str, origin: str) -> tuple[SignedNote, Checkpoint] | str:
@@ -182,6 +198,7 @@ def ledger_transparency(
         return roots.get(size) if size <= count else None
 
     used = None
+    certified: tuple[str, ...] = ()
     # Witness quorums of the checkpoints that cover the receipt: any one that meets the quorum
     # suffices (a kept checkpoint is proven to be a prefix of the newest one below).
     quorums: list[list[Defect]] = []
@@ -217,6 +234,7 @@ def ledger_transparency(
                 )
             quorum, used = witnessed(note, cp.size, signer, policy)
             quorums.append(quorum)
+            certified = audited_by(note, policy)
             tokens, why = ledger_tokens(source, note.text, cp.size)
             stamped, said, line = timestamp_finding(tokens, note.text, cp.size, policy, why)
             defects += stamped
@@ -228,6 +246,7 @@ def ledger_transparency(
         if cp.size > receipt_seq:
             quorum, line = witnessed(note, cp.size, kept_signer, policy)
             quorums.append(quorum)
+            certified = max(certified, audited_by(note, policy), key=len)
             used = line if used is None else "%s; kept checkpoint %s" % (used, line)
         if kept_signer is None:
             defects.append(
@@ -256,4 +275,4 @@ def ledger_transparency(
                 )
             ]
         )
-    return Finding(tuple(defects), tuple(warnings), used)
+    return Finding(tuple(defects), tuple(warnings), used, certified)

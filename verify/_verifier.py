@@ -127,13 +127,14 @@ def verify_receipt(
     step6, stale = _step6_human_slot(walk, receipt, receipt_entry)
     derived, step7 = _step7_eligibility(receipt, receipt_entry, contract, step5, walk)
     step8 = _step8_transparency(source, walk, stored.seq, policy)
+    completeness, step8d, unproven = _step8d_completeness(used, step8, policy)
     return Result(
         target=target,
         trust=walk.trust_label,
         task_id=receipt.task_id,
         candidate=str(receipt.input_hash),
         # A human record the receipt lists is checked in step 5 and met again in step 6: report it once.
-        defects=tuple(dict.fromkeys((*walk.defects, *step4, *step5.defects, *step6, *step7, *step8.defects))),
+        defects=tuple(dict.fromkeys((*walk.defects, *step4, *step5.defects, *step6, *step7, *step8.defects, *step8d))),
         claimed_eligible=receipt.merge_eligible,
         derived_eligible=derived.eligible,
         sealed_at=receipt.created,
@@ -141,7 +142,7 @@ def verify_receipt(
         tiers=tuple(step5.lines),
         entries_checked=walk.entries,
         weakenings=tuple(d for t, d in walk.weakened if t == receipt.task_id),
-        warnings=(*step5.warnings, *step8.warnings, *fallback),
+        warnings=(*step5.warnings, *step8.warnings, *fallback, *unproven),
         stale=stale,
         waivers=tuple(
             describe_waiver(seq, w, label)
@@ -150,6 +151,10 @@ def verify_receipt(
         ),
         checkpoint=step8.checkpoint,
         method=used,
+        completeness=completeness,
+        certified_by=step8.certified_by,
+        receipt_seq=stored.seq,
+        receipt_entry=str(entry_hash(stored.entry)),
     )
 
 
@@ -603,6 +608,37 @@ def _step8_transparency(source: Source, walk: Walk, receipt_seq: int, policy: Tr
     return source.check_transparency(walk.origin, walk.keyring, receipt_seq, policy)
 
 
+def _step8d_completeness(used: str, found: Finding, policy: Transparency) -> tuple[str, list[Defect], tuple[str, ...]]:
+    # 8d. Were all of the task's entries and the keyring seen (§8.1a)? A walk linked every
+    # entry; by proof, only an auditing witness's cosignature can say that nothing every
+    # later pointer skips exists. A quorum asked for and not met is a defect.
+    if used == "walk":
+        return "walked", [], ()
+    enough = max(policy.audited_quorum, 1)
+    if policy.auditors and len(found.certified_by) >= enough:
+        return "certified", [], ()
+    if policy.auditors and policy.require_complete:
+        return (
+            "unproven",
+            [
+                Defect(
+                    "completeness-unproven",
+                    "no checkpoint covering the receipt carries %d auditing witness cosignature(s) (it has %d): the"
+                    " task's completeness is not proven" % (enough, len(found.certified_by)),
+                )
+            ],
+            (),
+        )
+    return (
+        "unproven",
+        [],
+        (
+            "completeness UNPROVEN: checked by proof, so an entry of the task that every later pointer skips would"
+            " not be seen; name auditing witnesses (--auditing-witness) or audit the chain (`ledger verify --chain`)",
+        ),
+    )
+
+
 # -- the whole chain ------------------------------------------------------------------------------
 
 
@@ -710,6 +746,37 @@ def verify_chain(
     )
 
 
+def _proven_into(nodes: CachedNodes, stored: StoredEntry, size: int, root: bytes) -> bool:
+    # The stored tree is not trusted: a wrong node only makes the proof fail against the root.
+    try:
+        path = inclusion_proof(nodes, stored.seq, size)
+    except (MissingNode, ReceiptsError):
+        return False
+    return is_valid_inclusion(leaf_hash(stored.entry), stored.seq, size, path, root)
+
+
+def audited_entry(source: LedgerSource, state: AuditState, seq: int, entry: str) -> bool:
+    """Whether the entry whose hash is ``entry`` sits at ``seq`` in the prefix a clean chain
+    audit covered (format.md §8.1a): below the state's size, and the ledger's row there
+    hashes to ``entry`` and is proven into the state's checkpoint root.
+
+    Args:
+        source: the ledger the audit (that left ``state``) ran on.
+        state: a clean audit's state, re-proven or just written by `verify_chain`.
+        seq: the entry's position, as the checked receipt says.
+        entry: the entry hash in text form, computed from the checked entry's bytes.
+
+    Returns:
+        True only when all three hold; a row changed since the audit fails the proof.
+    """
+    if not 0 <= seq < state.size:
+        return False
+    stored = source.by_seq(seq)
+    if stored is None or str(entry_hash(stored.entry)) != entry:
+        return False
+    return _proven_into(CachedNodes(StoredNodes(source)), stored, state.size, _resumed_range(state).root())
+
+
 def _reprove_state(source: LedgerSource, state: AuditState, seam: StoredEntry, root: bytes) -> None:
     """Re-prove what the state says against the ledger before a resumed walk relies on it
     (format.md §8.2): the state file is not signed, so each fact is tied to the state's
@@ -736,11 +803,7 @@ def _reprove_state(source: LedgerSource, state: AuditState, seam: StoredEntry, r
     nodes = CachedNodes(StoredNodes(source))
 
     def proven(stored: StoredEntry) -> bool:
-        try:
-            path = inclusion_proof(nodes, stored.seq, state.size)
-        except (MissingNode, ReceiptsError):
-            return False
-        return is_valid_inclusion(leaf_hash(stored.entry), stored.seq, state.size, path, root)
+        return _proven_into(nodes, stored, state.size, root)
 
     def refuse(why: str) -> NoReturn:
         raise CannotVerify("the audit state does not re-prove against the ledger (%s): run a full audit" % why)
