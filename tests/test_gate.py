@@ -177,3 +177,32 @@ def test_advisory_mode_without_a_key_is_bad_input(flow: tuple[Path, dict[str, st
     repo, env, _ = flow
     res = run_cli("gate", "--mode", "advisory", cwd=repo, env=env)
     assert res.returncode == 2 and "pass --key" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_a_rollback_of_the_store_blocks_the_gate_that_audited_it(flow: tuple[Path, dict[str, str], str]) -> None:
+    """Issue 22, case 10 for the gate: CI's gate keeps its audit state; deleting the store's
+    newest entry and its checkpoint afterwards (a rollback no mirror saw) makes its next
+    audit fail, so the gate blocks instead of passing on the shortened store."""
+    import sqlite3
+
+    repo, env, receipt = flow
+    store = ("--dir", ".ledger")
+    state = repo.parent / "gate-audit.json"
+    assert run_cli("attach", receipt, cwd=repo, env=env).returncode == 0
+    # A later entry (a new reviewer's key) and a checkpoint over it; the gate audits both.
+    assert run_cli("keys", "generate", "bob", "--role", "human", cwd=repo, env=env).returncode == 0
+    assert run_cli("checkpoint", "--key", "sealer", cwd=repo, env=env).returncode == 0
+    before = run_cli(*store, "gate", "--audit-state", str(state), cwd=repo, env=env)
+    assert before.returncode == 0, before.stdout
+    audited = json.loads(state.read_text())["size"]
+    conn = sqlite3.connect(repo / ".ledger" / "ledger.db")
+    with conn:
+        conn.execute("DELETE FROM checkpoints WHERE size = ?", (audited,))
+        conn.execute("DELETE FROM entries WHERE seq = ?", (audited - 1,))
+    conn.close()
+    after = run_cli(*store, "gate", "--json", "--audit-state", str(state), cwd=repo, env=env)
+    doc = json.loads(after.stdout)
+    assert after.returncode == 1 and doc["receipt"] is None, after.stdout
+    assert "the gate's audit of the store failed" in doc["reasons"][0], doc["reasons"]
+    assert "[history-rewritten]" in doc["reasons"][0], doc["reasons"]
+    assert json.loads(state.read_text())["size"] == audited  # the refusal keeps the state
