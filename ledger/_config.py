@@ -21,6 +21,7 @@ __all__ = [
     "CONFIG_NAME",
     "config_value",
     "shared_store",
+    "store_value",
     "open_source",
     "write_store_config",
     "without_password",
@@ -54,18 +55,21 @@ def shared_store(root: Path, explicit: str | None) -> str | None:
     """The shared store's URL for the ledger directory ``root``, or None for the local one."""
     if explicit:
         return _checked(explicit, "--store/LEDGER_STORE")
-    path = root / CONFIG_NAME
-    found = config_value(root, "store")
+    return store_value(config_value(root, "store"), str(root / CONFIG_NAME))
+
+
+def store_value(found: object, where: str) -> str | None:
+    """A config file's ``store`` value checked (None when absent); ``where`` names the file."""
     if found is None:
         return None
     if not isinstance(found, str):
-        raise InputError("%s: store must be a string URL" % path)
+        raise InputError("%s: store must be a string URL" % where)
     if urlsplit(found).password is not None:
         raise InputError(
             "%s: the store URL holds a password; keep it out of the repository (PGPASSWORD, ~/.pgpass"
-            " or a service file)" % path
+            " or a service file)" % where
         )
-    return _checked(found, str(path))
+    return _checked(found, where)
 
 
 def without_password(url: str) -> str:

@@ -29,8 +29,9 @@ from typing import Any
 
 from receipts import ReceiptsError, parse_contract
 from verify import Result, Transparency, verify_receipt
+from verify.postgres import redact_url
 
-from ._config import open_source
+from ._config import open_source, shared_store
 from ._errors import InputError
 from ._escape import markdown_text
 from ._gate import GateResult, gate
@@ -38,7 +39,7 @@ from ._git import run_git
 from ._git_notes import open_bundle
 from ._git_sync import fetch_receipts, push_receipts
 from ._render import gate_lines, pr_comment
-from ._trust import resolve_auditors, resolve_trust
+from ._trust import branch_store, resolve_auditors, resolve_trust
 
 __all__ = [
     "STEPS",
@@ -260,6 +261,35 @@ def _run_ledger(args: Sequence[str], env: Mapping[str, str], cwd: Path) -> subpr
     return done
 
 
+def _quorum(text: str) -> int | None:
+    if not text.strip():
+        return None
+    if not text.strip().isdigit():
+        raise InputError("audited-quorum %r: give a whole number" % text.strip()[:40])
+    return int(text)
+
+
+def _store(env: Mapping[str, str], repo: Path, trust_ref: str) -> str | None:
+    """The shared store the tiers write to and the gate audits: the ``store`` input, else
+    the target branch's ``.ledger/config.toml`` (`branch_store`); None for the runner's
+    directory (``LEDGER_DIR``, else the workspace's ``.ledger``). The checkout's config is
+    the candidate's, so one that names another store is refused rather than obeyed."""
+    if env.get("LEDGER_STORE"):
+        return shared_store(repo / ".ledger", env["LEDGER_STORE"])
+    if env.get("LEDGER_DIR"):
+        return None  # the runner's own ledger directory and its config, not the checkout's
+    store = branch_store(repo, trust_ref)
+    proposed = shared_store(repo / ".ledger", None)
+    if proposed != store:
+        raise InputError(
+            "the pull request's .ledger/config.toml names the store %s, the target branch %s names %s:"
+            " a candidate does not choose the ledger it is checked against (give the action's store input"
+            " to override)"
+            % (redact_url(proposed) if proposed else "(none)", trust_ref, redact_url(store) if store else "(none)")
+        )
+    return store
+
+
 def run_action(env: Mapping[str, str], repo: Path, runner: Runner = _run_ledger) -> ActionReport:
     """One run of the action in ``repo`` (the checked-out workspace); see the module docstring."""
     event_path = env.get("GITHUB_EVENT_PATH", "")
@@ -287,8 +317,9 @@ def run_action(env: Mapping[str, str], repo: Path, runner: Runner = _run_ledger)
     keys = Path(env.get("RUNNER_TEMP") or "/tmp") / ("receipt-ledger-keys-" + secrets.token_hex(6))
     child = {k: v for k, v in env.items() if not k.endswith("_KEY") or not k.startswith("LEDGER_")}
     child.update(RECEIPT_LEDGER_KEYS=str(keys))
-    if env.get("LEDGER_STORE"):
-        child["LEDGER_STORE"] = env["LEDGER_STORE"]
+    store = _store(env, repo, trust_ref)
+    if store is not None:
+        child["LEDGER_STORE"] = store
     try:
         written = _write_keys(env, keys)
         for step, role in (("check", "deterministic"), ("judge", "judge"), ("seal", "seal")):
@@ -314,16 +345,13 @@ def run_action(env: Mapping[str, str], repo: Path, runner: Runner = _run_ledger)
         )
         auditors, quorum = resolve_auditors(
             explicit=[line for line in env.get("LEDGER_AUDITING_WITNESSES", "").splitlines() if line.strip()],
-            quorum=int(env["LEDGER_AUDITED_QUORUM"])
-            if env.get("LEDGER_AUDITED_QUORUM", "").strip().isdigit()
-            else None,
+            quorum=_quorum(env.get("LEDGER_AUDITED_QUORUM", "")),
             repo=repo,
             trust_ref=trust_ref,
         )
         # The runner reaches the store the tiers wrote to: where no auditing witness has
         # cosigned yet, the gate audits its chain itself (a full audit unless the state is kept).
         ledger_dir = Path(env["LEDGER_DIR"]) if env.get("LEDGER_DIR") else repo / ".ledger"
-        store = env.get("LEDGER_STORE") or None
         report.gated = gate(
             repo,
             event.head_sha,

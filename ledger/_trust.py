@@ -15,19 +15,25 @@
    ``--chain``): the ledger directory's own ``allowed_signers``, which ``ledger init``
    wrote on this machine.
 
-With none of them a command refuses (`InputError`, exit 2)."""
+With none of them a command refuses (`InputError`, exit 2).
+
+The same target branch holds the rest of what a candidate must not choose: the auditing
+witnesses that certify completeness (``.ledger/auditing-witnesses``, format.md §8.1a) and,
+for CI, the shared store the ladder writes to and the gate audits (``store`` in the
+branch's ``.ledger/config.toml``, `branch_store`)."""
 
 from __future__ import annotations
 
 import os
 import tempfile
+import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 
 from receipts import Role, Signer, fingerprint, namespace_for, public_key_line
 from verify import CannotVerify, Trust, TrustRoot, UnsafeTrustOnFirstUse, WitnessKey
 
-from ._config import CONFIG_NAME, config_value
+from ._config import CONFIG_NAME, config_value, store_value
 from ._errors import InputError
 from ._git import git_ok, run_git
 
@@ -44,6 +50,7 @@ __all__ = [
     "AUDITORS_PATH",
     "parse_auditors",
     "resolve_auditors",
+    "branch_store",
 ]
 
 TRUST_FILE = "allowed_signers"
@@ -229,6 +236,28 @@ def resolve_auditors(
     if branch is None or text is None:
         return (), 0
     return parse_auditors(text, "%s:%s" % (branch[0], AUDITORS_PATH))
+
+
+def branch_store(repo: Path, ref: str | None) -> str | None:
+    """The shared store named by ``store`` in ``.ledger/config.toml`` as committed on the
+    target branch (None when the branch or the line is absent), never the candidate's file:
+    a candidate that named its own store could have CI seal from a copy that leaves out a
+    rejection, and have the gate audit that copy.
+
+    Raises:
+        InputError: an explicit ref that names no branch, or a file that does not parse.
+    """
+    branch = _target_branch(repo, ref)
+    path = ".ledger/" + CONFIG_NAME
+    text = _branch_text(repo, branch, path) if branch is not None else None
+    if branch is None or text is None:
+        return None
+    where = "%s:%s" % (branch[0], path)
+    try:
+        found = tomllib.loads(text).get("store")
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError("%s: %s" % (where, exc)) from None
+    return store_value(found, where)
 
 
 def resolve_trust(

@@ -260,6 +260,34 @@ def test_bad_input_is_one_line_and_exit_2(world: tuple[Path, dict[str, str], str
     assert github.requests == []
 
 
+def test_a_pull_request_cannot_choose_the_store_its_ladder_writes_to(
+    world: tuple[Path, dict[str, str], str], github: FakeGithub
+) -> None:
+    """Issue 22 (cases 4 and 5 through CI): the checkout's .ledger/config.toml is the
+    candidate's. One that names another store would have CI's honest sealer seal from a copy
+    that leaves out a rejection, and the gate audit that copy; the action refuses it before
+    any key is written or any tier runs."""
+    top, _, _ = world
+    dev = top / "dev"
+    git(dev, "checkout", "-q", "task-1")
+    (dev / ".ledger" / "config.toml").write_text('store = "postgresql://mallory@127.0.0.1:1/copy"\n')
+    git(dev, "add", "-f", ".ledger/config.toml")
+    git(dev, "commit", "-qm", "T: a store of my own")
+    git(dev, "push", "-q", "origin", "task-1")
+    workspace, head = _checkout(top, "ws-store", "task-1")
+    event = _pull_request_event(top / "event.json", 12, head, "task-1", "Greet the receipts")
+    env = {
+        k: v for k, v in _actions_env(top, github, event, LEDGER_RUN="all", **_keys(top)).items() if k != "LEDGER_DIR"
+    }
+    refused = _action(workspace, env)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "names the store postgresql://mallory@127.0.0.1:1/copy" in refused.stderr, refused.stderr
+    assert "origin/main names (none)" in refused.stderr, refused.stderr
+    assert github.requests == [] and not list((top / "runner").glob("receipt-ledger-keys-*"))
+    # The store input overrides (here: the same bogus store, so the tiers fail on it, not the rule).
+    assert "names the store" not in _action(workspace, {**env, "LEDGER_STORE": "postgresql://127.0.0.1:1/x"}).stderr
+
+
 def test_a_merge_group_event_gates_the_queue_commit(
     world: tuple[Path, dict[str, str], str], github: FakeGithub
 ) -> None:
