@@ -4,7 +4,7 @@ same bytes). Its size grows with the task's history and the keyring, not the led
 
 from __future__ import annotations
 
-import base64
+import io
 import json
 import zipfile
 from collections.abc import Sequence
@@ -12,45 +12,39 @@ from pathlib import Path
 from typing import Any
 
 from receipts import (
-    CHECK_RESULT_FORMAT,
-    HUMAN_DECISION_FORMAT,
-    HUMAN_DECISION_ID,
     KEYRING_KINDS,
-    SNAPSHOT_FORMAT,
     CachedNodes,
-    ContractRevision,
     Digest,
     EntryKind,
     EvidenceRef,
-    Genesis,
-    KeyAdd,
-    KeyRevoke,
     LadderReceipt,
     SignedNote,
-    TaskEvent,
     TierRecord,
-    Verdict,
-    Waiver,
     allowed_signers_text,
     content_digest,
-    decision_method,
     decode_as,
     decode_body,
     decode_entry,
-    derive_check,
     inclusion_proof,
     is_derivation_input,
-    parse_checkpoint,
     replay_keyring,
     tlog_proof_text,
 )
-from verify import BUNDLE_FORMAT, Result, StoredEntry, Trust, read_blob, verify_receipt
+from verify import (
+    BundleSource,
+    CannotVerify,
+    StoredEntry,
+    Trust,
+    bundle_manifest,
+    bundle_renderings,
+    final_status,
+    read_blob,
+    report_html,
+    verify_receipt,
+)
 
-from ._environment import VERSION
 from ._errors import InputError
-from ._escape import markdown_text
 from ._evidence import evidence_json
-from ._report import report_html
 from ._store import Ledger
 
 __all__ = ["export_bundle", "final_status", "receipt_page"]
@@ -96,260 +90,6 @@ def _bundle_allowed_signers(entries: dict[int, StoredEntry]) -> str:
     ring = replay_keyring(changes, verify_signatures=False)
     times = {seq: decode_entry(e.entry).time for seq, e in entries.items()}
     return allowed_signers_text(ring, times) if ring is not None else ""
-
-
-def final_status(result: Result) -> str:
-    """One word for a verification result: verified, or the first tier that blocked it."""
-    if result.derived_eligible:
-        return "verified"
-    statuses = {t.tier.value: t.status for t in result.tiers}
-    if statuses.get("deterministic") == "fail":
-        return "failed"
-    if "fail" in statuses.values():
-        return "blocked"
-    return "partial"
-
-
-def _json(store: Ledger, digest: Digest, fmt: str) -> dict[str, Any] | None:
-    return evidence_json(store, digest, fmt)
-
-
-def _manifest(
-    ledger: Ledger,
-    receipt: LadderReceipt,
-    receipt_hash: str,
-    result: Result,
-    entries: dict[int, StoredEntry],
-    records: dict[str, tuple[TierRecord, str]],
-    checkpoint_text: str | None,
-) -> dict[str, Any]:
-    cp = parse_checkpoint(checkpoint_text.split("\n\n")[0] + "\n") if checkpoint_text is not None else None
-    revision = next(
-        (
-            decode_as(ContractRevision, e.body)
-            for _, e in sorted(entries.items())
-            if e.kind == EntryKind.CONTRACT.value
-            and decode_as(ContractRevision, e.body).config_hash == receipt.config_hash
-        ),
-        None,
-    )
-    contract = revision.parse() if revision is not None else None
-    names = {s.key_id: (s.spec.name, tuple(r.value for r in s.spec.roles)) for s in ledger.keyring()}
-    decisions: list[dict[str, Any]] = []
-    snapshot: dict[str, Any] = {}
-    artifacts: list[dict[str, Any]] = []
-    checks: list[dict[str, Any]] = []
-    approvals: list[dict[str, Any]] = []
-    rejections: list[dict[str, Any]] = []
-    for digest, (rec, signer) in sorted(records.items()):
-        for ref in rec.evidence:
-            artifacts.append(
-                {
-                    "tier": rec.tier.value,
-                    "check": ref.check_id,
-                    "digest": str(ref.digest),
-                    "size": ref.size,
-                    "media_type": ref.media_type,
-                }
-            )
-            if ref.check_id == "snapshot":
-                snapshot = _json(ledger, ref.digest, SNAPSHOT_FORMAT) or {}
-            if ref.check_id.startswith("check:") and ref.check_id.count(":") == 1:
-                doc = _json(ledger, ref.digest, CHECK_RESULT_FORMAT) or {}
-                facts = doc.get("facts") or {}
-                declared = contract.check(ref.check_id[6:]) if contract is not None else None
-                passed, why = derive_check(declared, doc) if declared is not None else (False, "not in the contract")
-                own = [ref] + [e for e in rec.evidence if e.check_id.startswith(ref.check_id + ":")]
-                checks.append(
-                    {
-                        "id": ref.check_id[6:],
-                        "type": doc.get("type"),
-                        "verifier": rec.verifier,
-                        "verifier_version": rec.verifier_version,
-                        "environment": str(rec.environment),
-                        "started": doc.get("started"),
-                        "exit_status": facts.get("exit_code"),
-                        "status": "pass" if passed else "fail",
-                        "reason": why,
-                        "duration_ms": doc.get("duration_ms"),
-                        "evidence": [str(e.digest) for e in own],
-                        "files": [{"name": e.check_id, "digest": str(e.digest)} for e in own],
-                    }
-                )
-        if rec.tier.value == "human":
-            (approvals if rec.verdict is Verdict.PASS else rejections).append(
-                {"record": digest, "signer": signer, "created": rec.created}
-            )
-            refs = [e for e in rec.evidence if e.check_id == HUMAN_DECISION_ID]
-            doc = (_json(ledger, refs[0].digest, HUMAN_DECISION_FORMAT) if refs else None) or {}
-            decisions.append(
-                {
-                    "decision": doc.get("decision", "unreadable"),
-                    "name": names.get(signer, ("?", ()))[0],
-                    "key": signer,
-                    "roles": list(names.get(signer, ("?", ()))[1]),
-                    "time": rec.created,
-                    "method": decision_method(doc),
-                    "note": doc.get("note"),
-                    "shown_sha256": doc.get("shown_sha256"),
-                }
-            )
-    contract_seq = next(
-        (
-            seq
-            for seq, e in sorted(entries.items())
-            if e.kind == EntryKind.CONTRACT.value
-            and decode_as(ContractRevision, e.body).config_hash == receipt.config_hash
-        ),
-        None,
-    )
-    keyring = [
-        {
-            "name": s.spec.name,
-            "key_id": s.key_id,
-            "roles": [r.value for r in s.spec.roles],
-            "status": "revoked" if s.revoked_at is not None else "active",
-        }
-        for s in ledger.keyring()
-        if s.available_from <= max(entries)
-    ]
-    return {
-        "format": BUNDLE_FORMAT,
-        "receipt": receipt_hash,
-        "task": receipt.task_id,
-        "final_status": final_status(result),
-        "merge_eligible": receipt.merge_eligible,
-        "contract": {
-            "config": str(receipt.config_hash),
-            "revision_entry": contract_seq,
-            "goal": contract.goal if contract else None,
-            "policy": {
-                "required_tiers": [t.value for t in contract.required_tiers],
-                "human_approvals": contract.human_approvals,
-                "independent_approvers": contract.independent_approvers,
-                "judge_threshold": contract.judge_threshold_bp / 10000,
-            }
-            if contract
-            else {},
-        },
-        "sealed_at": receipt.created,
-        "input_snapshot": {
-            "candidate": str(receipt.input_hash),
-            **{k: snapshot.get(k) for k in ("commit", "tree", "base", "base_source", "diff", "dirty")},
-        },
-        "decisions": decisions,
-        "timeline": [_event(seq, e, names) for seq, e in sorted(entries.items())],
-        "verification": {
-            "verified": result.ok,
-            "merge_eligible_derived": result.derived_eligible,
-            "not_eligible_because": list(result.eligibility_reasons),
-            "defects": [{"code": d.code, "message": d.message} for d in result.defects],
-            "warnings": list(result.warnings),
-            "trust": result.trust,
-            "method": "by proof into the checkpoint" if result.method == "proof" else "by walking the chain",
-            "checkpoint": result.checkpoint,
-            "by": "receipt-ledger %s" % VERSION,
-        },
-        "change_set": {"diff": snapshot.get("diff"), "attribution": snapshot.get("attribution")},
-        "artifacts": artifacts,
-        "checks": checks,
-        "tiers": [t.as_dict() for t in result.tiers],
-        "provenance": {
-            "log": cp.origin if cp is not None else None,
-            "keyring": keyring,
-            "signers": sorted({signer for _, signer in records.values()}),
-        },
-        "policy_decisions": {
-            "approvals": approvals,
-            "rejections": rejections,
-            "waivers": list(result.waivers),
-            "contract_weakenings": list(result.weakenings),
-        },
-        "unresolved": {
-            "skipped_tiers": [t.tier.value for t in result.tiers if t.status in ("skip", "missing")],
-            "stale_approvals": list(result.stale),
-            "flaky_checks": list(result.waivers),
-            "unverified_assumptions": list(result.warnings),
-            "not_eligible_because": list(result.eligibility_reasons),
-        },
-        "checkpoint": {"origin": cp.origin, "size": cp.size, "root": base64.b64encode(cp.root).decode("ascii")}
-        if cp is not None
-        else None,
-        "entries": sorted(entries),
-        "how_to_verify": "ledger verify --bundle BUNDLE.zip --trust ALLOWED_SIGNERS",
-    }
-
-
-def _event(seq: int, stored: StoredEntry, names: dict[str, tuple[str, tuple[str, ...]]]) -> dict[str, Any]:
-    """One line of the report's timeline: what the entry did, when, signed by whom."""
-    entry = decode_entry(stored.entry)
-    body = decode_body(entry.kind, stored.body)
-    if isinstance(body, TierRecord):
-        what = "%s record: %s" % (body.tier.value, body.verdict.value)
-    elif isinstance(body, LadderReceipt):
-        what = "receipt sealed: merge_eligible=%s" % str(body.merge_eligible).lower()
-    elif isinstance(body, ContractRevision):
-        what = "contract revision %s" % body.config_hash.short()
-    elif isinstance(body, Waiver):
-        what = "waiver of %s until %d: %s" % (body.check_id, body.expires, body.reason)
-    elif isinstance(body, TaskEvent):
-        detail = ", ".join("%s=%s" % kv for kv in body.fields)
-        what = "%s%s" % (body.type.value, " (%s)" % detail if detail else "")
-    elif isinstance(body, Genesis):
-        what = "ledger created"
-    elif isinstance(body, KeyAdd):
-        what = "key %s added: %s" % (body.key.name, ", ".join(r.value for r in body.key.roles))
-    elif isinstance(body, KeyRevoke):
-        what = "key %s revoked: %s" % (names.get(body.key_id, (body.key_id,))[0], body.reason)
-    else:
-        what = entry.kind.value
-    return {
-        "seq": seq,
-        "time": entry.time,
-        "kind": entry.kind.value,
-        "what": what,
-        "signer": "%s (%s)" % (names.get(entry.signer, ("?",))[0], entry.signer),
-    }
-
-
-def _report_md(m: dict[str, Any]) -> str:
-    # Every text the ledger supplied goes through markdown_text: the file is rendered by
-    # Markdown viewers that also render HTML.
-    md = markdown_text
-    lines = [
-        "# Evidence bundle: %s" % md(m["task"]),
-        "",
-        "Status: **%s** (merge_eligible=%s)" % (md(m["final_status"]), str(m["merge_eligible"]).lower()),
-        "",
-        "Receipt `%s`, candidate `%s`" % (m["receipt"], m["input_snapshot"]["candidate"]),
-        "",
-        "| tier | required | status | signer / detail |",
-        "|---|---|---|---|",
-    ]
-    for t in m["tiers"]:
-        lines.append(
-            "| %s | %s | %s | %s |"
-            % (t["tier"], "yes" if t["required"] else "no", md(t["status"]), md(t["signer"] or t["detail"]))
-        )
-    lines += ["", "## Evidence", "", "| tier | check | digest | size | type |", "|---|---|---|---|---|"]
-    lines += [
-        "| %s | %s | `%s` | %d | %s |" % (a["tier"], md(a["check"]), a["digest"], a["size"], md(a["media_type"]))
-        for a in m["artifacts"]
-    ]
-    lines += ["", "## Signers", ""] + ["- %s" % md(s) for s in m["provenance"]["signers"]]
-    lines += [
-        "",
-        "## Checkpoint",
-        "",
-        "`%s` at size %d, root `%s`" % (m["checkpoint"]["origin"], m["checkpoint"]["size"], m["checkpoint"]["root"]),
-    ]
-    unresolved = [(k, v) for k, v in m["unresolved"].items() if v]
-    if unresolved:
-        lines += ["", "## Unresolved", ""] + [
-            "- %s: %s" % (k.replace("_", " "), md("; ".join(map(str, v)))) for k, v in unresolved
-        ]
-    lines += ["", "Verify offline: `%s`" % m["how_to_verify"], ""]
-    return "\n".join(lines)
 
 
 def _timestamp_token(ledger: Ledger, note: SignedNote, size: int) -> bytes | None:
@@ -427,19 +167,17 @@ def _redactions(records: dict[str, tuple[TierRecord, str]], names: Sequence[str]
 def receipt_page(ledger: Ledger, receipt_digest: Digest, trust: Trust) -> str:
     """`ledger report HASH --html`: the page a bundle carries, for one receipt on the
     ledger, verified against the caller's ``trust``; evidence is named, not linked."""
-    stored, receipt = ledger.receipt(receipt_digest)
+    stored, _ = ledger.receipt(receipt_digest)
     receipt_hash = str(Digest(stored.body_hash))
     result = verify_receipt(ledger.reader, receipt_hash, trust)
     covering = [note for size, note in ledger.checkpoints() if size > stored.seq]
-    entries = _history(ledger, stored)
-    manifest = _manifest(
-        ledger,
-        receipt,
+    manifest = bundle_manifest(
+        _history(ledger, stored),
+        lambda digest, fmt: evidence_json(ledger, digest, fmt),
         receipt_hash,
         result,
-        entries,
-        _listed_records(entries, receipt),
         covering[-1].encode() if covering else None,
+        [],
     )
     return report_html(manifest, links=False)
 
@@ -447,9 +185,10 @@ def receipt_page(ledger: Ledger, receipt_digest: Digest, trust: Trust) -> str:
 def export_bundle(ledger: Ledger, receipt_digest: Digest, out: Path, redact: Sequence[str] = ()) -> dict[str, Any]:
     """Write the evidence bundle of a receipt to ``out`` (atomically): the receipt, its
     task's history and the keyring entries with inclusion proofs against the newest
-    checkpoint covering it, every evidence blob, a manifest and the reports. Refuses
-    (`InputError`) a receipt that does not verify against the ledger's own genesis admin,
-    or one no checkpoint covers yet. Returns the manifest.
+    checkpoint covering it, every evidence blob, and the renderings (manifest and reports)
+    that `verify.bundle_renderings` derives from those. Refuses (`InputError`) a receipt
+    that does not verify against the ledger's own genesis admin, or one no checkpoint
+    covers yet. Returns the manifest.
 
     ``redact`` names evidence items to leave out, kept only by their digest: an item
     (``check:tests:stdout``, ``diff``) or a check's id (all its raw output). Only items no
@@ -468,13 +207,8 @@ def export_bundle(ledger: Ledger, receipt_digest: Digest, out: Path, redact: Seq
     records = _listed_records(entries, receipt)
     redacted = _redactions(records, redact)
     redacted += _pruned(ledger, records, redacted)
-    manifest = _manifest(ledger, receipt, receipt_hash, result, entries, records, checkpoint_text)
-    manifest["redacted"] = redacted
     members: dict[str, bytes | Digest] = {
-        "manifest.json": (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode(),
         "checkpoint": checkpoint_text.encode(),
-        "report.md": _report_md(manifest).encode(),
-        "report.html": report_html(manifest).encode(),
         "allowed_signers": _bundle_allowed_signers(entries).encode(),
     }
     token = _timestamp_token(ledger, note, size)
@@ -498,6 +232,7 @@ def export_bundle(ledger: Ledger, receipt_digest: Digest, out: Path, redact: Seq
                 raise InputError("evidence blob %s is missing from the blob store" % ref.digest)
             handle.close()
             members["blobs/" + ref.digest.hex] = ref.digest
+    members.update(_renderings(ledger, members, receipt_hash, redacted))
     tmp = out.with_name(out.name + ".partial")
     try:
         with zipfile.ZipFile(tmp, "w", compresslevel=6) as zf:
@@ -518,4 +253,25 @@ def export_bundle(ledger: Ledger, receipt_digest: Digest, out: Path, redact: Seq
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise InputError("cannot write bundle %s: %s" % (out, exc)) from None
-    return manifest
+    parsed: dict[str, Any] = json.loads(members["manifest.json"])  # type: ignore[arg-type]
+    return parsed
+
+
+def _renderings(
+    ledger: Ledger, members: dict[str, bytes | Digest], receipt_hash: str, redacted: list[dict[str, Any]]
+) -> dict[str, bytes]:
+    """The rendering members, derived as the verifier derives them (`bundle_renderings`)
+    from a draft of this bundle: its small members in memory, with only the redactions in
+    its manifest, and its blobs read from the store."""
+    draft = io.BytesIO()
+    with zipfile.ZipFile(draft, "w") as zf:
+        zf.writestr("manifest.json", json.dumps({"redacted": redacted}))
+        for name, content in members.items():
+            if isinstance(content, bytes):
+                zf.writestr(name, content)
+    kept = {content.hex for content in members.values() if isinstance(content, Digest)}
+    try:
+        with BundleSource(draft, blobs=lambda d: ledger.reader.open_blob(d) if d.hex in kept else None) as source:
+            return bundle_renderings(source, receipt_hash)
+    except CannotVerify as exc:
+        raise InputError("cannot render the bundle: %s" % exc) from None

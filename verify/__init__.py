@@ -7,14 +7,16 @@ or `UnsafeTrustOnFirstUse`, named for what it is and never a default."""
 
 from ._bundle import BUNDLE_FORMAT, BundleSource
 from ._errors import CannotVerify, NoLedger, VerificationFailed, VerifyError
+from ._escape import csv_cell, markdown_text, terminal_text
 from ._evidence import SMALL_BLOB, evidence_reader, read_blob, read_evidence
+from ._rendering import RENDERINGS, bundle_manifest, final_status, report_html
 from ._result import ChainResult, Defect, Finding, Result, TierLine
 from ._source import LedgerSource, Source, StoredEntry
 from ._state import AUDIT_STATE_FORMAT, AuditState
 from ._transparency import Transparency, WitnessKey
 from ._trust import Trust, TrustRoot, UnsafeTrustOnFirstUse, parse_allowed_signers
 from ._tsa import tsa_roots
-from ._verifier import METHODS, audited_entry, verify_chain, verify_receipt, verify_receipt_strict
+from ._verifier import METHODS, audited_entry, bundle_renderings, verify_chain, verify_receipt, verify_receipt_strict
 from .postgres import PostgresSource
 
 __all__ = [
@@ -46,6 +48,15 @@ __all__ = [
     "read_evidence",
     "evidence_reader",
     "SMALL_BLOB",
+    # the bundle's renderings, re-derived (format.md §10) and the escapes they use
+    "bundle_renderings",
+    "RENDERINGS",
+    "bundle_manifest",
+    "report_html",
+    "final_status",
+    "csv_cell",
+    "markdown_text",
+    "terminal_text",
     # what they return and raise
     "Result",
     "ChainResult",

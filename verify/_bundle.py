@@ -10,8 +10,9 @@ import re
 import stat
 import zipfile
 import zlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from receipts import (
     Digest,
@@ -123,11 +124,26 @@ class _Capped(io.RawIOBase):
 class BundleSource(SparseEntries):
     """The sparse copy of a ledger inside an evidence bundle."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path | BinaryIO, blobs: Callable[[Digest], BinaryIO | None] | None = None) -> None:
+        """Open a bundle.
+
+        Args:
+            path: the bundle file (or its bytes, as an open binary file).
+            blobs: where evidence blobs absent from the zip are read from. Only an exporter's
+                draft passes it (the bundle it is about to write, before its renderings exist,
+                with the blobs still in the store); an auditor never does.
+
+        Raises:
+            CannotVerify: the file is not a bundle this verifier can read.
+        """
         try:
             self._zip = zipfile.ZipFile(path)
         except _UNREADABLE as exc:
             raise CannotVerify("cannot open bundle %s: %s" % (path, exc)) from None
+        self._blobs = blobs
+        # Off while the renderings' own verification runs (step 9): what it checks must not
+        # depend on the renderings it is about to produce.
+        self.accounting = True
         self.members = _check_members(self._zip)
         self.entries: dict[int, StoredEntry] = {}
         self.proofs: dict[int, TlogProof] = {}
@@ -186,22 +202,27 @@ class BundleSource(SparseEntries):
         name = "blobs/" + digest.hex
         info = self.members.get(name)
         if info is None:
-            return None
+            return self._blobs(digest) if self._blobs is not None else None
         self.opened.add(name)  # step 5d reads (and re-hashes) every blob it opens
         try:
             return io.BufferedReader(_Capped(self._zip.open(info), info.file_size))  # type: ignore[arg-type]
         except _UNREADABLE as exc:
             raise CannotVerify("cannot read bundle member %s: %s" % (name, exc)) from None
 
+    def redactions(self) -> list[dict[str, Any]]:
+        """The redactions manifest.json declares (its ``redacted`` list; empty when there is
+        none or the manifest does not parse, which step 8 reports)."""
+        try:
+            listed = json.loads(self.read("manifest.json")).get("redacted") or []
+        except (CannotVerify, ValueError, AttributeError):
+            return []
+        return [item for item in listed if isinstance(item, dict)] if isinstance(listed, list) else []
+
     def redacted(self, digest: Digest) -> bool:
         """Whether manifest.json declares this blob redacted by the exporter. The manifest is
         not signed: verify excuses such a blob only where no verdict is derived from it, and
         says it was not checked."""
-        try:
-            listed = json.loads(self.read("manifest.json")).get("redacted") or []
-            return any(isinstance(item, dict) and item.get("digest") == str(digest) for item in listed)
-        except (CannotVerify, ValueError, AttributeError):
-            return False
+        return any(item.get("digest") == str(digest) for item in self.redactions())
 
     def pruned(self, record: TierRecord, ref: EvidenceRef) -> str | None:
         return None  # evidence pruned before export travels as a redaction (manifest.json)
@@ -225,6 +246,8 @@ class BundleSource(SparseEntries):
 
     def check_transparency(self, origin: str, ring: Keyring | None, receipt_seq: int, policy: Transparency) -> Finding:
         proven = _bundle_transparency(self, ring, origin, receipt_seq, policy)
+        if not self.accounting:
+            return proven
         members, said = _account_for_members(self, ring, receipt_seq)
         return Finding((*proven.defects, *members), (*proven.warnings, *said), proven.checkpoint, proven.certified_by)
 
@@ -235,8 +258,8 @@ def _account_for_members(
     """Step 8 for a bundle, beyond the proofs: every member is verified or refused. Blobs must
     be evidence of a record in the bundle (those step 5d did not read are re-hashed here);
     allowed_signers must be the keyring the entries replay to; manifest.json must name this
-    receipt, this format and exactly these entries. The renderings cannot be checked: the
-    result says so."""
+    receipt, this format and exactly these entries. The renderings are re-rendered and
+    compared in step 9."""
     defects: list[Defect] = []
     referenced: set[str] = set()
     times: dict[int, int] = {}
@@ -280,8 +303,7 @@ def _account_for_members(
             len([b for b in blobs if b in referenced]),
             ", allowed_signers checked against the keyring" if "allowed_signers" in source.members else "",
         ),
-        "bundle: NOT verified, renderings only: report.html, report.md, and manifest.json beyond its receipt, "
-        "format and entry list; the result above is what was verified",
+        "bundle: manifest.json, report.md and report.html re-rendered from the verified content and compared",
     ]
     return defects, said
 

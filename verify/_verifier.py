@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NoReturn
 
 from receipts import (
@@ -57,9 +57,11 @@ from receipts import (
     waivers_in_force,
 )
 
+from ._bundle import BundleSource
 from ._errors import CannotVerify, VerificationFailed
 from ._evidence import blob_problem, evidence_reader, read_blob, read_evidence
 from ._flat import MissingNode, StoredNodes, flat_source
+from ._rendering import RENDERINGS, bundle_manifest, render, rendering_trust
 from ._result import ChainResult, Defect, Finding, Result, TierLine
 from ._source import LedgerSource, Source, StoredEntry
 from ._state import AuditState
@@ -67,7 +69,14 @@ from ._transparency import Transparency, checkpoint_signer, ledger_transparency,
 from ._trust import Trust
 from ._walk import SignatureQueue, Walk, describe_waiver
 
-__all__ = ["verify_receipt", "verify_receipt_strict", "verify_chain", "RECEIPT_CLOCK_SKEW", "METHODS"]
+__all__ = [
+    "bundle_renderings",
+    "verify_receipt",
+    "verify_receipt_strict",
+    "verify_chain",
+    "RECEIPT_CLOCK_SKEW",
+    "METHODS",
+]
 
 
 RECEIPT_CLOCK_SKEW = 300  # seconds a receipt's own date may trail the entry that appended it
@@ -97,13 +106,23 @@ def verify_receipt(
          (deterministic, judge and human alike);
       6. check that the human slot lists exactly each key's latest decision;
       7. derive merge_eligible again and compare it with the claim;
-      8. check transparency as the source can prove it (a ledger, or a bundle's proofs).
+      8. check transparency as the source can prove it (a ledger, or a bundle's proofs);
+      9. for a bundle: re-render its manifest.json, report.md and report.html from the
+         verified content (`bundle_renderings`) and compare them byte for byte.
 
     Returns a `Result` listing every defect found. Raises `CannotVerify` only when the
     check cannot run at all (unknown hash, unreadable source, a worker that died)."""
     if method not in METHODS:
         raise ValueError("method is one of %s" % ", ".join(METHODS))
-    policy = transparency or Transparency()
+    result = _verify_receipt(source, target, trust, transparency or Transparency(), method)
+    if isinstance(source, BundleSource) and source.accounting and result.receipt_seq is not None:
+        step9 = _step9_renderings(source, result)
+        if step9:
+            result = replace(result, defects=(*result.defects, *step9))
+    return result
+
+
+def _verify_receipt(source: Source, target: str, trust: Trust, policy: Transparency, method: str) -> Result:
     stored = _step1_resolve(source, target)
     used = "proof" if source.sparse else "walk"
     fallback: tuple[str, ...] = ()
@@ -166,6 +185,68 @@ def verify_receipt_strict(
     if not result.ok:
         raise VerificationFailed(result)
     return result
+
+
+# -- 9 ------------------------------------------------------------------------------------------
+
+
+def bundle_renderings(source: BundleSource, receipt_hash: str, links: bool = True) -> dict[str, bytes]:
+    """The bytes a bundle's rendering members must hold (format.md §10): the receipt
+    verified again from the bundle's content alone (under its own genesis pin, the default
+    policy, without the member checks that read the renderings), then rendered. The
+    exporter writes exactly these; step 9 compares them.
+
+    Args:
+        source: the bundle (an exporter's draft, or the bundle itself).
+        receipt_hash: the receipt it renders.
+        links: whether the page links the bundle's evidence members.
+
+    Returns:
+        ``{"manifest.json": ..., "report.md": ..., "report.html": ...}``.
+
+    Raises:
+        CannotVerify: the bundle cannot be rendered (no genesis, no such receipt).
+    """
+    source.accounting = False
+    try:
+        result = _verify_receipt(source, receipt_hash, rendering_trust(source.entries), Transparency(), "auto")
+        manifest = bundle_manifest(
+            source.entries,
+            lambda digest, fmt: read_evidence(source, digest, fmt),
+            receipt_hash,
+            result,
+            source.checkpoint_text,
+            source.redactions(),
+        )
+    finally:
+        source.accounting = True
+    return render(manifest, links=links)
+
+
+def _step9_renderings(source: BundleSource, result: Result) -> list[Defect]:
+    """Each rendering member is the rendering of the verified content, byte for byte."""
+    # 9. Re-render from the bundle's content alone and compare (format.md §10).
+    receipt = source.entries[result.receipt_seq] if result.receipt_seq is not None else None
+    if receipt is None:
+        return []
+    try:
+        expected = bundle_renderings(source, str(Digest(receipt.body_hash)))
+    except (CannotVerify, ReceiptsError) as exc:
+        return [Defect("rendering-mismatch", "the bundle's renderings cannot be re-rendered: %s" % exc)]
+    found = []
+    for name in RENDERINGS:
+        try:
+            held = source.read(name) if name in source.members else None
+        except CannotVerify:
+            held = None
+        if held != expected[name]:
+            found.append(
+                Defect(
+                    "rendering-mismatch",
+                    "%s %s" % (name, "is missing" if held is None else "is not the rendering of the verified content"),
+                )
+            )
+    return found
 
 
 # -- 1 ------------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """The auditor's page (issue 16): `report.html` in every bundle, and `ledger report HASH
 --html`. One self-contained HTML file: no script, no external resource, a print
 stylesheet, every value escaped. What it says about verification is the verifier's
-result computed at export, never the exporter's claim, and it says how to re-check it."""
+result on the bundle's own content (`bundle_renderings`), which every verifier of the
+bundle re-renders and compares (format.md §10, step 9), and it says how to re-check it."""
 
 from __future__ import annotations
 
@@ -180,7 +181,7 @@ def report_html(m: dict[str, Any], links: bool = True) -> str:
                 '<span class="%s">%s</span>'
                 % ("pass" if v["verified"] else "fail", "verified" if v["verified"] else "REJECTED"),
             ),
-            ("Computed", _e("by the verifier when this bundle was exported (%s)" % v["by"])),
+            ("Computed", _e("from this bundle's content alone; every verifier re-renders this page and compares it")),
             ("Trust", _e(v["trust"])),
             ("Checked", _e(v["method"])),
             ("Checkpoint", _e(v.get("checkpoint") or "none")),
