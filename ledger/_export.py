@@ -17,12 +17,10 @@ from receipts import (
     Digest,
     EntryKind,
     EvidenceRef,
-    LadderReceipt,
     SignedNote,
     TierRecord,
     allowed_signers_text,
     content_digest,
-    decode_as,
     decode_body,
     decode_entry,
     inclusion_proof,
@@ -38,6 +36,7 @@ from verify import (
     bundle_manifest,
     bundle_renderings,
     final_status,
+    listed_records,
     read_blob,
     report_html,
     verify_receipt,
@@ -102,17 +101,6 @@ def _timestamp_token(ledger: Ledger, note: SignedNote, size: int) -> bytes | Non
             if token is not None:
                 return token
     return None
-
-
-def _listed_records(entries: dict[int, StoredEntry], receipt: LadderReceipt) -> dict[str, tuple[TierRecord, str]]:
-    """The tier records the receipt lists, with their signers, by record hash."""
-    records: dict[str, tuple[TierRecord, str]] = {}
-    for e in entries.values():
-        if e.kind == EntryKind.TIER_RECORD.value and any(
-            Digest(e.body_hash) in slot.records for slot in receipt.entries
-        ):
-            records[str(Digest(e.body_hash))] = (decode_as(TierRecord, e.body), decode_entry(e.entry).signer)
-    return records
 
 
 def _named(ref: EvidenceRef, redacted: list[dict[str, Any]]) -> bool:
@@ -204,7 +192,7 @@ def export_bundle(ledger: Ledger, receipt_digest: Digest, out: Path, redact: Seq
     size, note = covering[-1]
     checkpoint_text = note.encode()
     entries = _history(ledger, stored)
-    records = _listed_records(entries, receipt)
+    records = listed_records(entries, receipt)
     redacted = _redactions(records, redact)
     redacted += _pruned(ledger, records, redacted)
     members: dict[str, bytes | Digest] = {

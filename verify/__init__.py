@@ -9,7 +9,7 @@ from ._bundle import BUNDLE_FORMAT, BundleSource
 from ._errors import CannotVerify, NoLedger, VerificationFailed, VerifyError
 from ._escape import csv_cell, markdown_text, terminal_text
 from ._evidence import SMALL_BLOB, evidence_reader, read_blob, read_evidence
-from ._rendering import RENDERINGS, bundle_manifest, final_status, report_html
+from ._rendering import RENDERINGS, bundle_manifest, final_status, listed_records, report_html
 from ._result import ChainResult, Defect, Finding, Result, TierLine
 from ._source import LedgerSource, Source, StoredEntry
 from ._state import AUDIT_STATE_FORMAT, AuditState
@@ -52,6 +52,7 @@ __all__ = [
     "bundle_renderings",
     "RENDERINGS",
     "bundle_manifest",
+    "listed_records",
     "report_html",
     "final_status",
     "csv_cell",

@@ -127,8 +127,9 @@ def _declared(redacted: list[dict[str, Any]], records: dict[str, tuple[TierRecor
     return kept
 
 
-def _listed_records(entries: dict[int, StoredEntry], receipt: LadderReceipt) -> dict[str, tuple[TierRecord, str]]:
-    """The tier records the receipt lists, with their signers, by record hash."""
+def listed_records(entries: dict[int, StoredEntry], receipt: LadderReceipt) -> dict[str, tuple[TierRecord, str]]:
+    """The tier records among ``entries`` that the receipt lists, with their signers' key
+    ids, by record hash (what a bundle's renderings and its exporter both describe)."""
     records: dict[str, tuple[TierRecord, str]] = {}
     for e in entries.values():
         if e.kind == EntryKind.TIER_RECORD.value and any(
@@ -172,7 +173,7 @@ def bundle_manifest(
     if not found:
         raise CannotVerify("the bundle holds no receipt %s to render" % receipt_hash)
     receipt = decode_as(LadderReceipt, found[0].body)
-    records = _listed_records(entries, receipt)
+    records = listed_records(entries, receipt)
     redacted = _declared(redacted, records)
     ring = _keyring(entries)
     cp = parse_checkpoint(checkpoint_text.split("\n\n")[0] + "\n") if checkpoint_text is not None else None
