@@ -93,6 +93,7 @@ if TYPE_CHECKING:
         status_lines,
         verify_lines,
     )
+    from ._repair import HeadRepair, repair_head
     from ._retention import PruneReport, prune, set_retention
     from ._stats import FamilyStats, family_of, stats
     from ._status import DeterministicRun, Nudge, StatusReport, deterministic_runs, nudge, status_report, task_state
@@ -214,6 +215,8 @@ __all__ = [
     # exports and witnessing
     "export_bundle",
     "receipt_page",
+    "repair_head",
+    "HeadRepair",
     "final_status",
     "export_intoto",
     "PAYLOAD_TYPE",
@@ -379,6 +382,8 @@ _WHERE = {
     "export_bundle": "_export",
     "final_status": "_export",
     "receipt_page": "_export",
+    "repair_head": "_repair",
+    "HeadRepair": "_repair",
     "export_intoto": "_intoto",
     "PAYLOAD_TYPE": "_intoto",
     "PREDICATE_TYPE": "_intoto",

@@ -1214,6 +1214,46 @@ def consistency(ctx: click.Context, old_size: int) -> None:
     click.echo(lib.prove_consistency(_reader(ctx), old_size), nl=False)
 
 
+@cli.command("repair-head")
+@click.option("--apply", is_flag=True, help="Move the junk rows (without it: only say what would move, exit 1).")
+@trust_option
+@json_option
+@click.pass_context
+def repair_head(ctx: click.Context, apply: bool, trust: _TrustArgs, as_json: bool) -> None:
+    """Quarantine a shared store's junk head (the database owner's job): the rows from the
+    first entry the audit rejects to the head, and the checkpoints over them, move to
+    quarantined_entries and quarantined_checkpoints; what remains verifies."""
+    url = _where(ctx).store
+    if url is None:
+        raise lib.InputError("repair-head repairs a shared store: name it with --store URL (as its owner)")
+    done = lib.repair_head(url, _trust(ctx, trust), apply=apply)
+    if done.first_bad is None:
+        _emit(as_json, {"repaired": False, "rows": []}, ["NOTHING TO REPAIR: the chain verifies"])
+        return
+    doc = {
+        "repaired": done.applied,
+        "first_bad": done.first_bad,
+        "rows": [{"seq": seq, "hash": h} for seq, h in done.rows],
+        "checkpoints": list(done.checkpoints),
+        "reasons": list(done.reasons),
+    }
+    lines = [
+        "%s %d row(s) from entry %d%s:"
+        % (
+            "QUARANTINED" if done.applied else "WOULD QUARANTINE",
+            len(done.rows),
+            done.first_bad,
+            "" if done.applied else " (run again with --apply)",
+        )
+    ]
+    lines += ["  entry %d  %s" % (seq, h) for seq, h in done.rows]
+    lines += ["  checkpoint at size %d" % size for size in done.checkpoints]
+    lines += ["  because: %s" % why for why in done.reasons]
+    _emit(as_json, doc, lines)
+    if not done.applied:
+        sys.exit(1)
+
+
 @cli.group(cls=_Group)
 def witness() -> None:
     """Witness a ledger: cosign checkpoints only after checking they extend what you saw."""

@@ -580,6 +580,52 @@ def test_the_store_itself_refuses_rows_that_would_jam_its_writers(pg_url: str, t
     assert audit(pg_url, evidence=False).ok
 
 
+def test_a_junk_head_that_jams_the_writers_is_quarantined_by_the_owner(pg_url: str, tmp_path: Path) -> None:
+    """Issue 22, case 9: the one junk row the database cannot refuse (it extends the head by
+    seq and prev, but its bytes are no signed entry) jams every writer; `ledger repair-head`
+    (dry run, then --apply) moves it and the checkpoint over it into quarantine, keeps them
+    as evidence, and the writers carry on over a chain that verifies."""
+    ledger = shared(pg_url, tmp_path)
+    approve(ledger, "T")
+    kept = ledger.checkpoint(SIGNERS["sealer"]).encode()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        found = conn.execute("SELECT seq, hash FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
+        assert found is not None
+        head, head_hash = found
+        conn.execute(
+            "INSERT INTO entries (seq, hash, kind, body_hash, task, entry, body, prev)"
+            " VALUES (%s, %s, 'event', %s, 'T', %s, %s, %s)",
+            (head + 1, b"\x01" * 32, b"\x02" * 32, b"junk", b"junk", bytes(head_hash)),
+        )
+        conn.execute("INSERT INTO checkpoints (size, note) VALUES (%s, 'junk over junk')", (head + 2,))
+    with pytest.raises(StoreError):
+        approve(ledger, "T")  # jammed: no honest writer extends junk
+    ledger.close()
+    assert audit(pg_url, evidence=False).first_bad == head + 1
+    store = ("--store", pg_url)
+    dry = run_cli(*store, "repair-head", "--trust", ADMIN_ID, cwd=tmp_path)
+    assert dry.returncode == 1 and "WOULD QUARANTINE 1 row(s) from entry %d" % (head + 1) in dry.stdout, dry.stdout
+    assert audit(pg_url, evidence=False).first_bad == head + 1  # the dry run wrote nothing
+    done = run_cli(*store, "repair-head", "--apply", "--trust", ADMIN_ID, "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    doc = __import__("json").loads(done.stdout)
+    assert doc["repaired"] is True and [row["seq"] for row in doc["rows"]] == [head + 1]
+    assert doc["checkpoints"] == [head + 2]
+    assert audit(pg_url, evidence=False).ok
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        junk = conn.execute("SELECT seq, entry, reason FROM quarantined_entries").fetchall()
+        assert [(seq, bytes(entry)) for seq, entry, _ in junk] == [(head + 1, b"junk")] and junk[0][2]
+        notes = conn.execute("SELECT size, note FROM quarantined_checkpoints").fetchall()
+        assert notes == [(head + 2, "junk over junk")]
+    again = Ledger.open(tmp_path / "clone" / ".ledger", store=pg_url)
+    approve(again, "T")  # the writers carry on
+    assert again.checkpoint(SIGNERS["sealer"]).encode().startswith(kept.split("\n")[0])
+    again.close()
+    assert audit(pg_url, evidence=False).ok
+    nothing = run_cli(*store, "repair-head", "--apply", "--trust", ADMIN_ID, cwd=tmp_path)
+    assert nothing.returncode == 0 and "NOTHING TO REPAIR" in nothing.stdout
+
+
 def seqs_sqlite(mirror: Path) -> list[int]:
     import sqlite3
 
@@ -625,7 +671,21 @@ def test_the_documented_roles_let_writers_append_and_auditors_only_read(pg_url: 
         with psycopg.connect(as_writer, autocommit=True) as conn:
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 conn.execute("DELETE FROM entries")
+            # The one junk row a writer can still add (it extends the head); only the owner
+            # can take it out again.
+            found = conn.execute("SELECT seq, hash FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
+            assert found is not None
+            conn.execute(
+                "INSERT INTO entries (seq, hash, kind, body_hash, task, entry, body, prev)"
+                " VALUES (%s, %s, 'event', %s, NULL, 'junk', 'junk', %s)",
+                (found[0] + 1, b"\x01" * 32, b"\x02" * 32, bytes(found[1])),
+            )
         ledger.close()
+        refused = run_cli("--store", as_writer, "repair-head", "--apply", "--trust", ADMIN_ID, cwd=tmp_path)
+        assert refused.returncode == 2 and "only the database's owner" in refused.stderr, refused.stderr
+        assert refused.stderr.count("\n") == 1
+        repaired = run_cli("--store", pg_url, "repair-head", "--apply", "--trust", ADMIN_ID, cwd=tmp_path)
+        assert repaired.returncode == 0 and "QUARANTINED 1 row(s)" in repaired.stdout, repaired.stderr
 
         assert pull(as_auditor, tmp_path / "mirror").entries_after == 4
         assert audit(as_auditor).ok
