@@ -460,6 +460,32 @@ def test_a_rewritten_history_is_refused_by_pull_and_by_verify_since(pg_url: str,
     assert res.returncode == 1 and "REFUSED" in res.stdout  # ... the old one does
 
 
+def test_a_row_rewritten_below_the_mirrors_head_leaves_the_mirror_intact(pg_url: str, tmp_path: Path) -> None:
+    """docs/team.md §5, as written: pull does not read again the rows a mirror holds. A body
+    rewritten below the mirror's head (by the owner, past the triggers) leaves the mirror's
+    copy as it was and the next pull copies only the new entries; the store's own chain
+    audit finds the rewrite."""
+    ledger = shared(pg_url, tmp_path)
+    approve(ledger, "T")
+    ledger.checkpoint(SIGNERS["sealer"])
+    mirror = tmp_path / "mirror"
+    assert pull(pg_url, mirror).entries_after == 4
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        (original,) = conn.execute("SELECT body FROM entries WHERE seq = 3").fetchone()  # type: ignore[misc]
+        conn.execute("ALTER TABLE entries DISABLE TRIGGER entries_append_only")
+        conn.execute("UPDATE entries SET body = %s WHERE seq = 3", (bytes(original)[:-1] + b"\x00",))
+        conn.execute("ALTER TABLE entries ENABLE TRIGGER entries_append_only")
+    approve(ledger, "T")
+    ledger.checkpoint(SIGNERS["sealer"])
+    ledger.close()
+    res = run_cli("pull", "--from", pg_url, "--to", str(mirror))
+    assert res.returncode == 0 and "PULLED" in res.stdout, res.stdout + res.stderr
+    assert seqs_sqlite(mirror) == [0, 1, 2, 3, 4]
+    assert run_cli("--dir", str(mirror), "verify", "--chain", "--trust", ADMIN_ID).returncode == 0
+    on_store = run_cli("--store", pg_url, "verify", "--chain", "--trust", ADMIN_ID)
+    assert on_store.returncode == 1 and "entry 3" in on_store.stdout, on_store.stdout
+
+
 def test_pull_is_incremental_and_proves_growth_against_the_kept_checkpoint(pg_url: str, tmp_path: Path) -> None:
     ledger = shared(pg_url, tmp_path)
     ledger.put_blob_stream(io.BytesIO(b"some evidence"))
