@@ -231,6 +231,16 @@ def _deleted(tmp: Path) -> Sample:
     return s
 
 
+@mutation("genesis-body-unusable")
+def _genesis_body(tmp: Path) -> Sample:
+    s = build_sample(tmp)
+    conn = sqlite3.connect(s.root / "ledger.db")
+    with conn:
+        conn.execute("UPDATE entries SET body = ? WHERE seq = 0", (b"junk",))
+    conn.close()
+    return s
+
+
 @mutation("chain-entries-reordered")
 def _reordered(tmp: Path) -> Sample:
     s = build_sample(tmp)
