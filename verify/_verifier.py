@@ -123,6 +123,27 @@ def verify_receipt(
 
 
 def _verify_receipt(source: Source, target: str, trust: Trust, policy: Transparency, method: str) -> Result:
+    result = _verify_once(source, target, trust, policy, method)
+    if result.method == "proof" and isinstance(source, LedgerSource) and _RETENTION_EXCUSED in result.warnings:
+        # Evidence excused by the retention policy rests on which policy is newest, which only a walk proves.
+        if method == "proof":
+            raise CannotVerify(
+                "cannot verify by proof: evidence removed under the retention policy is excused only by walking,"
+                " which proves the policy in force is the newest (`--method walk`)"
+            )
+        walked = _verify_once(source, target, trust, policy, "walk")
+        return replace(walked, warnings=(*walked.warnings, _RETENTION_WALKED))
+    return result
+
+
+_RETENTION_EXCUSED = "retention: evidence excused by a policy found by proof"
+_RETENTION_WALKED = (
+    "not checked by proof (evidence removed under the retention policy: only a walk proves the policy in force"
+    " is the newest): the chain was walked from its genesis instead"
+)
+
+
+def _verify_once(source: Source, target: str, trust: Trust, policy: Transparency, method: str) -> Result:
     stored = _step1_resolve(source, target)
     used = "proof" if source.sparse else "walk"
     fallback: tuple[str, ...] = ()
@@ -161,7 +182,13 @@ def _verify_receipt(source: Source, target: str, trust: Trust, policy: Transpare
         tiers=tuple(step5.lines),
         entries_checked=walk.entries,
         weakenings=tuple(d for t, d in walk.weakened if t == receipt.task_id),
-        warnings=(*step5.warnings, *step8.warnings, *fallback, *unproven),
+        warnings=(
+            *step5.warnings,
+            *step8.warnings,
+            *fallback,
+            *unproven,
+            *((_RETENTION_EXCUSED,) if getattr(source, "excused_by_retention", False) else ()),
+        ),
         stale=stale,
         waivers=tuple(
             describe_waiver(seq, w, label)
