@@ -28,7 +28,7 @@ from conftest import (
     write_rows,
 )
 from ledger import Ledger, LedgerError, decide, deterministic_runs, seal_receipt
-from verify import CannotVerify, LedgerSource, Result, TrustRoot, verify_chain, verify_receipt
+from verify import BundleSource, CannotVerify, LedgerSource, Result, TrustRoot, verify_chain, verify_receipt
 
 VECTORS = json.loads((Path(__file__).parent / "vectors" / "tamper.json").read_text())["cases"]
 MUTATIONS: dict[str, Callable[[Path], Sample]] = {}
@@ -361,6 +361,64 @@ def test_tamper_vector_is_rejected(case: dict, tmp_path: Path) -> None:  # type:
     assert cli.returncode == case["exit"], cli.stderr
     assert "Traceback" not in cli.stderr
     assert json.loads(cli.stdout)["verified"] is False
+
+
+def _checkpointed_sample(tmp: Path, *args: Any, **kwargs: Any) -> Sample:
+    """`build_sample`, then a checkpoint over it: the tampering then happens under a signed
+    root, so the single-receipt paths (proof, a bundle) have something to prove against."""
+    import conftest
+
+    s = conftest.build_sample(tmp, *args, **kwargs)
+    ledger = Ledger.open(s.root)
+    ledger.checkpoint(SIGNERS["sealer"])
+    ledger.close()
+    return s
+
+
+@pytest.mark.parametrize("case", VECTORS, ids=[c["name"] for c in VECTORS])
+def test_no_single_receipt_path_accepts_a_tampered_ledger(
+    case: dict,  # type: ignore[type-arg]
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 22: every vector the walk rejects (`test_tamper_vector_is_rejected`) is refused
+    by proof and by a bundle exported from the tampered ledger (what the gate reads) too.
+    The random single-row changes of test_one_row_changes.py hold them to the chain audit."""
+    from ledger import export_bundle
+
+    monkeypatch.setattr(__import__(__name__), "build_sample", _checkpointed_sample)
+    s = MUTATIONS[case["name"]](tmp_path)
+    trust = TrustRoot(frozenset({ADMIN_ID}), "test")
+    try:
+        # A mutation that appended a receipt after the checkpoint: sign one over it too, if
+        # the writer will (it reads signed data, and may refuse a tampered ledger).
+        ledger = Ledger.open(s.root)
+        try:
+            if ledger.checkpoints()[-1][0] < ledger.reader.count():
+                ledger.checkpoint(SIGNERS["sealer"])
+        finally:
+            ledger.close()
+    except (LedgerError, r.ReceiptsError, CannotVerify):
+        pass
+    accepted = []
+    try:
+        with LedgerSource.open(s.root) as source:
+            if verify_receipt(source, s.receipt, trust, method="proof").ok:
+                accepted.append("proof")
+    except CannotVerify:
+        pass  # refused outright
+    try:
+        ledger = Ledger.open(s.root)
+        try:
+            export_bundle(ledger, r.Digest.parse(s.receipt), tmp_path / "bundle.zip")
+        finally:
+            ledger.close()
+        with BundleSource(tmp_path / "bundle.zip") as bundle:
+            if verify_receipt(bundle, s.receipt, trust).ok:
+                accepted.append("bundle")
+    except (LedgerError, r.ReceiptsError, CannotVerify):
+        pass  # the exporter refused it
+    assert not accepted, accepted
 
 
 def test_truncated_database_is_a_clean_error(sample: Sample) -> None:
