@@ -175,7 +175,7 @@ class _Where:
         config.toml, which belong to the candidate a gate judges. Bad input if none was named."""
         if self._explicit is None and not self._explicit_dir:
             raise lib.InputError(
-                "%s audits the store you name (--store, LEDGER_STORE, --dir or LEDGER_DIR): a ledger found in the"
+                "%s the store you name (--store, LEDGER_STORE, --dir or LEDGER_DIR): a ledger found in the"
                 " checkout is the candidate's own" % why
             )
         store = lib.shared_store(self.root, self._explicit) if self._explicit else None
@@ -1474,8 +1474,11 @@ def ci_github() -> None:
 
 
 def _ledger_opener(ctx: click.Context) -> Callable[[], Any]:
-    """The ledger, opened only if a receipt has no bundle in git."""
-    return lambda: _source(ctx)
+    """The ledger a receipt without a bundle in git is read from, opened only then: the one
+    the caller names (--store, --dir or their variables), never one found in the checkout or
+    named by its config.toml, which are the candidate's (a committed private copy would be
+    walked, and so proven complete)."""
+    return lambda: _where(ctx).named_opener("a receipt without a bundle in git is read only from")()
 
 
 @cli.command()
@@ -1527,7 +1530,7 @@ def gate(
         root,
         transparency=_policy(trust, auditors, require_checkpoint=require_checkpoint),
         mode=mode,
-        open_ledger=_where(ctx).named_opener("--audit-state") if audit_state is not None else _ledger_opener(ctx),
+        open_ledger=_where(ctx).named_opener("--audit-state audits") if audit_state is not None else _ledger_opener(ctx),
         audit_state=audit_state,
         recorder=(_ledger(ctx), _signer(key_name)) if key_name else None,
         task=task,

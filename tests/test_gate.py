@@ -206,3 +206,23 @@ def test_a_rollback_of_the_store_blocks_the_gate_that_audited_it(flow: tuple[Pat
     assert "the gate's audit of the store failed" in doc["reasons"][0], doc["reasons"]
     assert "[history-rewritten]" in doc["reasons"][0], doc["reasons"]
     assert json.loads(state.read_text())["size"] == audited  # the refusal keeps the state
+
+
+def test_a_receipt_without_a_bundle_is_read_only_from_a_ledger_the_caller_names(
+    flow: tuple[Path, dict[str, str], str],
+) -> None:
+    """Issue 22, cases 4 and 5: with no bundle in git, the gate would read the receipt from a
+    ledger; one found in the checkout (or named by its config.toml) is the candidate's, and
+    a private copy committed there would be walked and so proven complete. The gate reads
+    only a ledger the caller names."""
+    repo, env, receipt = flow
+    assert run_cli("attach", receipt, cwd=repo, env=env).returncode == 0
+    git(repo, "update-ref", "-d", "refs/receipts/" + receipt.split(":", 1)[1])
+    found = run_cli("gate", "--json", cwd=repo, env=env)
+    doc = json.loads(found.stdout)
+    assert found.returncode == 1 and doc["receipt"] is None, found.stdout
+    problem = doc["receipts"][0]["problem"]
+    assert "read only from the store you name" in problem and "the candidate's own" in problem, problem
+    named = run_cli("--dir", ".ledger", "gate", "--json", cwd=repo, env=env)
+    checked = json.loads(named.stdout)["receipts"][0]
+    assert checked["origin"] == "ledger" and checked["result"]["verified"] is True, checked
