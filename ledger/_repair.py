@@ -9,7 +9,9 @@ transaction moves the rows from the first entry the audit rejects to the head, a
 checkpoints over them, into ``quarantined_entries`` and ``quarantined_checkpoints``
 (kept as evidence, with when and why), drops the Merkle tree nodes that cover them, and
 leaves a chain that verifies. Nothing is rewritten: what remains is a prefix of what was
-there, so every checkpoint a mirror or a witness kept from before the junk still holds."""
+there, so every checkpoint a mirror or a witness kept from before the junk still holds.
+Applied, it also (re)installs the schema's guards, so that a store created before one of
+them existed gets it."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 
 from verify import CannotVerify, PostgresSource, Trust, verify_chain
 from verify.postgres import connect_error, first_line, import_psycopg, redact_url
+from verify.schema import PG_SCHEMA
 
 from ._errors import InputError, StoreError
 from ._postgres import LOCK_KEY
@@ -35,7 +38,8 @@ _TRIGGERS = (
 class HeadRepair:
     """What `repair_head` found and, when applied, moved.
 
-    ``first_bad`` is None when the chain verifies (nothing to repair); ``rows`` are the
+    ``first_bad`` is None when the chain verifies (nothing to repair; ``applied`` then says
+    the guards were installed); ``rows`` are the
     quarantined entries' (seq, stored hash in hex), ``checkpoints`` the quarantined
     checkpoints' sizes, ``reasons`` the audit's defects at the first bad entry."""
 
@@ -69,7 +73,9 @@ def repair_head(url: str, trust: Trust, *, apply: bool) -> HeadRepair:
     except CannotVerify as exc:
         raise StoreError(str(exc)) from None
     if audited.ok:
-        return HeadRepair(None, (), (), (), applied=False)
+        if apply:
+            _install_guards(url)
+        return HeadRepair(None, (), (), (), applied=apply)
     bad = audited.first_bad
     if bad is None:
         raise InputError(
@@ -123,6 +129,7 @@ def repair_head(url: str, trust: Trust, *, apply: bool) -> HeadRepair:
             conn.execute("DELETE FROM entries WHERE seq >= %s", (bad,))
             for table, trigger in _TRIGGERS:
                 conn.execute("ALTER TABLE %s ENABLE TRIGGER %s" % (table, trigger))
+            conn.execute(PG_SCHEMA)  # a store older than its guards gets them (idempotent)
     except psycopg.errors.InsufficientPrivilege as exc:
         raise InputError(
             "%s: only the database's owner can repair its head (%s)" % (redact_url(url), first_line(exc))
@@ -132,3 +139,19 @@ def repair_head(url: str, trust: Trust, *, apply: bool) -> HeadRepair:
     finally:
         conn.close()
     return HeadRepair(bad, rows, sizes, reasons, applied=True)
+
+
+def _install_guards(url: str) -> None:
+    """(Re)install the schema's tables, functions and triggers: idempotent, and how a store
+    created before a guard existed gets it."""
+    psycopg = import_psycopg()
+    try:
+        with psycopg.connect(url, connect_timeout=10) as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+            conn.execute(PG_SCHEMA)
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise InputError(
+            "%s: only the database's owner can install its guards (%s)" % (redact_url(url), first_line(exc))
+        ) from None
+    except psycopg.Error as exc:
+        raise StoreError("cannot install the guards of %s: %s" % (redact_url(url), first_line(exc))) from None

@@ -1222,13 +1222,15 @@ def consistency(ctx: click.Context, old_size: int) -> None:
 def repair_head(ctx: click.Context, apply: bool, trust: _TrustArgs, as_json: bool) -> None:
     """Quarantine a shared store's junk head (the database owner's job): the rows from the
     first entry the audit rejects to the head, and the checkpoints over them, move to
-    quarantined_entries and quarantined_checkpoints; what remains verifies."""
+    quarantined_entries and quarantined_checkpoints; what remains verifies. --apply also
+    (re)installs the store's guards (a store older than one of them gets it)."""
     url = _where(ctx).store
     if url is None:
         raise lib.InputError("repair-head repairs a shared store: name it with --store URL (as its owner)")
     done = lib.repair_head(url, _trust(ctx, trust), apply=apply)
     if done.first_bad is None:
-        _emit(as_json, {"repaired": False, "rows": []}, ["NOTHING TO REPAIR: the chain verifies"])
+        said = "NOTHING TO REPAIR: the chain verifies" + ("; the store's guards are installed" if done.applied else "")
+        _emit(as_json, {"repaired": False, "guards_installed": done.applied, "rows": []}, [said])
         return
     doc = {
         "repaired": done.applied,
@@ -1530,7 +1532,9 @@ def gate(
         root,
         transparency=_policy(trust, auditors, require_checkpoint=require_checkpoint),
         mode=mode,
-        open_ledger=_where(ctx).named_opener("--audit-state audits") if audit_state is not None else _ledger_opener(ctx),
+        open_ledger=_where(ctx).named_opener("--audit-state audits")
+        if audit_state is not None
+        else _ledger_opener(ctx),
         audit_state=audit_state,
         recorder=(_ledger(ctx), _signer(key_name)) if key_name else None,
         task=task,

@@ -648,8 +648,22 @@ def test_a_junk_head_that_jams_the_writers_is_quarantined_by_the_owner(pg_url: s
     assert again.checkpoint(SIGNERS["sealer"]).encode().startswith(kept.split("\n")[0])
     again.close()
     assert audit(pg_url, evidence=False).ok
+    # A store created before one of its guards existed gets it from the owner's --apply.
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("DROP TRIGGER entries_extend_head ON entries")
     nothing = run_cli(*store, "repair-head", "--apply", "--trust", ADMIN_ID, cwd=tmp_path)
-    assert nothing.returncode == 0 and "NOTHING TO REPAIR" in nothing.stdout
+    assert (
+        nothing.returncode == 0 and "NOTHING TO REPAIR" in nothing.stdout and "guards are installed" in nothing.stdout
+    )
+    with (
+        psycopg.connect(pg_url, autocommit=True) as conn,
+        pytest.raises(psycopg.Error, match="does not extend the head"),
+    ):
+        conn.execute(
+            "INSERT INTO entries (seq, hash, kind, body_hash, task, entry, body, prev)"
+            " VALUES (%s, %s, 'event', %s, NULL, 'junk', 'junk', %s)",
+            (head + 40, b"\x07" * 32, b"\x08" * 32, b"\x09" * 32),
+        )
 
 
 def seqs_sqlite(mirror: Path) -> list[int]:
