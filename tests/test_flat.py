@@ -64,14 +64,15 @@ def _resign_tree_and_checkpoint(root: Path) -> None:
     with conn:
         leaves = [r.leaf_hash(bytes(e)) for (e,) in conn.execute("SELECT entry FROM entries ORDER BY seq")]
         tree = r.MemoryTree(leaves)
+        (old_note,) = conn.execute("SELECT note FROM checkpoints ORDER BY size DESC LIMIT 1").fetchone()
         conn.execute("DELETE FROM tree")
         conn.execute("DELETE FROM checkpoints")
         conn.executemany(
             "INSERT INTO tree (level, idx, hash) VALUES (?, ?, ?)",
             [(level, i, h) for level, row in enumerate(tree.levels) for i, h in enumerate(row)],
         )
-        genesis = r.decode_as(r.Genesis, conn.execute("SELECT body FROM entries WHERE seq = 0").fetchone()[0])
-        origin = "receipt-ledger/" + genesis.ledger_id
+        # The log's name, as the checkpoint being replaced says it (the genesis body may be the attack).
+        origin = old_note.split("\n", 1)[0]
         text = r.checkpoint_text(r.Checkpoint(origin, len(leaves), r.tree_root(tree, len(leaves))))
         note = r.SignedNote(text, (r.sign_note(text, origin, SIGNERS["sealer"]),))
         conn.execute("INSERT INTO checkpoints (size, note) VALUES (?, ?)", (len(leaves), note.encode()))

@@ -54,6 +54,11 @@ def _audited_genesis_then_sample(tmp: Path, *args: object, **kwargs: object) -> 
     return s
 
 
+# Vectors whose change lies below the state's size (the genesis), which a resumed audit
+# by design does not read again.
+BELOW_THE_STATE = {"genesis-body-unusable"}
+
+
 @pytest.mark.parametrize("case", test_tamper.VECTORS, ids=[c["name"] for c in test_tamper.VECTORS])
 def test_a_resumed_audit_says_what_a_full_audit_says_on_every_tamper_vector(
     case: dict[str, Any],
@@ -64,6 +69,10 @@ def test_a_resumed_audit_says_what_a_full_audit_says_on_every_tamper_vector(
     s = test_tamper.MUTATIONS[case["name"]](tmp_path)
     state = AuditState.from_json((tmp_path / "audit-state.json").read_text())
     full, resumed = _audit(s.root), _audit(s.root, state)
+    if case["name"] in BELOW_THE_STATE:
+        # format.md §8.2: the rows below the state are not read again; the full audit finds it.
+        assert not full.ok and resumed.ok and resumed.resumed_from == state.size, case["name"]
+        return
     # (A chain audit rejects most of these; those that only a receipt's check can see, such
     # as a dropped rejection, pass both.)
     assert full.ok == resumed.ok, case["name"]
