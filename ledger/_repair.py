@@ -16,7 +16,10 @@ them existed gets it."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from verify import CannotVerify, PostgresSource, Trust, verify_chain
 from verify.postgres import connect_error, first_line, import_psycopg, redact_url
@@ -83,75 +86,70 @@ def repair_head(url: str, trust: Trust, *, apply: bool) -> HeadRepair:
             % (redact_url(url), audited.defects[0].message)
         )
     reasons = tuple("[%s] %s" % (d.code, d.message) for d in audited.defects if d.seq == bad)
-    psycopg = import_psycopg()
-    try:
-        conn = psycopg.connect(url, connect_timeout=10)
-    except psycopg.Error as exc:
-        raise StoreError(connect_error(url, exc)) from None
-    try:
-        with conn.transaction():
-            # 2. Under the writers' sequencer, read what would move: the audit's view must still stand.
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
-            rows = tuple(
-                (int(seq), bytes(h).hex())
-                for seq, h in conn.execute("SELECT seq, hash FROM entries WHERE seq >= %s ORDER BY seq", (bad,))
-            )
-            sizes = tuple(int(s) for (s,) in conn.execute("SELECT size FROM checkpoints WHERE size > %s", (bad,)))
-            if not rows or rows[-1][0] != audited.entries - 1:
-                raise StoreError("%s changed while it was audited: run the repair again" % redact_url(url))
-            if not apply:
-                return HeadRepair(bad, rows, sizes, reasons, applied=False)  # nothing written
-            # 3. Keep the junk as evidence, then cut the store back to the prefix that verifies.
-            now, why = int(time.time()), "; ".join(reasons)[:2000]
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS quarantined_entries (seq BIGINT NOT NULL, hash BYTEA, kind TEXT,"
-                " body_hash BYTEA, task TEXT, entry BYTEA, body BYTEA, prev BYTEA,"
-                " quarantined_at BIGINT NOT NULL, reason TEXT NOT NULL)"
-            )
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS quarantined_checkpoints (size BIGINT NOT NULL, note TEXT,"
-                " quarantined_at BIGINT NOT NULL, reason TEXT NOT NULL)"
-            )
-            conn.execute(
-                "INSERT INTO quarantined_entries SELECT seq, hash, kind, body_hash, task, entry, body, prev, %s, %s"
-                " FROM entries WHERE seq >= %s",
-                (now, why, bad),
-            )
-            conn.execute(
-                "INSERT INTO quarantined_checkpoints SELECT size, note, %s, %s FROM checkpoints WHERE size > %s",
-                (now, "over entries quarantined from %d: %s" % (bad, why), bad),
-            )
-            for table, trigger in _TRIGGERS:
-                conn.execute("ALTER TABLE %s DISABLE TRIGGER %s" % (table, trigger))
-            conn.execute("DELETE FROM checkpoints WHERE size > %s", (bad,))
-            # A node at (level, idx) covers leaves idx * 2^level up to (idx + 1) * 2^level - 1.
-            conn.execute("DELETE FROM tree WHERE (idx + 1) * (CAST(1 AS BIGINT) << level) > %s", (bad,))
-            conn.execute("DELETE FROM entries WHERE seq >= %s", (bad,))
-            for table, trigger in _TRIGGERS:
-                conn.execute("ALTER TABLE %s ENABLE TRIGGER %s" % (table, trigger))
-            conn.execute(PG_SCHEMA)  # a store older than its guards gets them (idempotent)
-    except psycopg.errors.InsufficientPrivilege as exc:
-        raise InputError(
-            "%s: only the database's owner can repair its head (%s)" % (redact_url(url), first_line(exc))
-        ) from None
-    except psycopg.Error as exc:
-        raise StoreError("cannot repair %s: %s" % (redact_url(url), first_line(exc))) from None
-    finally:
-        conn.close()
+    with _as_owner(url, "repair its head") as conn:
+        # 2. Under the writers' sequencer, read what would move: the audit's view must still stand.
+        rows = tuple(
+            (int(seq), bytes(h).hex())
+            for seq, h in conn.execute("SELECT seq, hash FROM entries WHERE seq >= %s ORDER BY seq", (bad,))
+        )
+        sizes = tuple(int(s) for (s,) in conn.execute("SELECT size FROM checkpoints WHERE size > %s", (bad,)))
+        if not rows or rows[-1][0] != audited.entries - 1:
+            raise StoreError("%s changed while it was audited: run the repair again" % redact_url(url))
+        if not apply:
+            return HeadRepair(bad, rows, sizes, reasons, applied=False)  # nothing written
+        # 3. Keep the junk as evidence, then cut the store back to the prefix that verifies.
+        now, why = int(time.time()), "; ".join(reasons)[:2000]
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS quarantined_entries (seq BIGINT NOT NULL, hash BYTEA, kind TEXT,"
+            " body_hash BYTEA, task TEXT, entry BYTEA, body BYTEA, prev BYTEA,"
+            " quarantined_at BIGINT NOT NULL, reason TEXT NOT NULL)"
+        )
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS quarantined_checkpoints (size BIGINT NOT NULL, note TEXT,"
+            " quarantined_at BIGINT NOT NULL, reason TEXT NOT NULL)"
+        )
+        conn.execute(
+            "INSERT INTO quarantined_entries SELECT seq, hash, kind, body_hash, task, entry, body, prev, %s, %s"
+            " FROM entries WHERE seq >= %s",
+            (now, why, bad),
+        )
+        conn.execute(
+            "INSERT INTO quarantined_checkpoints SELECT size, note, %s, %s FROM checkpoints WHERE size > %s",
+            (now, "over entries quarantined from %d: %s" % (bad, why), bad),
+        )
+        for table, trigger in _TRIGGERS:
+            conn.execute("ALTER TABLE %s DISABLE TRIGGER %s" % (table, trigger))
+        conn.execute("DELETE FROM checkpoints WHERE size > %s", (bad,))
+        # A node at (level, idx) covers leaves idx * 2^level up to (idx + 1) * 2^level - 1.
+        conn.execute("DELETE FROM tree WHERE (idx + 1) * (CAST(1 AS BIGINT) << level) > %s", (bad,))
+        conn.execute("DELETE FROM entries WHERE seq >= %s", (bad,))
+        for table, trigger in _TRIGGERS:
+            conn.execute("ALTER TABLE %s ENABLE TRIGGER %s" % (table, trigger))
+        conn.execute(PG_SCHEMA)  # a store older than its guards gets them (idempotent)
     return HeadRepair(bad, rows, sizes, reasons, applied=True)
 
 
 def _install_guards(url: str) -> None:
     """(Re)install the schema's tables, functions and triggers: idempotent, and how a store
     created before a guard existed gets it."""
+    with _as_owner(url, "install its guards") as conn:
+        conn.execute(PG_SCHEMA)
+
+
+@contextmanager
+def _as_owner(url: str, what: str) -> Iterator[Any]:
+    """A transaction on ``url`` under the writers' sequencer lock, its failures mapped: a
+    missing privilege means the caller is not the owner."""
     psycopg = import_psycopg()
     try:
         with psycopg.connect(url, connect_timeout=10) as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
-            conn.execute(PG_SCHEMA)
+            yield conn
     except psycopg.errors.InsufficientPrivilege as exc:
         raise InputError(
-            "%s: only the database's owner can install its guards (%s)" % (redact_url(url), first_line(exc))
+            "%s: only the database's owner can %s (%s)" % (redact_url(url), what, first_line(exc))
         ) from None
+    except psycopg.OperationalError as exc:
+        raise StoreError(connect_error(url, exc)) from None
     except psycopg.Error as exc:
-        raise StoreError("cannot install the guards of %s: %s" % (redact_url(url), first_line(exc))) from None
+        raise StoreError("cannot %s on %s: %s" % (what, redact_url(url), first_line(exc))) from None
