@@ -6,14 +6,14 @@ receipt, `verify_chain` for a whole ledger. Both take a `Trust`: a pinned `Trust
 or `UnsafeTrustOnFirstUse`, named for what it is and never a default."""
 
 from ._bundle import BUNDLE_FORMAT, BundleSource
-from ._errors import CannotVerify, NoLedger, VerificationFailed, VerifyError
+from ._errors import CannotVerify, NoLedger, VerifyError
 from ._escape import csv_cell, markdown_text, terminal_text
 from ._evidence import SMALL_BLOB, evidence_reader, read_blob, read_evidence
+from ._policy import Transparency, WitnessKey
 from ._rendering import RENDERINGS, bundle_manifest, final_status, listed_records, report_html
-from ._result import ChainResult, Defect, Finding, Result, TierLine
+from ._result import ChainResult, Defect, Finding, Result, TierLine, VerificationFailed
 from ._source import LedgerSource, Source, StoredEntry
 from ._state import AUDIT_STATE_FORMAT, AuditState
-from ._transparency import Transparency, WitnessKey
 from ._trust import Trust, TrustRoot, UnsafeTrustOnFirstUse, parse_allowed_signers
 from ._tsa import tsa_roots
 from ._verifier import METHODS, audited_entry, bundle_renderings, verify_chain, verify_receipt, verify_receipt_strict

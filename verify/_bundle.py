@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from receipts import (
+    Checkpoint,
     Digest,
     EntryKind,
     EvidenceRef,
     Keyring,
     ReceiptsError,
+    SignedNote,
     TierRecord,
     TlogProof,
     allowed_signers_text,
@@ -35,10 +37,10 @@ from receipts import (
 
 from ._errors import CannotVerify
 from ._evidence import blob_problem
+from ._policy import Transparency
 from ._result import Defect, Finding
 from ._source import SparseEntries, StoredEntry
-from ._transparency import Transparency, audited_by, checkpoint_signer, witnessed
-from ._tsa import timestamp_finding
+from ._transparency import check_checkpoints
 
 __all__ = ["BundleSource", "BUNDLE_FORMAT", "LIMITS"]
 
@@ -311,53 +313,50 @@ def _account_for_members(
 def _bundle_transparency(
     source: BundleSource, ring: Keyring | None, origin: str, receipt_seq: int, policy: Transparency
 ) -> Finding:
-    """Step 8 offline: every entry in the bundle is proven into the signed checkpoint."""
-    defects: list[Defect] = []
+    """Step 8 offline: every entry in the bundle is proven into its signed checkpoint."""
     if policy.since is not None:
         raise CannotVerify("--since needs the ledger itself: a bundle holds no consistency proof")
-    try:
-        note = parse_note(source.checkpoint_text)
-        cp = parse_checkpoint(note.text)
-    except ReceiptsError as exc:
-        return Finding((Defect("checkpoint-malformed", "malformed checkpoint: %s" % exc),))
-    if cp.origin != origin:
-        defects.append(Defect("checkpoint-malformed", "the checkpoint is for log %r, not %r" % (cp.origin, origin)))
-    signer = checkpoint_signer(ring, note, origin, cp.size)
-    if signer is None:
-        defects.append(
-            Defect(
-                "checkpoint-signature",
-                "the bundle's checkpoint is not signed by a valid seal or admin key of this ledger",
-            )
-        )
-    if cp.size <= receipt_seq:
-        defects.append(
-            Defect(
-                "checkpoint-root",
-                "the checkpoint (size %d) does not cover the receipt (entry %d)" % (cp.size, receipt_seq),
-            )
-        )
-    for seq, stored in sorted(source.entries.items()):
-        proof = source.proofs.get(seq)
-        # A tlog-proof carries its checkpoint: it must be the very one the bundle is verified against.
-        if (
-            proof is None
-            or proof.index != seq
-            or proof.checkpoint_note != source.checkpoint_text
-            or not is_valid_tlog_proof(proof, stored.entry, cp)
-        ):
-            defects.append(
-                Defect("inclusion", "entry %d is not proven into the checkpoint at size %d" % (seq, cp.size))
-            )
-    quorum, used = witnessed(note, cp.size, signer, policy)
-    # A time-stamp travels as checkpoint.tsr: the authority's signature is what counts.
-    tokens = (
-        [("checkpoint.tsr in the bundle", source.read("checkpoint.tsr"))] if "checkpoint.tsr" in source.members else []
-    )
-    stamped, said, line = timestamp_finding(tokens, note.text, cp.size, policy, "the bundle carries none")
-    return Finding(
-        (*defects, *quorum, *stamped),
-        tuple(said),
-        "%s; %s" % (used, line) if line else used,
-        audited_by(note, policy) if cp.size > receipt_seq else (),
-    )
+    # A bundle files its checkpoint under the size it signs; one that does not parse, step 8b reports.
+    filed = next(iter(source.checkpoints()), (0, source.checkpoint_text))
+    return check_checkpoints(_BundleProof(source, ring), filed, origin, receipt_seq, policy)
+
+
+class _BundleProof:
+    """How a bundle proves its entries: a tlog-proof per entry against its one checkpoint."""
+
+    def __init__(self, source: BundleSource, ring: Keyring | None) -> None:
+        self.source = source
+        self.ring = ring  # replayed by the walk from the bundle's own (proven) keyring entries
+
+    def ring_at(self, size: int) -> Keyring | None:
+        return self.ring
+
+    def prove(self, checkpoint: Checkpoint, receipt_seq: int) -> list[Defect]:
+        defects = []
+        if checkpoint.size <= receipt_seq:
+            message = "the checkpoint (size %d) does not cover the receipt (entry %d)"
+            defects.append(Defect("checkpoint-root", message % (checkpoint.size, receipt_seq)))
+        for seq, stored in sorted(self.source.entries.items()):
+            proof = self.source.proofs.get(seq)
+            # A tlog-proof carries its checkpoint: it must be the very one the bundle is verified against.
+            if (
+                proof is None
+                or proof.index != seq
+                or proof.checkpoint_note != self.source.checkpoint_text
+                or not is_valid_tlog_proof(proof, stored.entry, checkpoint)
+            ):
+                message = "entry %d is not proven into the checkpoint at size %d"
+                defects.append(Defect("inclusion", message % (seq, checkpoint.size)))
+        return defects
+
+    def extends(self, kept: Checkpoint, covering: Checkpoint | None) -> bool:
+        raise CannotVerify("--since needs the ledger itself: a bundle holds no consistency proof")
+
+    def held(self) -> int:
+        return len(self.source.entries)
+
+    def tokens(self, note: SignedNote, checkpoint: Checkpoint) -> tuple[list[tuple[str, bytes]], str]:
+        # A time-stamp travels as checkpoint.tsr: the authority's signature is what counts.
+        if "checkpoint.tsr" not in self.source.members:
+            return [], "the bundle carries none"
+        return [("checkpoint.tsr in the bundle", self.source.read("checkpoint.tsr"))], ""

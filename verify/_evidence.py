@@ -4,20 +4,29 @@ the digest that names them. The verifier re-derives verdicts through it, and the
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, BinaryIO, Protocol
 
 from receipts import ContentHasher, Digest, EvidenceReader, ReceiptsError, parse_evidence_json
 
-if TYPE_CHECKING:  # annotations only: the sources read through these functions
-    from ._source import Source
-
-__all__ = ["SMALL_BLOB", "read_blob", "read_evidence", "evidence_reader", "blob_problem"]
+__all__ = ["Blobs", "SMALL_BLOB", "read_blob", "read_evidence", "evidence_reader", "blob_problem"]
 
 SMALL_BLOB = 4 << 20  # evidence read whole to re-derive a verdict (JSON, replies) is at most this
 _CHUNK = 1 << 20
 
 
-def read_blob(source: Source, digest: Digest, limit: int | None = SMALL_BLOB) -> bytes | None:
+class Blobs(Protocol):
+    """What the evidence reader needs of a source (every `verify.Source` has it)."""
+
+    def open_blob(self, digest: Digest) -> BinaryIO | None:
+        """The stored blob named ``digest``, opened for reading, or None when it is absent.
+
+        Raises:
+            CannotVerify: the blob store cannot be read.
+        """
+        ...
+
+
+def read_blob(source: Blobs, digest: Digest, limit: int | None = SMALL_BLOB) -> bytes | None:
     """The blob's bytes; None if it is missing, larger than ``limit`` (None: no limit), or
     no longer hashes to ``digest``."""
     handle = source.open_blob(digest)
@@ -34,7 +43,7 @@ def read_blob(source: Source, digest: Digest, limit: int | None = SMALL_BLOB) ->
     return b"".join(parts) if hasher.digest() == digest else None
 
 
-def read_evidence(source: Source, digest: Digest, fmt: str) -> dict[str, Any] | None:
+def read_evidence(source: Blobs, digest: Digest, fmt: str) -> dict[str, Any] | None:
     """A JSON evidence document of format ``fmt``; None if unreadable as such (see `read_blob`)."""
     data = read_blob(source, digest)
     if data is None:
@@ -45,12 +54,12 @@ def read_evidence(source: Source, digest: Digest, fmt: str) -> dict[str, Any] | 
         return None
 
 
-def evidence_reader(source: Source) -> EvidenceReader:
+def evidence_reader(source: Blobs) -> EvidenceReader:
     """`read_evidence` bound to a source, as the verdict rules in `receipts` take it."""
     return lambda digest, fmt: read_evidence(source, digest, fmt)
 
 
-def blob_problem(source: Source, digest: Digest, size: int | None = None) -> str | None:
+def blob_problem(source: Blobs, digest: Digest, size: int | None = None) -> str | None:
     """Stream a blob through BLAKE3: None if it hashes to ``digest`` (and has ``size``, when
     given), else the defect code: ``evidence-missing`` or ``evidence-altered``."""
     handle = source.open_blob(digest)

@@ -10,10 +10,12 @@ from typing import BinaryIO
 from receipts import (
     KEYRING_KINDS,
     CachedNodes,
+    Checkpoint,
     Digest,
     EvidenceRef,
     Keyring,
     ReceiptsError,
+    SignedNote,
     TierRecord,
     consistency_proof,
     decode_body,
@@ -27,11 +29,10 @@ from receipts import (
     replay_keyring,
 )
 
-from ._errors import CannotVerify
+from ._policy import Transparency
 from ._result import Defect, Finding
 from ._source import LedgerSource, SparseEntries, StoredEntry
-from ._transparency import Transparency, audited_by, checkpoint_signer, read_checkpoint, witnessed
-from ._tsa import ledger_tokens, timestamp_finding
+from ._transparency import check_checkpoints
 
 __all__ = ["FlatSource", "MissingNode", "StoredNodes", "flat_source"]
 
@@ -98,72 +99,42 @@ class FlatSource(SparseEntries):
         return self.ledger.count()
 
     def check_transparency(self, origin: str, ring: Keyring | None, receipt_seq: int, policy: Transparency) -> Finding:
-        # 8a. (By proof, §8.1.) The checkpoint is this log's and signed by a seal or admin key valid
-        # at its size, judged on the keyring replayed (signatures checked) up to that size.
-        defects = list(self.broken)
-        read = read_checkpoint(self.checkpoint_text, origin)
-        if isinstance(read, str):
-            return Finding((*defects, Defect("checkpoint-malformed", read)))
-        note, cp = read
-        at_size = _keyring_upto(self.entries, cp.size)
-        signer = checkpoint_signer(at_size, note, origin, cp.size)
-        if signer is None or cp.size != self.size:
-            defects.append(
-                Defect(
-                    "checkpoint-signature",
-                    "the checkpoint at size %d is not signed by a valid seal or admin key of this ledger" % self.size,
-                )
-            )
-        # 8b. Every entry read is proven at its position into the signed root.
-        for seq, stored in sorted(self.entries.items()):
-            if not is_valid_inclusion(leaf_hash(stored.entry), seq, cp.size, self.proofs[seq], cp.root):
-                defects.append(
-                    Defect(
-                        "inclusion",
-                        "entry %d is not proven into the checkpoint at size %d (the entry or the stored tree was altered)"
-                        % (seq, cp.size),
-                    )
-                )
-        quorums = [witnessed(note, cp.size, signer, policy)]
-        certified = audited_by(note, policy)
-        tokens, why = ledger_tokens(self.ledger, note.text, cp.size)
-        stamped, stamp_said, stamp_line = timestamp_finding(tokens, note.text, cp.size, policy, why)
-        defects += stamped
-        # 8c. A checkpoint the auditor kept is consistent with this one.
-        if policy.since is not None:
-            kept = read_checkpoint(policy.since, origin)
-            if isinstance(kept, str):
-                raise CannotVerify("--since: %s" % kept)
-            kept_note, kept_cp = kept
-            if checkpoint_signer(_keyring_upto(self.entries, kept_cp.size), kept_note, origin, kept_cp.size) is None:
-                defects.append(
-                    Defect(
-                        "since-checkpoint",
-                        "the checkpoint you kept is not signed by a valid seal or admin key of this ledger",
-                    )
-                )
-            if self.consistency is None or not is_valid_consistency(
-                kept_cp.size, cp.size, kept_cp.root, cp.root, self.consistency
-            ):
-                defects.append(
-                    Defect(
-                        "history-rewritten",
-                        "the ledger is not an extension of the checkpoint you kept at size %d: its history was rewritten"
-                        % kept_cp.size,
-                    )
-                )
-            if kept_cp.size > receipt_seq:
-                quorums.append(witnessed(kept_note, kept_cp.size, None, policy))
-                certified = max(certified, audited_by(kept_note, policy), key=len)
-        used = quorums[0][1] + ("; %s" % stamp_line if stamp_line else "")
-        if policy.quorum and all(q for q, _ in quorums):
-            defects += quorums[0][0]
+        # Step 8 with this source's proofs (§8.1); a back-pointer to nowhere found while
+        # gathering the entries comes first.
+        found = check_checkpoints(self, (self.size, self.checkpoint_text), origin, receipt_seq, policy)
         said = (
             "checked by proof: %d entries of the receipt's task and keyring proven into the checkpoint; the ledger's"
             " other %d entries were not read (`ledger verify --chain` audits them)"
             % (len(self.entries), max(self.count() - len(self.entries), 0)),
         )
-        return Finding(tuple(defects), (*said, *stamp_said), used, certified)
+        return Finding((*self.broken, *found.defects), (*said, *found.warnings), found.checkpoint, found.certified_by)
+
+    # -- how entries are proven into a checkpoint (`verify._transparency.CheckpointProof`) --
+
+    def ring_at(self, size: int) -> Keyring | None:
+        return _keyring_upto(self.entries, size)
+
+    def prove(self, checkpoint: Checkpoint, receipt_seq: int) -> list[Defect]:
+        # Every entry read is proven at its position into the signed root.
+        message = "entry %d is not proven into the checkpoint at size %d (the entry or the stored tree was altered)"
+        return [
+            Defect("inclusion", message % (seq, checkpoint.size))
+            for seq, stored in sorted(self.entries.items())
+            if not is_valid_inclusion(leaf_hash(stored.entry), seq, checkpoint.size, self.proofs[seq], checkpoint.root)
+        ]
+
+    def extends(self, kept: Checkpoint, covering: Checkpoint | None) -> bool:
+        return (
+            covering is not None
+            and self.consistency is not None
+            and is_valid_consistency(kept.size, covering.size, kept.root, covering.root, self.consistency)
+        )
+
+    def held(self) -> int:
+        return self.count()
+
+    def tokens(self, note: SignedNote, checkpoint: Checkpoint) -> tuple[list[tuple[str, bytes]], str]:
+        return self.ledger.timestamp_tokens(note.text, checkpoint.size)
 
 
 def _keyring_upto(entries: dict[int, StoredEntry], size: int) -> Keyring | None:

@@ -7,10 +7,12 @@ from typing import TYPE_CHECKING
 
 from receipts import Tier
 
+from ._errors import VerifyError
+
 if TYPE_CHECKING:
     from ._state import AuditState
 
-__all__ = ["Defect", "TierLine", "Finding", "Result", "ChainResult"]
+__all__ = ["Defect", "TierLine", "Finding", "Result", "ChainResult", "VerificationFailed"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,3 +162,12 @@ class ChainResult:
             "first_bad_entry": self.first_bad,
             "defects": [d.as_dict() for d in self.defects],
         }
+
+
+class VerificationFailed(VerifyError):
+    """The check ran and found defects; ``result`` holds them."""
+
+    def __init__(self, result: Result) -> None:
+        first = result.defects[0].message if result.defects else "rejected"
+        super().__init__("verification failed with %d defect(s): %s" % (len(result.defects), first))
+        self.result = result

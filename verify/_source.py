@@ -11,29 +11,40 @@ from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
 from receipts import (
+    KEYRING_KINDS,
     Body,
+    Checkpoint,
     CheckpointTimestamp,
+    CompactRange,
     Digest,
+    Entry,
     EntryKind,
     EvidenceRef,
     Keyring,
     ReceiptsError,
     RetentionPolicy,
     Role,
+    SignedNote,
     TierRecord,
     body_hash,
     check_entry_signature,
+    content_digest,
     decode_body,
     decode_entry,
+    leaf_hash,
+    parse_checkpoint,
+    parse_note,
     replay_keyring,
 )
 
 from ._errors import CannotVerify, NoLedger
-from ._result import Finding
-from ._transparency import Transparency, keyring_entries, ledger_transparency
+from ._evidence import read_blob
+from ._policy import Transparency
+from ._result import Defect, Finding
+from ._transparency import check_checkpoints
 from .schema import BLOB_DIR, DB_NAME, blob_path
 
-__all__ = ["Source", "StoredEntry", "LedgerSource", "SparseEntries"]
+__all__ = ["Source", "StoredEntry", "LedgerSource", "SparseEntries", "keyring_entries", "ledger_transparency"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,6 +298,22 @@ class LedgerSource:
             self._policy = (size, policies[-1] if policies else None)
         return self._policy[1]
 
+    def timestamp_tokens(self, note_text: str, size: int) -> tuple[list[tuple[str, bytes]], str]:
+        """The time-stamp tokens this ledger recorded for the checkpoint of ``size`` whose
+        signed text is ``note_text`` (by a valid seal key, over that exact text, their blobs
+        re-hashing), each with its label; and why there are none, if none."""
+        digest = content_digest(note_text.encode("utf-8"))
+        tokens, why = [], "no time-stamp was recorded for it"
+        for seq, stamp, signer in self.timestamps():
+            if stamp.size != size:
+                continue
+            token = read_blob(self, stamp.token, limit=1 << 20) if stamp.checkpoint == digest else None
+            if token is None:
+                why = "entry %d's time-stamp is over other text, or its token is missing or altered" % seq
+                continue
+            tokens.append(("entry %d, recorded by %s" % (seq, signer), token))
+        return tokens, why
+
     def timestamps(self) -> list[tuple[int, CheckpointTimestamp, str]]:
         """RFC 3161 time-stamps over checkpoints, each recorded by a seal key (§9)."""
         return [
@@ -353,3 +380,99 @@ class LedgerSource:
             return None
         except OSError as exc:
             raise CannotVerify("cannot read evidence blob %s: %s" % (digest, exc)) from None
+
+
+def keyring_entries(source: LedgerSource, upto: int) -> Iterator[tuple[Entry, Body]]:
+    """The keyring's changes below ``upto``, decoded, in order; an undecodable one grants nothing."""
+    # By the kind column: a forged column is the chain walk's to report.
+    kinds = sorted(k.value for k in KEYRING_KINDS)
+    found = [e for kind in kinds for e in source.iter_entries(upto=upto - 1, kind=kind)]
+    for stored in sorted(found, key=lambda e: e.seq):
+        try:
+            entry = decode_entry(stored.entry)
+            yield entry, decode_body(entry.kind, stored.body)
+        except ReceiptsError:
+            continue  # the chain walk reports it
+
+
+class _WholeLedger:
+    """Step 8's proof on a whole ledger: every root is recomputed from the entries."""
+
+    def __init__(
+        self, source: LedgerSource, sizes: set[int], upto: int, roots: dict[int, bytes] | None, ring: Keyring | None
+    ) -> None:
+        self.source = source
+        self.count = source.count()
+        self.roots = _roots(source, sizes, self.count) if roots is None else roots
+        # One replay past every size asked about: a key's validity at a size is judged by
+        # its available_from and revoked_at, which a longer replay does not change.
+        self.ring = replay_keyring(keyring_entries(source, upto), verify_signatures=True) if ring is None else ring
+
+    def ring_at(self, size: int) -> Keyring | None:
+        return self.ring
+
+    def _root_at(self, size: int) -> bytes | None:
+        return self.roots.get(size) if size <= self.count else None
+
+    def prove(self, checkpoint: Checkpoint, receipt_seq: int) -> list[Defect]:
+        if self._root_at(checkpoint.size) == checkpoint.root:
+            return []
+        held = " (it holds only %d entries)" % self.count if self.count < checkpoint.size else ""
+        message = "the ledger's entries do not hash to the root its checkpoint at size %d signed%s"
+        return [Defect("checkpoint-root", message % (checkpoint.size, held))]
+
+    def extends(self, kept: Checkpoint, covering: Checkpoint | None) -> bool:
+        return self._root_at(kept.size) == kept.root
+
+    def held(self) -> int:
+        return self.count
+
+    def tokens(self, note: SignedNote, checkpoint: Checkpoint) -> tuple[list[tuple[str, bytes]], str]:
+        return self.source.timestamp_tokens(note.text, checkpoint.size)
+
+
+def _roots(source: LedgerSource, sizes: set[int], count: int) -> dict[int, bytes]:
+    """The tree's root at each size that the ledger reaches, its leaves folded into a
+    compact range as they stream past (memory does not grow with the ledger)."""
+    leaves = CompactRange()
+    roots = {0: leaves.root()} if 0 in sizes else {}
+    for data in source.entry_bytes(min(max(sizes, default=0), count)):
+        leaves.append(leaf_hash(data))
+        if leaves.size in sizes:
+            roots[leaves.size] = leaves.root()
+    return roots
+
+
+def ledger_transparency(
+    source: LedgerSource,
+    origin: str,
+    receipt_seq: int,
+    policy: Transparency,
+    roots: dict[int, bytes] | None = None,
+    ring: Keyring | None = None,
+) -> Finding:
+    """Step 8 on a whole ledger (`verify._transparency.check_checkpoints`).
+
+    Args:
+        source: the ledger.
+        origin: its log's name.
+        receipt_seq: the receipt's position (-1: a chain audit).
+        policy: what the auditor asks.
+        roots: roots by size, when a chain audit folded them as it walked.
+        ring: the keyring, when a chain audit replayed it as it walked.
+
+    Returns:
+        What step 8 found.
+
+    Raises:
+        CannotVerify: the ledger cannot be read, or the kept checkpoint is not one of this log.
+    """
+    stored = [(size, text) for size, text in source.checkpoints() if size > receipt_seq]
+    sizes = {size for size, _ in stored[-1:]}
+    if policy.since is not None:
+        try:
+            sizes.add(parse_checkpoint(parse_note(policy.since).text).size)
+        except ReceiptsError:
+            pass  # step 8a refuses it
+    proof = _WholeLedger(source, sizes, max(max(sizes, default=0), receipt_seq + 1), roots, ring)
+    return check_checkpoints(proof, stored[-1] if stored else None, origin, receipt_seq, policy)

@@ -1,110 +1,88 @@
-"""Step 8: the receipt's entries are in a tree whose head the ledger signed, and the
-ledger only ever grew since a checkpoint the auditor kept."""
+"""Step 8, written once: the receipt's entries are in a tree whose head the ledger signed,
+and the ledger only ever grew since a checkpoint the auditor kept (docs/format.md §8).
+
+A whole ledger, a receipt's history read by proof and a bundle differ only in how they
+prove entries into a checkpoint's root; each gives that as a `CheckpointProof`, and
+`check_checkpoints` applies the rest (signer, witnesses, time-stamp, kept checkpoint)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from receipts import (
-    KEYRING_KINDS,
-    Body,
     Checkpoint,
-    CompactRange,
-    Entry,
     Keyring,
     ReceiptsError,
     Role,
     SignedNote,
-    cosignature_time,
-    decode_body,
-    decode_entry,
     is_valid_note_signature,
-    leaf_hash,
     parse_checkpoint,
     parse_note,
     parse_public_key_blob,
-    parse_public_key_line,
-    replay_keyring,
 )
 
 from ._errors import CannotVerify
+from ._policy import Transparency, audited_by, witnessed
 from ._result import Defect, Finding
-from ._tsa import ledger_tokens, timestamp_finding
+from ._tsa import timestamp_finding
 
-if TYPE_CHECKING:
-    from ._source import LedgerSource
-
-__all__ = [
-    "Transparency",
-    "WitnessKey",
-    "ledger_transparency",
-    "checkpoint_signer",
-    "witnessed",
-    "read_checkpoint",
-    "keyring_entries",
-]
+__all__ = ["CheckpointProof", "check_checkpoints", "checkpoint_signer", "read_checkpoint"]
 
 
-@dataclass(frozen=True, slots=True)
-class WitnessKey:
-    """A witness the auditor trusts: its name and raw 32-byte Ed25519 key."""
+class CheckpointProof(Protocol):
+    """How one source proves its entries into a signed checkpoint: the part of step 8 that
+    differs between a whole ledger, a receipt read by proof and a bundle."""
 
-    name: str
-    public_key: bytes
+    def ring_at(self, size: int) -> Keyring | None:
+        """The keyring as the entries below ``size`` replay it, signatures checked.
 
-    @classmethod
-    def parse(cls, value: str) -> WitnessKey:
-        """``NAME ssh-ed25519 AAAA...`` or ``NAME PATH.pub``. Raises `CannotVerify`."""
-        name, _, line = value.strip().partition(" ")
-        if not name or not line:
-            raise CannotVerify("a witness is 'NAME ssh-ed25519 AAAA...' (or 'NAME PATH.pub')")
-        if not line.startswith("ssh-"):
-            try:
-                line = Path(line).read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
-                raise CannotVerify("cannot read witness key %s: %s" % (line, exc)) from None
-        try:
-            blob, _ = parse_public_key_line(line)
-            return cls(name, parse_public_key_blob(blob))
-        except ReceiptsError as exc:
-            raise CannotVerify("witness key of %s: %s" % (name, exc)) from None
+        Args:
+            size: a checkpoint's tree size.
 
+        Returns:
+            The keyring, or None when the entries replay to none. It MUST NOT include a
+            change the source did not prove into a signed root.
+        """
+        ...
 
-@dataclass(frozen=True, slots=True)
-class Transparency:
-    """What the auditor asks of the log beyond the chain itself."""
+    def prove(self, checkpoint: Checkpoint, receipt_seq: int) -> list[Defect]:
+        """Prove the entries the verdict rests on into ``checkpoint``'s root.
 
-    since: str | None = None  # a checkpoint note the auditor kept
-    require_checkpoint: bool = False
-    witnesses: tuple[WitnessKey, ...] = ()
-    quorum: int = 0
-    tsa_roots: tuple[bytes, ...] = ()  # PEM certificates of the time-stamping authorities the auditor pins
-    # Auditing witnesses (§9): their cosignature on a covering checkpoint certifies that every
-    # entry up to it passed a chain audit, which is what proves a task complete (§8.1a).
-    auditors: tuple[WitnessKey, ...] = ()
-    audited_quorum: int = 0
-    # With auditors, an uncertified task is a defect (`completeness-unproven`); a caller that
-    # can prove completeness another way (the gate auditing the store) asks only to be told.
-    require_complete: bool = True
+        Args:
+            checkpoint: the covering checkpoint, its signer already being checked.
+            receipt_seq: the receipt's position (-1: a chain audit, no receipt).
 
-    def __post_init__(self) -> None:
-        if self.quorum > len(self.witnesses) or self.audited_quorum > len(self.auditors):
-            raise CannotVerify("a quorum needs at least that many trusted keys")
+        Returns:
+            One defect per entry (or tree) that is not proven; none when all are. It MUST
+            NOT trust a stored tree node or index column for what it proves.
+        """
+        ...
 
+    def extends(self, kept: Checkpoint, covering: Checkpoint | None) -> bool:
+        """Whether the log is an extension of ``kept``.
 
-def keyring_entries(source: LedgerSource, upto: int) -> Iterator[tuple[Entry, Body]]:
-    # By the kind column, as before: a forged column is the chain walk's to report.
-    kinds = sorted(k.value for k in KEYRING_KINDS)
-    found = [e for kind in kinds for e in source.iter_entries(upto=upto - 1, kind=kind)]
-    for stored in sorted(found, key=lambda e: e.seq):
-        try:
-            entry = decode_entry(stored.entry)
-            yield entry, decode_body(entry.kind, stored.body)
-        except ReceiptsError:
-            continue  # the chain walk reports it; an undecodable change grants nothing here
+        Args:
+            kept: the checkpoint the auditor kept (`Transparency.since`).
+            covering: the covering checkpoint as 8b read it (None: there is none, or it
+                does not parse).
+
+        Returns:
+            True only when the kept root is proven to be a prefix of the log.
+
+        Raises:
+            CannotVerify: this source cannot prove consistency at all.
+        """
+        ...
+
+    def held(self) -> int:
+        """How many entries the source holds (only to say a log was cut short)."""
+        ...
+
+    def tokens(self, note: SignedNote, checkpoint: Checkpoint) -> tuple[list[tuple[str, bytes]], str]:
+        """The RFC 3161 tokens the source carries for this checkpoint, each with a label,
+        and why there are none when there are none. Tokens are self-authenticating: the
+        pinned authority's signature over the note is what counts, not who carried them."""
+        ...
 
 
 def checkpoint_signer(ring: Keyring | None, note: SignedNote, origin: str, size: int) -> str | None:
@@ -119,31 +97,8 @@ def checkpoint_signer(ring: Keyring | None, note: SignedNote, origin: str, size:
     return None
 
 
-def witnessed(note: SignedNote, size: int, signer: str | None, policy: Transparency) -> tuple[list[Defect], str]:
-    """The witness quorum's defect (if the trusted witnesses whose cosignature verifies are
-    too few), and the one line that describes the checkpoint used."""
-    names = [w.name for w in policy.witnesses if cosignature_time(note, w.name, w.public_key) is not None]
-    defects = []
-    if len(names) < policy.quorum:
-        defects.append(
-            Defect(
-                "witness-quorum",
-                "the checkpoint has %d valid witness cosignature(s); %d are required" % (len(names), policy.quorum),
-            )
-        )
-    return defects, "size %d signed by %s; witnessed by %s" % (
-        size,
-        signer or "nobody valid",
-        ", ".join(names) or "none",
-    )
-
-
-def audited_by(note: SignedNote, policy: Transparency) -> tuple[str, ...]:
-    """The auditing witnesses whose cosignature on this checkpoint verifies."""
-    return tuple(w.name for w in policy.auditors if cosignature_time(note, w.name, w.public_key) is not None)
-
-
 def read_checkpoint(text: str, origin: str) -> tuple[SignedNote, Checkpoint] | str:
+    """A signed checkpoint note of the log ``origin``, or why the text is not one."""
     try:
         note = parse_note(text)
         cp = parse_checkpoint(note.text)
@@ -154,125 +109,129 @@ def read_checkpoint(text: str, origin: str) -> tuple[SignedNote, Checkpoint] | s
     return note, cp
 
 
-def _roots(source: LedgerSource, sizes: set[int], count: int) -> dict[int, bytes]:
-    """The tree's root at each size that the ledger reaches, its leaves folded into a
-    compact range as they stream past (memory does not grow with the ledger)."""
-    leaves = CompactRange()
-    roots = {0: leaves.root()} if 0 in sizes else {}
-    for data in source.entry_bytes(min(max(sizes, default=0), count)):
-        leaves.append(leaf_hash(data))
-        if leaves.size in sizes:
-            roots[leaves.size] = leaves.root()
-    return roots
+def check_checkpoints(
+    proof: CheckpointProof, covering: tuple[int, str] | None, origin: str, receipt_seq: int, policy: Transparency
+) -> Finding:
+    """Step 8 over one source.
+
+    Steps:
+      8a. the covering checkpoint is this log's and signed by a seal or admin key valid at its size;
+      8b. the entries are proven into its root, as the source proves them;
+      8c. a kept checkpoint (``policy.since``) is one of this log, signed, and the log extends it;
+      8e. witnesses, auditing witnesses and time-stamps are counted, and some checkpoint
+          covering the receipt meets the witness quorum.
+    (8d, completeness, is the caller's: it needs the auditing witnesses found here.)
+
+    Args:
+        proof: how the source proves entries into a root.
+        covering: the newest stored checkpoint that covers the receipt (the size it is
+            filed under, its note), or None.
+        origin: the log's name, from its genesis entry.
+        receipt_seq: the receipt's position (-1: a chain audit, any checkpoint covers).
+        policy: what the auditor asks.
+
+    Returns:
+        The defects and warnings, the line describing the checkpoint used, and the
+        auditing witnesses that certified it.
+
+    Raises:
+        CannotVerify: the kept checkpoint is not one of this log, or the source cannot
+            prove consistency with it.
+    """
+    # 8c. A kept checkpoint that is not one, or is another log's, is bad input.
+    kept = read_checkpoint(policy.since, origin) if policy.since is not None else None
+    if isinstance(kept, str):
+        raise CannotVerify("--since: %s" % kept)
+    # 8a, 8b, and 8e for the covering checkpoint.
+    read = read_checkpoint(covering[1], origin) if covering is not None else None
+    if isinstance(read, str):
+        found, quorum = Finding((Defect("checkpoint-malformed", read),)), None
+    elif covering is not None and read is not None:
+        found, quorum = _covering(proof, covering[0], read, origin, receipt_seq, policy)
+    elif policy.require_checkpoint:
+        found, quorum = Finding((Defect("no-checkpoint", "no signed checkpoint covers entry %d" % receipt_seq),)), None
+    else:
+        said = "no signed checkpoint covers this receipt yet: transparency not checked (run `ledger checkpoint`)"
+        found, quorum = Finding(warnings=(said,)), None
+    # 8c.
+    newest = read[1] if isinstance(read, tuple) else None
+    also, kept_quorum = (Finding(), None) if kept is None else _kept(proof, kept, newest, origin, receipt_seq, policy)
+    # 8e. Any one covering checkpoint that meets the quorum suffices (a kept one is proven a prefix).
+    quorums = [q for q in (quorum, kept_quorum) if q is not None]
+    short = quorums[0] if quorums else [_no_quorum(receipt_seq, policy)]
+    used = found.checkpoint
+    if also.checkpoint is not None:
+        used = also.checkpoint if used is None else "%s; kept checkpoint %s" % (used, also.checkpoint)
+    return Finding(
+        (*found.defects, *also.defects, *(short if policy.quorum and all(quorums) else ())),
+        found.warnings,
+        used,
+        max(found.certified_by, also.certified_by, key=len),
+    )
 
 
-def ledger_transparency(
-    source: LedgerSource,
+def _covering(
+    proof: CheckpointProof,
+    filed: int,
+    read: tuple[SignedNote, Checkpoint],
     origin: str,
     receipt_seq: int,
     policy: Transparency,
-    roots: dict[int, bytes] | None = None,
-    ring: Keyring | None = None,
-) -> Finding:
-    """Step 8 on a whole ledger: the newest checkpoint covering ``receipt_seq`` (-1: any)
-    is signed by a valid seal or admin key and its root is recomputed from the entries; a
-    kept checkpoint (``policy.since``) is still a prefix of the ledger. A chain audit,
-    which folded the leaves and replayed the keyring as it walked, passes both in."""
-    defects: list[Defect] = []
-    warnings: list[str] = []
-    stored = [(size, text) for size, text in source.checkpoints() if size > receipt_seq]
-    kept = read_checkpoint(policy.since, origin) if policy.since is not None else None
-    if isinstance(kept, str):
-        # A kept checkpoint that is not one, or is another log's, is bad input: nothing was checked.
-        raise CannotVerify("--since: %s" % kept)
-    sizes = [size for size, _ in stored[-1:]] + ([kept[1].size] if kept else [])
-    count = source.count()
-    if roots is None:
-        roots = _roots(source, set(sizes), count)
-    if ring is None:
-        ring = replay_keyring(
-            keyring_entries(source, max(max(sizes, default=0), receipt_seq + 1)), verify_signatures=True
-        )
+) -> tuple[Finding, list[Defect] | None]:
+    note, cp = read
+    defects = []
+    # 8a. Signed by a key valid at its size, and filed under the size it signs.
+    signer = checkpoint_signer(proof.ring_at(cp.size), note, origin, cp.size)
+    if signer is None or cp.size != filed:
+        message = "the checkpoint at size %d is not signed by a valid seal or admin key of this ledger"
+        defects.append(Defect("checkpoint-signature", message % filed))
+    # 8b. The entries, proven into its root.
+    defects += proof.prove(cp, receipt_seq)
+    # 8e. Witnesses, auditing witnesses, time-stamp.
+    quorum, used = witnessed(note, cp.size, signer, policy)
+    tokens, why = proof.tokens(note, cp)
+    stamped, said, line = timestamp_finding(tokens, note.text, cp.size, policy, why)
+    return Finding(
+        (*defects, *stamped),
+        tuple(said),
+        "%s; %s" % (used, line) if line else used,
+        audited_by(note, policy) if cp.size > receipt_seq else (),
+    ), quorum
 
-    def root_at(size: int) -> bytes | None:
-        return roots.get(size) if size <= count else None
 
-    used = None
-    certified: tuple[str, ...] = ()
-    # Witness quorums of the checkpoints that cover the receipt: any one that meets the quorum
-    # suffices (a kept checkpoint is proven to be a prefix of the newest one below).
-    quorums: list[list[Defect]] = []
-    if not stored:
-        if policy.require_checkpoint:
-            defects.append(Defect("no-checkpoint", "no signed checkpoint covers entry %d" % receipt_seq))
-        else:
-            warnings.append(
-                "no signed checkpoint covers this receipt yet: transparency not checked (run `ledger checkpoint`)"
+def _kept(
+    proof: CheckpointProof,
+    kept: tuple[SignedNote, Checkpoint],
+    covering: Checkpoint | None,
+    origin: str,
+    receipt_seq: int,
+    policy: Transparency,
+) -> tuple[Finding, list[Defect] | None]:
+    note, cp = kept
+    defects = []
+    signer = checkpoint_signer(proof.ring_at(cp.size), note, origin, cp.size)
+    if signer is None:
+        defects.append(
+            Defect(
+                "since-checkpoint", "the checkpoint you kept is not signed by a valid seal or admin key of this ledger"
             )
-    else:
-        size, text = stored[-1]
-        read = read_checkpoint(text, origin)
-        if isinstance(read, str):
-            defects.append(Defect("checkpoint-malformed", read))
-        else:
-            note, cp = read
-            signer = checkpoint_signer(ring, note, origin, cp.size)
-            if signer is None or cp.size != size:
-                defects.append(
-                    Defect(
-                        "checkpoint-signature",
-                        "the checkpoint at size %d is not signed by a valid seal or admin key of this ledger" % size,
-                    )
-                )
-            if root_at(cp.size) != cp.root:
-                defects.append(
-                    Defect(
-                        "checkpoint-root",
-                        "the ledger's entries do not hash to the root its checkpoint at size %d signed%s"
-                        % (cp.size, " (it holds only %d entries)" % count if count < cp.size else ""),
-                    )
-                )
-            quorum, used = witnessed(note, cp.size, signer, policy)
-            quorums.append(quorum)
-            certified = audited_by(note, policy)
-            tokens, why = ledger_tokens(source, note.text, cp.size)
-            stamped, said, line = timestamp_finding(tokens, note.text, cp.size, policy, why)
-            defects += stamped
-            warnings += said
-            used = "%s; %s" % (used, line) if line else used
-    if kept is not None:
-        note, cp = kept
-        kept_signer = checkpoint_signer(ring, note, origin, cp.size)
-        if cp.size > receipt_seq:
-            quorum, line = witnessed(note, cp.size, kept_signer, policy)
-            quorums.append(quorum)
-            certified = max(certified, audited_by(note, policy), key=len)
-            used = line if used is None else "%s; kept checkpoint %s" % (used, line)
-        if kept_signer is None:
-            defects.append(
-                Defect(
-                    "since-checkpoint",
-                    "the checkpoint you kept is not signed by a valid seal or admin key of this ledger",
-                )
-            )
-        if root_at(cp.size) != cp.root:
-            defects.append(
-                Defect(
-                    "history-rewritten",
-                    "the ledger is not an extension of the checkpoint you kept at size %d: its history was rewritten%s"
-                    % (cp.size, " or cut short" if count < cp.size else ""),
-                )
-            )
-    if policy.quorum and all(quorums):  # every covering checkpoint falls short, or there is none
-        defects += (
-            quorums[0]
-            if quorums
-            else [
-                Defect(
-                    "witness-quorum",
-                    "no checkpoint covering entry %d carries the %d witness cosignature(s) required"
-                    % (receipt_seq, policy.quorum),
-                )
-            ]
         )
-    return Finding(tuple(defects), tuple(warnings), used, certified)
+    if not proof.extends(cp, covering):
+        defects.append(
+            Defect(
+                "history-rewritten",
+                "the ledger is not an extension of the checkpoint you kept at size %d: its history was rewritten%s"
+                % (cp.size, " or cut short" if proof.held() < cp.size else ""),
+            )
+        )
+    if cp.size <= receipt_seq:
+        return Finding(tuple(defects)), None  # it does not cover the receipt: its witnesses do not count
+    quorum, line = witnessed(note, cp.size, signer, policy)
+    return Finding(tuple(defects), (), line, audited_by(note, policy)), quorum
+
+
+def _no_quorum(receipt_seq: int, policy: Transparency) -> Defect:
+    return Defect(
+        "witness-quorum",
+        "no checkpoint covering entry %d carries the %d witness cosignature(s) required" % (receipt_seq, policy.quorum),
+    )

@@ -5,19 +5,11 @@ the authority's; every other time in the ledger is its signer's clock."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from receipts import content_digest
-
 from ._errors import CannotVerify
-from ._evidence import read_blob
+from ._policy import Transparency
 from ._result import Defect
 
-if TYPE_CHECKING:
-    from ._source import LedgerSource
-    from ._transparency import Transparency
-
-__all__ = ["tsa_roots", "timestamp_finding", "ledger_tokens"]
+__all__ = ["tsa_roots", "timestamp_finding"]
 
 
 def tsa_roots(pem: bytes) -> tuple[bytes, ...]:
@@ -30,22 +22,6 @@ def tsa_roots(pem: bytes) -> tuple[bytes, ...]:
     except ValueError as exc:
         raise CannotVerify("the TSA certificate file holds no PEM certificate: %s" % exc) from None
     return tuple(c.public_bytes(Encoding.PEM) for c in certificates)
-
-
-def ledger_tokens(source: LedgerSource, note_text: str, size: int) -> tuple[list[tuple[str, bytes]], str]:
-    """The time-stamp tokens a ledger recorded for this checkpoint (by a valid seal key,
-    over its exact text, their blobs re-hashing), each with its label; and why none, if none."""
-    digest = content_digest(note_text.encode("utf-8"))
-    tokens, why = [], "no time-stamp was recorded for it"
-    for seq, stamp, signer in source.timestamps():
-        if stamp.size != size:
-            continue
-        token = read_blob(source, stamp.token, limit=1 << 20) if stamp.checkpoint == digest else None
-        if token is None:
-            why = "entry %d's time-stamp is over other text, or its token is missing or altered" % seq
-            continue
-        tokens.append(("entry %d, recorded by %s" % (seq, signer), token))
-    return tokens, why
 
 
 def timestamp_finding(

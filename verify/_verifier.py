@@ -58,14 +58,15 @@ from receipts import (
 )
 
 from ._bundle import BundleSource
-from ._errors import CannotVerify, VerificationFailed
+from ._errors import CannotVerify
 from ._evidence import blob_problem, evidence_reader, read_blob, read_evidence
 from ._flat import MissingNode, StoredNodes, flat_source
+from ._policy import Transparency
 from ._rendering import RENDERINGS, bundle_manifest, render, rendering_trust
-from ._result import ChainResult, Defect, Finding, Result, TierLine
-from ._source import LedgerSource, Source, StoredEntry
+from ._result import ChainResult, Defect, Finding, Result, TierLine, VerificationFailed
+from ._source import LedgerSource, Source, StoredEntry, ledger_transparency
 from ._state import AuditState
-from ._transparency import Transparency, checkpoint_signer, ledger_transparency, read_checkpoint
+from ._transparency import checkpoint_signer, read_checkpoint
 from ._trust import Trust
 from ._walk import SignatureQueue, Walk, describe_waiver
 

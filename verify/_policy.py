@@ -1,0 +1,96 @@
+"""What the auditor asks of the log beyond the chain itself (docs/format.md §8 step 8, §9):
+the witnesses it trusts and their quorum, the auditing witnesses whose cosignature proves
+a task complete, the time-stamping authorities it pins, and a checkpoint it kept."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from receipts import ReceiptsError, SignedNote, cosignature_time, parse_public_key_blob, parse_public_key_line
+
+from ._errors import CannotVerify
+from ._result import Defect
+
+__all__ = ["Transparency", "WitnessKey", "witnessed", "audited_by"]
+
+
+@dataclass(frozen=True, slots=True)
+class WitnessKey:
+    """A witness the auditor trusts: its name and raw 32-byte Ed25519 key."""
+
+    name: str
+    public_key: bytes
+
+    @classmethod
+    def parse(cls, value: str) -> WitnessKey:
+        """A witness from the command line.
+
+        Args:
+            value: ``NAME ssh-ed25519 AAAA...`` or ``NAME PATH.pub``.
+
+        Returns:
+            The witness.
+
+        Raises:
+            CannotVerify: the value names no witness, or its key cannot be read.
+        """
+        name, _, line = value.strip().partition(" ")
+        if not name or not line:
+            raise CannotVerify("a witness is 'NAME ssh-ed25519 AAAA...' (or 'NAME PATH.pub')")
+        if not line.startswith("ssh-"):
+            try:
+                line = Path(line).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise CannotVerify("cannot read witness key %s: %s" % (line, exc)) from None
+        try:
+            blob, _ = parse_public_key_line(line)
+            return cls(name, parse_public_key_blob(blob))
+        except ReceiptsError as exc:
+            raise CannotVerify("witness key of %s: %s" % (name, exc)) from None
+
+
+@dataclass(frozen=True, slots=True)
+class Transparency:
+    """What the auditor asks of the log beyond the chain itself."""
+
+    since: str | None = None  # a checkpoint note the auditor kept
+    require_checkpoint: bool = False
+    witnesses: tuple[WitnessKey, ...] = ()
+    quorum: int = 0
+    tsa_roots: tuple[bytes, ...] = ()  # PEM certificates of the time-stamping authorities the auditor pins
+    # Auditing witnesses (§9): their cosignature on a covering checkpoint certifies that every
+    # entry up to it passed a chain audit, which is what proves a task complete (§8.1a).
+    auditors: tuple[WitnessKey, ...] = ()
+    audited_quorum: int = 0
+    # With auditors, an uncertified task is a defect (`completeness-unproven`); a caller that
+    # can prove completeness another way (the gate auditing the store) asks only to be told.
+    require_complete: bool = True
+
+    def __post_init__(self) -> None:
+        if self.quorum > len(self.witnesses) or self.audited_quorum > len(self.auditors):
+            raise CannotVerify("a quorum needs at least that many trusted keys")
+
+
+def witnessed(note: SignedNote, size: int, signer: str | None, policy: Transparency) -> tuple[list[Defect], str]:
+    """The witness quorum's defect (if the trusted witnesses whose cosignature verifies are
+    too few), and the one line that describes the checkpoint used."""
+    names = [w.name for w in policy.witnesses if cosignature_time(note, w.name, w.public_key) is not None]
+    defects = []
+    if len(names) < policy.quorum:
+        defects.append(
+            Defect(
+                "witness-quorum",
+                "the checkpoint has %d valid witness cosignature(s); %d are required" % (len(names), policy.quorum),
+            )
+        )
+    return defects, "size %d signed by %s; witnessed by %s" % (
+        size,
+        signer or "nobody valid",
+        ", ".join(names) or "none",
+    )
+
+
+def audited_by(note: SignedNote, policy: Transparency) -> tuple[str, ...]:
+    """The auditing witnesses whose cosignature on this checkpoint verifies."""
+    return tuple(w.name for w in policy.auditors if cosignature_time(note, w.name, w.public_key) is not None)
