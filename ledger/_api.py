@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._clock import frozen_clock
-    from ._config import describe_store, open_source, read_bounded, shared_store, write_store_config, write_text_atomic
+    from ._config import describe_store, open_source, read_bounded, shared_store, write_store_config
     from ._contracts import ContractHistoryRow, contract_history, current_contract, register_contract, waive_check
     from ._demo import demo_contract, run_demo
     from ._environment import VERSION, environment_digest
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         snapshot_of,
     )
     from ._export import export_bundle, final_status, receipt_page
+    from ._files import write_text_atomic
     from ._gate import GATE_MODES, GateResult, ReceiptCheck, check_receipts, gate, gate_check, verify_commit
     from ._git import git_root, resolve_candidate, resolve_commit
     from ._git_notes import (
@@ -295,7 +296,7 @@ _WHERE = {
     "shared_store": "_config",
     "open_source": "_config",
     "write_store_config": "_config",
-    "write_text_atomic": "_config",
+    "write_text_atomic": "_files",
     "set_retention": "_retention",
     "timestamp_checkpoint": "_tsa",
     "prune": "_retention",

@@ -6,8 +6,6 @@ A URL kept in a file never carries a password: libpq's own means (``PGPASSWORD``
 
 from __future__ import annotations
 
-import os
-import tempfile
 import tomllib
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -16,6 +14,7 @@ from verify import CannotVerify, LedgerSource, NoLedger
 from verify.postgres import PostgresSource, is_postgres_url, redact_url
 
 from ._errors import InputError, StoreError
+from ._files import write_atomic
 
 __all__ = [
     "CONFIG_NAME",
@@ -92,10 +91,7 @@ def write_store_config(root: Path, url: str) -> bool:
         "# The shared ledger this repository's commands use (docs/team.md); no password here.\n"
         'store = "%s"\n' % without_password(url).replace("\\", "\\\\").replace('"', '\\"')
     )
-    fd, tmp = tempfile.mkstemp(dir=root, prefix=".config-")
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        out.write(text)
-    os.replace(tmp, path)
+    write_atomic(path, text.encode("utf-8"))
     return True
 
 
@@ -141,17 +137,3 @@ def read_bounded(path: Path, what: str, limit: int = MAX_INPUT) -> bytes:
     if len(data) > limit:
         raise InputError("%s %s is larger than %d bytes" % (what, path, limit))
     return data
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` all at once: a crash leaves the old file or the new one."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + "-")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise InputError("cannot write %s: %s" % (path, exc)) from None

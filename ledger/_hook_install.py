@@ -12,12 +12,12 @@ from __future__ import annotations
 import json
 import os
 import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ._errors import InputError
+from ._files import write_atomic
 from ._hooks import CURRENT_TASK, EVENTS
 
 __all__ = [
@@ -86,11 +86,7 @@ def _load(path: Path) -> dict[str, Any]:
 
 
 def _write(path: Path, doc: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + ".")
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        out.write(json.dumps(doc, indent=2) + "\n")
-    os.replace(tmp, path)
+    write_atomic(path, (json.dumps(doc, indent=2) + "\n").encode("utf-8"))
 
 
 def _ours(handler: Any) -> bool:

@@ -371,10 +371,9 @@ def _state(where: _Where) -> dict[str, Any]:
 
 
 def _save_state(where: _Where, state: dict[str, Any]) -> None:
-    where.state_file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = where.state_file.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state, sort_keys=True), encoding="utf-8")
-    os.replace(tmp, where.state_file)
+    from ._files import write_atomic
+
+    write_atomic(where.state_file, json.dumps(state, sort_keys=True).encode("utf-8"))
 
 
 def _open_ledger(where: _Where) -> Any:

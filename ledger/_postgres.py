@@ -24,6 +24,7 @@ from verify.postgres import PostgresSource, check_schema, connect_error, first_l
 from verify.schema import PG_SCHEMA, PG_SCHEMA_VERSION
 
 from ._errors import CommitUnknown, InputError, NotCommitted, StoreError
+from ._spool import copy_hashed
 
 __all__ = ["PostgresBackend", "LOCK_KEY", "BLOB_CHUNK"]
 
@@ -234,8 +235,6 @@ class PostgresBackend:
         upload in `BLOB_CHUNK` rows in one transaction, outside the sequencer's lock. An
         upload of a digest already stored is skipped; a lost connection is retried, since
         storing content-addressed bytes twice changes nothing."""
-        from ._store import copy_hashed
-
         with tempfile.TemporaryFile() as spool:
             try:
                 digest, size = copy_hashed(stream, spool)

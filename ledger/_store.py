@@ -27,7 +27,6 @@ from receipts import (
     KEYRING_KINDS,
     Body,
     Checkpoint,
-    ContentHasher,
     ContractRevision,
     Digest,
     Entry,
@@ -75,17 +74,17 @@ from verify.schema import BLOB_DIR, DB_NAME, SCHEMA, blob_path
 
 from . import _clock
 from ._errors import CommitUnknown, InputError, NotCommitted, StoreError
+from ._files import fsync_dir
 from ._git import git_root
+from ._spool import copy_hashed
 from ._trust import write_trust_file
 
 __all__ = ["Store", "Ledger", "Appended", "RecordRow", "LEDGER_DIRNAME", "find_ledger_dir"]
 
 LEDGER_DIRNAME = ".ledger"
-MAX_EVIDENCE = 1 << 30  # bytes in one evidence blob: what a bundle may carry (verify's bundle limit)
 _INCOMING = ".incoming-"  # temporary blob files: .incoming-<writer pid>-<random>
 _T = TypeVar("_T")
 _ATTEMPTS = 3  # whole write transactions tried when a shared store's connection drops before COMMIT
-_CHUNK = 8 << 20  # large enough for BLAKE3 to use every core, small enough to bound memory
 # Only what is versioned with the code is let through: contracts, the shared store's
 # address and this file; the chain, the evidence and private state are not.
 GITIGNORE = "*\n!.gitignore\n!config.toml\n!allowed_signers\n!auditing-witnesses\n!contracts/\n!contracts/**\n"
@@ -262,14 +261,6 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class SqliteBackend:
     """The embedded backend: one SQLite file in WAL mode and a directory of blob files."""
 
@@ -329,7 +320,7 @@ class SqliteBackend:
             else:
                 os.chmod(tmp, 0o444)
                 os.replace(tmp, final)
-                _fsync_dir(final.parent)
+                fsync_dir(final.parent)
         except OSError as exc:
             tmp.unlink(missing_ok=True)
             raise StoreError("cannot write to the blob store: %s" % exc) from None
@@ -366,18 +357,7 @@ def install_staged(staging: Path, root: Path) -> None:
         # The database arrives last: until it does, there is no ledger here at all.
         os.rename(staging / DB_NAME, root / DB_NAME)
         shutil.rmtree(staging, ignore_errors=True)
-    _fsync_dir(root.parent)
-
-
-def copy_hashed(stream: BinaryIO, out: BinaryIO) -> tuple[Digest, int]:
-    """Copy ``stream`` to ``out`` in chunks while hashing it; refuse more than `MAX_EVIDENCE`."""
-    hasher = ContentHasher()
-    while chunk := stream.read(_CHUNK):
-        hasher.update(chunk)
-        if hasher.size > MAX_EVIDENCE:
-            raise InputError("evidence is larger than %d bytes, the most a bundle may carry" % MAX_EVIDENCE)
-        out.write(chunk)
-    return hasher.digest(), hasher.size
+    fsync_dir(root.parent)
 
 
 class Ledger:

@@ -24,8 +24,6 @@ branch's ``.ledger/config.toml``, `branch_store`)."""
 
 from __future__ import annotations
 
-import os
-import tempfile
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,6 +33,7 @@ from verify import CannotVerify, Trust, TrustRoot, UnsafeTrustOnFirstUse, Witnes
 
 from ._config import CONFIG_NAME, config_value, store_value
 from ._errors import InputError
+from ._files import write_atomic
 from ._git import git_ok, run_git
 
 __all__ = [
@@ -78,11 +77,7 @@ def write_trust_file(root: Path, admin: Signer, admin_name: str) -> bool:
     path = root / TRUST_FILE
     if path.exists():
         return False
-    root.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=root, prefix=".trust-")
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        out.write(trust_file_text(admin, admin_name))
-    os.replace(tmp, path)
+    write_atomic(path, trust_file_text(admin, admin_name).encode("utf-8"))
     return True
 
 

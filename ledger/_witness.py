@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -29,8 +27,9 @@ from receipts import (
 from verify import AuditState, CannotVerify, LedgerSource, Trust, WitnessKey, verify_chain
 
 from . import _clock
-from ._config import read_bounded, write_text_atomic
+from ._config import read_bounded
 from ._errors import InputError
+from ._files import write_atomic, write_text_atomic
 from ._keys import key_dir
 from ._store import Ledger
 
@@ -101,11 +100,9 @@ def cosign(
             )
     signed = note.with_signature(cosign_note(note.text, name, signer, _clock.now()))
     state[cp.origin] = {"size": cp.size, "root": base64.b64encode(cp.root).decode("ascii")}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".witness-")
-    with os.fdopen(fd, "w") as fh:
-        json.dump(state, fh, indent=1, sort_keys=True)
-    os.replace(tmp, path)
+    # The witness's security state: what it has cosigned must survive a crash, or it could be
+    # made to cosign a fork of what it already vouched for.
+    write_atomic(path, json.dumps(state, indent=1, sort_keys=True).encode("utf-8"))
     return signed.encode()
 
 

@@ -113,3 +113,90 @@ def test_every_package_directory_is_installed() -> None:
     )
     assert "ledger.tiers" in packages
     assert all(any(fnmatch.fnmatchcase(p, pattern) for pattern in patterns) for p in packages), (packages, patterns)
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Each module of the three packages and the modules it imports: at the top, inside
+    functions and under TYPE_CHECKING alike (a cycle hidden from the interpreter is still
+    one a reader must hold in their head). ``from pkg import name`` counts as importing
+    ``pkg.name`` when that is a module, else ``pkg``."""
+    modules: dict[str, Path] = {}
+    for package in ("receipts", "verify", "ledger"):
+        for path in (ROOT / package).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        here = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join(here[: len(here) - node.level + 1] + ([node.module] if node.module else []))
+                subs = {base + "." + a.name for a in node.names} & modules.keys()
+                targets |= subs if len(subs) == len(node.names) else subs | {base}
+        graph[name] = {t for t in targets if t in modules and t != name}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_import_graph_has_no_cycle() -> None:
+    assert not _cycles(_module_graph())
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    # The rule above must be able to fail: a graph with a loop through three modules.
+    graph = _module_graph()
+    graph["verify._errors"] = graph["verify._errors"] | {"verify._result"}
+    assert _cycles(graph) == [["verify._errors", "verify._result", "verify._state"]]
+    # Imports inside functions and under TYPE_CHECKING are edges too.
+    assert "ledger._postgres" in graph["ledger._store"] and "ledger._store" in graph["ledger._api"]
+
+
+def test_files_are_replaced_only_through_the_one_atomic_writer() -> None:
+    # ledger/_files.py flushes the file and its directory; a hand-rolled rename elsewhere
+    # is how five writers once skipped the flush. The blob store streams into its own
+    # temporary files (content-addressed, swept when a writer dies) and is the exception.
+    allowed = {"ledger/_files.py", "ledger/_store.py"}
+    rolled = []
+    for path in (ROOT / "ledger").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in ("replace", "rename", "mkstemp"):
+                owner = ast.unparse(node.value)
+                if owner in ("os", "tempfile") and str(path.relative_to(ROOT)) not in allowed:
+                    rolled.append("%s:%d %s.%s" % (path.relative_to(ROOT), node.lineno, owner, node.attr))
+    assert not rolled, rolled

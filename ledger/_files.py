@@ -1,0 +1,68 @@
+"""Files replaced all at once: the one atomic writer every part of `ledger` uses.
+
+A crash at any moment leaves the old file or the new one, never a mixture: the bytes go
+to a temporary file in the same directory, are flushed to disk, renamed over the target,
+and the directory itself is flushed so that the rename survives a power cut. Light on
+imports: the agent's hooks write their state through it on every tool call."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from ._errors import InputError
+
+__all__ = ["fsync_dir", "write_atomic", "write_text_atomic"]
+
+
+def fsync_dir(path: Path) -> None:
+    """Flush a directory's entries (a rename into it) to disk.
+
+    Raises:
+        OSError: the directory cannot be opened or flushed.
+    """
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
+    """Replace ``path`` with ``data`` all at once, creating its directory if needed.
+
+    Args:
+        path: the file to replace or create.
+        data: its new contents.
+        mode: the permission bits to give it (default: the temporary file's, 0600).
+
+    Raises:
+        OSError: it could not be written; the old file, if any, is untouched.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + "-")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            if mode is not None:
+                os.fchmod(out.fileno(), mode)
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """`write_atomic` for UTF-8 text, a failure reported as the caller's bad path.
+
+    Raises:
+        InputError: it could not be written (one line, naming the path).
+    """
+    try:
+        write_atomic(path, text.encode("utf-8"))
+    except OSError as exc:
+        raise InputError("cannot write %s: %s" % (path, exc.strerror or exc)) from None
