@@ -200,3 +200,11 @@ def test_files_are_replaced_only_through_the_one_atomic_writer() -> None:
                 if owner in ("os", "tempfile") and str(path.relative_to(ROOT)) not in allowed:
                     rolled.append("%s:%d %s.%s" % (path.relative_to(ROOT), node.lineno, owner, node.attr))
     assert not rolled, rolled
+
+
+def test_each_command_module_is_a_room_not_a_house() -> None:
+    # ledger/cli/ was one 1,900-line module; one module per concern keeps each readable
+    # whole, and a new group of commands gets a module of its own.
+    longest = max((len(p.read_text().splitlines()), p.name) for p in (ROOT / "ledger" / "cli").glob("*.py"))
+    assert longest[0] <= 300, longest
+    assert not (ROOT / "ledger" / "cli.py").exists()

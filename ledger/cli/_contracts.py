@@ -1,0 +1,86 @@
+"""`waive` and `contract`: what a task must deliver and what may stop blocking."""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+
+import click
+
+from receipts import (
+    config_hash,
+)
+
+from .. import _api as lib
+from ._group import cli
+from ._options import contract_option, json_option, key_option
+from ._shared import _emit, _Group, _ledger, _reader, _required_contract, _signer
+
+
+def _expiry(text: str) -> int:
+    try:
+        if len(text) == 10:
+            day = datetime.date.fromisoformat(text)
+            return int(datetime.datetime(day.year, day.month, day.day, tzinfo=datetime.UTC).timestamp()) + 86400
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise lib.InputError(
+            "--expires takes a date (YYYY-MM-DD, valid through that day, UTC) or an ISO date-time"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return int(moment.timestamp())
+
+
+@cli.command()
+@click.argument("task")
+@click.argument("check_id", metavar="CHECK")
+@key_option("Admin key")
+@click.option("--reason", required=True, help="Why this failing check may stop blocking.")
+@click.option("--expires", required=True, help="YYYY-MM-DD (through that day, UTC) or an ISO date-time.")
+@click.pass_context
+def waive(ctx: click.Context, task: str, check_id: str, key_name: str, reason: str, expires: str) -> None:
+    """Let a named failing check of the task's current contract stop blocking until it expires."""
+    appended = lib.waive_check(_ledger(ctx), _signer(key_name), task, check_id, reason, _expiry(expires))
+    click.echo(str(appended.body_hash))
+    click.echo("waiver of %s for %s recorded at entry %d" % (check_id, task, appended.seq), err=True)
+
+
+@cli.group(cls=_Group)
+def contract() -> None:
+    """Completion contracts: register revisions and read their history."""
+
+
+@contract.command("set")
+@click.argument("task")
+@contract_option
+@key_option("Deterministic or admin key; only an admin may weaken a contract")
+@click.pass_context
+def contract_set(ctx: click.Context, task: str, contract_path: Path | None, key_name: str) -> None:
+    """Record the contract file as the task's current revision."""
+    source, data = _required_contract(ctx, task, contract_path)
+    _, appended = lib.register_contract(_ledger(ctx), task, data, _signer(key_name), source)
+    if appended is None:
+        click.echo("unchanged: %s is already the current contract of %s" % (config_hash(data), task))
+    else:
+        click.echo("contract %s of %s recorded at entry %d" % (config_hash(data), task, appended.seq))
+
+
+@contract.command("show")
+@click.argument("task")
+@json_option
+@click.pass_context
+def contract_show(ctx: click.Context, task: str, as_json: bool) -> None:
+    """The task's contract revisions, oldest first, with their signers and weakenings."""
+    rows = lib.contract_history(_reader(ctx), task)
+    if not rows and not as_json:
+        raise lib.InputError("task %s has no registered contract" % task)
+    _emit(
+        as_json,
+        [r.as_dict() for r in rows],
+        [
+            "%5d  %s  %s%s"
+            % (r.seq, r.config, r.signer, ("  WEAKENS: " + "; ".join(r.weakenings)) if r.weakenings else "")
+            for r in rows
+        ],
+    )

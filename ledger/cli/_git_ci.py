@@ -1,0 +1,164 @@
+"""Receipts in git and CI: `attach`, `receipts`, `ci`, `gate`, `pr-comment`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from .. import _api as lib
+from ._group import cli
+from ._options import _FILE, F, _AuditorArgs, _TrustArgs, auditor_option, json_option, key_option, trust_option
+from ._shared import (
+    _digest,
+    _done,
+    _emit,
+    _Group,
+    _ledger,
+    _ledger_opener,
+    _policy,
+    _repo,
+    _said,
+    _signer,
+    _source,
+    _trust,
+    _where,
+)
+
+
+@cli.command()
+@click.argument("hash_text", metavar="HASH")
+@click.option("--commit", "rev", help="The candidate commit (default: the one the deterministic tier snapshotted).")
+@key_option("Seal key that signs a checkpoint if none covers the receipt yet", required=False)
+@click.pass_context
+def attach(ctx: click.Context, hash_text: str, rev: str | None, key_name: str | None) -> None:
+    """Store a receipt in git: its evidence bundle under refs/receipts/, and a note on its
+    candidate commit and on that commit's tree (refs/notes/receipts)."""
+    signer = _signer(key_name) if key_name else None
+    click.echo(lib.attach(_ledger(ctx), _repo(), _digest(hash_text), rev, checkpoint_signer=signer))
+    click.echo("attached; share it with: ledger receipts push", err=True)
+
+
+@cli.group(cls=_Group)
+def receipts() -> None:
+    """Share receipts through a git remote: notes merged without loss, pushes never forced."""
+
+
+def _remote_option(f: F) -> F:
+    return click.option("--remote", default="origin", show_default=True, help="The git remote.")(f)
+
+
+@receipts.command("fetch")
+@_remote_option
+@json_option
+def receipts_fetch(remote: str, as_json: bool) -> None:
+    """Fetch the remote's receipt notes and bundles; merge its notes into ours (cat_sort_uniq)."""
+    res = lib.fetch_receipts(_repo(), remote)
+    _emit(
+        as_json, res.as_dict(), ["fetched receipts from %s%s" % (remote, "; notes merged" if res.notes_merged else "")]
+    )
+
+
+@receipts.command("push")
+@_remote_option
+@json_option
+def receipts_push(remote: str, as_json: bool) -> None:
+    """Push receipt bundles and notes, merging the remote's first; retried on a race, never forced."""
+    res = lib.push_receipts(_repo(), remote)
+    _emit(as_json, res.as_dict(), ["pushed receipts to %s (attempt %d)" % (remote, res.attempts)])
+
+
+@cli.group(cls=_Group)
+def ci() -> None:
+    """Entry points for CI systems (the GitHub Action calls `ledger ci github`)."""
+
+
+@ci.command("github")
+def ci_github() -> None:
+    """Run the receipt-ledger GitHub Action in the checked-out workspace, from the runner's
+    environment (GITHUB_*) and the action's inputs (LEDGER_*). Exit 0 when the gate passes
+    (or, without the gate, every tier passed), 1 otherwise, 2 on bad input."""
+    report = lib.run_action(os.environ, _repo())
+    for line in report.notes:
+        click.echo("note: %s" % line, err=True)
+    if report.gated is not None:
+        click.echo("\n".join(lib.gate_lines(report.gated)))
+    _done(report.ok)
+
+
+@cli.command()
+@click.argument("rev", default="HEAD")
+@trust_option
+@click.option("--require-checkpoint", is_flag=True, help="Also require a signed checkpoint covering the receipt.")
+@click.option(
+    "--mode",
+    type=click.Choice(["enforce", "advisory"]),
+    default="enforce",
+    show_default=True,
+    help="advisory records and prints the would-be decision but never blocks.",
+)
+@key_option("Seal key that records the decision in the ledger (required for advisory)", required=False)
+@click.option(
+    "--task", help="Task the decision is recorded for (default: the receipt's, or the only task with a receipt)."
+)
+@auditor_option
+@click.option(
+    "--audit-state",
+    type=_FILE,
+    help="In CI that can reach the store: audit its chain (resumed from this file, kept there) to prove the"
+    " receipt's task complete.",
+)
+@json_option
+@click.pass_context
+def gate(
+    ctx: click.Context,
+    rev: str,
+    trust: _TrustArgs,
+    require_checkpoint: bool,
+    mode: str,
+    key_name: str | None,
+    task: str | None,
+    auditors: _AuditorArgs,
+    audit_state: Path | None,
+    as_json: bool,
+) -> None:
+    """Exit 0 only if REV, or another commit with REV's exact tree, has a verified,
+    merge-eligible receipt whose task is proven complete up to it: by a quorum of auditing
+    witnesses, or by the gate's own audit of the store (--audit-state). Trust comes from
+    the target branch, never from REV.
+
+    The command a CI job runs before merge; a commit without one fails closed."""
+    root = _trust(ctx, trust, judges_candidate=True)
+    result = lib.gate(
+        _repo(),
+        rev,
+        root,
+        transparency=_policy(trust, auditors, require_checkpoint=require_checkpoint),
+        mode=mode,
+        open_ledger=_where(ctx).named_opener("--audit-state audits")
+        if audit_state is not None
+        else _ledger_opener(ctx),
+        audit_state=audit_state,
+        recorder=(_ledger(ctx), _signer(key_name)) if key_name else None,
+        task=task,
+    )
+    _emit(as_json, result.as_dict(), lib.gate_lines(result), root)
+    _done(not result.blocks)
+
+
+@cli.command("pr-comment")
+@click.argument("hash_text", metavar="HASH")
+@trust_option
+@click.pass_context
+def pr_comment_cmd(ctx: click.Context, hash_text: str, trust: _TrustArgs) -> None:
+    """Markdown for a pull-request comment: the ladder, the verdict, how to verify."""
+    from verify import verify_receipt
+
+    source = _source(ctx)
+    try:
+        res = verify_receipt(source, hash_text, root := _trust(ctx, trust))
+    finally:
+        source.close()
+    _said(root)
+    click.echo(lib.pr_comment(res, hash_text), nl=False)

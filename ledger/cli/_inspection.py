@@ -1,0 +1,135 @@
+"""Reading the ledger: `show`, `blob`, `log`, `status`, `stats`."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import click
+
+from receipts import (
+    armor,
+    decode_entry,
+    entry_signed_bytes,
+)
+
+from .. import _api as lib
+from ._group import cli
+from ._options import json_option
+from ._shared import _digest, _emit, _reader
+
+
+@cli.command()
+@click.argument("hash_text", metavar="HASH")
+@click.option("--signed-bytes", is_flag=True, help="Write the exact bytes the entry's signature covers to stdout.")
+@click.option("--signature", is_flag=True, help="Write the entry's signature as an armored SSH signature.")
+@json_option
+@click.pass_context
+def show(ctx: click.Context, hash_text: str, signed_bytes: bool, signature: bool, as_json: bool) -> None:
+    """Show an entry, record or receipt (by record/receipt hash or entry hash)."""
+    stored = _reader(ctx).find(_digest(hash_text))
+    if stored is None:
+        raise lib.InputError("no entry with hash %s" % hash_text)
+    if signed_bytes:
+        sys.stdout.buffer.write(entry_signed_bytes(decode_entry(stored.entry)))
+        sys.stdout.buffer.flush()
+    elif signature:
+        click.echo(armor(decode_entry(stored.entry).signature), nl=False)
+    else:
+        click.echo(json.dumps(lib.entry_document(stored), indent=2, sort_keys=True))
+
+
+@cli.command()
+@click.argument("digest_text", metavar="DIGEST")
+@click.option("--full", is_flag=True, help="Write the whole blob (binary-safe) instead of a truncated view.")
+@click.option("--lines", default=200, show_default=True, help="Lines shown when truncating.")
+@click.pass_context
+def blob(ctx: click.Context, digest_text: str, full: bool, lines: int) -> None:
+    """Show stored evidence by its digest: truncated for reading, whole with --full."""
+    ledger = _reader(ctx)
+    handle = ledger.reader.open_blob(lib.resolve_blob(ledger, digest_text))
+    if handle is None:
+        raise lib.InputError("no evidence blob %s in the blob store" % digest_text)
+    with handle:
+        if full:
+            while chunk := handle.read(1 << 20):
+                sys.stdout.buffer.write(chunk)
+            sys.stdout.buffer.flush()
+            return
+        shown = 0
+        for n, line in enumerate(handle):
+            if n >= lines or shown >= 64 * 1024:
+                size = os.fstat(handle.fileno()).st_size
+                click.echo("… truncated: %d of %d bytes shown; --full for all" % (shown, size), err=True)
+                break
+            click.echo(line.decode("utf-8", "replace"), nl=False)
+            shown += len(line)
+
+
+@cli.command()
+@click.option("--task", help="Only entries of this task.")
+@json_option
+@click.pass_context
+def log(ctx: click.Context, task: str | None, as_json: bool) -> None:
+    """List the chain, oldest first."""
+    rows = lib.log_rows(_reader(ctx).entries(task=task))
+    _emit(
+        as_json,
+        rows,
+        ["%5d  %-11s %-20s %s  %s" % (r["seq"], r["kind"], r["task"] or "-", r["hash"], r["summary"]) for r in rows],
+    )
+
+
+# -- status and stats ------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("task", required=False)
+@click.option("--window", default=50, show_default=True, help="Claims the verification nudge looks back over.")
+@click.option(
+    "--threshold", default=0.3, show_default=True, help="Alert when more than this share of claims went unverified."
+)
+@json_option
+@click.pass_context
+def status(ctx: click.Context, task: str | None, window: int, threshold: float, as_json: bool) -> None:
+    """Each task's state, derived from the chain alone, and the verification nudge."""
+    report = lib.status_report(_reader(ctx), task, window, threshold)
+    _emit(as_json, report.as_dict(), lib.status_lines(report))
+
+
+def _shown(value: object, unit: str = "") -> str:
+    return "not recorded" if value is None else "%s%s" % (value, unit)
+
+
+@cli.command()
+@click.option("--task-prefix", default="", help="Only families whose tasks start with this.")
+@click.option("--k", "ks", default="1,5", show_default=True, help="The k of pass@k and pass^k, comma-separated.")
+@json_option
+@click.pass_context
+def stats(ctx: click.Context, task_prefix: str, ks: str, as_json: bool) -> None:
+    """pass@k and pass^k over repeated trials of a task family (tasks named FAMILY@N)."""
+    try:
+        k_values = [int(k) for k in ks.split(",") if k.strip()]
+    except ValueError:
+        raise lib.InputError("--k takes whole numbers, comma-separated") from None
+    rows = lib.stats(_reader(ctx), task_prefix, k_values)
+    lines = []
+    for row in rows:
+        costs = "  mean time per run: deterministic %s, judge %s; judge tokens per run: %s" % (
+            _shown(row.time_ms.get("deterministic"), " ms"),
+            _shown(row.time_ms.get("judge"), " ms"),
+            _shown(row.judge_tokens_per_run),
+        )
+        if row.note is not None:
+            lines.append("%-24s n=%d successes=%d: %s\n%s" % (row.family, row.trials, row.successes, row.note, costs))
+            continue
+        figures = "  ".join(
+            "pass@%d=%.3f  pass^%d=%.3f" % (*at, *every) for at, every in zip(row.pass_at, row.pass_all, strict=True)
+        )
+        low, high = row.success_rate_95ci or (0.0, 1.0)
+        lines.append(
+            "%-24s n=%d successes=%d rate=%.3f (95%% CI %.3f-%.3f)  %s\n%s"
+            % (row.family, row.trials, row.successes, row.success_rate or 0.0, low, high, figures, costs)
+        )
+    _emit(as_json, [row.as_dict() for row in rows], lines)

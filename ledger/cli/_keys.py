@@ -1,0 +1,144 @@
+"""`init` and `keys`: the keyring's custody."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from receipts import (
+    Digest,
+    Role,
+    fingerprint,
+)
+
+from .. import _api as lib
+from ._group import cli
+from ._options import _FILE, F, json_option, store_option
+from ._shared import ROLE_CHOICE, _admin_signer, _emit, _Group, _ledger, _reader, _root, _signer, _where
+
+
+def _refuse_inside_repo(path: Path, ledger_root: Path) -> None:
+    repo = ledger_root.resolve().parent
+    if path.resolve().is_relative_to(repo):
+        raise lib.InputError("refusing to write a private key inside the repository (%s); use --out outside it" % repo)
+
+
+@cli.command()
+@click.option("--admin", "admin_name", default="admin", show_default=True, help="Name of the admin key.")
+@click.option(
+    "--admin-key",
+    type=_FILE,
+    help="Use this existing OpenSSH Ed25519 private key (e.g. ~/.ssh/id_ed25519) instead of generating one.",
+)
+@store_option
+@click.pass_context
+def init(ctx: click.Context, admin_name: str, admin_key: Path | None, store: str | None) -> None:
+    """Create the ledger with a genesis entry signed by its admin key (with --store: the
+    team's shared ledger, named in .ledger/config.toml for the team to commit)."""
+    root = _root(ctx)
+    url = lib.shared_store(root, store) if store else _where(ctx).store
+    path = lib.key_path(admin_name)
+    if admin_key is not None:
+        signer = _signer(str(admin_key))
+    elif path.is_file():
+        signer = _signer(admin_name)
+        click.echo("using existing admin key %s" % path, err=True)
+    else:
+        _refuse_inside_repo(path, root)
+        signer = lib.generate_key_file(path, admin_name)
+        click.echo("generated admin key %s (keep it secret)" % path, err=True)
+    ledger = lib.Ledger.create(root, signer, admin_name, store=url)
+    genesis = ledger.reader.by_seq(0)
+    click.echo("initialised ledger %s" % lib.describe_store(root, url), err=True)
+    if url is not None and lib.write_store_config(root, url):
+        click.echo("wrote %s: commit it so that every clone uses the shared ledger" % (root / "config.toml"), err=True)
+    click.echo("genesis entry %s" % (Digest(genesis.hash) if genesis else "?"))
+    click.echo("admin key %s %s" % (admin_name, fingerprint(signer.public_key_blob)))
+
+
+@cli.group(cls=_Group)
+def keys() -> None:
+    """Manage the keyring: who may sign what."""
+
+
+def _admin_option(f: F) -> F:
+    return click.option("--admin", help="Admin key that signs the keyring change.")(f)
+
+
+def _roles_option(f: F) -> F:
+    return click.option(
+        "--role", "roles", multiple=True, required=True, type=ROLE_CHOICE, help="Role(s) of the key; repeatable."
+    )(f)
+
+
+@keys.command("generate")
+@click.argument("name")
+@_roles_option
+@click.option("--out", type=_FILE, help="Private key path (default: the key directory).")
+@click.option("--passphrase", is_flag=True, help="Encrypt the private key with a passphrase (prompted).")
+@_admin_option
+@click.pass_context
+def keys_generate(
+    ctx: click.Context, name: str, roles: Sequence[str], out: Path | None, passphrase: bool, admin: str | None
+) -> None:
+    """Generate an OpenSSH Ed25519 key pair and add it to the keyring."""
+    ledger = _ledger(ctx)
+    admin_signer = _admin_signer(ledger, admin)
+    path = out or lib.key_path(name)
+    _refuse_inside_repo(path, ledger.root)
+    secret = (
+        click.prompt("Passphrase", hide_input=True, confirmation_prompt=True, err=True).encode() if passphrase else None
+    )
+    signer, appended = lib.create_key(ledger, admin_signer, name, [Role(r) for r in roles], path, secret)
+    click.echo("wrote %s and %s.pub" % (path, path), err=True)
+    click.echo("%s %s added at entry %d" % (name, fingerprint(signer.public_key_blob), appended.seq))
+
+
+@keys.command("add")
+@click.argument("name")
+@click.argument("pubkey")
+@_roles_option
+@_admin_option
+@click.pass_context
+def keys_add(ctx: click.Context, name: str, pubkey: str, roles: Sequence[str], admin: str | None) -> None:
+    """Add a teammate's OpenSSH public key (a key line, or a .pub file)."""
+    blob = lib.read_public_key(pubkey)
+    ledger = _ledger(ctx)
+    appended = lib.add_key(ledger, _admin_signer(ledger, admin), name, [Role(r) for r in roles], blob)
+    click.echo("%s %s added at entry %d" % (name, fingerprint(blob), appended.seq))
+
+
+@keys.command("revoke")
+@click.argument("name_or_id")
+@click.option("--reason", default="", help="Why the key is revoked.")
+@_admin_option
+@click.pass_context
+def keys_revoke(ctx: click.Context, name_or_id: str, reason: str, admin: str | None) -> None:
+    """Revoke a key: its signatures after this entry are rejected."""
+    ledger = _ledger(ctx)
+    appended = lib.revoke_key(ledger, _admin_signer(ledger, admin), name_or_id, reason)
+    click.echo("revoked %s at entry %d" % (name_or_id, appended.seq))
+
+
+@keys.command("list")
+@json_option
+@click.pass_context
+def keys_list(ctx: click.Context, as_json: bool) -> None:
+    """List the keyring as it stands now, revoked keys included."""
+    rows = lib.keyring_rows(_reader(ctx).keyring())
+    _emit(
+        as_json,
+        rows,
+        ["%-16s %-8s %-30s %s" % (r["name"], r["status"], ",".join(r["roles"]), r["key_id"]) for r in rows],
+    )
+
+
+@keys.command("export-allowed-signers")
+@click.option("-o", "--output", type=click.File("w"), default="-", help="Output file (default stdout).")
+@click.pass_context
+def keys_export(ctx: click.Context, output: Any) -> None:
+    """The keyring as an OpenSSH allowed_signers file (roles as namespaces)."""
+    output.write(lib.allowed_signers(_reader(ctx)))

@@ -1,0 +1,255 @@
+"""The ladder's tiers: `record`, `seal`, `check`, `judge` (the human tier is `_review.py`)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+
+from receipts import (
+    LADDER,
+    Tier,
+    Verdict,
+    config_hash,
+)
+
+from .. import _api as lib
+from ._group import cli
+from ._options import contract_option, input_option, json_option, key_option
+from ._shared import (
+    TIER_CHOICE,
+    _candidate,
+    _contract,
+    _digest,
+    _done,
+    _emit,
+    _ledger,
+    _repo,
+    _required_contract,
+    _root,
+    _signer,
+)
+
+
+def _confidence(value: float | None) -> int | None:
+    if value is None:
+        return None
+    if not 0.0 <= value <= 1.0:
+        raise lib.InputError("--confidence must be between 0 and 1")
+    return round(value * 10000)
+
+
+@cli.command()
+@click.argument("task")
+@click.option("--tier", required=True, type=TIER_CHOICE)
+@click.option("--verdict", required=True, type=click.Choice([v.value for v in Verdict]))
+@key_option("Signing key; its role must be the tier")
+@click.option(
+    "--evidence", "evidence", multiple=True, type=click.Path(path_type=Path), help="Evidence file; repeatable."
+)
+@contract_option
+@input_option()
+@click.option("--confidence", type=float, help="Judge confidence in [0, 1] (stored as basis points).")
+@click.option("--parent", "parents", multiple=True, help="Hash of an earlier record this one builds on; repeatable.")
+@json_option
+@click.pass_context
+def record(
+    ctx: click.Context,
+    task: str,
+    tier: str,
+    verdict: str,
+    key_name: str,
+    evidence: Sequence[Path],
+    contract_path: Path | None,
+    input_spec: str,
+    confidence: float | None,
+    parents: Sequence[str],
+    as_json: bool,
+) -> None:
+    """Append one tier record by hand (the tier runners call the same API)."""
+    source, data = _required_contract(ctx, task, contract_path)
+    rec, appended = lib.record_by_hand(
+        _ledger(ctx),
+        task_id=task,
+        tier=Tier(tier),
+        verdict=Verdict(verdict),
+        signer=_signer(key_name),
+        contract=data,
+        contract_source=source,
+        input_hash=_candidate(input_spec),
+        evidence=[lib.Evidence(p.name, p) for p in evidence],
+        confidence_bp=_confidence(confidence),
+        parents=[_digest(p) for p in parents],
+    )
+    if as_json:
+        _emit(
+            True,
+            {
+                "record": str(appended.body_hash),
+                "entry": str(appended.entry_hash),
+                "seq": appended.seq,
+                "body": lib.jsonable(rec),
+            },
+            (),
+        )
+    else:
+        click.echo(str(appended.body_hash))
+        click.echo("recorded %s %s for %s at entry %d" % (tier, verdict, task, appended.seq), err=True)
+
+
+def _tiers(value: str) -> tuple[Tier, ...]:
+    try:
+        chosen = {Tier(t.strip()) for t in value.split(",") if t.strip()}
+    except ValueError:
+        raise lib.InputError("--require takes tiers from %s" % ",".join(t.value for t in LADDER)) from None
+    return tuple(t for t in LADDER if t in chosen)
+
+
+@cli.command()
+@click.argument("task")
+@key_option("Seal-role key")
+@input_option()
+@contract_option
+@click.option("--require", "require", default="", help="Tiers to require beyond the contract's (comma-separated).")
+@json_option
+@click.pass_context
+def seal(
+    ctx: click.Context,
+    task: str,
+    key_name: str,
+    input_spec: str,
+    contract_path: Path | None,
+    require: str,
+    as_json: bool,
+) -> None:
+    """Bind the candidate's latest tier records into a signed receipt."""
+    found = _contract(ctx, task, contract_path)
+    receipt, appended = lib.seal_receipt(
+        _ledger(ctx),
+        task_id=task,
+        signer=_signer(key_name),
+        input_hash=_candidate(input_spec),
+        extra_required=_tiers(require),
+        config_hash=config_hash(found[1]) if found else None,
+    )
+    if as_json:
+        _emit(
+            True,
+            {
+                "receipt": str(appended.body_hash),
+                "entry": str(appended.entry_hash),
+                "seq": appended.seq,
+                "body": lib.jsonable(receipt),
+            },
+            (),
+        )
+    else:
+        click.echo(str(appended.body_hash))
+        click.echo("sealed %s: merge_eligible=%s" % (task, str(receipt.merge_eligible).lower()), err=True)
+
+
+@cli.command()
+@click.argument("task")
+@contract_option
+@key_option("Deterministic-role key")
+@click.option("--base", help="Revision the candidate is compared against (default: merge-base with main, else HEAD~1).")
+@click.option("--allow-dirty", is_flag=True, help="Include uncommitted changes in the snapshot instead of refusing.")
+@json_option
+@click.pass_context
+def check(
+    ctx: click.Context,
+    task: str,
+    contract_path: Path | None,
+    key_name: str,
+    base: str | None,
+    allow_dirty: bool,
+    as_json: bool,
+) -> None:
+    """Run the deterministic tier: evaluate the contract's checks on the candidate.
+
+    Exit 0 if the tier passed, 1 if it failed."""
+    source, data = _required_contract(ctx, task, contract_path)
+    show = sys.stderr.isatty() and not as_json
+    run = lib.run_deterministic(
+        _ledger(ctx),
+        repo=_repo(),
+        task_id=task,
+        contract_bytes=data,
+        source=source,
+        signer=_signer(key_name),
+        base=base,
+        allow_dirty=allow_dirty,
+        on_check=(lambda cid: click.echo("running %s ..." % cid, err=True)) if show else None,
+    )
+    lines = ["  %-20s %-6s %-22s %s" % ("SIGNAL", "RESULT", "EVIDENCE", "REASON")]
+    # The table shows a prefix (`ledger blob` takes it); --json gives the whole digest.
+    lines += ["  %-20s %-6s %-22s %s" % (cid, status, digest[:19], why[:120]) for cid, status, why, digest in run.rows]
+    lines += ["attribution: %s" % run.snapshot.strength] + ["fail: %s" % why for why in run.outcome.reasons]
+    lines += ["warning: %s" % w for w in run.outcome.warnings]
+    lines += ["deterministic %s: record %s" % (run.outcome.verdict.value.upper(), run.appended.body_hash)]
+    _emit(
+        as_json,
+        {
+            "record": str(run.appended.body_hash),
+            "verdict": run.outcome.verdict.value,
+            "candidate": str(run.record.input_hash),
+            "reasons": list(run.outcome.reasons),
+            "warnings": list(run.outcome.warnings),
+            "checks": [{"id": c, "result": s, "reason": why, "evidence": d} for c, s, why, d in run.rows],
+            "attribution": {"strength": run.snapshot.strength, "commits": list(run.snapshot.commits)},
+        },
+        lines,
+    )
+    _done(run.outcome.verdict is Verdict.PASS)
+
+
+@cli.command()
+@click.argument("task")
+@key_option("Judge-role key")
+@contract_option
+@input_option()
+@click.option(
+    "--samples", type=click.IntRange(1, 15), help="Ask N times and require a majority (at least the contract's number)."
+)
+@json_option
+@click.pass_context
+def judge(
+    ctx: click.Context,
+    task: str,
+    key_name: str,
+    contract_path: Path | None,
+    input_spec: str,
+    samples: int | None,
+    as_json: bool,
+) -> None:
+    """Run the judge tier: ask the configured independent model about the candidate.
+
+    Exit 0 if the judge passed the candidate, 1 otherwise (review, retry, fail or skip)."""
+    _, data = _required_contract(ctx, task, contract_path)
+    result = lib.run_judge(
+        _ledger(ctx),
+        task_id=task,
+        contract_bytes=data,
+        candidate=_candidate(input_spec),
+        signer=_signer(key_name),
+        config_toml=_root(ctx) / "config.toml",
+        samples=samples,
+    )
+    _emit(
+        as_json,
+        {
+            "record": str(result.appended.body_hash),
+            "verdict": result.outcome.verdict.value,
+            "confidence_bp": result.record.confidence_bp,
+            "reason": result.outcome.reason,
+            "attempts": result.attempts,
+        },
+        [
+            "judge %s after %d attempt(s): %s"
+            % (result.outcome.verdict.value.upper(), result.attempts, result.outcome.reason),
+            "record %s" % result.appended.body_hash,
+        ],
+    )
+    _done(result.outcome.verdict is Verdict.PASS)

@@ -1,0 +1,129 @@
+"""The options every command group shares, as decorators (one spelling, one help text each)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+# -- shared options ------------------------------------------------------------------------------
+
+_FILE = click.Path(path_type=Path, dir_okay=False)
+
+
+def json_option(f: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Machine-readable output on stdout.")(f)
+
+
+def contract_option(f: F) -> F:
+    """--contract FILE (``--config`` is the older spelling of the same option)."""
+    return click.option(
+        "--contract",
+        "--config",
+        "contract_path",
+        type=_FILE,
+        help="Contract file (default .ledger/contracts/TASK.toml).",
+    )(f)
+
+
+def input_option(help: str = "Candidate: a git revision or blake3:<hex>.") -> Callable[[F], F]:
+    return click.option("--input", "input_spec", default="HEAD", show_default=True, help=help)
+
+
+def key_option(help: str, required: bool = True) -> Callable[[F], F]:
+    return click.option("--key", "key_name", required=required, help=help + " (a key name or a private key path).")
+
+
+@dataclass(frozen=True, slots=True)
+class _TrustArgs:
+    explicit: str | None
+    unsafe: bool
+    ref: str | None
+
+
+def trust_option(f: F) -> F:
+    """--trust, --trust-ref and --unsafe-trust-on-first-use, handed to the command as one
+    `_TrustArgs` named ``trust`` (resolved by `_trust`)."""
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        kwargs["trust"] = _TrustArgs(kwargs.pop("trust"), kwargs.pop("unsafe_tofu"), kwargs.pop("trust_ref"))
+        return f(*args, **kwargs)
+
+    options = (
+        click.option(
+            "--trust",
+            help="Pin the admin key: a SHA256 fingerprint or an allowed_signers file (default: the committed"
+            " .ledger/allowed_signers of the target branch).",
+        ),
+        click.option(
+            "--trust-ref",
+            envvar="LEDGER_TRUST_REF",
+            help="The target branch whose .ledger/allowed_signers is trusted (default: trust_ref in"
+            " config.toml except when judging a candidate, else origin/main, else main). A branch, resolved"
+            " fully qualified; never a tag, HEAD or the candidate's own tree.",
+        ),
+        click.option(
+            "--unsafe-trust-on-first-use",
+            "unsafe_tofu",
+            is_flag=True,
+            help="UNSAFE: believe whatever admin key the ledger or bundle starts with. To inspect, never to decide.",
+        ),
+    )
+    for option in options:
+        wrapper = option(wrapper)
+    return wrapper  # type: ignore[return-value]
+
+
+def store_option(f: F) -> F:
+    return click.option(
+        "--store",
+        envvar="LEDGER_STORE",
+        help="A shared ledger: postgresql://HOST/DB (default: the store line of .ledger/config.toml,"
+        " else the local ledger). Passwords come from PGPASSWORD or ~/.pgpass, never the URL in a file.",
+    )(f)
+
+
+def yes_option(f: F) -> F:
+    return click.option("--yes", is_flag=True, help="Sign without asking (for scripts).")(f)
+
+
+@dataclass(frozen=True, slots=True)
+class _AuditorArgs:
+    keys: tuple[str, ...]
+    quorum: int | None
+
+
+def auditor_option(f: F) -> F:
+    """--auditing-witness and --audited-quorum, handed to the command as one `_AuditorArgs`
+    named ``auditors`` (resolved by `_policy`)."""
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        kwargs["auditors"] = _AuditorArgs(tuple(kwargs.pop("auditing_witnesses")), kwargs.pop("audited_quorum"))
+        return f(*args, **kwargs)
+
+    options = (
+        click.option(
+            "--auditing-witness",
+            "auditing_witnesses",
+            multiple=True,
+            help="An auditing witness whose cosignature certifies the task complete: 'NAME ssh-ed25519 AAAA...';"
+            " repeatable (default: .ledger/auditing-witnesses on the target branch).",
+        ),
+        click.option(
+            "--audited-quorum",
+            type=click.IntRange(1, 64),
+            help="Cosignatures required from --auditing-witness keys (default 1).",
+        ),
+    )
+    for option in options:
+        wrapper = option(wrapper)
+    return wrapper  # type: ignore[return-value]

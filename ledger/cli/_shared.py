@@ -1,0 +1,247 @@
+"""What the command modules share: the one-line failure, the context's ledger, signer and
+trust, and output (the options themselves are `_options.py`)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sqlite3
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from receipts import (
+    Digest,
+    ReceiptsError,
+    Role,
+    Signer,
+    Tier,
+)
+from verify import CannotVerify, Trust, UnsafeTrustOnFirstUse, WitnessKey
+
+from .. import _api as lib
+from .._escape import terminal_text
+from ._options import _AuditorArgs, _TrustArgs
+
+# -- one error mapping ---------------------------------------------------------------------------
+
+
+def _fail(message: str) -> NoReturn:
+    click.echo("ledger: error: %s" % terminal_text(message), err=True)
+    sys.exit(2)
+
+
+class _Group(click.Group):
+    """Turns every error we know into one line on stderr and exit code 2."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (lib.LedgerError, CannotVerify, ReceiptsError) as exc:
+            _fail(str(exc))
+        except sqlite3.Error as exc:
+            _fail("ledger database error: %s" % exc)
+        except OSError as exc:
+            _fail("%s: %s" % (exc.strerror or type(exc).__name__, exc.filename or exc))
+        except (click.exceptions.Exit, click.ClickException, click.Abort, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            if os.environ.get("LEDGER_DEBUG"):
+                raise
+            _fail("internal error (%s): %s; set LEDGER_DEBUG=1 for a traceback" % (type(exc).__name__, exc))
+
+
+# -- what commands share -------------------------------------------------------------------------
+
+
+class _Where:
+    """The local ledger directory, and the shared store's URL if one is configured (read
+    when a command first asks, so that a bad config.toml fails as that command's input)."""
+
+    def __init__(self, root: Path, explicit_store: str | None, explicit_dir: bool = False) -> None:
+        self.root = root
+        self._explicit = explicit_store
+        self._explicit_dir = explicit_dir
+
+    def named_opener(self, why: str) -> Callable[[], Any]:
+        """Opens the store or directory the caller named (--store/LEDGER_STORE, else
+        --dir/LEDGER_DIR), read as an auditor reads it; never one found in the checkout or its
+        config.toml, which belong to the candidate a gate judges. Bad input if none was named."""
+        if self._explicit is None and not self._explicit_dir:
+            raise lib.InputError(
+                "%s the store you name (--store, LEDGER_STORE, --dir or LEDGER_DIR): a ledger found in the"
+                " checkout is the candidate's own" % why
+            )
+        store = lib.shared_store(self.root, self._explicit) if self._explicit else None
+        return lambda: lib.open_source(self.root, store)
+
+    @functools.cached_property
+    def store(self) -> str | None:
+        return lib.shared_store(self.root, self._explicit)
+
+
+def _where(ctx: click.Context) -> _Where:
+    where: _Where = ctx.find_root().obj
+    return where
+
+
+def _root(ctx: click.Context) -> Path:
+    return _where(ctx).root
+
+
+def _ledger(ctx: click.Context) -> lib.Ledger:
+    where = _where(ctx)
+    return lib.Ledger.open(where.root, store=where.store)
+
+
+def _reader(ctx: click.Context) -> lib.Ledger:
+    """For commands that only read: works on a read-only copy of the ledger."""
+    where = _where(ctx)
+    return lib.Ledger.open(where.root, read_only=True, store=where.store)
+
+
+def _source(ctx: click.Context) -> Any:
+    """The ledger as the auditor reads it (`verify.LedgerSource` or `verify.PostgresSource`)."""
+    where = _where(ctx)
+    return lib.open_source(where.root, where.store)
+
+
+def _ask_passphrase(path: str) -> bytes:
+    if not sys.stdin.isatty():
+        raise lib.InputError("private key %s is encrypted: set RECEIPT_LEDGER_PASSPHRASE" % path)
+    return str(click.prompt("Passphrase for %s" % path, hide_input=True, err=True)).encode()
+
+
+def _signer(name: str) -> Signer:
+    return lib.load_signer(name, ask=_ask_passphrase)
+
+
+def _admin_signer(ledger: lib.Ledger, admin: str | None) -> Signer:
+    if admin is not None:
+        return _signer(admin)
+    for state in ledger.keyring():
+        if state.revoked_at is None and Role.ADMIN in state.spec.roles and lib.key_path(state.spec.name).is_file():
+            return _signer(state.spec.name)
+    raise lib.InputError("no local private key for any admin key of this ledger; pass --admin NAME or a key path")
+
+
+def _digest(text: str) -> Digest:
+    try:
+        return Digest.parse(text)
+    except ReceiptsError as exc:
+        raise lib.InputError(str(exc)) from None
+
+
+def _candidate(spec: str) -> Digest:
+    return lib.resolve_candidate(spec, Path.cwd())
+
+
+def _repo() -> Path:
+    repo = lib.git_root(Path.cwd())
+    if repo is None:
+        raise lib.InputError("this command runs in a git repository")
+    return repo
+
+
+def _contract(ctx: click.Context, task: str, path: Path | None) -> tuple[str, bytes] | None:
+    """The contract file given, or the task's default one under the ledger directory, if there is one."""
+    if path is None:
+        path = _root(ctx) / "contracts" / (task.replace("/", "_") + ".toml")
+        if not path.is_file():
+            return None
+    try:
+        return str(path), path.read_bytes()
+    except OSError as exc:
+        raise lib.InputError("cannot read contract %s: %s" % (path, exc.strerror)) from None
+
+
+def _required_contract(ctx: click.Context, task: str, path: Path | None) -> tuple[str, bytes]:
+    found = _contract(ctx, task, path)
+    if found is None:
+        raise lib.InputError(
+            "no contract for task %s: pass --contract FILE or add .ledger/contracts/%s.toml" % (task, task)
+        )
+    return found
+
+
+def _trust(ctx: click.Context, args: _TrustArgs, judges_candidate: bool = False) -> Trust:
+    """The trust a command verifies against (`ledger._trust` gives the order); none: exit 2."""
+    return lib.resolve_trust(
+        explicit=args.explicit,
+        unsafe_tofu=args.unsafe,
+        repo=lib.git_root(Path.cwd()),
+        ledger_root=_root(ctx),
+        trust_ref=args.ref,
+        judges_candidate=judges_candidate,
+    )
+
+
+def _policy(trust: _TrustArgs, auditors: _AuditorArgs, **rest: Any) -> Any:
+    """The `verify.Transparency` a command checks against, its auditing witnesses resolved
+    (`ledger._trust.resolve_auditors`: the option, else the target branch's file)."""
+    from verify import Transparency
+
+    keys, quorum = lib.resolve_auditors(
+        explicit=auditors.keys, quorum=auditors.quorum, repo=lib.git_root(Path.cwd()), trust_ref=trust.ref
+    )
+    try:
+        return Transparency(auditors=keys, audited_quorum=quorum, **rest)
+    except CannotVerify as exc:
+        raise lib.InputError(str(exc)) from None
+
+
+def _said(trust: Trust) -> None:
+    # Beside a result only: a command that fails on bad input still prints one line.
+    if isinstance(trust, UnsafeTrustOnFirstUse):
+        click.echo(
+            "warning: UNSAFE: --unsafe-trust-on-first-use: the admin key is whatever the ledger starts with;"
+            " this result proves nothing about who signed it",
+            err=True,
+        )
+
+
+def _read_bytes(path: Path, what: str) -> bytes:
+    return lib.read_bounded(path, what)
+
+
+def _read_text(path: Path, what: str) -> str:
+    try:
+        return lib.read_bounded(path, what).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise lib.InputError("cannot read %s %s: %s" % (what, path, exc)) from None
+
+
+def _emit(as_json: bool, doc: object, lines: Sequence[str], trust: Trust | None = None) -> None:
+    if trust is not None:
+        _said(trust)
+    click.echo(json.dumps(doc, indent=2) if as_json else terminal_text("\n".join(lines)))
+
+
+def _done(ok: bool) -> NoReturn:
+    sys.exit(0 if ok else 1)
+
+
+ROLE_CHOICE = click.Choice([r.value for r in Role])
+TIER_CHOICE = click.Choice([t.value for t in Tier])
+
+
+# -- what two command modules share -----------------------------------------------------------
+
+
+def _ledger_opener(ctx: click.Context) -> Callable[[], Any]:
+    """The ledger a receipt without a bundle in git is read from, opened only then: the one
+    the caller names (--store, --dir or their variables), never one found in the checkout or
+    named by its config.toml, which are the candidate's (a committed private copy would be
+    walked, and so proven complete)."""
+    return lambda: _where(ctx).named_opener("a receipt without a bundle in git is read only from")()
+
+
+def _witnesses(values: Sequence[str], quorum: int) -> tuple[WitnessKey, ...]:
+    keys = tuple(WitnessKey.parse(v) for v in values)
+    if quorum > len(keys):
+        raise lib.InputError("--witness-quorum %d needs at least that many --witness keys" % quorum)
+    return keys

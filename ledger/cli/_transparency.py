@@ -1,0 +1,174 @@
+"""The log: `checkpoint`, `prove`, `consistency`, `repair-head`, `witness`."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+
+from receipts import (
+    parse_checkpoint,
+)
+
+from .. import _api as lib
+from ._group import cli
+from ._options import _FILE, _TrustArgs, json_option, key_option, trust_option
+from ._shared import _digest, _emit, _Group, _ledger, _read_text, _reader, _signer, _source, _trust, _where, _witnesses
+
+
+@cli.command()
+@key_option("Seal or admin key that signs the tree head", required=False)
+@click.option("--show", is_flag=True, help="Print the latest checkpoint instead of making one.")
+@click.option(
+    "--tsa",
+    "tsa_url",
+    help="Also obtain an RFC 3161 time-stamp over it from this authority (the key must be a seal key).",
+)
+@click.pass_context
+def checkpoint(ctx: click.Context, key_name: str | None, show: bool, tsa_url: str | None) -> None:
+    """Sign the current tree head as a C2SP checkpoint (a signed note)."""
+    ledger = _reader(ctx) if show else _ledger(ctx)
+    if show:
+        stored = ledger.checkpoints()
+        if not stored:
+            raise lib.InputError("this ledger has no checkpoint yet: run `ledger checkpoint --key NAME`")
+        click.echo(stored[-1][1].encode(), nl=False)
+        return
+    if key_name is None:
+        raise lib.InputError("give --key NAME (a seal or admin key), or --show")
+    signer = _signer(key_name)
+    note = ledger.checkpoint(signer)
+    if tsa_url is not None:
+        size = parse_checkpoint(note.text).size
+        stamped = lib.timestamp_checkpoint(ledger, signer, tsa_url, note, size)
+        click.echo("time-stamp over the checkpoint at size %d recorded at entry %d" % (size, stamped.seq), err=True)
+    click.echo(note.encode(), nl=False)
+
+
+@cli.command()
+@click.argument("hash_text", metavar="HASH")
+@click.pass_context
+def prove(ctx: click.Context, hash_text: str) -> None:
+    """An inclusion proof for an entry against the latest checkpoint, as a C2SP tlog-proof."""
+    click.echo(lib.prove_inclusion(_reader(ctx), _digest(hash_text)), nl=False)
+
+
+@cli.command()
+@click.argument("old_size", type=click.IntRange(1))
+@click.pass_context
+def consistency(ctx: click.Context, old_size: int) -> None:
+    """A consistency proof from an earlier tree size to the latest checkpoint."""
+    click.echo(lib.prove_consistency(_reader(ctx), old_size), nl=False)
+
+
+@cli.command("repair-head")
+@click.option("--apply", is_flag=True, help="Move the junk rows (without it: only say what would move, exit 1).")
+@trust_option
+@json_option
+@click.pass_context
+def repair_head(ctx: click.Context, apply: bool, trust: _TrustArgs, as_json: bool) -> None:
+    """Quarantine a shared store's junk head (the database owner's job): the rows from the
+    first entry the audit rejects to the head, and the checkpoints over them, move to
+    quarantined_entries and quarantined_checkpoints; what remains verifies. --apply also
+    (re)installs the store's guards (a store older than one of them gets it)."""
+    url = _where(ctx).store
+    if url is None:
+        raise lib.InputError("repair-head repairs a shared store: name it with --store URL (as its owner)")
+    done = lib.repair_head(url, _trust(ctx, trust), apply=apply)
+    if done.first_bad is None:
+        said = "NOTHING TO REPAIR: the chain verifies" + ("; the store's guards are installed" if done.applied else "")
+        _emit(as_json, {"repaired": False, "guards_installed": done.applied, "rows": []}, [said])
+        return
+    doc = {
+        "repaired": done.applied,
+        "first_bad": done.first_bad,
+        "rows": [{"seq": seq, "hash": h} for seq, h in done.rows],
+        "checkpoints": list(done.checkpoints),
+        "reasons": list(done.reasons),
+    }
+    lines = [
+        "%s %d row(s) from entry %d%s:"
+        % (
+            "QUARANTINED" if done.applied else "WOULD QUARANTINE",
+            len(done.rows),
+            done.first_bad,
+            "" if done.applied else " (run again with --apply)",
+        )
+    ]
+    lines += ["  entry %d  %s" % (seq, h) for seq, h in done.rows]
+    lines += ["  checkpoint at size %d" % size for size in done.checkpoints]
+    lines += ["  because: %s" % why for why in done.reasons]
+    _emit(as_json, doc, lines)
+    if not done.applied:
+        sys.exit(1)
+
+
+@cli.group(cls=_Group)
+def witness() -> None:
+    """Witness a ledger: cosign checkpoints only after checking they extend what you saw."""
+
+
+@witness.command("cosign")
+@click.argument("checkpoint_file", type=_FILE)
+@key_option("The witness's own Ed25519 key")
+@click.option("--name", "witness_name", required=True, help="The witness's key name, e.g. witness.example/w1.")
+@click.option("--log-key", required=True, help="The log's checkpoint key: 'ssh-ed25519 AAAA...' or a .pub file.")
+@click.option(
+    "--state", type=_FILE, help="The witness's state file (default ~/.config/receipt-ledger/witness-state.json)."
+)
+@click.option("-o", "--output", type=_FILE, help="Write the cosigned checkpoint here (default: stdout).")
+@click.option(
+    "--audit",
+    "audit_state",
+    type=_FILE,
+    help="Be an auditing witness: cosign only after a chain audit (resumed from this state file, kept there) passes.",
+)
+@trust_option
+@click.pass_context
+def witness_cosign(
+    ctx: click.Context,
+    checkpoint_file: Path,
+    key_name: str,
+    witness_name: str,
+    log_key: str,
+    state: Path | None,
+    output: Path | None,
+    audit_state: Path | None,
+    trust: _TrustArgs,
+) -> None:
+    """Add a tlog-cosignature to a checkpoint after proving it consistent with the last one seen."""
+    from receipts import parse_public_key_blob
+
+    with _source(ctx) as source:
+        text = lib.cosign(
+            source=source,
+            checkpoint=_read_text(checkpoint_file, "checkpoint"),
+            signer=_signer(key_name),
+            name=witness_name,
+            log_key=parse_public_key_blob(lib.read_public_key(log_key)),
+            state_path=state,
+            audit=(_trust(ctx, trust), audit_state) if audit_state is not None else None,
+        )
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        output.write_text(text, encoding="utf-8")
+        click.echo("cosigned checkpoint written to %s" % output, err=True)
+
+
+@witness.command("add")
+@click.argument("checkpoint_file", type=_FILE)
+@click.option(
+    "--witness",
+    "witnesses",
+    multiple=True,
+    required=True,
+    help="The witness whose cosignature to store: 'NAME ssh-ed25519 AAAA...' (or 'NAME PATH.pub'); repeatable.",
+)
+@click.pass_context
+def witness_add(ctx: click.Context, checkpoint_file: Path, witnesses: Sequence[str]) -> None:
+    """Store witnesses' cosignatures on the ledger's own checkpoint, each after it verifies."""
+    added = lib.add_cosignatures(_ledger(ctx), _read_text(checkpoint_file, "checkpoint"), _witnesses(witnesses, 0))
+    click.echo("stored cosignatures of %s" % ", ".join(added) if added else "already stored: nothing to add")
