@@ -316,7 +316,7 @@ def _bundle_transparency(
     """Step 8 offline: every entry in the bundle is proven into its signed checkpoint."""
     if policy.since is not None:
         raise CannotVerify("--since needs the ledger itself: a bundle holds no consistency proof")
-    # A bundle files its checkpoint under the size it signs; one that does not parse, step 8b reports.
+    # A bundle files its checkpoint under the size it signs; one that does not parse, step 8a reports.
     filed = next(iter(source.checkpoints()), (0, source.checkpoint_text))
     return check_checkpoints(_BundleProof(source, ring), filed, origin, receipt_seq, policy)
 

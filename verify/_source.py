@@ -473,6 +473,6 @@ def ledger_transparency(
         try:
             sizes.add(parse_checkpoint(parse_note(policy.since).text).size)
         except ReceiptsError:
-            pass  # step 8a refuses it
+            pass  # step 8c refuses it
     proof = _WholeLedger(source, sizes, max(max(sizes, default=0), receipt_seq + 1), roots, ring)
     return check_checkpoints(proof, stored[-1] if stored else None, origin, receipt_seq, policy)

@@ -63,7 +63,7 @@ class CheckpointProof(Protocol):
 
         Args:
             kept: the checkpoint the auditor kept (`Transparency.since`).
-            covering: the covering checkpoint as 8b read it (None: there is none, or it
+            covering: the covering checkpoint as 8a read it (None: there is none, or it
                 does not parse).
 
         Returns:
