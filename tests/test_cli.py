@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from conftest import GIT_ENV, SIGNERS, cli_repo_with_lower_tiers, judge_table, run_cli
-from ledger import InputError, load_signer
+from ledger import InputError, Ledger, load_signer
 from ledger.cli import cli
 
 CONTRACT = """version = 1
@@ -322,3 +323,24 @@ def test_an_endless_input_file_is_refused_not_read_forever(tmp_path: Path) -> No
         res = run_cli(*args, cwd=repo, env=env)
         assert res.returncode == 2 and res.stderr.count("\n") == 1, (args, res.stderr)
         assert "/dev/zero is larger than" in res.stderr and "Traceback" not in res.stderr, (args, res.stderr)
+
+
+def test_what_a_command_opens_it_closes(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Long-running front ends (a web view, a test run) call many commands in one process:
+    # a ledger left open holds a file handle or a database connection each time.
+    setup_keys()
+    opened: list[Ledger] = []
+    real_open = Ledger.open
+
+    def recording_open(root: Path, read_only: bool = False, store: str | None = None) -> Ledger:
+        ledger = real_open(root, read_only=read_only, store=store)
+        opened.append(ledger)
+        return ledger
+
+    monkeypatch.setattr(Ledger, "open", staticmethod(recording_open))
+    for args in (("log",), ("keys", "list"), ("keys", "revoke", "ci", "--reason", "laptop lost")):
+        assert run(*args).exit_code == 0, args
+    assert len(opened) == 3
+    for ledger in opened:
+        with pytest.raises(sqlite3.ProgrammingError):
+            ledger.backend.conn.execute("SELECT 1")  # type: ignore[attr-defined]

@@ -94,14 +94,20 @@ def _root(ctx: click.Context) -> Path:
 
 
 def _ledger(ctx: click.Context) -> lib.Ledger:
+    """The ledger to write to, closed when the command's context closes (as it exits)."""
     where = _where(ctx)
-    return lib.Ledger.open(where.root, store=where.store)
+    ledger = lib.Ledger.open(where.root, store=where.store)
+    ctx.call_on_close(ledger.close)
+    return ledger
 
 
 def _reader(ctx: click.Context) -> lib.Ledger:
-    """For commands that only read: works on a read-only copy of the ledger."""
+    """For commands that only read: works on a read-only copy of the ledger, closed as
+    `_ledger` is."""
     where = _where(ctx)
-    return lib.Ledger.open(where.root, read_only=True, store=where.store)
+    ledger = lib.Ledger.open(where.root, read_only=True, store=where.store)
+    ctx.call_on_close(ledger.close)
+    return ledger
 
 
 def _source(ctx: click.Context) -> Any:
