@@ -344,3 +344,14 @@ def test_what_a_command_opens_it_closes(repo: Path, monkeypatch: pytest.MonkeyPa
     for ledger in opened:
         with pytest.raises(sqlite3.ProgrammingError):
             ledger.backend.conn.execute("SELECT 1")  # type: ignore[attr-defined]
+
+
+def test_the_admin_signs_with_key_like_every_signer_and_admin_is_a_hidden_alias(repo: Path) -> None:
+    setup_keys()
+    assert run("keys", "revoke", "ci", "--reason", "laptop lost", "--key", "admin").exit_code == 0
+    assert run("keys", "revoke", "judge", "--reason", "rotated", "--admin", "admin").exit_code == 0
+    revoked = {k["name"] for k in json.loads(run("keys", "list", "--json").stdout) if k["status"] == "revoked"}
+    assert revoked == {"ci", "judge"}, revoked
+    assert "--admin" not in run("keys", "revoke", "--help").stdout
+    both = run_cli("keys", "revoke", "alice", "--key", "admin", "--admin", "sealer", cwd=repo)
+    assert both.returncode == 2 and both.stderr.count("\n") == 1 and "give one" in both.stderr, both.stderr

@@ -157,7 +157,7 @@ def test_a_lock_not_granted_in_time_is_a_clean_error_with_nothing_written(pg_url
             "alice",
             "--reason",
             "left",
-            "--admin",
+            "--key",
             str(tmp_path / "admin.key"),
             env={"RECEIPT_LEDGER_BUSY_TIMEOUT_MS": "300"},
         )
@@ -356,7 +356,7 @@ def test_a_connection_terminated_every_time_gives_up_cleanly(pg_url: str, tmp_pa
         watcher.execute("SELECT pg_advisory_xact_lock(%s)", (0x7265636C65646772,))
         proc = subprocess.Popen(
             [sys.executable, "-m", "ledger", "--store", pg_url, "keys", "revoke", "alice", "--reason", "x"]
-            + ["--admin", str(key)],
+            + ["--key", str(key)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -731,7 +731,7 @@ def test_the_documented_roles_let_writers_append_and_auditors_only_read(pg_url: 
         assert audit(as_auditor).ok
         admin_key = write_private_key(tmp_path / "admin.key", "admin")
         bob = r.public_key_line(SIGNERS["bob"].public_key_blob)
-        res = run_cli("--store", as_auditor, "keys", "add", "bob", bob, "--role", "human", "--admin", str(admin_key))
+        res = run_cli("--store", as_auditor, "keys", "add", "bob", bob, "--role", "human", "--key", str(admin_key))
         assert res.returncode == 2 and res.stderr.count("\n") == 1 and "permission denied" in res.stderr, res.stderr
         with pytest.raises(StoreError, match="permission denied"):
             approve(Ledger.open(tmp_path, store=as_auditor), "T")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -65,7 +66,19 @@ def keys() -> None:
 
 
 def _admin_option(f: F) -> F:
-    return click.option("--admin", help="Admin key that signs the keyring change.")(f)
+    """``--key`` names the admin key that signs the change, as ``--key`` names every other
+    signer; ``--admin``, its old spelling, stays as a hidden alias for one release."""
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        key, alias = kwargs.pop("admin_key"), kwargs.pop("admin_alias")
+        if key is not None and alias is not None and key != alias:
+            raise lib.InputError("--key and --admin name different admin keys: give one")
+        kwargs["admin"] = key if key is not None else alias
+        return f(*args, **kwargs)
+
+    wrapper = click.option("--admin", "admin_alias", hidden=True)(wrapper)
+    return click.option("--key", "admin_key", help="Admin key that signs the keyring change.")(wrapper)  # type: ignore[return-value]
 
 
 def _roles_option(f: F) -> F:
