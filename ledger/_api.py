@@ -9,7 +9,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._clock import frozen_clock
+    from ._clock import frozen_clock, parse_when
     from ._config import describe_store, open_source, read_bounded, shared_store, write_store_config
     from ._contracts import ContractHistoryRow, contract_history, current_contract, register_contract, waive_check
     from ._demo import demo_contract, run_demo
@@ -140,6 +140,7 @@ __all__ = [
     "StoreError",
     # time
     "frozen_clock",
+    "parse_when",
     # what ran
     "VERSION",
     "environment_digest",
@@ -318,6 +319,7 @@ _WHERE = {
     "InputError": "_errors",
     "StoreError": "_errors",
     "frozen_clock": "_clock",
+    "parse_when": "_clock",
     "VERSION": "_environment",
     "environment_digest": "_environment",
     "key_dir": "_keys",

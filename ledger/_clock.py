@@ -3,11 +3,14 @@ can move time instead of waiting for it."""
 
 from __future__ import annotations
 
+import datetime
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-__all__ = ["now", "frozen_clock"]
+from ._errors import InputError
+
+__all__ = ["now", "frozen_clock", "parse_when"]
 
 _source: Callable[[], float] = time.time
 
@@ -27,3 +30,30 @@ def frozen_clock(at: float) -> Iterator[None]:
         yield
     finally:
         _source = saved
+
+
+def parse_when(text: str, option: str, end_of_day: bool = False) -> int:
+    """A moment given on the command line, as Unix seconds.
+
+    Args:
+        text: a UTC date (``YYYY-MM-DD``) or an ISO 8601 date-time (UTC if it names no zone).
+        option: the option it came from, for the error.
+        end_of_day: a date means the end of that day (the next day's start), so that the
+            day itself is included: an expiry "through" it, the end of a period.
+
+    Returns:
+        Seconds since the epoch.
+
+    Raises:
+        InputError: the text is neither.
+    """
+    try:
+        if len(text) == 10:
+            day = datetime.datetime.combine(datetime.date.fromisoformat(text), datetime.time(), datetime.UTC)
+            return int(day.timestamp()) + (86400 if end_of_day else 0)
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise InputError("%s takes a date (YYYY-MM-DD, UTC) or an ISO 8601 date-time" % option) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return int(moment.timestamp())

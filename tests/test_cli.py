@@ -355,3 +355,15 @@ def test_the_admin_signs_with_key_like_every_signer_and_admin_is_a_hidden_alias(
     assert "--admin" not in run("keys", "revoke", "--help").stdout
     both = run_cli("keys", "revoke", "alice", "--key", "admin", "--admin", "sealer", cwd=repo)
     assert both.returncode == 2 and both.stderr.count("\n") == 1 and "give one" in both.stderr, both.stderr
+
+
+def test_one_reading_of_a_moment_for_waivers_and_reports() -> None:
+    from ledger import parse_when
+
+    day = 1769817600  # 2026-01-31T00:00:00Z
+    assert parse_when("2026-01-31", "--from") == day
+    assert parse_when("2026-01-31", "--expires", end_of_day=True) == day + 86400  # through that day
+    assert parse_when("2026-01-31T12:00:00", "--to") == day + 12 * 3600  # no zone: UTC
+    assert parse_when("2026-01-31T12:00:00+02:00", "--to") == day + 10 * 3600
+    with pytest.raises(InputError, match="^--expires takes a date"):
+        parse_when("next tuesday", "--expires")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
 from pathlib import Path
 
 import click
@@ -17,21 +16,6 @@ from ._options import contract_option, json_option, key_option
 from ._shared import _emit, _Group, _ledger, _reader, _required_contract, _signer
 
 
-def _expiry(text: str) -> int:
-    try:
-        if len(text) == 10:
-            day = datetime.date.fromisoformat(text)
-            return int(datetime.datetime(day.year, day.month, day.day, tzinfo=datetime.UTC).timestamp()) + 86400
-        moment = datetime.datetime.fromisoformat(text)
-    except ValueError:
-        raise lib.InputError(
-            "--expires takes a date (YYYY-MM-DD, valid through that day, UTC) or an ISO date-time"
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.UTC)
-    return int(moment.timestamp())
-
-
 @cli.command()
 @click.argument("task")
 @click.argument("check_id", metavar="CHECK")
@@ -41,7 +25,9 @@ def _expiry(text: str) -> int:
 @click.pass_context
 def waive(ctx: click.Context, task: str, check_id: str, key_name: str, reason: str, expires: str) -> None:
     """Let a named failing check of the task's current contract stop blocking until it expires."""
-    appended = lib.waive_check(_ledger(ctx), _signer(key_name), task, check_id, reason, _expiry(expires))
+    appended = lib.waive_check(
+        _ledger(ctx), _signer(key_name), task, check_id, reason, lib.parse_when(expires, "--expires", end_of_day=True)
+    )
     click.echo(str(appended.body_hash))
     click.echo("waiver of %s for %s recorded at entry %d" % (check_id, task, appended.seq), err=True)
 

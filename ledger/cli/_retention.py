@@ -53,22 +53,6 @@ def prune_cmd(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
     _emit(as_json, report.as_dict(), lines)
 
 
-def _when(text: str, option: str, end: bool) -> int:
-    """A UTC date (the whole day: its start, or with ``end`` the next day's start) or an
-    ISO 8601 time, as Unix seconds."""
-    try:
-        if len(text) == 10:
-            day = datetime.date.fromisoformat(text)
-            moment = datetime.datetime.combine(day, datetime.time(), datetime.UTC)
-            return int(moment.timestamp()) + (86400 if end else 0)
-        moment = datetime.datetime.fromisoformat(text)
-    except ValueError:
-        raise lib.InputError("%s takes a date (2026-01-31) or an ISO 8601 time" % option) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.UTC)
-    return int(moment.timestamp())
-
-
 @cli.command()
 @click.argument("hash_text", metavar="[HASH]", required=False)
 @click.option("--from", "from_text", help="First day (UTC date, or an ISO 8601 time).")
@@ -108,7 +92,7 @@ def report(
         raise lib.InputError("the population of changes needs --from and --to (and HASH --html is one receipt's page)")
     if as_csv and as_json:
         raise lib.InputError("choose --csv or --json")
-    start, end = _when(from_text, "--from", False), _when(to_text, "--to", True)
+    start, end = lib.parse_when(from_text, "--from"), lib.parse_when(to_text, "--to", end_of_day=True)
     if end <= start:
         raise lib.InputError("--to is before --from")
     root = _trust(ctx, trust)
