@@ -77,6 +77,7 @@ if TYPE_CHECKING:
     )
     from ._keyring import add_key, allowed_signers, create_key, revoke_key
     from ._keys import generate_key_file, key_dir, key_path, load_signer, read_public_key
+    from ._layout import contract_path
     from ._mirror import PullResult, pull
     from ._population import POPULATION_COLUMNS, ChangeRow, population, population_csv
     from ._proofs import prove_consistency, prove_inclusion
@@ -117,6 +118,7 @@ __all__ = [
     "open_source",
     "write_store_config",
     "write_text_atomic",
+    "contract_path",
     "set_retention",
     "timestamp_checkpoint",
     "prune",
@@ -298,6 +300,7 @@ _WHERE = {
     "open_source": "_config",
     "write_store_config": "_config",
     "write_text_atomic": "_files",
+    "contract_path": "_layout",
     "set_retention": "_retention",
     "timestamp_checkpoint": "_tsa",
     "prune": "_retention",

@@ -38,6 +38,7 @@ from ._gate import GateResult, gate
 from ._git import run_git
 from ._git_notes import open_bundle
 from ._git_sync import fetch_receipts, push_receipts
+from ._layout import contract_path
 from ._render import gate_lines, pr_comment
 from ._trust import branch_store, resolve_auditors, resolve_trust
 
@@ -233,9 +234,9 @@ def _write_keys(env: Mapping[str, str], folder: Path) -> dict[str, str]:
 
 def _file_annotations(ledger_dir: Path, task: str, check_doc: Mapping[str, Any]) -> list[str]:
     """An annotation per failing check that names a file in the contract `ledger check` used."""
-    contract_path = ledger_dir / "contracts" / (task.replace("/", "_") + ".toml")
+    path = contract_path(ledger_dir, task)
     try:
-        contract = parse_contract(contract_path.read_bytes(), str(contract_path))
+        contract = parse_contract(path.read_bytes(), str(path))
     except (OSError, ReceiptsError):
         return []
     by_id = {c.id: c for c in contract.checks}

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ._layout import CONTRACTS_DIR, contract_path
+
 if TYPE_CHECKING:
     from receipts import Contract, ToolPolicy
 
@@ -139,7 +141,7 @@ class _Where:
 
 
 def _contract_file(where: _Where) -> tuple[bytes, str] | None:
-    path = where.ledger_dir / "contracts" / (where.task.replace("/", "_") + ".toml")
+    path = contract_path(where.ledger_dir, where.task)
     try:
         return path.read_bytes(), str(path)
     except FileNotFoundError:
@@ -426,7 +428,7 @@ def _stop(where: _Where, payload: dict[str, Any] | None, problem: str | None, ev
             raise _CannotEvaluate(problem)
         contract = _contract(where)
         if contract is None:
-            raise _CannotEvaluate("no contract for %s in %s" % (where.task, where.ledger_dir / "contracts"))
+            raise _CannotEvaluate("no contract for %s in %s" % (where.task, where.ledger_dir / CONTRACTS_DIR))
         budget = contract.repair_attempts
         from .tiers._deterministic import run_advisory
 

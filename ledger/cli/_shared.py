@@ -156,7 +156,7 @@ def _repo() -> Path:
 def _contract(ctx: click.Context, task: str, path: Path | None) -> tuple[str, bytes] | None:
     """The contract file given, or the task's default one under the ledger directory, if there is one."""
     if path is None:
-        path = _root(ctx) / "contracts" / (task.replace("/", "_") + ".toml")
+        path = lib.contract_path(_root(ctx), task)
         if not path.is_file():
             return None
     try:
