@@ -24,10 +24,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import fresh_ledger, record, timed  # noqa: E402
+from _common import fresh_ledger, record, timed
 
-import receipts as r  # noqa: E402
-from verify.schema import SCHEMA  # noqa: E402
+import receipts as r
+from verify.schema import SCHEMA
 
 
 def floor_db(path: Path) -> sqlite3.Connection:

@@ -16,10 +16,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import PEAK_KIB, fresh_ledger, record, timed  # noqa: E402
+from _common import PEAK_KIB, fresh_ledger, record, timed
 
-import receipts as r  # noqa: E402
-from verify import LedgerSource, verify_chain  # noqa: E402
+import receipts as r
+from verify import LedgerSource, verify_chain
 
 
 def _raw(chunk: list[tuple[bytes, bytes, bytes]]) -> int:

@@ -17,7 +17,7 @@ import blake3
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import PEAK_KIB, fresh_ledger, timed  # noqa: E402
+from _common import PEAK_KIB, fresh_ledger, timed
 
 
 def main(size_mb: int = 1024, repeat: int = 3) -> dict[str, object]:

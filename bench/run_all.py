@@ -11,10 +11,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import append  # noqa: E402
-import audit  # noqa: E402
-import cold_verify  # noqa: E402
-import ingest  # noqa: E402
+import append
+import audit
+import cold_verify
+import ingest
 
 if __name__ == "__main__":
     quick = "--quick" in sys.argv

@@ -24,12 +24,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import demo_repo, filler, peak_command, seal_demo_receipt  # noqa: E402
-from cryptography.hazmat.primitives import serialization  # noqa: E402
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey  # noqa: E402
+from _common import demo_repo, filler, peak_command, seal_demo_receipt
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-import receipts as r  # noqa: E402
-from ledger import Ledger, add_key  # noqa: E402
+import receipts as r
+from ledger import Ledger, add_key
 
 SIZES = (1_000, 10_000, 100_000, 1_000_000)
 # Byte-compiled modules are cached as a user's install caches them (a shell that sets

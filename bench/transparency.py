@@ -27,7 +27,7 @@ import receipts as r
 from ledger import Ledger, add_key, export_bundle
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import demo_repo, filler, seal_demo_receipt  # noqa: E402
+from _common import demo_repo, filler, seal_demo_receipt
 
 
 def main() -> None:

@@ -1,3 +1,5 @@
+"""``python -m ledger``: the ``ledger`` command."""
+
 from ._entry import main
 
 main()

@@ -111,7 +111,8 @@ class AgentSigner:
     @classmethod
     def find(cls, selector: str) -> AgentSigner:
         """The agent's key whose fingerprint or comment is ``selector`` (or its only
-        Ed25519 key when ``selector`` is empty). Raises `InputError`."""
+        Ed25519 key when ``selector`` is empty). Raises `InputError`.
+        """
         keys = agent_identities()
         matches = [(blob, c) for blob, c in keys if selector in ("", c, fingerprint(blob))]
         ed25519 = [(blob, c) for blob, c in matches if _key_type(blob) == "ssh-ed25519"]

@@ -1,7 +1,8 @@
 """The public library API of `ledger`, loaded lazily (PEP 562): a name's module is
 imported on first use, so that a short command imports only what it needs. `ledger`
 re-exports it; the CLI imports this module directly (relative imports keep working even
-where a `ledger/` directory in the working directory shadows the package name)."""
+where a `ledger/` directory in the working directory shadows the package name).
+"""
 
 from __future__ import annotations
 

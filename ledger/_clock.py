@@ -1,5 +1,6 @@
 """Time: the one place the ledger reads the wall clock, so that tests and reproducible runs
-can move time instead of waiting for it, and the one reading of a moment a user types."""
+can move time instead of waiting for it, and the one reading of a moment a user types.
+"""
 
 from __future__ import annotations
 

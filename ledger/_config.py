@@ -2,7 +2,8 @@
 line of the repository's committed ``.ledger/config.toml``, else the local SQLite ledger.
 
 A URL kept in a file never carries a password: libpq's own means (``PGPASSWORD``,
-``~/.pgpass``, a service file, ``sslmode``/``sslrootcert`` in the URL) supply the rest."""
+``~/.pgpass``, a service file, ``sslmode``/``sslrootcert`` in the URL) supply the rest.
+"""
 
 from __future__ import annotations
 
@@ -40,7 +41,8 @@ def _checked(url: str, where: str) -> str:
 
 def config_value(root: Path, key: str) -> object:
     """One top-level value of ``root/config.toml`` (None if the file or the key is absent);
-    a file that does not parse is bad input."""
+    a file that does not parse is bad input.
+    """
     path = root / CONFIG_NAME
     if not path.is_file():
         return None
@@ -82,7 +84,8 @@ def without_password(url: str) -> str:
 
 def write_store_config(root: Path, url: str) -> bool:
     """Name the shared store in ``root/config.toml`` for the team to commit, unless a
-    config already exists there (it is the team's file then). True if written."""
+    config already exists there (it is the team's file then). True if written.
+    """
     path = root / CONFIG_NAME
     if path.exists():
         return False

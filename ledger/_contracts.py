@@ -1,5 +1,6 @@
 """Completion contracts in the chain: register a revision (a weakening needs an admin,
-the store decides), read a task's history, and waive a named check until a date."""
+the store decides), read a task's history, and waive a named check until a date.
+"""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ def register_contract(
     store: Store, task_id: str, data: bytes, signer: Signer, source: str = "contract"
 ) -> tuple[Contract, Appended | None]:
     """Record ``data`` as the task's current contract unless it already is. A revision that
-    weakens the bar is refused unless ``signer`` is an admin key (the store decides)."""
+    weakens the bar is refused unless ``signer`` is an admin key (the store decides).
+    """
     try:
         contract = ContractRevision(task_id, data, None).parse()
     except ReceiptsError as exc:

@@ -114,7 +114,8 @@ def _run_verify(root: Path, receipt: str, trust: TrustRoot) -> bool:
 
 def run_demo(keep: Path | None, test_runs: int = 1) -> int:
     """`ledger demo`: a throwaway repository and ledger, the whole ladder, a receipt that
-    verifies and a tampered copy that does not. Returns the exit code (0 when both hold)."""
+    verifies and a tampered copy that does not. Returns the exit code (0 when both hold).
+    """
     work = keep if keep is not None else Path(tempfile.mkdtemp(prefix="receipt-ledger-demo-"))
     work.mkdir(parents=True, exist_ok=True)
     try:

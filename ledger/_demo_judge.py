@@ -1,6 +1,7 @@
 """The demo's judge: a SCRIPTED EXAMPLE, not a model. It speaks the command-judge
 protocol (request JSON on stdin, answer JSON on stdout) so that `ledger demo` can show
-the judge tier without any endpoint. Point a real contract at a real model instead."""
+the judge tier without any endpoint. Point a real contract at a real model instead.
+"""
 
 import json
 import sys

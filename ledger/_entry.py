@@ -1,6 +1,7 @@
 """The `ledger` command's entry point. `ledger hook <event>` runs on every tool call an
 agent makes, so it goes straight to the hook without loading the CLI (click and the
-library); everything else is the CLI."""
+library); everything else is the CLI.
+"""
 
 from __future__ import annotations
 

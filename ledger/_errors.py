@@ -19,7 +19,8 @@ class StoreError(LedgerError):
 
 class NotCommitted(StoreError):
     """The connection to a shared store failed before COMMIT was sent: the server rolled
-    the transaction back, so the whole operation may safely run again."""
+    the transaction back, so the whole operation may safely run again.
+    """
 
 
 class CommitUnknown(StoreError):

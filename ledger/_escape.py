@@ -1,5 +1,6 @@
 """The output escapes (`verify`'s, which its renderings use too), under the names the
-writers' modules import."""
+writers' modules import.
+"""
 
 from __future__ import annotations
 

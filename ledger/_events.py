@@ -1,6 +1,7 @@
 """Task events and side effects. Events record what happened around the ladder (a
 claim, a model stop, a gate decision); an effect (a merge, a deploy) is begun once per
-idempotency key and only for a verified, merge-eligible receipt of the exact candidate."""
+idempotency key and only for a verified, merge-eligible receipt of the exact candidate.
+"""
 
 from __future__ import annotations
 
@@ -56,7 +57,8 @@ def record_event(
     attachment: Path | None = None,
 ) -> Appended:
     """A claim, a model stop, a gate decision or a verified success. A claim's summary is
-    stored as evidence of what was claimed, never as evidence that it is true."""
+    stored as evidence of what was claimed, never as evidence that it is true.
+    """
     evidence = []
     if attachment is not None:
         digest, size = store.put_blob_file(attachment)
@@ -75,7 +77,8 @@ def task_events(store: Store, task: str | None = None) -> list[tuple[int, TaskEv
 
 def verified_receipt(ledger: Ledger, task: str, trust: Trust) -> tuple[LadderReceipt, str] | None:
     """The task's latest receipt with its hash, if it verifies against ``trust`` and is
-    merge-eligible; None otherwise."""
+    merge-eligible; None otherwise.
+    """
     for stored in reversed(list(ledger.entries(task=task))):
         if stored.kind == EntryKind.RECEIPT.value:
             receipt_hash = str(Digest(stored.body_hash))
@@ -88,7 +91,8 @@ def begin_effect(
     ledger: Ledger, signer: Signer, task: str, kind: str, key: str, target: str, candidate: Digest, *, trust: Trust
 ) -> Appended:
     """Record that a side effect is about to happen. Refused if the key was used before (no
-    double send) or if the candidate, contract or environment changed since approval."""
+    double send) or if the candidate, contract or environment changed since approval.
+    """
     for seq, event, _ in task_events(ledger):
         if event.type is EventType.EFFECT_BEGIN and event.field("key") == key:
             raise InputError("refused: effect %s was already begun at entry %d (no double send)" % (key, seq))
@@ -120,7 +124,8 @@ def begin_effect(
 
 def end_effect(ledger: Ledger, signer: Signer, key: str, outcome: str, note: str) -> Appended:
     """Record how a begun effect ended (confirmed, failed or unknown); a confirmed or
-    failed effect cannot end twice."""
+    failed effect cannot end twice.
+    """
     begun = [
         (seq, e) for seq, e, _ in task_events(ledger) if e.type is EventType.EFFECT_BEGIN and e.field("key") == key
     ]

@@ -1,6 +1,7 @@
 """Reading stored evidence back, for the writer's own decisions and displays: through
 verify's one reader (which re-hashes every blob), so that `status`, `seal`, exports and
-`verify` never see different facts. Also the one lookup of a record's snapshot."""
+`verify` never see different facts. Also the one lookup of a record's snapshot.
+"""
 
 from __future__ import annotations
 
@@ -69,7 +70,8 @@ def candidate_snapshot(
     store: Store, task: str, candidate: Digest, config: Digest | None = None
 ) -> tuple[TierRecord, dict[str, Any] | None] | None:
     """The latest deterministic record of ``task`` on ``candidate`` (under ``config`` if
-    given), with its snapshot; None if the tier has not run on it."""
+    given), with its snapshot; None if the tier has not run on it.
+    """
     latest = None
     for row in store.records_for(task):
         rec = row.record
@@ -87,7 +89,8 @@ _PREFIX = re.compile(r"blake3:([0-9a-f]{8,64})")
 
 def resolve_blob(store: Store, text: str) -> Digest:
     """A blob's digest from its full text or a unique prefix of at least 8 hex digits (as
-    tables print it). `InputError` for no match, several, or text of another form."""
+    tables print it). `InputError` for no match, several, or text of another form.
+    """
     match = _PREFIX.fullmatch(text)
     if match is None:
         raise InputError(

@@ -1,6 +1,7 @@
 """Evidence bundles: everything needed to verify one receipt offline, with public keys
 only, in a zip whose bytes depend only on the receipt (the same receipt exports to the
-same bytes). Its size grows with the task's history and the keyring, not the ledger."""
+same bytes). Its size grows with the task's history and the keyring, not the ledger.
+"""
 
 from __future__ import annotations
 
@@ -79,7 +80,8 @@ def _history(ledger: Ledger, receipt_entry: StoredEntry) -> dict[int, StoredEntr
 
 def _bundle_allowed_signers(entries: dict[int, StoredEntry]) -> str:
     """The keyring the bundle's own entries replay to (not the ledger's newest), so that a
-    verifier can recompute this member from the bundle alone."""
+    verifier can recompute this member from the bundle alone.
+    """
     kinds = {k.value for k in KEYRING_KINDS}
     changes = [
         (decode_entry(e.entry), decode_body(EntryKind(e.kind), e.body))
@@ -93,7 +95,8 @@ def _bundle_allowed_signers(entries: dict[int, StoredEntry]) -> str:
 
 def _timestamp_token(ledger: Ledger, note: SignedNote, size: int) -> bytes | None:
     """An RFC 3161 token over this checkpoint's text that the ledger recorded, if any: it
-    travels in the bundle as checkpoint.tsr (the authority's signature is what counts)."""
+    travels in the bundle as checkpoint.tsr (the authority's signature is what counts).
+    """
     digest = content_digest(note.text.encode("utf-8"))
     for _seq, stamp, _signer in ledger.reader.timestamps():
         if stamp.size == size and stamp.checkpoint == digest:
@@ -154,7 +157,8 @@ def _redactions(records: dict[str, tuple[TierRecord, str]], names: Sequence[str]
 
 def receipt_page(ledger: Ledger, receipt_digest: Digest, trust: Trust) -> str:
     """`ledger report HASH --html`: the page a bundle carries, for one receipt on the
-    ledger, verified against the caller's ``trust``; evidence is named, not linked."""
+    ledger, verified against the caller's ``trust``; evidence is named, not linked.
+    """
     stored, _ = ledger.receipt(receipt_digest)
     receipt_hash = str(Digest(stored.body_hash))
     result = verify_receipt(ledger.reader, receipt_hash, trust)
@@ -180,7 +184,8 @@ def export_bundle(ledger: Ledger, receipt_digest: Digest, out: Path, redact: Seq
 
     ``redact`` names evidence items to leave out, kept only by their digest: an item
     (``check:tests:stdout``, ``diff``) or a check's id (all its raw output). Only items no
-    verdict is derived from can be redacted; naming another is refused."""
+    verdict is derived from can be redacted; naming another is refused.
+    """
     stored, receipt = ledger.receipt(receipt_digest)
     receipt_hash = str(Digest(stored.body_hash))
     result = verify_receipt(ledger.reader, receipt_hash, ledger.genesis_trust())
@@ -250,7 +255,8 @@ def _renderings(
 ) -> dict[str, bytes]:
     """The rendering members, derived as the verifier derives them (`bundle_renderings`)
     from a draft of this bundle: its small members in memory, with only the redactions in
-    its manifest, and its blobs read from the store."""
+    its manifest, and its blobs read from the store.
+    """
     draft = io.BytesIO()
     with zipfile.ZipFile(draft, "w") as zf:
         zf.writestr("manifest.json", json.dumps({"redacted": redacted}))

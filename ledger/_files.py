@@ -3,7 +3,8 @@
 A crash at any moment leaves the old file or the new one, never a mixture: the bytes go
 to a temporary file in the same directory, are flushed to disk, renamed over the target,
 and the directory itself is flushed so that the rename survives a power cut. Light on
-imports: the agent's hooks write their state through it on every tool call."""
+imports: the agent's hooks write their state through it on every tool call.
+"""
 
 from __future__ import annotations
 

@@ -5,7 +5,8 @@ recorded but never blocks.
 
 Each receipt is verified from its bundle in git (``refs/receipts/``), so a fresh clone
 needs no ledger and no network; only a receipt without a bundle falls back to a ledger,
-opened when first needed."""
+opened when first needed.
+"""
 
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ OpenLedger = Callable[[], LedgerSource]
 class ReceiptCheck:
     """One receipt named on a revision, as verified. ``match`` is "commit" (its candidate
     is this commit), "tree" (its candidate is ``note.commit``, whose tree is this one),
-    "stale" (neither), or "" when it could not be verified at all (``problem`` says why)."""
+    "stale" (neither), or "" when it could not be verified at all (``problem`` says why).
+    """
 
     note: NoteLine
     origin: str
@@ -170,7 +172,8 @@ def _store_audited(
     checks: list[ReceiptCheck], trust: Trust, ledgers: _Ledgers, audit_state: Path
 ) -> tuple[list[ReceiptCheck], str | None]:
     """Each verified receipt marked ``audited`` when the gate's own (resumed) chain audit of
-    the store covers its very entry (`verify.audited_entry`); else why the audit could not."""
+    the store covers its very entry (`verify.audited_entry`); else why the audit could not.
+    """
     source = ledgers.get()
     if source is None:
         return checks, "the store cannot be read for the audit: %s" % ledgers.problem
@@ -199,7 +202,8 @@ def check_receipts(
     audit_state: Path | None = None,
 ) -> tuple[dict[str, str], list[ReceiptCheck], str | None]:
     """``rev``'s commit and tree ids, every receipt its notes (or its tree's) name, verified,
-    and, with ``audit_state``, why the store audit failed (None when it passed)."""
+    and, with ``audit_state``, why the store audit failed (None when it passed).
+    """
     fields = resolve_commit(rev, repo)
     policy = transparency or Transparency()
     ledgers = _Ledgers(open_ledger)
@@ -385,7 +389,8 @@ def gate(
 ) -> GateResult:
     """`gate_check`, and with ``recorder`` (a ledger and a seal key) the decision recorded
     as a gate event, plus a verified-success event when an enforcing gate passes. Advisory
-    mode must record."""
+    mode must record.
+    """
     if mode == "advisory" and recorder is None:
         raise InputError("advisory mode records its decision: pass --key (a seal key)")
     result = gate_check(repo, rev, trust, transparency, mode, open_ledger, audit_state)

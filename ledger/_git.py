@@ -1,6 +1,7 @@
 """The one way the ledger runs git: plain `git` subprocesses in a repository, with one
 error shape (`InputError`, the last line git printed). Also the candidate a revision
-names."""
+names.
+"""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ def run_git(
     repo: Path, *args: str, env: Mapping[str, str] | None = None, stdin: bytes | None = None
 ) -> subprocess.CompletedProcess[bytes]:
     """Run ``git ARGS`` in ``repo``; the caller reads the return code. Raises `InputError`
-    only if git cannot run at all."""
+    only if git cannot run at all.
+    """
     try:
         return subprocess.run(
             ["git", *args],
@@ -49,7 +51,8 @@ def run_git(
 
 def git_to_file(repo: Path, out: BinaryIO, *args: str) -> bool:
     """Stream ``git ARGS``'s output into ``out`` (an object may be larger than memory
-    should hold). False if git failed (the object is absent)."""
+    should hold). False if git failed (the object is absent).
+    """
     try:
         done = subprocess.run(
             ["git", *args],
@@ -66,13 +69,14 @@ def git_to_file(repo: Path, out: BinaryIO, *args: str) -> bool:
 
 def git_complaint(stderr: bytes) -> str:
     """The line of git's stderr that says what went wrong: its first ``fatal:`` or
-    ``error:`` line (git often follows it with advice), else its last line."""
+    ``error:`` line (git often follows it with advice), else its last line.
+    """
     lines = [line.strip() for line in stderr.decode("utf-8", "replace").strip().splitlines() if line.strip()]
     return next((line for line in lines if line.startswith(("fatal:", "error:"))), lines[-1] if lines else "no message")
 
 
 def git(repo: Path, *args: str, env: Mapping[str, str] | None = None, stdin: bytes | None = None) -> bytes:
-    """git's standard output; `InputError` with git's complaint if it failed."""
+    """Git's standard output; `InputError` with git's complaint if it failed."""
     out = run_git(repo, *args, env=env, stdin=stdin)
     if out.returncode != 0:
         raise InputError("git %s failed: %s" % (" ".join(args[:3]), git_complaint(out.stderr)))
@@ -84,7 +88,7 @@ def git_text(repo: Path, *args: str) -> str:
 
 
 def git_ok(repo: Path, *args: str) -> str | None:
-    """git's trimmed output, or None if it failed or printed nothing."""
+    """Git's trimmed output, or None if it failed or printed nothing."""
     try:
         return git_text(repo, *args) or None
     except InputError:

@@ -12,7 +12,8 @@ Two kinds of refs, both carried by ``git push`` and ``git fetch`` with the refsp
 
 Nothing here is trusted: a note only says where to look, a bundle is verified like any
 other, and a note's commit field is a hint that the receipt's own signed candidate hash
-must confirm."""
+must confirm.
+"""
 
 from __future__ import annotations
 
@@ -106,7 +107,8 @@ def has_bundle(repo: Path, receipt_hash: str) -> bool:
 
 def _store_bundle(ledger: Ledger, repo: Path, receipt_digest: Digest, receipt_hash: str) -> None:
     """Export the bundle and commit it under its ref, unless the ref already holds one
-    (an earlier attach, or a teammate's fetched one: either verifies)."""
+    (an earlier attach, or a teammate's fetched one: either verifies).
+    """
     if has_bundle(repo, receipt_hash):
         return
     with tempfile.TemporaryDirectory(prefix="receipt-attach-") as tmp:
@@ -129,7 +131,8 @@ def attach(
 ) -> str:
     """Store the receipt's bundle under ``refs/receipts/`` and name the receipt in the notes
     of its candidate commit and of that commit's tree; return the commit id. A bundle
-    needs a checkpoint covering the receipt: ``checkpoint_signer`` signs one if none does."""
+    needs a checkpoint covering the receipt: ``checkpoint_signer`` signs one if none does.
+    """
     stored, receipt = ledger.receipt(receipt_digest)
     receipt_hash = str(Digest(stored.body_hash))
     commit = rev or receipt_commit(ledger, receipt)
@@ -157,7 +160,8 @@ def attach(
 
 def git_identity(repo: Path) -> dict[str, str] | None:
     """A notes commit needs a committer. Where git knows none (a fresh CI machine), use a
-    neutral one: the note's trust comes from the signed receipt, never from this name."""
+    neutral one: the note's trust comes from the signed receipt, never from this name.
+    """
     if run_git(repo, "var", "GIT_COMMITTER_IDENT").returncode == 0:
         return None
     neutral = {"NAME": "receipt-ledger", "EMAIL": "receipt-ledger@localhost"}
@@ -178,7 +182,8 @@ def _lines(repo: Path, obj: str, on: str) -> list[NoteLine]:
 
 def attached(repo: Path, rev: str) -> list[NoteLine]:
     """The receipts named in the notes of ``rev``'s commit and of its tree, each once
-    (the commit's note first)."""
+    (the commit's note first).
+    """
     fields = resolve_commit(rev, repo)
     seen: dict[str, NoteLine] = {}
     for line in _lines(repo, fields["commit"], "commit") + _lines(repo, fields["tree"], "tree"):
@@ -188,8 +193,7 @@ def attached(repo: Path, rev: str) -> list[NoteLine]:
 
 @contextlib.contextmanager
 def open_bundle(repo: Path, receipt_hash: str) -> Iterator[Path | None]:
-    """``with open_bundle(repo, receipt_hash) as path``: the receipt's bundle from git,
-    streamed into a temporary file (None if this repository has none)."""
+    """The receipt's bundle from git, streamed into a temporary file (None if this repository has none)."""
     if not has_bundle(repo, receipt_hash):
         yield None
         return

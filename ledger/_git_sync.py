@@ -1,7 +1,8 @@
 """Sharing receipts through a git remote without losing anyone's: fetch the remote's
 notes into a side ref, merge them with git's ``cat_sort_uniq`` strategy (one line per
 receipt, so a union loses nothing), and push without force, retrying a bounded number of
-times when another writer pushed first."""
+times when another writer pushed first.
+"""
 
 from __future__ import annotations
 
@@ -41,7 +42,8 @@ def _side_ref(remote: str) -> str:
 
 def fetch_refspecs(remote: str) -> tuple[str, str]:
     """The refspecs `fetch_receipts` uses: the remote's notes into a side ref (merged after),
-    its bundles as they are (a bundle for a receipt is as good as any other: it verifies)."""
+    its bundles as they are (a bundle for a receipt is as good as any other: it verifies).
+    """
     return "+%s:%s" % (NOTES_REF, _side_ref(remote)), "+%s*:%s*" % (BUNDLE_REFS, BUNDLE_REFS)
 
 
@@ -87,7 +89,8 @@ def fetch_receipts(repo: Path, remote: str = "origin") -> SyncResult:
 
 def push_receipts(repo: Path, remote: str = "origin", attempts: int = PUSH_ATTEMPTS) -> SyncResult:
     """Push our bundles, then our notes merged with the remote's, never forcing. Bundles
-    go first, so a pushed note never names a bundle the remote lacks."""
+    go first, so a pushed note never names a bundle the remote lacks.
+    """
     if git_ok(repo, "rev-parse", "--verify", "--quiet", NOTES_REF) is None:
         raise InputError("no receipts to push: %s does not exist here (run `ledger attach` first)" % NOTES_REF)
     merged_any = False

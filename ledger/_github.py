@@ -9,7 +9,8 @@ annotates failing file checks, keeps one pull-request comment up to date, and ga
 
 The tiers run as `ledger` subprocesses, exactly the commands a person would type; the
 gate, the summary and the comment are library calls. Only the GitHub REST API is
-remote, and only with the token and API URL the runner gives."""
+remote, and only with the token and API URL the runner gives.
+"""
 
 from __future__ import annotations
 
@@ -107,7 +108,8 @@ def parse_event(name: str, payload: Mapping[str, Any]) -> GithubEvent:
 
 def task_from(event: GithubEvent, explicit: str) -> str:
     """The task id: the input if given, else the first ``ABC-123`` in the branch name,
-    else in the pull request's title, in capitals (branch ``task-1`` is task ``TASK-1``)."""
+    else in the pull request's title, in capitals (branch ``task-1`` is task ``TASK-1``).
+    """
     if explicit:
         return explicit
     for text in (event.head_ref, event.title):
@@ -165,7 +167,8 @@ class GithubApi:
 
     def upsert_comment(self, number: int, body: str, author: str) -> tuple[str, int]:
         """Update the comment carrying `COMMENT_MARKER` that ``author`` wrote, or create one.
-        Comments by anyone else are never touched, marker or not: a reader could plant one."""
+        Comments by anyone else are never touched, marker or not: a reader could plant one.
+        """
         repo = "/repos/%s/issues" % self.repository
         page = 1
         while True:
@@ -274,7 +277,8 @@ def _store(env: Mapping[str, str], repo: Path, trust_ref: str) -> str | None:
     """The shared store the tiers write to and the gate audits: the ``store`` input, else
     the target branch's ``.ledger/config.toml`` (`branch_store`); None for the runner's
     directory (``LEDGER_DIR``, else the workspace's ``.ledger``). The checkout's config is
-    the candidate's, so one that names another store is refused rather than obeyed."""
+    the candidate's, so one that names another store is refused rather than obeyed.
+    """
     if env.get("LEDGER_STORE"):
         return shared_store(repo / ".ledger", env["LEDGER_STORE"])
     if env.get("LEDGER_DIR"):

@@ -5,7 +5,8 @@ Both agents read the same shape: ``{"hooks": {EVENT: [{"matcher": ..., "hooks":
 [{"type": "command", "command": ..., "timeout": SECONDS}]}]}}``. Claude Code keeps it in
 ``.claude/settings.json`` (project) or ``~/.claude/settings.json`` (user), beside other
 settings; Codex in ``.codex/hooks.json`` or ``$CODEX_HOME/hooks.json`` (``~/.codex``).
-Ours are recognised by their command, ``ledger hook <event>``."""
+Ours are recognised by their command, ``ledger hook <event>``.
+"""
 
 from __future__ import annotations
 
@@ -55,7 +56,8 @@ def plugin_dir() -> Path:
 
 def settings_path(agent: str, scope: str, repo: Path | None, environ: dict[str, str] | None = None) -> Path:
     """Where ``agent`` reads its hooks for ``scope``: the repository's file (project) or
-    the one in the home directory (user; Codex honours ``CODEX_HOME``)."""
+    the one in the home directory (user; Codex honours ``CODEX_HOME``).
+    """
     env = os.environ if environ is None else environ
     if agent not in AGENTS:
         raise InputError("--agent is one of %s" % ", ".join(AGENTS))
@@ -169,7 +171,8 @@ def uninstall_hooks(path: Path) -> HookInstall:
 
 def readable_signing_keys(key_dir: Path, roles: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
     """Warnings for private keys of the deterministic, judge, seal or admin roles that the
-    agent's user can read: hooks run as that user, so the agent could sign with them."""
+    agent's user can read: hooks run as that user, so the agent could sign with them.
+    """
     out = []
     for name, key_roles in sorted(roles.items()):
         strong = [r for r in key_roles if r in ("deterministic", "judge", "seal", "admin")]
@@ -190,7 +193,8 @@ def readable_signing_keys(key_dir: Path, roles: dict[str, tuple[str, ...]]) -> t
 
 def key_custody_warnings(ledger_root: Path) -> tuple[str, ...]:
     """`readable_signing_keys` for this ledger's keyring and key directory (none if there
-    is no ledger to read roles from)."""
+    is no ledger to read roles from).
+    """
     from ._keys import key_dir
     from ._store import Ledger
 

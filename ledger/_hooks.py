@@ -14,7 +14,8 @@ on stdout blocks).
 - SessionEnd: the trace stored as evidence of a model_stopped event.
 
 This module is on the hot path of every tool call: it imports at the top only what
-PreToolUse needs, and everything else where it is used."""
+PreToolUse needs, and everything else where it is used.
+"""
 
 from __future__ import annotations
 
@@ -112,7 +113,8 @@ def _branch(git_dir: Path | None) -> str:
 
 def select_task(environ: Mapping[str, str], ledger_dir: Path, git_dir: Path | None) -> str | None:
     """``LEDGER_TASK``, else ``.ledger/current-task`` (`ledger task start`), else a task id
-    in the branch name."""
+    in the branch name.
+    """
     if environ.get("LEDGER_TASK", "").strip():
         return environ["LEDGER_TASK"].strip()
     try:
@@ -152,7 +154,8 @@ def _contract_file(where: _Where) -> tuple[bytes, str] | None:
 
 def _parsed(where: _Where, parse: Callable[[bytes, str], _T]) -> _T | None:
     """The task's contract file through ``parse`` (None if there is none); a file that
-    does not parse cannot be evaluated."""
+    does not parse cannot be evaluated.
+    """
     found = _contract_file(where)
     if found is None:
         return None
@@ -174,7 +177,8 @@ def _contract(where: _Where) -> Contract | None:
 def _rules(where: _Where) -> tuple[ToolPolicy, tuple[str, ...], tuple[str, ...]] | None:
     """The contract's tool policy, protected paths and secret names, read with the
     contract parser's own functions without building the whole contract (this runs on
-    every tool call)."""
+    every tool call).
+    """
     from receipts import tool_rules
 
     return _parsed(where, tool_rules)
@@ -206,7 +210,8 @@ def _redacted(value: Any, secret_names: tuple[str, ...], environ: Mapping[str, s
 
 def _append(where: _Where, row: dict[str, Any]) -> int:
     """Append one line to the session's hash-chained trace (under a lock: an agent may run
-    tools in parallel); the line's step number."""
+    tools in parallel); the line's step number.
+    """
     import fcntl
 
     where.trace.parent.mkdir(parents=True, exist_ok=True)
@@ -235,7 +240,8 @@ def _steps(where: _Where) -> int:
 
 def folds_case(folder: Path) -> bool:
     """Whether the file system holding ``folder`` treats names differing only in case as one
-    (macOS and Windows by default): probed on the project's own .git or .ledger entry."""
+    (macOS and Windows by default): probed on the project's own .git or .ledger entry.
+    """
     for name in (".git", ".ledger"):
         try:
             return os.path.samefile(folder / name, folder / name.upper())
@@ -530,7 +536,8 @@ def _session_end(where: _Where, payload: dict[str, Any] | None) -> HookAnswer:
 
 def run_hook(event: str, raw: bytes, environ: Mapping[str, str], cwd: Path | None = None) -> HookAnswer:
     """One hook invocation: ``event`` (a key of `EVENTS`), the payload's bytes, the
-    environment. Never raises for a bad payload: the answer says why."""
+    environment. Never raises for a bad payload: the answer says why.
+    """
     name = EVENTS[event]
     payload: dict[str, Any] | None = None
     problem = None
@@ -577,7 +584,8 @@ def run_hook(event: str, raw: bytes, environ: Mapping[str, str], cwd: Path | Non
 
 def main(event: str, environ: Mapping[str, str] | None = None) -> int:
     """`ledger hook EVENT`: the payload from stdin, the answer to stdout and stderr. A hook
-    that fails unexpectedly still answers: a PreToolUse is denied, a Stop blocked."""
+    that fails unexpectedly still answers: a PreToolUse is denied, a Stop blocked.
+    """
     raw = sys.stdin.buffer.read()
     try:
         answer = run_hook(event, raw, os.environ if environ is None else environ)

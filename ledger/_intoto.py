@@ -1,5 +1,6 @@
 """A receipt as an in-toto Statement v1 inside a DSSE envelope signed by the seal key,
-so that supply-chain tooling that knows nothing of receipt-ledger can check it."""
+so that supply-chain tooling that knows nothing of receipt-ledger can check it.
+"""
 
 from __future__ import annotations
 
@@ -110,7 +111,8 @@ def _statement(ledger: Ledger, stored_body: bytes, receipt: LadderReceipt, recei
 def export_intoto(ledger: Ledger, receipt_digest: Digest, signer: Signer, out: Path) -> dict[str, Any]:
     """Write a receipt as an in-toto Statement v1 (subjects: the receipt's sha256 and
     blake3 digests, and the candidate commit) in a DSSE envelope signed by ``signer``.
-    Refuses (`InputError`) a receipt that does not verify. Returns the envelope."""
+    Refuses (`InputError`) a receipt that does not verify. Returns the envelope.
+    """
     stored, receipt = ledger.receipt(receipt_digest)
     receipt_hash = str(Digest(stored.body_hash))
     result = verify_receipt(ledger.reader, receipt_hash, ledger.genesis_trust())
@@ -150,7 +152,8 @@ def vsa_statement(
 ) -> dict[str, Any]:
     """A SLSA Verification Summary (``https://slsa.dev/verification_summary/v1``) of one
     receipt, verified here against ``trust``: PASSED exactly when the receipt verifies and
-    its merge eligibility re-derives true. Subjects: the candidate commit and tree."""
+    its merge eligibility re-derives true. Subjects: the candidate commit and tree.
+    """
     stored, receipt = ledger.receipt(receipt_digest)
     receipt_hash = str(Digest(stored.body_hash))
     result = verify_receipt(ledger.reader, receipt_hash, trust)
@@ -221,7 +224,8 @@ def test_result_statement(ledger: Ledger, receipt_digest: Digest, trust: Trust) 
     by id in passedTests, warnedTests or failedTests, as the contract's rule derives it
     again from the recorded result. Configuration: the contract and each check's result
     document, by sha256. Refuses (`InputError`) a receipt that does not verify against
-    ``trust`` or has no deterministic record."""
+    ``trust`` or has no deterministic record.
+    """
     stored, receipt = ledger.receipt(receipt_digest)
     receipt_hash = str(Digest(stored.body_hash))
     result = verify_receipt(ledger.reader, receipt_hash, trust)
@@ -307,5 +311,6 @@ def export_vsa(
     resource_uri: str | None = None,
 ) -> dict[str, Any]:
     """Write `vsa_statement` in a DSSE envelope signed by ``signer`` (an active seal key);
-    a FAILED summary is written too (policy tools must see failures). Returns the envelope."""
+    a FAILED summary is written too (policy tools must see failures). Returns the envelope.
+    """
     return _write_envelope(ledger, vsa_statement(ledger, receipt_digest, trust, resource_uri), signer, out)

@@ -1,5 +1,6 @@
 """Keyring changes signed by an admin (add a key with its roles, revoke one), and the
-keyring exported as an OpenSSH allowed_signers file."""
+keyring exported as an OpenSSH allowed_signers file.
+"""
 
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ def add_key(
     valid_before: int | None = None,
 ) -> Appended:
     """Add a public key with its roles (an admin signs): it may sign from the next entry.
-    Raises `InputError` for a bad spec or a key the keyring refuses."""
+    Raises `InputError` for a bad spec or a key the keyring refuses.
+    """
     try:
         spec = KeySpec(name, tuple(r for r in Role if r in roles), public_key, valid_after, valid_before)
     except FormatError as exc:
@@ -45,7 +47,8 @@ def add_key(
 
 def revoke_key(ledger: Store, admin: Signer, name_or_id: str, reason: str) -> Appended:
     """Revoke an active key (by name or id): its signatures after this entry are refused.
-    The last admin key cannot be revoked. Raises `InputError`."""
+    The last admin key cannot be revoked. Raises `InputError`.
+    """
     ring = ledger.keyring()
     state = ring.get(name_or_id) or ring.by_name(name_or_id)
     if state is None:
@@ -73,7 +76,8 @@ def create_key(
     store: Store, admin: Signer, name: str, roles: Sequence[Role], path: Path, passphrase: bytes | None = None
 ) -> tuple[Ed25519Signer, Appended]:
     """Generate an OpenSSH Ed25519 key pair at ``path`` (private file 0600) and add it to
-    the keyring. If the keyring refuses it, no key file is left behind."""
+    the keyring. If the keyring refuses it, no key file is left behind.
+    """
     signer = generate_key_file(path, name, passphrase)
     try:
         return signer, add_key(store, admin, name, roles, signer.public_key_blob)

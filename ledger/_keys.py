@@ -60,7 +60,8 @@ def load_signer(name_or_path: str, ask: Callable[[str], bytes] | None = None) ->
     """The signer a ``--key`` names: a key name in the key directory or a private key path
     (an encrypted one takes its passphrase from the environment or ``ask``); or a key held
     by the SSH agent, as ``agent:FINGERPRINT``, ``agent:COMMENT``, ``agent:`` (its only
-    Ed25519 key) or the path of its ``.pub`` file, as ``ssh-keygen -Y sign`` takes it."""
+    Ed25519 key) or the path of its ``.pub`` file, as ``ssh-keygen -Y sign`` takes it.
+    """
     from ._agent import AgentSigner
 
     if name_or_path.startswith("agent:"):

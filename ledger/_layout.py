@@ -1,6 +1,7 @@
 """Where a ledger directory keeps the files people edit and commit: each task's completion
 contract. Imports nothing beyond the standard library, so that the agent hooks, which run
-on every tool call, can use it."""
+on every tool call, can use it.
+"""
 
 from __future__ import annotations
 

@@ -123,7 +123,8 @@ def _new_mirror(to: Path) -> Path:
 def pull(url: str, to: Path, progress: Callable[[int], None] | None = None) -> PullResult:
     """Bring the mirror at ``to`` up to date with the shared ledger at ``url`` (creating it
     on the first pull). Refusals come back as defects, with nothing written; a store that
-    cannot be read raises `StoreError`."""
+    cannot be read raises `StoreError`.
+    """
     remote = _open_remote(url)
     staging = None if (to / DB_NAME).is_file() else _new_mirror(to)
     work = staging if staging is not None else to
@@ -171,7 +172,8 @@ def _pull(
 
 def _same_prefix(remote: PostgresSource, local: LedgerSource, n: int, total: int) -> None:
     """The shared store still holds the mirror's entries: same ledger, not shorter, and the
-    same hash at the mirror's head (the chain's `prev` links cover everything before it)."""
+    same hash at the mirror's head (the chain's `prev` links cover everything before it).
+    """
     if n == 0:
         return
     if total < n:
@@ -238,8 +240,9 @@ def _copy_checkpoints(
     remote: PostgresSource, mirror: Ledger, kept: list[tuple[int, str]], total: int
 ) -> tuple[int, tuple[int, int] | None]:
     """Copy the newer checkpoints, each only if its root is the mirror's own root at its
-    size, after proving the newest consistent with the last one kept."""
-    origin = "receipt-ledger/" + decode_as(Genesis, _genesis(mirror).body).ledger_id
+    size, after proving the newest consistent with the last one kept.
+    """
+    origin = decode_as(Genesis, _genesis(mirror).body).origin
     last = kept[-1][0] if kept else 0
     theirs = remote.checkpoints()
     newer = [(size, note) for size, note in theirs if size > last]
@@ -294,7 +297,8 @@ def _genesis(mirror: Ledger) -> StoredEntry:
 def _copy_blobs(remote: PostgresSource, mirror: Ledger) -> int:
     """Copy every blob the mirror lacks, re-hashed on the way (a blob that does not hash to
     its name on the shared store is refused). Before the entries: a crash leaves at worst
-    unreferenced blobs."""
+    unreferenced blobs.
+    """
     copied = 0
     for digest in remote.blob_digests(""):
         d = Digest.parse("blake3:" + digest)

@@ -1,6 +1,7 @@
 """The population of changes in a period (issue 16): one row per sealed receipt, the
 facts an auditor samples from (SOC 2 CC8.1 and its kin ask for exactly this list). Each
-row's receipt is verified first, against the caller's trust, and the row says so."""
+row's receipt is verified first, against the caller's trust, and the row says so.
+"""
 
 from __future__ import annotations
 
@@ -100,7 +101,8 @@ def population(
     ledger: Ledger, trust: Trust, start: int, end: int, progress: Callable[[int], None] | None = None
 ) -> list[ChangeRow]:
     """Every receipt sealed in [start, end) (Unix seconds, by the receipt's signed date),
-    in chain order, each verified against ``trust`` (by proof where a checkpoint covers it)."""
+    in chain order, each verified against ``trust`` (by proof where a checkpoint covers it).
+    """
     rows = []
     names = {state.key_id: state.spec.name for state in ledger.keyring()}
     tasks: dict[str, _Task] = {}  # a task's records, contracts and events, read once for all its receipts

@@ -108,7 +108,8 @@ class PostgresBackend:
     @classmethod
     def create(cls, url: str) -> PostgresBackend:
         """Create the schema (idempotently). A database that already holds a genesis entry,
-        or a schema of another version, is refused."""
+        or a schema of another version, is refused.
+        """
         conn = cls._connect(url)
         psycopg = import_psycopg()
         try:
@@ -234,7 +235,8 @@ class PostgresBackend:
         """Spool to a local temporary file while hashing (the digest names the rows), then
         upload in `BLOB_CHUNK` rows in one transaction, outside the sequencer's lock. An
         upload of a digest already stored is skipped; a lost connection is retried, since
-        storing content-addressed bytes twice changes nothing."""
+        storing content-addressed bytes twice changes nothing.
+        """
         with tempfile.TemporaryFile() as spool:
             try:
                 digest, size = copy_hashed(stream, spool)
@@ -276,7 +278,8 @@ class PostgresBackend:
 
 class _Flushing:
     """The connection as the reader sees it: queued inserts are sent before any read, so
-    that a read inside the transaction sees them."""
+    that a read inside the transaction sees them.
+    """
 
     def __init__(self, conn: Any, flush: Any) -> None:
         self._conn, self._flush = conn, flush

@@ -1,5 +1,6 @@
 """Proofs a ledger gives out against its latest checkpoint: an entry's inclusion (a C2SP
-tlog-proof) and the consistency of an earlier tree size. The texts are `receipts`' formats."""
+tlog-proof) and the consistency of an earlier tree size. The texts are `receipts`' formats.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Tier records and receipts: append a record with its evidence, and seal the latest
-records of a candidate into a receipt whose merge_eligible claim the rule derives."""
+records of a candidate into a receipt whose merge_eligible claim the rule derives.
+"""
 
 from __future__ import annotations
 
@@ -112,7 +113,8 @@ def record_by_hand(
     """`ledger record`: a tier record appended by hand under ``contract`` (registered first
     if it is new). A deterministic or judge pass is refused: only its runner can show the
     evidence that entails it, and verify would reject it; so is a human pass (an approval
-    is signed with `ledger approve`, which records what the person was shown)."""
+    is signed with `ledger approve`, which records what the person was shown).
+    """
     if verdict is Verdict.PASS and tier is Tier.DETERMINISTIC:
         raise InputError("a deterministic pass cannot be recorded by hand (verify would reject it): run `ledger check`")
     if verdict is Verdict.PASS and tier is Tier.JUDGE:
@@ -151,7 +153,8 @@ def seal_receipt(
     config_hash: Digest | None = None,
 ) -> tuple[LadderReceipt, Appended]:
     """Bind the latest tier record of each tier for this candidate into a receipt. The
-    contract's required tiers are always required; ``extra_required`` can only add."""
+    contract's required tiers are always required; ``extra_required`` can only add.
+    """
     rows = [row for row in ledger.records_for(task_id) if row.record.input_hash == input_hash]
     if config_hash is None:
         if not rows:
@@ -223,7 +226,8 @@ def seal_receipt(
 
 def _expired_waivers_relied_on(store: Store, row: RecordRow, contract: Contract, now: int) -> list[str]:
     """Checks whose failure the record's pass leans on a waiver for, where no such waiver is
-    in force any more: the verifier's step 5f, by the same rules."""
+    in force any more: the verifier's step 5f, by the same rules.
+    """
     in_force = waivers_in_force(store.waivers(row.record.task_id), row.record, row.seq)
     if not in_force:
         return []

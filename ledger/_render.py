@@ -77,7 +77,8 @@ def _yn(value: bool | None) -> str:
 
 def verify_lines(result: Result) -> list[str]:
     """A receipt's verification for a person (and a CI log): the ladder, the derived
-    eligibility, weakenings, waivers and every defect."""
+    eligibility, weakenings, waivers and every defect.
+    """
     lines = ["receipt   %s" % result.target]
     if result.task_id is not None:
         lines.append("task      %s" % result.task_id)
@@ -175,7 +176,8 @@ def completeness_text(completeness: str, certified_by: Iterable[str] = ()) -> st
 
 def gate_lines(result: GateResult) -> list[str]:
     """The gate's decision for a CI log: the decision, where it came from, and every
-    weakening, waiver and stale approval the passing receipt carries."""
+    weakening, waiver and stale approval the passing receipt carries.
+    """
     if result.passed:
         lines = ["GATE PASS: %s has verified, merge-eligible receipt %s" % (result.commit[:12], result.receipt)]
         if result.via_tree:
@@ -223,7 +225,8 @@ def commit_lines(checks: Iterable[ReceiptCheck]) -> list[str]:
 
 def pr_comment(result: Result, receipt_hash: str) -> str:
     """Markdown for a pull-request comment: the ladder, the verdict, how to verify. Every
-    text from the ledger is escaped (`markdown_text`): GitHub renders HTML in comments."""
+    text from the ledger is escaped (`markdown_text`): GitHub renders HTML in comments.
+    """
     mark = {"pass": "✅", "fail": "❌", "skip": "⏭️", "missing": "❌", "review": "🟡", "retry": "🟡"}
     md = markdown_text
     verdict = (

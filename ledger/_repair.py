@@ -11,7 +11,8 @@ checkpoints over them, into ``quarantined_entries`` and ``quarantined_checkpoint
 leaves a chain that verifies. Nothing is rewritten: what remains is a prefix of what was
 there, so every checkpoint a mirror or a witness kept from before the junk still holds.
 Applied, it also (re)installs the schema's guards, so that a store created before one of
-them existed gets it."""
+them existed gets it.
+"""
 
 from __future__ import annotations
 
@@ -44,7 +45,8 @@ class HeadRepair:
     ``first_bad`` is None when the chain verifies (nothing to repair; ``applied`` then says
     the guards were installed); ``rows`` are the
     quarantined entries' (seq, stored hash in hex), ``checkpoints`` the quarantined
-    checkpoints' sizes, ``reasons`` the audit's defects at the first bad entry."""
+    checkpoints' sizes, ``reasons`` the audit's defects at the first bad entry.
+    """
 
     first_bad: int | None
     rows: tuple[tuple[int, str], ...]
@@ -131,7 +133,8 @@ def repair_head(url: str, trust: Trust, *, apply: bool) -> HeadRepair:
 
 def _install_guards(url: str) -> None:
     """(Re)install the schema's tables, functions and triggers: idempotent, and how a store
-    created before a guard existed gets it."""
+    created before a guard existed gets it.
+    """
     with _as_owner(url, "install its guards") as conn:
         conn.execute(PG_SCHEMA)
 
@@ -139,7 +142,8 @@ def _install_guards(url: str) -> None:
 @contextmanager
 def _as_owner(url: str, what: str) -> Iterator[Any]:
     """A transaction on ``url`` under the writers' sequencer lock, its failures mapped: a
-    missing privilege means the caller is not the owner."""
+    missing privilege means the caller is not the owner.
+    """
     psycopg = import_psycopg()
     try:
         with psycopg.connect(url, connect_timeout=10) as conn, conn.transaction():

@@ -1,6 +1,7 @@
 """Retention (issue 16): an admin signs a policy into the chain; `prune` deletes the
 evidence blobs it lets go, and nothing else. Entries, the tree and checkpoints stay, and
-every verdict still re-derives from the documents that stay (`receipts.is_derivation_input`)."""
+every verdict still re-derives from the documents that stay (`receipts.is_derivation_input`).
+"""
 
 from __future__ import annotations
 
@@ -54,7 +55,8 @@ class PruneReport:
 def prune(ledger: Ledger, dry_run: bool = False, now: int | None = None) -> PruneReport:
     """Delete every evidence blob the newest valid retention policy lets go: a blob goes only
     when every record that names it lets it go (the store is content-addressed). Refuses
-    (`InputError`) without a policy, and on the shared store, whose blobs are append-only."""
+    (`InputError`) without a policy, and on the shared store, whose blobs are append-only.
+    """
     if ledger.store is not None:
         raise InputError("prune works on an embedded ledger: the shared store keeps its blobs append-only")
     # Deleting is decided from signed data only: every row is read and checked against its

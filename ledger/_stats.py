@@ -1,6 +1,7 @@
 """Statistics over repeated trials of a task family (tasks named FAMILY@N): pass@k and
 pass^k with a confidence interval, and per tier the time and tokens a run took, where the
-records say (never read as zero where they do not)."""
+records say (never read as zero where they do not).
+"""
 
 from __future__ import annotations
 
@@ -44,7 +45,8 @@ def _mean(values: list[int]) -> int | None:
 @dataclass(frozen=True, slots=True)
 class FamilyStats:
     """One family's figures. A success is a trial whose latest receipt verifies and is
-    merge-eligible. Rates are None below ``min_trials`` (``note`` says why)."""
+    merge-eligible. Rates are None below ``min_trials`` (``note`` says why).
+    """
 
     family: str
     trials: int

@@ -1,6 +1,7 @@
 """A task's state derived from the chain alone (`ledger status`), and the verification
 nudge. The deterministic step is re-derived from its stored evidence by the same rule and
-the same evidence reader `ledger verify` uses, so the two never disagree on it."""
+the same evidence reader `ledger verify` uses, so the two never disagree on it.
+"""
 
 from __future__ import annotations
 
@@ -54,7 +55,8 @@ def _unregistered(record: TierRecord) -> Outcome:
 
 def deterministic_runs(store: Store, task: str) -> list[DeterministicRun]:
     """The task's deterministic records in chain order, each re-derived (§6a) under its
-    contract and the waivers in force at its date."""
+    contract and the waivers in force at its date.
+    """
     contracts: dict[Digest, Contract] = {rev.config_hash: rev.parse() for _, rev in store.contract_revisions(task)}
     waivers = store.waivers(task)
     read = store_evidence_reader(store)
@@ -163,7 +165,8 @@ class Nudge:
 
 def nudge(store: Store, window: int = 50, threshold: float = 0.3) -> Nudge:
     """Over the last ``window`` claims, the share with no deterministic run on the claimed
-    candidate after the claim. Alert above ``threshold`` (strictly), with at least 3 claims."""
+    candidate after the claim. Alert above ``threshold`` (strictly), with at least 3 claims.
+    """
     claims: list[tuple[int, str, str | None]] = []
     runs: list[tuple[int, str, str]] = []
     for stored in store.entries():

@@ -93,7 +93,8 @@ GITIGNORE = "*\n!.gitignore\n!config.toml\n!allowed_signers\n!auditing-witnesses
 class Backend(Protocol):
     """Where a ledger keeps its rows and blobs. It locks, writes and commits; every rule
     of the chain stays in `Ledger`. Queries use ``?`` placeholders and the tables of
-    docs/format.md §7; `errors` is what the driver raises."""
+    docs/format.md §7; `errors` is what the driver raises.
+    """
 
     errors: tuple[type[BaseException], ...]
 
@@ -158,7 +159,8 @@ def _pointer(found: Digest | None, seq: int, name: str) -> Digest:
 
 def _same_rows(indexed: list[int], signed: list[int], what: str) -> None:
     """The rows an index lists against the rows a signed chain names; the first row only
-    one of them holds is named."""
+    one of them holds is named.
+    """
     if indexed != signed:
         first = min(set(indexed) ^ set(signed))
         side = "the index lists it but %s does not" if first in indexed else "%s names it but the index does not"
@@ -184,7 +186,8 @@ class Appended:
 class Store(Protocol):
     """What the operations need from a ledger store. SQLite is the embedded default; a
     shared server-side store implements the same calls. ``reader`` is its read-only side,
-    the same `verify.Source` an auditor reads."""
+    the same `verify.Source` an auditor reads.
+    """
 
     reader: LedgerSource
 
@@ -301,7 +304,8 @@ class SqliteBackend:
     def put_blob_stream(self, stream: BinaryIO) -> tuple[Digest, int]:
         """Store content by its plain BLAKE3 digest, streaming (never read whole). At most
         `MAX_EVIDENCE` bytes: more could not travel in a bundle. The temporary file is
-        removed on every way out, an interrupt included."""
+        removed on every way out, an interrupt included.
+        """
         blobs = self.root / BLOB_DIR
         try:
             fd, tmp_name = tempfile.mkstemp(prefix="%s%d-" % (_INCOMING, os.getpid()), dir=blobs)
@@ -347,7 +351,8 @@ class SqliteBackend:
 
 def install_staged(staging: Path, root: Path) -> None:
     """Move a ledger built in ``staging`` to ``root``; ``root`` may exist (a clone's
-    contracts) as long as it holds no database."""
+    contracts) as long as it holds no database.
+    """
     if not root.exists():
         os.rename(staging, root)
     else:
@@ -362,7 +367,8 @@ def install_staged(staging: Path, root: Path) -> None:
 
 class Ledger:
     """A ledger opened for writing: the chain's rules over a `Backend`. ``root`` is the
-    local ledger directory (contracts, configuration), whichever backend holds the chain."""
+    local ledger directory (contracts, configuration), whichever backend holds the chain.
+    """
 
     def __init__(self, root: Path, backend: Backend, store: str | None = None) -> None:
         self.root = root
@@ -385,7 +391,8 @@ class Ledger:
     def open(cls, root: Path, read_only: bool = False, store: str | None = None) -> Ledger:
         """Open the ledger at ``root`` (or the shared ``store``, a postgresql:// URL).
         ``read_only`` opens it as an auditor does (it works on read-only media and copies;
-        every write then fails cleanly)."""
+        every write then fails cleanly).
+        """
         if store is not None:
             from ._postgres import PostgresBackend
 
@@ -425,7 +432,8 @@ class Ledger:
     ) -> Ledger:
         """Create the ledger with its genesis entry, all or nothing. ``root`` may already
         exist (a clone brings its versioned contracts) as long as it holds no database.
-        With ``store`` the chain is created in that shared database instead."""
+        With ``store`` the chain is created in that shared database instead.
+        """
         created = _clock.now() if now is None else now
         genesis = cls.new_genesis(admin, admin_name, created)
         if store is not None:
@@ -471,7 +479,8 @@ class Ledger:
     def genesis_trust(self) -> TrustRoot:
         """A trust root pinning this ledger's own genesis admin. It is what the writer means
         when it re-checks its own receipts (effects, exports, statistics); an auditor pins
-        a key it obtained elsewhere instead."""
+        a key it obtained elsewhere instead.
+        """
         genesis = self.reader.by_seq(0)
         if genesis is None:
             raise StoreError("the ledger has no genesis entry")
@@ -483,7 +492,8 @@ class Ledger:
 
     def keyring(self) -> Keyring:
         """The keyring at the head, replayed from the signed ``ring`` chain that the head names
-        (reused until it moves); an index that disagrees stops the caller (`StoreError`)."""
+        (reused until it moves); an index that disagrees stops the caller (`StoreError`).
+        """
         return self._keyring_at(self._signed_ring(self._head_row()))
 
     def _head_row(self) -> StoredEntry:
@@ -527,7 +537,8 @@ class Ledger:
 
     def _signed_ring(self, head: StoredEntry, entry: Entry | None = None) -> Digest:
         """The newest keyring entry as the head's signed data names it (``entry``: the head
-        already `checked`)."""
+        already `checked`).
+        """
         if entry is None:
             entry, _ = self.checked(head)
         return Digest(bytes(head.hash)) if entry.kind in KEYRING_KINDS else _pointer(entry.ring, head.seq, "ring")
@@ -542,7 +553,8 @@ class Ledger:
     def _replay_keyring(self, ring_head: Digest) -> Keyring:
         """Replay the keyring entries the signed ``ring`` chain from ``ring_head`` names, and
         refuse when the ``kind`` index lists others (a revocation hidden from it, or a row
-        dressed up as a keyring change)."""
+        dressed up as a keyring change).
+        """
         changes: list[tuple[Entry, Body]] = []
         pointer: Digest | None = ring_head
         while pointer is not None:
@@ -621,7 +633,8 @@ class Ledger:
         """The task's newest entry up to ``upto``: the index's, confirmed from signed data by
         checking every row after it (none of them may be the task's). A task the index does
         not know is taken as new: only a chain audit can prove that (format.md §8.1). Each
-        row is checked once per process (a writer that lives on checks only what is new)."""
+        row is checked once per process (a writer that lives on checks only what is new).
+        """
         try:
             head = self.reader.newest_of_task(task, upto)
             if head is None:
@@ -668,7 +681,8 @@ class Ledger:
 
     def bodies(self, kind: EntryKind, task: str | None = None) -> list[tuple[StoredEntry, Body, str]]:
         """Entries of one kind (of one task, or of all) in chain order: (stored, decoded body,
-        signer key id). A task's come from its signed chain (`task_entries`)."""
+        signer key id). A task's come from its signed chain (`task_entries`).
+        """
         if task is not None:
             rows = [stored for stored in self.task_entries(task) if stored.kind == kind.value]
         else:
@@ -741,7 +755,8 @@ class Ledger:
     def _sequenced(self, run: Callable[[], _T]) -> _T:
         """Run one whole write transaction; again, from the start, when the connection broke
         before COMMIT was sent (nothing was written), a bounded number of times. When it
-        broke during COMMIT, look: the entry is there (done) or it is not (refused)."""
+        broke during COMMIT, look: the entry is there (done) or it is not (refused).
+        """
         for attempt in range(1, _ATTEMPTS + 1):
             self._inflight = None
             try:
@@ -750,7 +765,7 @@ class Ledger:
                 if attempt == _ATTEMPTS:
                     raise StoreError("%s (gave up after %d attempts)" % (exc, _ATTEMPTS)) from None
             except CommitUnknown as exc:
-                inflight = self._inflight
+                inflight = self._written_before_break()
                 self._reconnect()
                 if inflight is not None and self.reader.by_hash(inflight[0]) is not None:
                     result: _T = inflight[1]
@@ -758,6 +773,10 @@ class Ledger:
                 raise StoreError("%s; the entry is not in the ledger, so it was not written" % exc) from None
             self._reconnect()
         raise AssertionError("unreachable")
+
+    def _written_before_break(self) -> tuple[Digest, Any] | None:
+        # A method, not the attribute: run() sets it, which a reader of _sequenced alone cannot see.
+        return self._inflight
 
     def _reconnect(self) -> None:
         self._ring_cache = None
@@ -794,7 +813,8 @@ class Ledger:
     def _head(self, task: str | None) -> tuple[_Cursor, Keyring]:
         """The head, the keyring and the task's newest entry, all from signed data (format.md
         §7b): the pointers a new entry signs never come from an index, which could otherwise
-        make the writer sign past a revocation or a rejection it hid."""
+        make the writer sign past a revocation or a rejection it hid.
+        """
         head = self._head_row()
         known = self._committed
         if known is not None and (known[0], known[1]) == (head.seq, bytes(head.hash)) and known[3] is not None:
@@ -831,7 +851,8 @@ class Ledger:
 
     def _wrote(self, start: int, cursor: _Cursor) -> None:
         """After a commit: the rows after ``start`` are this writer's own, so they count as
-        checked when everything before them was, and the new head is known."""
+        checked when everything before them was, and the new head is known.
+        """
         if self._checked_upto >= start:
             self._checked_upto = max(self._checked_upto, cursor.seq)
         if cursor.prev is not None:
@@ -839,7 +860,8 @@ class Ledger:
 
     def _append_locked(self, body: Body, signer: Signer, ring: Keyring, cursor: _Cursor) -> Appended:
         """Sign one entry and queue its row and tree nodes on ``cursor``; the caller holds
-        the write transaction and flushes the cursor."""
+        the write transaction and flushes the cursor.
+        """
         kind = body_kind(body)
         body_bytes = encode_body(body)
         bhash = body_hash(kind, body_bytes)
@@ -900,7 +922,8 @@ class Ledger:
 
     def _add_leaf(self, index: int, digest: bytes, pending: dict[tuple[int, int], bytes] | None = None) -> None:
         """Store leaf ``index`` and every perfect subtree it completes (in-transaction), or
-        add them to ``pending`` for the batch to insert."""
+        add them to ``pending`` for the batch to insert.
+        """
         level, h = 0, digest
         made = {(0, index): h}
         while index & 1:
@@ -944,14 +967,15 @@ class Ledger:
         stored = self.reader.by_seq(0)
         if stored is None:
             raise StoreError("the ledger has no genesis entry")
-        return "receipt-ledger/" + decode_as(Genesis, stored.body).ledger_id
+        return decode_as(Genesis, stored.body).origin
 
     def checkpoints(self) -> list[tuple[int, SignedNote]]:
         return [(size, parse_note(note)) for size, note in self.reader.checkpoints()]
 
     def checkpoint(self, signer: Signer) -> SignedNote:
         """Sign the current tree head as a C2SP checkpoint and store it. Only a seal or
-        admin key that is active may sign; a head inconsistent with the last one is refused."""
+        admin key that is active may sign; a head inconsistent with the last one is refused.
+        """
         ring = self.keyring()
         state = ring.get(fingerprint(signer.public_key_blob))
         if state is None or state.revoked_at is not None or not ({Role.SEAL, Role.ADMIN} & set(state.spec.roles)):
@@ -982,7 +1006,8 @@ class Ledger:
 
     def store_cosigned(self, size: int, old: SignedNote, new: SignedNote) -> None:
         """Replace the stored checkpoint at ``size`` by the same checkpoint with more
-        signature lines, only if it is still ``old`` (two writers cannot lose each other's)."""
+        signature lines, only if it is still ``old`` (two writers cannot lose each other's).
+        """
         if new.text != old.text or new.signatures[: len(old.signatures)] != old.signatures:
             raise StoreError("a cosigned checkpoint keeps the text and the signatures it extends")
         try:
@@ -997,7 +1022,8 @@ class Ledger:
 
     def _task_head(self, task: str, upto: int) -> Digest | None:
         """The hash of the task's newest entry up to ``upto`` (in-transaction), confirmed
-        from signed data (`_task_head_row`)."""
+        from signed data (`_task_head_row`).
+        """
         found = self._task_head_row(task, upto)
         return None if found is None else Digest(bytes(found.hash))
 
@@ -1005,7 +1031,8 @@ class Ledger:
 
     def put_blob_stream(self, stream: BinaryIO) -> tuple[Digest, int]:
         """Store content by its plain BLAKE3 digest, streaming (never read whole); storing
-        content already there changes nothing."""
+        content already there changes nothing.
+        """
         return self.backend.put_blob_stream(stream)
 
     def put_blob_file(self, path: Path) -> tuple[Digest, int]:
@@ -1026,7 +1053,8 @@ class Ledger:
 
     def sweep_incoming(self) -> list[Path]:
         """Remove the temporary blob files that writers killed mid-write left behind (their
-        process is gone); returns what was removed. Live writers' files are left alone."""
+        process is gone); returns what was removed. Live writers' files are left alone.
+        """
         return self.backend.sweep_incoming()
 
     def blob_path(self, digest: Digest) -> Path:

@@ -1,6 +1,7 @@
 """Agent traces: an agent's tool calls decided against the contract's tool policy (the
 rule is `receipts.decide_tool_calls`), stored as evidence with a trace event, and the
-process facts the deterministic tier records from the latest trace."""
+process facts the deterministic tier records from the latest trace.
+"""
 
 from __future__ import annotations
 
@@ -46,7 +47,8 @@ def ingest_trace(
 ) -> tuple[Appended, tuple[ToolDecision, ...]]:
     """Decide every call of a JSON Lines trace (writes to the contract's protected paths
     included, relative to the repository ``root``), store the trace and the decisions, and
-    append a trace event counting them."""
+    append a trace event counting them.
+    """
     data = read_bounded(trace, "trace", MAX_TRACE)
     decisions = decide_tool_calls(
         contract.tools,

@@ -20,7 +20,8 @@ With none of them a command refuses (`InputError`, exit 2).
 The same target branch holds the rest of what a candidate must not choose: the auditing
 witnesses that certify completeness (``.ledger/auditing-witnesses``, format.md §8.1a) and,
 for CI, the shared store the ladder writes to and the gate audits (``store`` in the
-branch's ``.ledger/config.toml``, `branch_store`)."""
+branch's ``.ledger/config.toml``, `branch_store`).
+"""
 
 from __future__ import annotations
 
@@ -127,7 +128,8 @@ def qualified_branch(repo: Path, name: str) -> str:
 def _target_branch(repo: Path, ref: str | None) -> tuple[str, str] | None:
     """The target branch's name and commit. An explicit ``ref`` that does not exist is bad
     input; the defaults are tried in order, and the first that exists is the target branch.
-    Every name is resolved fully qualified (`qualified_branch`)."""
+    Every name is resolved fully qualified (`qualified_branch`).
+    """
     for candidate in (ref,) if ref else DEFAULT_TRUST_REFS:
         full = qualified_branch(repo, candidate)
         commit = git_ok(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", full + "^{commit}")
@@ -152,7 +154,8 @@ def _branch_text(repo: Path, branch: tuple[str, str], path: str) -> str | None:
 def branch_trust(repo: Path, ref: str | None) -> tuple[TrustRoot | None, str]:
     """The pin committed on the target branch (`_target_branch`), and what was looked at
     (for messages); the first default branch that exists is the target branch whether or
-    not it holds the file."""
+    not it holds the file.
+    """
     branch = _target_branch(repo, ref)
     if branch is None:
         return None, "no %s branch" % " or ".join(DEFAULT_TRUST_REFS)
@@ -266,7 +269,8 @@ def resolve_trust(
 ) -> Trust:
     """The trust a command verifies against, by the order in this module's docstring.
     ``judges_candidate`` (the gate, ``verify --commit``) leaves out the working tree's files:
-    its ``allowed_signers`` and its config.toml's ``trust_ref`` are the candidate's own."""
+    its ``allowed_signers`` and its config.toml's ``trust_ref`` are the candidate's own.
+    """
     if explicit and unsafe_tofu:
         raise InputError("--trust and --unsafe-trust-on-first-use contradict each other: give one")
     if explicit:

@@ -1,6 +1,7 @@
 """`ledger checkpoint --tsa URL`: an RFC 3161 time-stamp over the checkpoint just signed,
 obtained from the authority the user configured (the only network call, and only when
-asked), stored as a blob and recorded in the chain by the seal key (format.md §9)."""
+asked), stored as a blob and recorded in the chain by the seal key (format.md §9).
+"""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ def timestamp_checkpoint(ledger: Ledger, signer: Signer, url: str, note: SignedN
     """Ask the authority at ``url`` to time-stamp ``note``'s signed text, check that its
     reply is granted and stamps exactly that text (with our nonce), then store the reply
     and append a `CheckpointTimestamp` signed by ``signer`` (a seal key). Nothing is
-    written unless the reply checks out; every failure is `InputError`."""
+    written unless the reply checks out; every failure is `InputError`.
+    """
     import rfc3161_client
 
     text = note.text.encode("utf-8")
@@ -38,7 +40,7 @@ def timestamp_checkpoint(ledger: Ledger, signer: Signer, url: str, note: SignedN
         url, data=request.as_bytes(), headers={"Content-Type": "application/timestamp-query"}, method="POST"
     )
     try:
-        with urllib.request.urlopen(http, timeout=30) as reply:  # noqa: S310 - the user's configured authority
+        with urllib.request.urlopen(http, timeout=30) as reply:
             data = reply.read(_MAX_REPLY + 1)
     except (urllib.error.URLError, OSError, ValueError) as exc:
         raise InputError("the time-stamping authority at %s did not answer: %s" % (url, exc)) from None

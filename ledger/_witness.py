@@ -1,6 +1,7 @@
 """Witnessing. A witness cosigns a log's checkpoint only after proving it extends the last
 checkpoint this witness cosigned for that log (tlog-cosignature v1, Ed25519); the log then
-stores the cosignatures that verify, so that verify and bundles can count them."""
+stores the cosignatures that verify, so that verify and bundles can count them.
+"""
 
 from __future__ import annotations
 
@@ -60,7 +61,8 @@ def cosign(
     witness: it cosigns only after a chain audit of the ledger (resumed from that state
     when it exists, format.md §8.2) passes and reaches exactly this checkpoint, and it then
     keeps the new state. Its cosignature certifies that every entry up to the checkpoint
-    was audited, which no single-receipt check can prove alone (format.md §9)."""
+    was audited, which no single-receipt check can prove alone (format.md §9).
+    """
     try:
         note = parse_note(checkpoint)
         cp = parse_checkpoint(note.text)
@@ -152,7 +154,8 @@ def add_cosignatures(ledger: Ledger, text: str, witnesses: Sequence[WitnessKey])
     cosignature found in the cosigned checkpoint ``text``, after it verifies against that
     witness's key. Lines of other signers are not stored. Returns the witnesses added
     (none if all were stored already); `InputError` if the text is not one of this
-    ledger's checkpoints or a named witness did not validly cosign it."""
+    ledger's checkpoints or a named witness did not validly cosign it.
+    """
     try:
         note = parse_note(text)
         size = parse_checkpoint(note.text).size

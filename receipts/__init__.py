@@ -2,7 +2,8 @@
 merge-eligibility rule of receipt-ledger. Pure: no file, database or network I/O.
 
 Names load on first use (PEP 562), so that a short process (an agent hook, a
-cold `ledger verify`) imports only the modules it needs."""
+cold `ledger verify`) imports only the modules it needs.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """OpenSSH allowed_signers files (ssh-keygen(1), ALLOWED SIGNERS), writer beside parser.
 Roles are namespaces; a revoked key's line ends at its revocation (valid-before), so that
-stock `ssh-keygen -Y verify` judges our signatures as the keyring does."""
+stock `ssh-keygen -Y verify` judges our signatures as the keyring does.
+"""
 
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ def _ssh_time(seconds: int) -> str:
 
 def allowed_signers_text(ring: Keyring, revoked_at_time: Mapping[int, int]) -> str:
     """Every key of the keyring as an allowed_signers line. ``revoked_at_time`` maps a
-    revocation entry's seq to that entry's time."""
+    revocation entry's seq to that entry's time.
+    """
     lines = []
     for s in ring:
         opts = ['namespaces="%s"' % ",".join(namespace_for(r.value) for r in s.spec.roles)]
@@ -70,7 +72,8 @@ def _tokens(line: str) -> list[str]:
 
 def parse_allowed_signers(text: str) -> tuple[AllowedSigner, ...]:
     """The file's ssh-ed25519 lines (other key types are not ours and are skipped). Raises
-    `FormatError` on an unbalanced quote or a malformed ssh-ed25519 key."""
+    `FormatError` on an unbalanced quote or a malformed ssh-ed25519 key.
+    """
     found = []
     for raw in text.splitlines():
         line = raw.strip()

@@ -1,6 +1,7 @@
 """Who may sign what, applied to entries: the signer's role and signature (§4, §5) and
 the keyring replayed from keyring entries. One definition for the writer's own replay,
-the chain walk and the transparency check."""
+the chain walk and the transparency check.
+"""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ __all__ = ["signing_role", "authorize_entry", "check_entry_signature", "next_key
 
 def signing_role(entry: Entry, roles: tuple[Role, ...]) -> Role:
     """The one of ``roles`` whose namespace the entry's signature is made in.
-    Raises `SignatureError` (malformed signature) or `KeyringError` (another namespace)."""
+    Raises `SignatureError` (malformed signature) or `KeyringError` (another namespace).
+    """
     claimed = sshsig_namespace(entry.signature)
     for role in roles:
         if namespace_for(role) == claimed:
@@ -31,14 +33,16 @@ def signing_role(entry: Entry, roles: tuple[Role, ...]) -> Role:
 
 def authorize_entry(ring: Keyring, entry: Entry, roles: tuple[Role, ...]) -> tuple[KeyState, Role]:
     """The signer's key state and role if the keyring lets it sign this entry; the signature
-    itself is not checked. Raises `KeyringError` or `SignatureError`."""
+    itself is not checked. Raises `KeyringError` or `SignatureError`.
+    """
     role = signing_role(entry, roles)
     return ring.authorize(entry.signer, role, entry.seq, entry.time), role
 
 
 def check_entry_signature(ring: Keyring, entry: Entry, roles: tuple[Role, ...]) -> KeyState:
     """`authorize_entry`, then the SSHSIG over the entry's signed bytes. Raises
-    `KeyringError` (not authorized) or `SignatureError` (does not verify)."""
+    `KeyringError` (not authorized) or `SignatureError` (does not verify).
+    """
     state, role = authorize_entry(ring, entry, roles)
     sshsig_verify(state.spec.public_key, namespace_for(role), entry_signed_bytes(entry), entry.signature)
     return state
@@ -46,7 +50,8 @@ def check_entry_signature(ring: Keyring, entry: Entry, roles: tuple[Role, ...]) 
 
 def next_keyring(ring: Keyring | None, body: Body, seq: int) -> Keyring | None:
     """The keyring after the entry at ``seq`` (unchanged unless it is a keyring entry).
-    Raises `KeyringError` for a change the keyring refuses."""
+    Raises `KeyringError` for a change the keyring refuses.
+    """
     if isinstance(body, Genesis):
         return Keyring.from_genesis(body)
     if ring is None:
@@ -63,7 +68,8 @@ def replay_keyring(changes: Iterable[tuple[Entry, Body]], *, verify_signatures: 
 
     With ``verify_signatures`` an entry whose admin signature or change fails grants
     nothing and is skipped (the chain walk reports it); without, as the writer replays its
-    own committed entries, a refused change raises `KeyringError`."""
+    own committed entries, a refused change raises `KeyringError`.
+    """
     ring: Keyring | None = None
     for entry, body in changes:
         if verify_signatures:

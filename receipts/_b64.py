@@ -1,5 +1,6 @@
 """Canonical base64: one text per byte string, so that no stored text can change
-while decoding to the same bytes (RFC 4648 section 3.5)."""
+while decoding to the same bytes (RFC 4648 section 3.5).
+"""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ __all__ = ["b64decode_canonical"]
 
 def b64decode_canonical(text: str, what: str) -> bytes:
     """Decode standard padded base64, refusing any text that is not the exact encoding
-    of its bytes: non-zero pad bits, missing padding, whitespace, other alphabets."""
+    of its bytes: non-zero pad bits, missing padding, whitespace, other alphabets.
+    """
     try:
         raw = base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):

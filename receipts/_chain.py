@@ -50,7 +50,8 @@ TASK_ENTRY_KINDS = frozenset(
 @dataclass(frozen=True, slots=True)
 class Entry:
     """One link of the chain. ``signature`` is an SSHSIG blob over the entry's signed bytes
-    (everything but the signature) in the namespace of the role the kind requires."""
+    (everything but the signature) in the namespace of the role the kind requires.
+    """
 
     seq: int
     prev: Digest | None

@@ -393,7 +393,8 @@ def body_kind(body: Body) -> EntryKind:
 
 def decode_as(cls: type[_B], data: bytes) -> _B:
     """Decode body bytes as the body type ``cls`` (its entry kind follows from the type).
-    Raises `FormatError` if the bytes are not a canonical body of that type."""
+    Raises `FormatError` if the bytes are not a canonical body of that type.
+    """
     body = decode_body(_KIND_OF[cls], data)
     if not isinstance(body, cls):
         raise FormatError("expected a %s body" % _KIND_OF[cls].value)
@@ -530,7 +531,8 @@ def sign_entry(
     """The entry with these fields and the signature ``sign`` makes over its signed bytes,
     and the entry's encoding: what `entry_signed_bytes`, then `Entry` and `encode_entry`
     give, with the map built and its values checked once (every append goes through
-    here). The entry is constructed, so every field validated, before it is returned."""
+    here). The entry is constructed, so every field validated, before it is returned.
+    """
     m: dict[str, object] = {
         "v": FORMAT_VERSION,
         "seq": seq,
@@ -604,7 +606,8 @@ def config_hash(data: bytes) -> Digest:
 def required_role(kind: EntryKind, body: Body) -> Role:
     """The role whose key must sign an entry: admin for the keyring, the tier's own role
     for a tier record, seal for a receipt. Contract revisions depend on the revision
-    before them: see `contract_roles`."""
+    before them: see `contract_roles`.
+    """
     if kind in (EntryKind.GENESIS, EntryKind.KEY_ADD, EntryKind.KEY_REVOKE, EntryKind.WAIVER, EntryKind.RETENTION):
         return Role.ADMIN
     if isinstance(body, TaskEvent):

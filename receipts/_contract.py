@@ -44,7 +44,8 @@ _CHECK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 @dataclass(frozen=True, slots=True)
 class Check:
     """One acceptance check. ``params`` keeps the type-specific fields, sorted, as
-    (name, value) pairs with lists turned into tuples, so that checks compare exactly."""
+    (name, value) pairs with lists turned into tuples, so that checks compare exactly.
+    """
 
     id: str
     type: str
@@ -57,7 +58,8 @@ class Check:
 @dataclass(frozen=True, slots=True)
 class JudgeSettings:
     """The judge tier's rules (part of the contract, so part of its config hash) and,
-    optionally, its endpoint (which `.ledger/config.toml` may supply instead)."""
+    optionally, its endpoint (which `.ledger/config.toml` may supply instead).
+    """
 
     backend: str | None = None
     base_url: str | None = None
@@ -452,7 +454,8 @@ def weakenings(old: Contract, new: Contract) -> tuple[str, ...]:
     """How ``new`` lowers the bar set by ``old``: one line per change any rule of
     `WEAKENING_RULES` names (ADR 0017). Any change to an existing check counts: we cannot
     tell a tightened command from a loosened one, so we do not try; likewise any change to
-    who judges, and to the goal."""
+    who judges, and to the goal.
+    """
     return tuple(line for _, rule in WEAKENING_RULES for line in rule(old, new))
 
 
@@ -462,7 +465,8 @@ MAX_CONTRACT_SIZE = 256 * 1024
 @dataclass(frozen=True, slots=True)
 class ContractRevision:
     """A chain body recording one revision of a task's contract: its exact bytes, and the
-    config hash of the revision it replaces (None for the first)."""
+    config hash of the revision it replaces (None for the first).
+    """
 
     task_id: str
     contract: bytes
@@ -491,14 +495,16 @@ class ContractRevision:
 
 def contract_roles(weakening: bool) -> tuple[Role, ...]:
     """Who may sign a contract revision: the deterministic runner or an admin may record
-    one that keeps or raises the bar; only an admin may lower it."""
+    one that keeps or raises the bar; only an admin may lower it.
+    """
     return (Role.ADMIN,) if weakening else (Role.DETERMINISTIC, Role.ADMIN)
 
 
 @dataclass(frozen=True, slots=True)
 class Waiver:
     """An admin's decision that one failing check of one contract revision stops blocking
-    a task until ``expires``."""
+    a task until ``expires``.
+    """
 
     task_id: str
     check_id: str

@@ -84,59 +84,85 @@ def _fact(facts: Mapping[str, Any], name: str, kind: type | tuple[type, ...]) ->
     return value
 
 
+def _path_exists_facts(check: Check, facts: Mapping[str, Any]) -> tuple[bool, str]:
+    if _fact(facts, "escaped", bool):
+        return False, "path %s is outside the repository" % check.param("path")
+    if _fact(facts, "exists", bool) and _fact(facts, "matches", list):
+        return True, "exists: %s" % ", ".join(str(m) for m in facts["matches"][:5])
+    where = facts.get("checked")
+    note = " (translated from worktree path %s)" % facts["translated_from"] if facts.get("translated_from") else ""
+    return False, "%s does not exist in the main checkout%s" % (where or check.param("path"), note)
+
+
+def _test_passes_facts(check: Check, facts: Mapping[str, Any]) -> tuple[bool, str]:
+    if _fact(facts, "timed_out", bool):
+        return False, "timed out after %s s" % facts.get("timeout_s")
+    if facts.get("error"):
+        return False, "could not run: %s" % facts["error"]
+    code = _fact(facts, "exit_code", int)
+    return (code == 0), "exit code %d" % code
+
+
+def _file_contains_facts(check: Check, facts: Mapping[str, Any]) -> tuple[bool, str]:
+    if _fact(facts, "file_digest", (str, type(None))) is None:
+        return False, "%s does not exist" % check.param("path")
+    if _fact(facts, "matched", bool):
+        return True, "found at line %s" % facts.get("line")
+    return False, "no match in %s" % check.param("path")
+
+
+def _absence_verified_facts(check: Check, facts: Mapping[str, Any]) -> tuple[bool, str]:
+    if not _fact(facts, "completed", bool):
+        return False, "the search did not complete"
+    searched = _fact(facts, "files_searched", int)
+    matches = _fact(facts, "matches", list)
+    if searched <= 0:
+        return False, "the search covered no files: absence not shown"
+    if matches:
+        return False, "found %d match(es), e.g. %s" % (len(matches), matches[0])
+    return True, "absent from %d searched file(s)" % searched
+
+
+def _schema_valid_facts(check: Check, facts: Mapping[str, Any]) -> tuple[bool, str]:
+    if _fact(facts, "valid", bool) and not _fact(facts, "errors", list):
+        return True, "valid against %s" % check.param("schema")
+    return False, "; ".join(str(e) for e in facts.get("errors") or ["invalid"])[:300]
+
+
+def _hash_stable_facts(check: Check, facts: Mapping[str, Any]) -> tuple[bool, str]:
+    digests = _fact(facts, "digests", list)
+    if not digests or any(d is None for d in digests):
+        return False, "artifact %s missing" % check.param("path")
+    pinned = check.param("digest")
+    if pinned is not None:
+        return (digests == [pinned]), "digest %s pinned %s" % (digests[0], pinned)
+    if len(digests) != 2:
+        return False, "two builds are needed to show stability"
+    return (digests[0] == digests[1]), "build digests %s" % ("match" if digests[0] == digests[1] else "differ")
+
+
+# Each signal type's rule: whether its recorded facts show a pass, and why.
+_FACT_RULES: Mapping[str, Callable[[Check, Mapping[str, Any]], tuple[bool, str]]] = {
+    "path_exists": _path_exists_facts,
+    "test_passes": _test_passes_facts,
+    "file_contains": _file_contains_facts,
+    "absence_verified": _absence_verified_facts,
+    "schema_valid": _schema_valid_facts,
+    "hash_stable": _hash_stable_facts,
+}
+
+
 def _derive_facts(check: Check, facts: Mapping[str, Any]) -> tuple[bool, str]:
-    t = check.type
-    if t == "path_exists":
-        if _fact(facts, "escaped", bool):
-            return False, "path %s is outside the repository" % check.param("path")
-        if _fact(facts, "exists", bool) and _fact(facts, "matches", list):
-            return True, "exists: %s" % ", ".join(str(m) for m in facts["matches"][:5])
-        where = facts.get("checked")
-        note = " (translated from worktree path %s)" % facts["translated_from"] if facts.get("translated_from") else ""
-        return False, "%s does not exist in the main checkout%s" % (where or check.param("path"), note)
-    if t == "test_passes":
-        if _fact(facts, "timed_out", bool):
-            return False, "timed out after %s s" % facts.get("timeout_s")
-        if facts.get("error"):
-            return False, "could not run: %s" % facts["error"]
-        code = _fact(facts, "exit_code", int)
-        return (code == 0), "exit code %d" % code
-    if t == "file_contains":
-        if _fact(facts, "file_digest", (str, type(None))) is None:
-            return False, "%s does not exist" % check.param("path")
-        if _fact(facts, "matched", bool):
-            return True, "found at line %s" % facts.get("line")
-        return False, "no match in %s" % check.param("path")
-    if t == "absence_verified":
-        if not _fact(facts, "completed", bool):
-            return False, "the search did not complete"
-        searched = _fact(facts, "files_searched", int)
-        matches = _fact(facts, "matches", list)
-        if searched <= 0:
-            return False, "the search covered no files: absence not shown"
-        if matches:
-            return False, "found %d match(es), e.g. %s" % (len(matches), matches[0])
-        return True, "absent from %d searched file(s)" % searched
-    if t == "schema_valid":
-        if _fact(facts, "valid", bool) and not _fact(facts, "errors", list):
-            return True, "valid against %s" % check.param("schema")
-        return False, "; ".join(str(e) for e in facts.get("errors") or ["invalid"])[:300]
-    if t == "hash_stable":
-        digests = _fact(facts, "digests", list)
-        if not digests or any(d is None for d in digests):
-            return False, "artifact %s missing" % check.param("path")
-        pinned = check.param("digest")
-        if pinned is not None:
-            return (digests == [pinned]), "digest %s pinned %s" % (digests[0], pinned)
-        if len(digests) != 2:
-            return False, "two builds are needed to show stability"
-        return (digests[0] == digests[1]), "build digests %s" % ("match" if digests[0] == digests[1] else "differ")
-    return False, "unknown signal type %r: cannot be evaluated" % t
+    rule = _FACT_RULES.get(check.type)
+    if rule is None:
+        return False, "unknown signal type %r: cannot be evaluated" % check.type
+    return rule(check, facts)
 
 
 def derive_check(check: Check, result: Mapping[str, Any] | None) -> tuple[bool, str]:
     """Whether one check passed, from its recorded result. Anything missing, malformed or
-    recorded for a different check than the contract declares is a fail."""
+    recorded for a different check than the contract declares is a fail.
+    """
     if result is None:
         return False, "no recorded result"
     if result.get("id") != check.id or result.get("type") != check.type:
@@ -159,13 +185,22 @@ def derive_deterministic(
     waivers: Mapping[str, str] | None = None,
 ) -> Outcome:
     """The deterministic tier's verdict from the contract and the recorded evidence.
-    ``waivers`` maps check ids to a description of the waiver in force for them: such a
-    check may fail without blocking, and the outcome says so."""
+
+    Args:
+        contract: the contract the candidate is checked against.
+        results: the recorded check results, by check id.
+        snapshot: the candidate snapshot (None when none was recorded: a fail).
+        waivers: check ids mapped to a description of the waiver in force for them: such a
+            check may fail without blocking, and the outcome says so.
+
+    Returns:
+        The verdict with its reasons (why it failed) and warnings (what a reviewer should know).
+    """
+    if snapshot is None:
+        return Outcome(Verdict.FAIL, ("no candidate snapshot was recorded",), ())
     reasons: list[str] = []
     warnings: list[str] = []
     waived: list[str] = []
-    if snapshot is None:
-        return Outcome(Verdict.FAIL, ("no candidate snapshot was recorded",), ())
     passed: list[Check] = []
     for check in contract.checks:
         ok, why = derive_check(check, results.get(check.id))
@@ -176,27 +211,48 @@ def derive_deterministic(
             warnings.append("%s failed (%s) but is waived: %s" % (check.id, why, waivers[check.id]))
         else:
             reasons.append("%s: %s" % (check.id, why))
-    for item in contract.evidence_required:
-        if item not in results:
-            reasons.append("required evidence %s was not recorded" % item)
+    reasons.extend(
+        "required evidence %s was not recorded" % item for item in contract.evidence_required if item not in results
+    )
     # Integrity: the process, not only the result. These fail the tier whatever else passed.
-    for path in _protected_changes(contract, snapshot):
-        reasons.append("integrity: the candidate changes protected path %s" % path)
+    reasons.extend(_integrity_reasons(contract, snapshot))
+    if str(snapshot.get("base_source", "")).startswith("fallback:"):
+        warnings.append("the diff base fell back to HEAD~1: no main branch was found to compare with (pass --base)")
+    attribution_reasons, attribution_warnings = _attribution_findings(contract, snapshot, passed)
+    reasons.extend(attribution_reasons)
+    warnings.extend(attribution_warnings)
+    failed = tuple(c.id for c in contract.checks if c not in passed)
+    return Outcome(Verdict.FAIL if reasons else Verdict.PASS, tuple(reasons), tuple(warnings), tuple(waived), failed)
+
+
+def _integrity_reasons(contract: Contract, snapshot: Mapping[str, Any]) -> list[str]:
+    """What the snapshot shows the process did against the rules: protected paths, the trace."""
+    reasons = [
+        "integrity: the candidate changes protected path %s" % path for path in _protected_changes(contract, snapshot)
+    ]
     process = snapshot.get("process")
     if contract.tools != ToolPolicy() and (not isinstance(process, dict) or process.get("trace") is None):
         reasons.append("the contract sets a tool policy but no agent trace was checked")
-    if isinstance(process, dict):
-        rejected = process.get("rejected_calls")
-        unapproved = process.get("unapproved_human_calls")
-        if not isinstance(rejected, int) or not isinstance(unapproved, int):
-            reasons.append("integrity: the recorded process facts are malformed")
-        else:
-            if rejected:
-                reasons.append("integrity: the agent's trace has %d rejected tool call(s)" % rejected)
-            if unapproved:
-                reasons.append("integrity: %d tool call(s) needed a human approval that was not recorded" % unapproved)
-    if str(snapshot.get("base_source", "")).startswith("fallback:"):
-        warnings.append("the diff base fell back to HEAD~1: no main branch was found to compare with (pass --base)")
+    if not isinstance(process, dict):
+        return reasons
+    rejected = process.get("rejected_calls")
+    unapproved = process.get("unapproved_human_calls")
+    if not isinstance(rejected, int) or not isinstance(unapproved, int):
+        reasons.append("integrity: the recorded process facts are malformed")
+        return reasons
+    if rejected:
+        reasons.append("integrity: the agent's trace has %d rejected tool call(s)" % rejected)
+    if unapproved:
+        reasons.append("integrity: %d tool call(s) needed a human approval that was not recorded" % unapproved)
+    return reasons
+
+
+def _attribution_findings(
+    contract: Contract, snapshot: Mapping[str, Any], passed: list[Check]
+) -> tuple[list[str], list[str]]:
+    """Whether the checks grade this task's own work: the reasons and warnings that follow."""
+    reasons: list[str] = []
+    warnings: list[str] = []
     attribution = snapshot.get("attribution")
     strength = attribution.get("strength") if isinstance(attribution, dict) else None
     subtasks = snapshot.get("subtasks") if isinstance(snapshot.get("subtasks"), list) else []
@@ -220,8 +276,7 @@ def derive_deterministic(
             warnings.append("planning task passed on the subtasks it created: %s" % ", ".join(str(s) for s in subtasks))
         else:
             reasons.append("nothing attributed, no non-trivial signal passed and no subtasks were created")
-    failed = tuple(c.id for c in contract.checks if c not in passed)
-    return Outcome(Verdict.FAIL if reasons else Verdict.PASS, tuple(reasons), tuple(warnings), tuple(waived), failed)
+    return reasons, warnings
 
 
 EvidenceReader = Callable[[Digest, str], "dict[str, Any] | None"]
@@ -235,7 +290,8 @@ def rederive_deterministic(
     """The deterministic verdict that ``record``'s stored evidence entails (§6a): the one
     rule behind `ledger verify` step 5e and `ledger status`. Two results for one check
     cancel each other; a result must name its own check; the snapshot must be of the
-    record's candidate."""
+    record's candidate.
+    """
     snapshot = None
     results: dict[str, dict[str, Any]] = {}
     seen: set[str] = set()
@@ -282,7 +338,8 @@ def waivers_in_force(
 ) -> dict[str, list[tuple[int, Waiver, str]]]:
     """§6c: of (seq, waiver, signer) in chain order, those of the record's task and contract,
     appended before the record (at ``record_seq``) and in force at the record's own date,
-    by check id."""
+    by check id.
+    """
     found: dict[str, list[tuple[int, Waiver, str]]] = {}
     for seq, waiver, signer in waivers:
         if (

@@ -2,7 +2,8 @@
 
 "The model stopped", "the agent proposed an answer", "a merge-eligible receipt verified"
 and "the change took effect" are different events; each is recorded, none implies
-another."""
+another.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Every text format of the transparency layer, each writer beside its parser: C2SP
 signed notes (Ed25519), checkpoints, witness cosignatures (tlog-cosignature v1),
-inclusion proofs (tlog-proof v1) and our consistency proofs."""
+inclusion proofs (tlog-proof v1) and our consistency proofs.
+"""
 
 from __future__ import annotations
 
@@ -117,7 +118,8 @@ def sign_note(text: str, name: str, signer: Signer) -> NoteSignature:
 
 def is_valid_note_signature(note: SignedNote, name: str, public_key: bytes) -> bool:
     """True if a signature line with this name and key id verifies. Lines of other keys
-    are ignored; a matching line that fails makes the whole note fail."""
+    are ignored; a matching line that fails makes the whole note fail.
+    """
     key_id = note_key_id(name, ED25519_TYPE, public_key)
     matching = [s for s in note.signatures if s.name == name and s.key_id == key_id]
     return bool(matching) and all(

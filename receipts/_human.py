@@ -1,6 +1,7 @@
 """The human tier's verdict rule (§6c): a decision is what its signed evidence says, by
 the key that signed it. The runner writes the decision document; verifiers and the
-lifecycle derive the verdict from it again, so a record cannot claim another."""
+lifecycle derive the verdict from it again, so a record cannot claim another.
+"""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ DECISION_METHODS = ("interactive", "scripted")
 
 def decision_method(doc: dict[str, object]) -> str:
     """How a decision document says it was given; ``unrecorded`` for documents written
-    before the method was recorded."""
+    before the method was recorded.
+    """
     method = doc.get("method")
     return method if isinstance(method, str) else "unrecorded"
 
@@ -28,7 +30,8 @@ def derive_human(record: TierRecord, signer: str, read: EvidenceReader) -> tuple
     """The verdict a human record's evidence entails, with the reason: PASS only for one
     readable decision document that says ``approve`` and names ``signer`` (the key id that
     signed the record) as its approver. Anything else is FAIL: a decision that cannot be
-    read, or is someone else's, approves nothing."""
+    read, or is someone else's, approves nothing.
+    """
     refs = [ref for ref in record.evidence if ref.check_id == HUMAN_DECISION_ID]
     if len(refs) != 1:
         return Verdict.FAIL, "the record holds %d decision documents; exactly one is required" % len(refs)

@@ -1,6 +1,7 @@
 """Which evidence a verdict is derived from (§6a, §6b, §6c). Those items must always be
 present and re-hash; the rest (raw command output, diffs, attachments) is kept for people
-and may be redacted from a bundle, which verify then reports as not checked."""
+and may be redacted from a bundle, which verify then reports as not checked.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ __all__ = ["is_derivation_input"]
 
 def is_derivation_input(tier: Tier, ref: EvidenceRef) -> bool:
     """True for an evidence item the tier's verdict rule reads: a deterministic record's
-    snapshot and check results, a judge record's run and replies, a human record's decision."""
+    snapshot and check results, a judge record's run and replies, a human record's decision.
+    """
     if tier is Tier.DETERMINISTIC:
         return (ref.check_id == "snapshot" and ref.media_type == SNAPSHOT_MEDIA_TYPE) or (
             ref.check_id.startswith("check:") and ref.media_type == CHECK_RESULT_MEDIA_TYPE

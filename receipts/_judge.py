@@ -12,7 +12,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from ._contract import Contract
 from ._model import Verdict
@@ -53,7 +53,8 @@ class SampleOutcome:
 
 def reply_text(backend: str, body: bytes) -> str | None:
     """The judge's text inside a reply: the first choice's message for an OpenAI-style
-    chat completion, the whole output for a command."""
+    chat completion, the whole output for a command.
+    """
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
@@ -76,7 +77,8 @@ def _candidates(text: str) -> list[str]:
 
 def parse_answer(text: str | None) -> Answer | str:
     """Read a judge's JSON answer out of its reply: tolerant of code fences and prose
-    around it, strict about what it means. Returns the answer or why there is none."""
+    around it, strict about what it means. Returns the answer or why there is none.
+    """
     if text is None or not text.strip():
         return "empty reply"
     decoder = json.JSONDecoder()
@@ -116,7 +118,8 @@ def parse_answer(text: str | None) -> Answer | str:
 
 def model_family(model: str) -> str:
     """A model's family: the first word of its name after any provider prefix
-    (``anthropic/claude-3-5-sonnet`` and ``claude-sonnet-4`` are both ``claude``)."""
+    (``anthropic/claude-3-5-sonnet`` and ``claude-sonnet-4`` are both ``claude``).
+    """
     name = model.strip().lower().rsplit("/", 1)[-1]
     m = re.match(r"[a-z]+", name)
     return m.group(0) if m else name
@@ -162,7 +165,8 @@ def attempt_outcome(samples: Sequence[SampleOutcome]) -> SampleOutcome:
 
 def derive_judge(run: Mapping[str, Any], replies: Mapping[str, bytes], contract: Contract) -> SampleOutcome:
     """The judge tier's verdict from a recorded run (see docs/format.md §6b) under its
-    contract. Missing or malformed parts count as unusable answers."""
+    contract. Missing or malformed parts count as unusable answers.
+    """
     skipped = run.get("skipped")
     if isinstance(skipped, str) and skipped:
         return SampleOutcome(Verdict.SKIP, 0, skipped)
@@ -173,9 +177,7 @@ def derive_judge(run: Mapping[str, Any], replies: Mapping[str, bytes], contract:
     model = run.get("model")
     backend = run.get("backend")
     if (
-        not isinstance(prior, int)
-        or isinstance(prior, bool)
-        or prior < 0
+        not _is_count(prior)
         or not isinstance(attempts, list)
         or not isinstance(model, str)
         or not isinstance(backend, str)
@@ -184,7 +186,7 @@ def derive_judge(run: Mapping[str, Any], replies: Mapping[str, bytes], contract:
     if prior + len(attempts) > cap:
         return SampleOutcome(Verdict.FAIL, 0, "more attempts than the retry cap allows")
     wanted = run.get("samples", settings.samples)
-    if not isinstance(wanted, int) or isinstance(wanted, bool) or wanted < settings.samples:
+    if not _is_count(wanted) or wanted < settings.samples:
         return SampleOutcome(Verdict.FAIL, 0, "fewer samples than the contract requires")
     # The contract's declared author wins; else the author model the run recorded from the
     # agent's own claim, if any (a run without one is judged as before).
@@ -197,24 +199,10 @@ def derive_judge(run: Mapping[str, Any], replies: Mapping[str, bytes], contract:
     for attempt in attempts:
         if last is not None and last.verdict is not Verdict.RETRY:
             return SampleOutcome(Verdict.FAIL, 0, "an attempt was made after the judge had ruled")
-        samples = []
-        for sample in attempt if isinstance(attempt, list) else []:
-            if not isinstance(sample, dict):
-                samples.append(sample_outcome("malformed sample", threshold_bp=threshold, independent=independent))
-                continue
-            if sample.get("error"):
-                samples.append(
-                    sample_outcome("transport: %s" % sample["error"], threshold_bp=threshold, independent=independent)
-                )
-                continue
-            body = replies.get(str(sample.get("reply")))
-            answer = parse_answer(reply_text(backend, body)) if body is not None else "reply evidence missing"
-            samples.append(sample_outcome(answer, threshold_bp=threshold, independent=independent))
-        if len(samples) != wanted:
-            samples = [
-                sample_outcome("expected %d sample(s)" % wanted, threshold_bp=threshold, independent=independent)
-            ]
-        last = attempt_outcome(samples)
+        answers = _attempt_answers(attempt, replies, backend)
+        if len(answers) != wanted:
+            answers = ["expected %d sample(s)" % wanted]
+        last = attempt_outcome([sample_outcome(a, threshold_bp=threshold, independent=independent) for a in answers])
     if last is None:
         if prior >= cap:
             return SampleOutcome(
@@ -226,3 +214,22 @@ def derive_judge(run: Mapping[str, Any], replies: Mapping[str, bytes], contract:
             Verdict.FAIL, 0, "retries exhausted after %d attempts; last: %s" % (prior + len(attempts), last.reason)
         )
     return last
+
+
+def _is_count(value: object) -> TypeGuard[int]:
+    """A non-negative int that is not a bool (JSON's true is not a count)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _attempt_answers(attempt: object, replies: Mapping[str, bytes], backend: str) -> list[str | Answer]:
+    """Each sample of one recorded attempt as the judge's answer, or why it is unusable."""
+    answers: list[str | Answer] = []
+    for sample in attempt if isinstance(attempt, list) else []:
+        if not isinstance(sample, dict):
+            answers.append("malformed sample")
+        elif sample.get("error"):
+            answers.append("transport: %s" % sample["error"])
+        else:
+            body = replies.get(str(sample.get("reply")))
+            answers.append(parse_answer(reply_text(backend, body)) if body is not None else "reply evidence missing")
+    return answers

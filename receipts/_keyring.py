@@ -79,6 +79,11 @@ class Genesis:
         if not any(Role.ADMIN in k.roles for k in self.keys):
             raise FormatError("genesis must hold at least one admin key")
 
+    @property
+    def origin(self) -> str:
+        """The log's origin and checkpoint key name (format.md §8): ``receipt-ledger/<ledger id>``."""
+        return "receipt-ledger/" + self.ledger_id
+
 
 @dataclass(frozen=True, slots=True)
 class KeyAdd:

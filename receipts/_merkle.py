@@ -1,7 +1,8 @@
 """RFC 6962 / RFC 9162 Merkle trees over the chain's entries: hashing, proofs, and
 their verification. Roots and proofs are computed from the hashes of perfect subtrees
 (a complete subtree of 2**level leaves starting at index * 2**level), so a store that
-keeps those can answer in O(log n) lookups instead of reading every leaf."""
+keeps those can answer in O(log n) lookups instead of reading every leaf.
+"""
 
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ def node_hash(left: bytes, right: bytes) -> bytes:
 
 class Nodes(Protocol):
     """Hashes of perfect subtrees: ``node(level, index)`` covers leaves
-    [index * 2**level, (index + 1) * 2**level)."""
+    [index * 2**level, (index + 1) * 2**level).
+    """
 
     def node(self, level: int, index: int) -> bytes: ...
 
@@ -63,7 +65,8 @@ class MemoryTree:
 
 class CachedNodes:
     """A `Nodes` that asks its source once per node: proofs into one tree share the
-    subtrees along its right edge, and a store answers each with a query."""
+    subtrees along its right edge, and a store answers each with a query.
+    """
 
     __slots__ = ("source", "memo")
 
@@ -82,7 +85,8 @@ class CompactRange:
     """The hashes of the perfect subtrees that cover leaves [0, size), largest first: one
     per set bit of ``size``, so at most 64. Enough to extend the tree leaf by leaf and to
     compute its root at any size reached, without keeping the leaves (RFC 9162 §2.1.4's
-    consistency, proven by the one who folds the leaves in)."""
+    consistency, proven by the one who folds the leaves in).
+    """
 
     __slots__ = ("size", "hashes")
 
@@ -188,7 +192,8 @@ def is_valid_inclusion(leaf: bytes, index: int, size: int, proof: Sequence[bytes
 
 def is_valid_consistency(old: int, new: int, old_root: bytes, new_root: bytes, proof: Sequence[bytes]) -> bool:
     """RFC 9162 §2.1.4.2. Both roots are 32-byte hashes, and the empty tree has exactly one
-    root (SHA-256 of nothing): a tree of size 0 is consistent only as that root."""
+    root (SHA-256 of nothing): a tree of size 0 is consistent only as that root.
+    """
     if len(old_root) != 32 or len(new_root) != 32 or any(len(p) != 32 for p in proof) or not 0 <= old <= new:
         return False
     if old == 0:

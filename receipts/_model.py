@@ -41,7 +41,8 @@ LADDER: tuple[Tier, ...] = (Tier.DETERMINISTIC, Tier.JUDGE, Tier.HUMAN)
 
 class Verdict(enum.StrEnum):
     """Only PASS can make a ladder eligible. SKIP means consulted but did not rule;
-    REVIEW and RETRY are the judge's and human's "not yet" answers."""
+    REVIEW and RETRY are the judge's and human's "not yet" answers.
+    """
 
     PASS = "pass"
     FAIL = "fail"
@@ -167,7 +168,8 @@ MAX_DECISIONS = 64
 class TierEntry:
     """A receipt's slot for one tier: the records that ruled, or an explicit skip. The
     deterministic and judge tiers have one record; the human tier has each approving or
-    rejecting key's latest decision on the candidate."""
+    rejecting key's latest decision on the candidate.
+    """
 
     tier: Tier
     records: tuple[Digest, ...] = ()

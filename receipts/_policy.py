@@ -26,7 +26,8 @@ def latest_human_decisions(
     """Each human key's latest decision on this candidate under this contract, from
     (record hash, record, signer key id) in chain order. A key's later approval withdraws
     its earlier reject; approving twice counts once. Sorted by digest bytes: the order a
-    receipt's human slot must list them in (one set of decisions, one receipt hash)."""
+    receipt's human slot must list them in (one set of decisions, one receipt hash).
+    """
     latest: dict[str, Digest] = {}
     for digest, record, signer in decisions:
         if (
@@ -61,18 +62,10 @@ def derive_merge_eligible(
     authored the change, `author_keys`) to why: such an approval neither counts nor
     blocks, and a rejection by such a key still blocks.
     A skip, a fail, a missing or unresolvable record, an approval whose signer is
-    unknown: all block, so whatever cannot be evaluated counts against eligibility."""
-    reasons: list[str] = []
-    if not required:
-        reasons.append("no tier is required: an empty ladder proves nothing")
-    by_tier: dict[Tier, TierEntry] = {}
-    for entry in entries:
-        if entry.tier in by_tier:
-            reasons.append("tier %s appears twice" % entry.tier)
-        by_tier[entry.tier] = entry
-    for tier in required:
-        if tier not in by_tier:
-            reasons.append("required tier %s has no entry" % tier)
+    unknown: all block, so whatever cannot be evaluated counts against eligibility.
+    """
+    by_tier, reasons = _slots(required, entries)
+    bound = _Binding(task_id, input_hash, config_hash, created, max_evidence_age_s)
     for tier in LADDER:
         slot = by_tier.get(tier)
         if slot is None:
@@ -87,19 +80,7 @@ def derive_merge_eligible(
             if record is None:
                 reasons.append("tier %s record %s is not available" % (tier, digest.short()))
                 continue
-            if record.tier is not tier:
-                reasons.append("tier %s slot holds a %s record" % (tier, record.tier))
-            if record.task_id != task_id:
-                reasons.append("tier %s record is for task %s" % (tier, record.task_id))
-            if record.input_hash != input_hash:
-                reasons.append("tier %s record is for a different candidate" % tier)
-            if record.config_hash != config_hash:
-                reasons.append("tier %s record is under a different config" % tier)
-            if max_evidence_age_s is not None and created is not None and created - record.created > max_evidence_age_s:
-                reasons.append(
-                    "tier %s record is %d s old; the contract allows %d s"
-                    % (tier, created - record.created, max_evidence_age_s)
-                )
+            reasons += bound.defects(tier, record)
             signer = (signers or {}).get(digest)
             if tier is Tier.HUMAN and record.verdict is Verdict.PASS:
                 if signer is None:
@@ -119,10 +100,57 @@ def derive_merge_eligible(
     return Eligibility(eligible=not reasons, reasons=tuple(reasons))
 
 
+def _slots(required: tuple[Tier, ...], entries: tuple[TierEntry, ...]) -> tuple[dict[Tier, TierEntry], list[str]]:
+    """The receipt's slots by tier, and what is wrong with its shape: no tier required, a
+    tier twice, a required tier without a slot.
+    """
+    reasons: list[str] = []
+    if not required:
+        reasons.append("no tier is required: an empty ladder proves nothing")
+    by_tier: dict[Tier, TierEntry] = {}
+    for entry in entries:
+        if entry.tier in by_tier:
+            reasons.append("tier %s appears twice" % entry.tier)
+        by_tier[entry.tier] = entry
+    reasons.extend("required tier %s has no entry" % tier for tier in required if tier not in by_tier)
+    return by_tier, reasons
+
+
+@dataclass(frozen=True, slots=True)
+class _Binding:
+    """What every record in a receipt must be about: this task, candidate and contract, and
+    fresh enough when the contract has a window.
+    """
+
+    task_id: str
+    input_hash: Digest
+    config_hash: Digest
+    created: int | None
+    max_age_s: int | None
+
+    def defects(self, tier: Tier, record: TierRecord) -> list[str]:
+        reasons: list[str] = []
+        if record.tier is not tier:
+            reasons.append("tier %s slot holds a %s record" % (tier, record.tier))
+        if record.task_id != self.task_id:
+            reasons.append("tier %s record is for task %s" % (tier, record.task_id))
+        if record.input_hash != self.input_hash:
+            reasons.append("tier %s record is for a different candidate" % tier)
+        if record.config_hash != self.config_hash:
+            reasons.append("tier %s record is under a different config" % tier)
+        if self.max_age_s is not None and self.created is not None and self.created - record.created > self.max_age_s:
+            reasons.append(
+                "tier %s record is %d s old; the contract allows %d s"
+                % (tier, self.created - record.created, self.max_age_s)
+            )
+        return reasons
+
+
 def author_keys(events: Sequence[tuple[int, str, str]]) -> dict[str, str]:
     """The keys that claimed or authored a task's change, from its events as (seq, event
     type, signer key id) in chain order, with why: each key that signed one of
-    `AUTHOR_EVENTS`, named by its first such event."""
+    `AUTHOR_EVENTS`, named by its first such event.
+    """
     found: dict[str, str] = {}
     for seq, etype, signer in events:
         if etype in AUTHOR_EVENTS and signer not in found:

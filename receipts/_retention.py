@@ -1,7 +1,8 @@
 """Retention (issue 16): a policy, signed by an admin into the chain, that lets evidence
 no verdict is derived from be deleted once it is old enough, except for tasks under a
 legal hold. The chain, its tree and its checkpoints are never pruned; every verdict still
-re-derives from the documents that stay."""
+re-derives from the documents that stay.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ __all__ = ["RetentionPolicy", "CheckpointTimestamp", "TIMESTAMP_MEDIA_TYPE"]
 @dataclass(frozen=True, slots=True)
 class RetentionPolicy:
     """Evidence older than ``evidence_max_age_s`` (by its record's ``created``) may be
-    removed, unless a verdict is derived from it or its task is in ``holds``."""
+    removed, unless a verdict is derived from it or its task is in ``holds``.
+    """
 
     evidence_max_age_s: int
     holds: tuple[str, ...] = ()
@@ -54,7 +56,8 @@ TIMESTAMP_MEDIA_TYPE = "application/timestamp-reply"
 class CheckpointTimestamp:
     """An RFC 3161 time-stamp over a checkpoint: the checkpoint's tree ``size``, the
     content digest of its signed text (what the authority stamped, by its SHA-256), and
-    the content digest and size of the authority's response, stored as a blob."""
+    the content digest and size of the authority's response, stored as a blob.
+    """
 
     size: int
     checkpoint: Digest

@@ -122,7 +122,8 @@ def _double(pt: tuple[int, int]) -> tuple[int, int]:
 def is_weak_ed25519_key(raw: bytes) -> bool:
     """True for an encoding that is not a curve point, or a point of small order (8A = 0).
     A small-order key verifies forged signatures (R = identity, S = 0 verifies any message
-    under the identity key with OpenSSL), so no such key may enter a keyring."""
+    under the identity key with OpenSSL), so no such key may enter a keyring.
+    """
     pt = _decode_point(raw)
     if pt is None:
         return True
@@ -138,7 +139,8 @@ def _verifier(public_key: bytes) -> Ed25519PublicKey:
 
 def is_valid_ed25519(public_key: bytes, signature: bytes, message: bytes) -> bool:
     """The one Ed25519 check every signature goes through: no weak keys, 64-byte signatures,
-    canonical S (enforced by the library, tested with Wycheproof vectors)."""
+    canonical S (enforced by the library, tested with Wycheproof vectors).
+    """
     if len(public_key) != 32 or len(signature) != 64 or is_weak_ed25519_key(public_key):
         return False
     try:
@@ -263,7 +265,8 @@ _U32 = struct.Struct(">I")
 
 def _strings(data: bytes, pos: int, count: int) -> tuple[list[bytes], int]:
     """``count`` SSH wire strings from ``pos``; the same refusals as `_Reader`, without a
-    method call per field (every signature of an audit is parsed here)."""
+    method call per field (every signature of an audit is parsed here).
+    """
     out = []
     for _ in range(count):
         if pos + 4 > len(data):

@@ -1,7 +1,8 @@
 """The parts of a contract that an agent's hook reads on every tool call: the field
 reader that names the file, line and field of every error, and the tool policy with its
 table's parser. Kept apart from `_contract` so that reading them loads no more than this
-(`_contract` builds the whole contract from the same functions)."""
+(`_contract` builds the whole contract from the same functions).
+"""
 
 from __future__ import annotations
 
@@ -140,7 +141,8 @@ def _tools(r: _Reader, table: dict[str, Any]) -> ToolPolicy:
 
 def _document(data: bytes, source: str) -> tuple[_Reader, dict[str, Any]]:
     """A contract file's TOML document and a reader for its fields (`ContractError` if it
-    is not UTF-8 TOML)."""
+    is not UTF-8 TOML).
+    """
     try:
         text = data.decode("utf-8")
         doc = tomllib.loads(text)
@@ -154,7 +156,8 @@ def _document(data: bytes, source: str) -> tuple[_Reader, dict[str, Any]]:
 def tool_rules(data: bytes, source: str = "contract") -> tuple[ToolPolicy, tuple[str, ...], tuple[str, ...]]:
     """A contract's tool policy, protected paths and secret names, read with the parser
     `parse_contract` uses for them (the rest of the contract is not checked here: the
-    deterministic tier parses it whole). Raises `ContractError`."""
+    deterministic tier parses it whole). Raises `ContractError`.
+    """
     r, doc = _document(data, source)
     return (
         _tools(r, _get(r, doc, "tools", dict, {})),

@@ -1,5 +1,6 @@
 """The contract's tool policy applied to an agent's tool calls: one decision per call.
-Pure: the same rule decides a whole trace (`ledger trace`) and one call at a time."""
+Pure: the same rule decides a whole trace (`ledger trace`) and one call at a time.
+"""
 
 from __future__ import annotations
 
@@ -44,7 +45,8 @@ class ToolDecision:
 
 def written_path(tool: str, args: Any, root: str = "") -> str | None:
     """The repository-relative path a write tool writes (``root`` is the repository's
-    absolute path, for tools that give absolute paths), or None for other tools."""
+    absolute path, for tools that give absolute paths), or None for other tools.
+    """
     name = WRITE_TOOLS.get(tool)
     value = args.get(name) if name is not None and isinstance(args, dict) else None
     if not isinstance(value, str) or not value:
@@ -60,7 +62,8 @@ def decide_tool_call(
 ) -> ToolDecision:
     """One call against the policy: denied tools, the allow-list, the step limit, the
     tool's argument schema and a write to one of the ``protected`` path globs each reject;
-    an otherwise allowed tool may need a human."""
+    an otherwise allowed tool may need a human.
+    """
     decision, reason = APPROVED, "allowed by the contract's tool policy"
     schema = dict(policy.schemas).get(tool)
     if tool in policy.denied:
@@ -90,7 +93,8 @@ def decide_tool_calls(
     policy: ToolPolicy, lines: Sequence[bytes], protected: Sequence[str] = (), root: str = ""
 ) -> tuple[ToolDecision, ...]:
     """A JSON Lines trace, one call a line (``{"tool": ..., "arguments": ...}``): one
-    decision per line; a line that is not a tool call is rejected."""
+    decision per line; a line that is not a tool call is rejected.
+    """
     decisions = []
     for step, raw in enumerate(lines, start=1):
         try:

@@ -338,7 +338,7 @@ def write_private_key(path: Path, name: str) -> Path:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(
-        seeded_signer(name)._key.private_bytes(  # noqa: SLF001 - the test's own fixed key
+        seeded_signer(name)._key.private_bytes(
             serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
         )
     )

@@ -53,11 +53,11 @@ def github() -> Iterator[FakeGithub]:
             state.requests.append((self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body))
             return body
 
-        def do_GET(self) -> None:  # noqa: N802 - the http.server interface
+        def do_GET(self) -> None:
             self._record()
             self._answer(200, state.comments if "page=1" in self.path else [])
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             body = self._record()
             if state.refuse_writes:
                 self._answer(403, {"message": "Resource not accessible by integration"})
@@ -67,7 +67,7 @@ def github() -> Iterator[FakeGithub]:
             state.comments.append(comment)
             self._answer(201, comment)
 
-        def do_PATCH(self) -> None:  # noqa: N802
+        def do_PATCH(self) -> None:
             body = self._record()
             cid = int(self.path.rsplit("/", 1)[1])
             for comment in state.comments:

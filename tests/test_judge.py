@@ -29,7 +29,7 @@ class ChatServer:
         server = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 server.requests.append((dict(self.headers), body))
                 status, content, hang = (

@@ -92,7 +92,7 @@ def tsa(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     work = tmp_path / "tsa"
 
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - the http.server protocol
+        def do_POST(self) -> None:
             query = self.rfile.read(int(self.headers["Content-Length"]))
             (work / "q.tsq").write_bytes(query)
             subprocess.run(

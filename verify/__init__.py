@@ -3,7 +3,8 @@ imports nothing from `ledger`.
 
 Entry points: `verify_receipt` (and `verify_receipt_strict`, which raises) for one
 receipt, `verify_chain` for a whole ledger. Both take a `Trust`: a pinned `TrustRoot`,
-or `UnsafeTrustOnFirstUse`, named for what it is and never a default."""
+or `UnsafeTrustOnFirstUse`, named for what it is and never a default.
+"""
 
 from ._bundle import BUNDLE_FORMAT, BundleSource
 from ._errors import CannotVerify, NoLedger, VerifyError

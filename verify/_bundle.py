@@ -1,6 +1,7 @@
 """Evidence bundles read offline. The zip is hostile until proven otherwise: its names,
 sizes, compression ratios and links are checked from the central directory before a
-byte is read, nothing is extracted to disk, and every read is capped."""
+byte is read, nothing is extracted to disk, and every read is capped.
+"""
 
 from __future__ import annotations
 
@@ -213,7 +214,8 @@ class BundleSource(SparseEntries):
 
     def redactions(self) -> list[dict[str, Any]]:
         """The redactions manifest.json declares (its ``redacted`` list; empty when there is
-        none or the manifest does not parse, which step 8 reports)."""
+        none or the manifest does not parse, which step 8 reports).
+        """
         try:
             listed = json.loads(self.read("manifest.json")).get("redacted") or []
         except (CannotVerify, ValueError, AttributeError):
@@ -223,7 +225,8 @@ class BundleSource(SparseEntries):
     def redacted(self, digest: Digest) -> bool:
         """Whether manifest.json declares this blob redacted by the exporter. The manifest is
         not signed: verify excuses such a blob only where no verdict is derived from it, and
-        says it was not checked."""
+        says it was not checked.
+        """
         return any(item.get("digest") == str(digest) for item in self.redactions())
 
     def pruned(self, record: TierRecord, ref: EvidenceRef) -> str | None:
@@ -240,7 +243,8 @@ class BundleSource(SparseEntries):
 
     def receipt_hash(self) -> str:
         """The receipt this bundle proves: its last entry, since a bundle holds its receipt and
-        the entries before it (§10). Never the manifest's word: that file is not signed."""
+        the entries before it (§10). Never the manifest's word: that file is not signed.
+        """
         last = self.entries[max(self.entries)]
         if last.kind != "receipt":
             raise CannotVerify("the bundle's last entry (%d) is not a receipt: give the receipt's HASH" % last.seq)
@@ -261,7 +265,8 @@ def _account_for_members(
     be evidence of a record in the bundle (those step 5d did not read are re-hashed here);
     allowed_signers must be the keyring the entries replay to; manifest.json must name this
     receipt, this format and exactly these entries. The renderings are re-rendered and
-    compared in step 9."""
+    compared in step 9.
+    """
     defects: list[Defect] = []
     referenced: set[str] = set()
     times: dict[int, int] = {}

@@ -15,4 +15,5 @@ class CannotVerify(VerifyError):
 
 class NoLedger(CannotVerify):
     """There is no ledger where one was named (a directory without its database, a
-    database without the schema or a genesis entry): the caller's input, not damage."""
+    database without the schema or a genesis entry): the caller's input, not damage.
+    """

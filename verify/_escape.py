@@ -1,7 +1,8 @@
 """Text from the ledger, made inert for where it is shown: a spreadsheet cell, Markdown
 (which GitHub also reads as HTML), or a terminal. Anything a contract, a key holder or a
 check's output wrote may reach these outputs, so every writer of them uses these three
-functions and nothing else (OWASP: CSV injection, output encoding)."""
+functions and nothing else (OWASP: CSV injection, output encoding).
+"""
 
 from __future__ import annotations
 
@@ -36,9 +37,9 @@ def csv_cell(text: str) -> str:
 
 
 def markdown_text(text: str) -> str:
-    """``text`` as literal Markdown text on one line: HTML's special characters as entities,
+    r"""``text`` as literal Markdown text on one line: HTML's special characters as entities,
     Markdown's punctuation backslash-escaped, line breaks as spaces, other control
-    characters as visible ``\\xNN``.
+    characters as visible ``\xNN``.
 
     Args:
         text: text from the ledger.
@@ -62,7 +63,7 @@ def markdown_text(text: str) -> str:
 
 
 def terminal_text(text: str) -> str:
-    """``text`` with every control character but newline and tab shown as ``\\xNN``, so that
+    r"""``text`` with every control character but newline and tab shown as ``\xNN``, so that
     no escape sequence from the ledger reaches a terminal (colours, cursor moves, titles,
     a carriage return that overwrites what a reviewer is shown).
 

@@ -1,6 +1,7 @@
 """The one evidence reader: a blob's bytes or JSON, returned only if they still hash to
 the digest that names them. The verifier re-derives verdicts through it, and the writer
-(`ledger`) reads its own evidence through it too, so both sides see the same facts."""
+(`ledger`) reads its own evidence through it too, so both sides see the same facts.
+"""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ class Blobs(Protocol):
 
 def read_blob(source: Blobs, digest: Digest, limit: int | None = SMALL_BLOB) -> bytes | None:
     """The blob's bytes; None if it is missing, larger than ``limit`` (None: no limit), or
-    no longer hashes to ``digest``."""
+    no longer hashes to ``digest``.
+    """
     handle = source.open_blob(digest)
     if handle is None:
         return None
@@ -61,7 +63,8 @@ def evidence_reader(source: Blobs) -> EvidenceReader:
 
 def blob_problem(source: Blobs, digest: Digest, size: int | None = None) -> str | None:
     """Stream a blob through BLAKE3: None if it hashes to ``digest`` (and has ``size``, when
-    given), else the defect code: ``evidence-missing`` or ``evidence-altered``."""
+    given), else the defect code: ``evidence-missing`` or ``evidence-altered``.
+    """
     handle = source.open_blob(digest)
     if handle is None:
         return "evidence-missing"

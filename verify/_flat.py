@@ -1,7 +1,8 @@
 """A receipt checked on a ledger the way a bundle is checked (docs/format.md §8, "by
 proof"): only the entries the receipt depends on are read, and each is proven into the
 newest signed checkpoint by an inclusion proof built from the stored Merkle tree. The
-stored nodes are not trusted: a wrong one makes a proof fail against the signed root."""
+stored nodes are not trusted: a wrong one makes a proof fail against the signed root.
+"""
 
 from __future__ import annotations
 
@@ -59,7 +60,8 @@ class StoredNodes:
 class FlatSource(SparseEntries):
     """The receipt's history inside a whole ledger, read as a bundle would hold it: the
     task's entries up to the receipt, every keyring entry up to the checkpoint, and their
-    proofs. Evidence is read from the ledger's blob store."""
+    proofs. Evidence is read from the ledger's blob store.
+    """
 
     def __init__(
         self,
@@ -152,7 +154,8 @@ def _keyring_upto(entries: dict[int, StoredEntry], size: int) -> Keyring | None:
 
 def flat_source(ledger: LedgerSource, receipt: StoredEntry, policy: Transparency) -> FlatSource | str:
     """The receipt's history in ``ledger`` with its proofs, or why it cannot be checked by
-    proof (no signed checkpoint covers the receipt; the stored tree lacks nodes)."""
+    proof (no signed checkpoint covers the receipt; the stored tree lacks nodes).
+    """
     newest = ledger.newest_checkpoint()
     if newest is None or newest[0] <= receipt.seq:
         return "no signed checkpoint covers entry %d" % receipt.seq

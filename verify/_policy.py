@@ -1,6 +1,7 @@
 """What the auditor asks of the log beyond the chain itself (docs/format.md §8 step 8, §9):
 the witnesses it trusts and their quorum, the auditing witnesses whose cosignature proves
-a task complete, the time-stamping authorities it pins, and a checkpoint it kept."""
+a task complete, the time-stamping authorities it pins, and a checkpoint it kept.
+"""
 
 from __future__ import annotations
 
@@ -74,7 +75,8 @@ class Transparency:
 
 def witnessed(note: SignedNote, size: int, signer: str | None, policy: Transparency) -> tuple[list[Defect], str]:
     """The witness quorum's defect (if the trusted witnesses whose cosignature verifies are
-    too few), and the one line that describes the checkpoint used."""
+    too few), and the one line that describes the checkpoint used.
+    """
     names = [w.name for w in policy.witnesses if cosignature_time(note, w.name, w.public_key) is not None]
     defects = []
     if len(names) < policy.quorum:

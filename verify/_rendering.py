@@ -6,7 +6,8 @@ auditor to trust pages nobody checked. The exporter writes these same functions'
 The inputs are the bundle's entries, its evidence, its checkpoint, the redactions its
 manifest declares, and the verifier's result on the bundle under the bundle's own genesis
 pin (`rendering_trust`) with the default policy; nothing the exporter's machine holds
-(its keyring after the receipt, its version, its own verification) enters them."""
+(its keyring after the receipt, its version, its own verification) enters them.
+"""
 
 from __future__ import annotations
 
@@ -85,7 +86,8 @@ def rendering_trust(entries: dict[int, StoredEntry]) -> TrustRoot:
 
 def render(manifest: dict[str, Any], links: bool = True) -> dict[str, bytes]:
     """The three rendering members' bytes, from the manifest document (``links``: the page
-    links the bundle's evidence members, as it does inside a bundle)."""
+    links the bundle's evidence members, as it does inside a bundle).
+    """
     return {
         "manifest.json": (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode(),
         "report.md": report_markdown(manifest).encode(),
@@ -114,7 +116,8 @@ def _declared(redacted: list[dict[str, Any]], records: dict[str, tuple[TierRecor
     """The declared redactions that name an evidence item of a listed record, in the shape
     the exporter writes (``tier``, ``check``, ``digest``, ``size``, and a textual ``reason``
     for evidence pruned before export, which is the exporter's word). Anything else is left
-    out, so a manifest that carries it is not its own rendering."""
+    out, so a manifest that carries it is not its own rendering.
+    """
     items = {
         (rec.tier.value, ref.check_id, str(ref.digest), ref.size) for rec, _ in records.values() for ref in rec.evidence
     }
@@ -129,7 +132,8 @@ def _declared(redacted: list[dict[str, Any]], records: dict[str, tuple[TierRecor
 
 def listed_records(entries: dict[int, StoredEntry], receipt: LadderReceipt) -> dict[str, tuple[TierRecord, str]]:
     """The tier records among ``entries`` that the receipt lists, with their signers' key
-    ids, by record hash (what a bundle's renderings and its exporter both describe)."""
+    ids, by record hash (what a bundle's renderings and its exporter both describe).
+    """
     records: dict[str, tuple[TierRecord, str]] = {}
     for e in entries.values():
         if e.kind == EntryKind.TIER_RECORD.value and any(

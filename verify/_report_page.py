@@ -2,7 +2,8 @@
 --html`. One self-contained HTML file: no script, no external resource, a print
 stylesheet, every value escaped. What it says about verification is the verifier's
 result on the bundle's own content (`bundle_renderings`), which every verifier of the
-bundle re-renders and compares (format.md §10, step 9), and it says how to re-check it."""
+bundle re-renders and compares (format.md §10, step 9), and it says how to re-check it.
+"""
 
 from __future__ import annotations
 
@@ -70,7 +71,8 @@ def _code(value: object) -> str:
 
 def report_html(m: dict[str, Any], links: bool = True) -> str:
     """The page for a bundle's manifest ``m``; ``links`` makes evidence names relative
-    links to the bundle's members (off for a page written outside a bundle)."""
+    links to the bundle's members (off for a page written outside a bundle).
+    """
     v = m["verification"]
     redacted = {(r["check"], r["digest"]) for r in m.get("redacted", [])}
     eligible = bool(v["verified"] and m["merge_eligible"] and v["merge_eligible_derived"])

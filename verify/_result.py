@@ -31,7 +31,8 @@ class Defect:
 class TierLine:
     """One record of the receipt's ladder as the verifier found it. ``status`` is what the
     record claims (a verdict, "skip" or "missing"); ``derived`` is the verdict its stored
-    evidence entails, for the tiers whose verdict is re-derived (deterministic, judge)."""
+    evidence entails, for the tiers whose verdict is re-derived (deterministic, judge).
+    """
 
     tier: Tier
     required: bool

@@ -1,5 +1,6 @@
 """What the verifier reads: the `Source` protocol, and a ledger directory opened
-read-only (its schema is `verify.schema`, shared with the writer)."""
+read-only (its schema is `verify.schema`, shared with the writer).
+"""
 
 from __future__ import annotations
 
@@ -95,7 +96,8 @@ class Source(Protocol):
 
     def redacted(self, digest: Digest) -> bool:
         """True when the source says it left this blob out on purpose (a bundle's exporter
-        may redact evidence no verdict is derived from); a ledger never does."""
+        may redact evidence no verdict is derived from); a ledger never does.
+        """
         ...
 
     def pruned(self, record: TierRecord, ref: EvidenceRef) -> str | None:
@@ -108,13 +110,15 @@ class Source(Protocol):
 
     def check_transparency(self, origin: str, ring: Keyring | None, receipt_seq: int, policy: Transparency) -> Finding:
         """Step 8 as this source can prove it: ``ring`` is the keyring the walk replayed
-        up to the receipt."""
+        up to the receipt.
+        """
         ...
 
 
 class SparseEntries:
     """Lookups over the entries a sparse copy holds (a bundle, or a receipt's history read
-    by proof), by sequence number in ``entries``."""
+    by proof), by sequence number in ``entries``.
+    """
 
     sparse = True
     entries: dict[int, StoredEntry]
@@ -135,7 +139,8 @@ class LedgerSource:
     """A ledger directory opened read-only. Every SQLite failure becomes `CannotVerify`.
 
     Every query goes through `_rows`, so that a store speaking another SQL dialect (the
-    shared PostgreSQL store, `verify.PostgresSource`) reads with the same queries."""
+    shared PostgreSQL store, `verify.PostgresSource`) reads with the same queries.
+    """
 
     sparse = False  # every entry is here; a bundle holds only some
 
@@ -209,7 +214,8 @@ class LedgerSource:
 
     def newest_of_task(self, task: str, upto: int, kind: str | None = None) -> StoredEntry | None:
         """The newest entry whose ``task`` column (and ``kind``, if given) match, at or below
-        ``upto``: one indexed probe. The columns are lookup aids: callers check the bytes."""
+        ``upto``: one indexed probe. The columns are lookup aids: callers check the bytes.
+        """
         args: tuple[object, ...]
         if kind is None:
             sql, args = "task = ? AND seq <= ?", (task, upto)
@@ -250,7 +256,8 @@ class LedgerSource:
 
     def entries_between(self, start: int, stop: int, page: int = 5000) -> Iterator[StoredEntry]:
         """Entries with start <= seq < stop in order, a page at a time: memory stays bounded
-        however many there are."""
+        however many there are.
+        """
         while start < stop:
             rows = list(
                 self._rows(
@@ -270,7 +277,8 @@ class LedgerSource:
     def _signed(self, kind: EntryKind, role: Role) -> list[tuple[int, Body, str]]:
         """Entries of a ledger-wide ``kind`` whose signature verifies, by a key with ``role``
         as the keyring stood at each: (seq, body, signer). The others grant nothing; the
-        chain walk reports them."""
+        chain walk reports them.
+        """
         found = []
         for stored in self.iter_entries(kind=kind.value):
             try:
@@ -287,7 +295,8 @@ class LedgerSource:
 
     def retention(self) -> tuple[int, RetentionPolicy, str] | None:
         """The newest retention policy validly signed by an admin key (as the keyring stood
-        at its entry), with its seq and signer; None when the ledger has none."""
+        at its entry), with its seq and signer; None when the ledger has none.
+        """
         size = self.count()  # a writer's reader lives on while policies are appended
         if self._policy is None or self._policy[0] != size:
             policies = [
@@ -301,7 +310,8 @@ class LedgerSource:
     def timestamp_tokens(self, note_text: str, size: int) -> tuple[list[tuple[str, bytes]], str]:
         """The time-stamp tokens this ledger recorded for the checkpoint of ``size`` whose
         signed text is ``note_text`` (by a valid seal key, over that exact text, their blobs
-        re-hashing), each with its label; and why there are none, if none."""
+        re-hashing), each with its label; and why there are none, if none.
+        """
         digest = content_digest(note_text.encode("utf-8"))
         tokens, why = [], "no time-stamp was recorded for it"
         for seq, stamp, signer in self.timestamps():
@@ -362,7 +372,8 @@ class LedgerSource:
 
     def tree_node(self, level: int, index: int) -> bytes | None:
         """A stored Merkle tree node (docs/format.md §7); None if absent. Untrusted: a
-        verifier recomputes what it relies on."""
+        verifier recomputes what it relies on.
+        """
         for (h,) in self._rows("SELECT hash FROM tree WHERE level = ? AND idx = ?", (level, index)):
             return bytes(h)
         return None
@@ -433,7 +444,8 @@ class _WholeLedger:
 
 def _roots(source: LedgerSource, sizes: set[int], count: int) -> dict[int, bytes]:
     """The tree's root at each size that the ledger reaches, its leaves folded into a
-    compact range as they stream past (memory does not grow with the ledger)."""
+    compact range as they stream past (memory does not grow with the ledger).
+    """
     leaves = CompactRange()
     roots = {0: leaves.root()} if 0 in sizes else {}
     for data in source.entry_bytes(min(max(sizes, default=0), count)):

@@ -2,7 +2,8 @@
 checkpoint it audited up to, the compact Merkle range at that size, and what the walk
 needs to judge the entries after it (the keyring's entries, each task's head and latest
 contract, the last entry's hash and time). Small: it grows with keyring changes and tasks,
-never with entries."""
+never with entries.
+"""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ def _b64(data: bytes) -> str:
 @dataclass(frozen=True, slots=True)
 class AuditState:
     """A clean audit's state at the size of the checkpoint it verified. The auditor's own
-    record: a resumed audit re-proves it against that checkpoint before relying on it."""
+    record: a resumed audit re-proves it against that checkpoint before relying on it.
+    """
 
     origin: str
     checkpoint: str  # the signed note, as stored

@@ -3,7 +3,8 @@ and the ledger only ever grew since a checkpoint the auditor kept (docs/format.m
 
 A whole ledger, a receipt's history read by proof and a bundle differ only in how they
 prove entries into a checkpoint's root; each gives that as a `CheckpointProof`, and
-`check_checkpoints` applies the rest (signer, witnesses, time-stamp, kept checkpoint)."""
+`check_checkpoints` applies the rest (signer, witnesses, time-stamp, kept checkpoint).
+"""
 
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ __all__ = ["CheckpointProof", "check_checkpoints", "checkpoint_signer", "read_ch
 
 class CheckpointProof(Protocol):
     """How one source proves its entries into a signed checkpoint: the part of step 8 that
-    differs between a whole ledger, a receipt read by proof and a bundle."""
+    differs between a whole ledger, a receipt read by proof and a bundle.
+    """
 
     def ring_at(self, size: int) -> Keyring | None:
         """The keyring as the entries below ``size`` replay it, signatures checked.
@@ -81,7 +83,8 @@ class CheckpointProof(Protocol):
     def tokens(self, note: SignedNote, checkpoint: Checkpoint) -> tuple[list[tuple[str, bytes]], str]:
         """The RFC 3161 tokens the source carries for this checkpoint, each with a label,
         and why there are none when there are none. Tokens are self-authenticating: the
-        pinned authority's signature over the note is what counts, not who carried them."""
+        pinned authority's signature over the note is what counts, not who carried them.
+        """
         ...
 
 

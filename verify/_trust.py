@@ -2,7 +2,8 @@
 
 Trust is always the caller's choice: a pinned `TrustRoot`, or `UnsafeTrustOnFirstUse`,
 which believes whatever genesis the ledger holds and is named for what it is (after
-sigstore-python's `UnsafeNoOp` policy). No verification function has a default."""
+sigstore-python's `UnsafeNoOp` policy). No verification function has a default.
+"""
 
 from __future__ import annotations
 
@@ -53,7 +54,8 @@ class TrustRoot:
     @classmethod
     def from_allowed_signers(cls, text: str, source: str) -> TrustRoot:
         """The admin keys an ``allowed_signers`` text pins; ``source`` says where it was read
-        (a file, or a file on a git branch) and appears in every result."""
+        (a file, or a file on a git branch) and appears in every result.
+        """
         ids = parse_allowed_signers(text)
         if not ids:
             raise CannotVerify(
@@ -65,7 +67,8 @@ class TrustRoot:
 @dataclass(frozen=True, slots=True)
 class UnsafeTrustOnFirstUse:
     """UNSAFE: trust the genesis admin the ledger itself names. Anyone who can write a
-    whole ledger passes this check; use it only to inspect, never to decide."""
+    whole ledger passes this check; use it only to inspect, never to decide.
+    """
 
     def pins(self, key_id: str) -> bool:
         return True
@@ -81,7 +84,8 @@ Trust = TrustRoot | UnsafeTrustOnFirstUse
 
 def parse_allowed_signers(text: str) -> set[str]:
     """Key ids of the ssh-ed25519 keys that the file allows to sign in the admin namespace.
-    Raises `CannotVerify` on a malformed file."""
+    Raises `CannotVerify` on a malformed file.
+    """
     admin_ns = namespace_for(Role.ADMIN)
     try:
         lines = receipts_parse_allowed_signers(text)

@@ -1,7 +1,8 @@
 """Trusted time for checkpoints (issue 16): an RFC 3161 time-stamp over a checkpoint's
 signed text, checked offline against the authority certificates the auditor pinned
 (`rfc3161-client`, which sigstore-python uses for the same job). The attested time is
-the authority's; every other time in the ledger is its signer's clock."""
+the authority's; every other time in the ledger is its signer's clock.
+"""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ def timestamp_finding(
     """For the checkpoint of ``size`` whose signed text is ``note_text``: with pinned
     authority certificates, the first token that verifies (its line), or a defect;
     without, a warning that the tokens were not checked. Tokens are self-authenticating:
-    who carried one does not matter, only that the pinned authority signed this text."""
+    who carried one does not matter, only that the pinned authority signed this text.
+    """
     text = note_text.encode("utf-8")
     if not policy.tsa_roots:
         said = "the checkpoint at size %d carries %d RFC 3161 time-stamp(s): not checked (pin the authority with --tsa-cert)"

@@ -112,7 +112,8 @@ def verify_receipt(
          verified content (`bundle_renderings`) and compare them byte for byte.
 
     Returns a `Result` listing every defect found. Raises `CannotVerify` only when the
-    check cannot run at all (unknown hash, unreadable source, a worker that died)."""
+    check cannot run at all (unknown hash, unreadable source, a worker that died).
+    """
     if method not in METHODS:
         raise ValueError("method is one of %s" % ", ".join(METHODS))
     result = _verify_receipt(source, target, trust, transparency or Transparency(), method)
@@ -390,7 +391,10 @@ def _step5_records(walk: Walk, source: Source, receipt: LadderReceipt, receipt_e
                 out.lines.append(TierLine(tier, required, "missing", str(digest), None, "record not found"))
                 continue
             rec_entry, rec = found[0], found[1]
-            derived = _check_record(walk, source, receipt, tier, rec_entry, rec, out)
+            checked = _check_record(walk, source, receipt, tier, rec_entry, rec)
+            out.defects += checked.defects
+            out.warnings += checked.warnings
+            derived = checked.derived
             out.records[digest] = rec
             label = walk.signers.get(digest.value)
             if label is not None:
@@ -412,7 +416,8 @@ def _step5_records(walk: Walk, source: Source, receipt: LadderReceipt, receipt_e
 def _walked_elsewhere(source: Source, digest: Digest, before: int) -> tuple[Entry, Body] | None:
     """A listed record of another task, which the walk did not keep: read again, and taken
     only as the walk met it (the first entry whose body has this hash, before the receipt,
-    its bytes hashing to it), so that step 5b can name it for what it is."""
+    its bytes hashing to it), so that step 5b can name it for what it is.
+    """
     stored = source.by_body_hash(digest)
     if stored is None or stored.seq >= before:
         return None
@@ -425,114 +430,121 @@ def _walked_elsewhere(source: Source, digest: Digest, before: int) -> tuple[Entr
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class _RecordCheck:
+    """What steps 5a to 5h found for one record, and the verdict its evidence entails (None
+    where none is re-derived).
+    """
+
+    derived: str | None
+    defects: tuple[Defect, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
 def _check_record(
-    walk: Walk, source: Source, receipt: LadderReceipt, tier: Tier, entry: Entry, rec: TierRecord, out: _Records
-) -> str | None:
-    """Steps 5a to 5h for one record; returns the verdict its evidence entails, where re-derived."""
-    seq = entry.seq
+    walk: Walk, source: Source, receipt: LadderReceipt, tier: Tier, entry: Entry, rec: TierRecord
+) -> _RecordCheck:
+    """Steps 5a to 5h for one record."""
+    defects: list[Defect] = []
+    warnings: list[str] = []
     # 5a. ... signed by a key with that tier's role (as in 2e).
     if entry.body_hash.value not in walk.signers:
         signed = walk.signature(entry, rec)
         if isinstance(signed, Defect):
-            out.defects.append(signed)
+            defects.append(signed)
+    defects += _binding_defects(receipt, tier, entry, rec)
+    # 5d. Its evidence list re-hashes, and every blob exists and re-hashes to its digest.
+    defects += _evidence_defects(source, rec, tier, entry.seq, warnings=warnings)
+    if rec.tier is not tier:
+        return _RecordCheck(None, tuple(defects), tuple(warnings))
+    if tier is Tier.HUMAN:
+        entailed = _human_entailed(source, entry, rec)
+    else:
+        contract = walk.contracts.get((rec.task_id, rec.config_hash.value))
+        if contract is None:
+            why = "the %s record's config is not a registered contract" % tier
+            entailed = _RecordCheck(None, (Defect("config-unregistered", why, entry.seq),))
+        elif tier is Tier.DETERMINISTIC:
+            entailed = _deterministic_entailed(walk, source, receipt, entry, rec, contract)
+        else:
+            entailed = _judge_entailed(source, entry, rec, contract)
+    return _RecordCheck(entailed.derived, (*defects, *entailed.defects), (*warnings, *entailed.warnings))
+
+
+def _binding_defects(receipt: LadderReceipt, tier: Tier, entry: Entry, rec: TierRecord) -> list[Defect]:
+    """Steps 5b and 5c: what the record is about, and when."""
+    seq = entry.seq
+    defects: list[Defect] = []
     # 5b. The record is for this task, this candidate and this config, in this tier's slot.
     if rec.tier is not tier:
-        out.defects.append(Defect("record-tier", "the %s slot holds a %s record" % (tier, rec.tier), seq))
+        defects.append(Defect("record-tier", "the %s slot holds a %s record" % (tier, rec.tier), seq))
     if rec.task_id != receipt.task_id:
-        out.defects.append(
-            Defect("record-task", "tier %s record is for task %s, not %s" % (tier, rec.task_id, receipt.task_id), seq)
-        )
+        why = "tier %s record is for task %s, not %s" % (tier, rec.task_id, receipt.task_id)
+        defects.append(Defect("record-task", why, seq))
     if rec.input_hash != receipt.input_hash:
-        out.defects.append(
-            Defect(
-                "record-candidate",
-                "tier %s record is for candidate %s, not %s"
-                % (tier, rec.input_hash.short(), receipt.input_hash.short()),
-                seq,
-            )
-        )
+        why = "tier %s record is for candidate %s, not %s" % (tier, rec.input_hash.short(), receipt.input_hash.short())
+        defects.append(Defect("record-candidate", why, seq))
     if rec.config_hash != receipt.config_hash:
-        out.defects.append(
-            Defect(
-                "record-config",
-                "tier %s record is under config %s, not %s"
-                % (tier, rec.config_hash.short(), receipt.config_hash.short()),
-                seq,
-            )
-        )
+        why = "tier %s record is under config %s, not %s" % (tier, rec.config_hash.short(), receipt.config_hash.short())
+        defects.append(Defect("record-config", why, seq))
     # 5c. A record cannot claim to be newer than the entry that appended it (it would look fresher).
     if rec.created > entry.time:
-        out.defects.append(
-            Defect(
-                "record-time",
-                "tier %s record is dated %d, after it was appended at %d" % (tier, rec.created, entry.time),
-                seq,
+        why = "tier %s record is dated %d, after it was appended at %d" % (tier, rec.created, entry.time)
+        defects.append(Defect("record-time", why, seq))
+    return defects
+
+
+def _human_entailed(source: Source, entry: Entry, rec: TierRecord) -> _RecordCheck:
+    # 5h. A human verdict is what its decision document says, by the key that signed it.
+    human, why = derive_human(rec, entry.signer, evidence_reader(source))
+    if human is rec.verdict:
+        return _RecordCheck(human.value)
+    message = "the human record says %s but its decision entails %s: %s" % (rec.verdict, human, why)
+    return _RecordCheck(human.value, (Defect("verdict-not-entailed", message, entry.seq),))
+
+
+def _deterministic_entailed(
+    walk: Walk, source: Source, receipt: LadderReceipt, entry: Entry, rec: TierRecord, contract: Contract
+) -> _RecordCheck:
+    # 5e. A deterministic verdict must follow from its recorded evidence under its contract and waivers.
+    seq = entry.seq
+    in_force = waivers_in_force(walk.waivers, rec, seq)
+    outcome = rederive_deterministic(
+        rec, contract, evidence_reader(source), {c: describe_waiver(*ws[-1]) for c, ws in in_force.items()}
+    )
+    defects: list[Defect] = []
+    # 5f. A pass that leans on a waiver needs the waiver still in force when the receipt was sealed.
+    for check_id in outcome.waived:
+        if not any(w.in_force(receipt.created) for _, w, _ in in_force[check_id]):
+            why = "the deterministic pass relies on a waiver of %s that expired before the receipt was sealed (%s)" % (
+                check_id,
+                describe_waiver(*in_force[check_id][-1]),
             )
+            defects.append(Defect("waiver-expired", why, seq))
+    if (outcome.verdict is Verdict.PASS) != (rec.verdict is Verdict.PASS):
+        why = "the deterministic record says %s but its evidence entails %s: %s" % (
+            rec.verdict,
+            outcome.verdict,
+            "; ".join(outcome.reasons) or "all checks passed",
         )
-    # 5d. Its evidence list re-hashes, and every blob exists and re-hashes to its digest.
-    out.defects += _evidence_defects(source, rec, tier, seq, warnings=out.warnings)
-    if rec.tier is not tier:
-        return None
-    if tier is Tier.HUMAN:
-        # 5h. A human verdict is what its decision document says, by the key that signed it.
-        human, why = derive_human(rec, entry.signer, evidence_reader(source))
-        if human is not rec.verdict:
-            out.defects.append(
-                Defect(
-                    "verdict-not-entailed",
-                    "the human record says %s but its decision entails %s: %s" % (rec.verdict, human, why),
-                    seq,
-                )
-            )
-        return human.value
-    contract = walk.contracts.get((rec.task_id, rec.config_hash.value))
-    if contract is None:
-        out.defects.append(
-            Defect("config-unregistered", "the %s record's config is not a registered contract" % tier, seq)
-        )
-        return None
-    if tier is Tier.DETERMINISTIC:
-        # 5e. A deterministic verdict must follow from its recorded evidence under its contract and waivers.
-        in_force = waivers_in_force(walk.waivers, rec, seq)
-        outcome = rederive_deterministic(
-            rec, contract, evidence_reader(source), {c: describe_waiver(*ws[-1]) for c, ws in in_force.items()}
-        )
-        out.warnings += outcome.warnings
-        # 5f. A pass that leans on a waiver needs the waiver still in force when the receipt was sealed.
-        for check_id in outcome.waived:
-            if not any(w.in_force(receipt.created) for _, w, _ in in_force[check_id]):
-                out.defects.append(
-                    Defect(
-                        "waiver-expired",
-                        "the deterministic pass relies on a waiver of %s that expired before the receipt was sealed (%s)"
-                        % (check_id, describe_waiver(*in_force[check_id][-1])),
-                        seq,
-                    )
-                )
-        if (outcome.verdict is Verdict.PASS) != (rec.verdict is Verdict.PASS):
-            out.defects.append(
-                Defect(
-                    "verdict-not-entailed",
-                    "the deterministic record says %s but its evidence entails %s: %s"
-                    % (rec.verdict, outcome.verdict, "; ".join(outcome.reasons) or "all checks passed"),
-                    seq,
-                )
-            )
-        return outcome.verdict.value
+        defects.append(Defect("verdict-not-entailed", why, seq))
+    return _RecordCheck(outcome.verdict.value, tuple(defects), outcome.warnings)
+
+
+def _judge_entailed(source: Source, entry: Entry, rec: TierRecord, contract: Contract) -> _RecordCheck:
     # 5g. A judge verdict (and a pass's confidence) must follow from its stored replies under its contract.
     judged = _rederive_judge(source, rec, contract)
-    if (judged.verdict is Verdict.PASS) != (rec.verdict is Verdict.PASS) or (
-        rec.verdict is Verdict.PASS and rec.confidence_bp != judged.confidence_bp
+    if (judged.verdict is Verdict.PASS) == (rec.verdict is Verdict.PASS) and (
+        rec.verdict is not Verdict.PASS or rec.confidence_bp == judged.confidence_bp
     ):
-        out.defects.append(
-            Defect(
-                "verdict-not-entailed",
-                "the judge record says %s (confidence %s) but its stored replies entail %s: %s"
-                % (rec.verdict, rec.confidence_bp, judged.verdict, judged.reason),
-                seq,
-            )
-        )
-    return judged.verdict.value
+        return _RecordCheck(judged.verdict.value)
+    why = "the judge record says %s (confidence %s) but its stored replies entail %s: %s" % (
+        rec.verdict,
+        rec.confidence_bp,
+        judged.verdict,
+        judged.reason,
+    )
+    return _RecordCheck(judged.verdict.value, (Defect("verdict-not-entailed", why, entry.seq),))
 
 
 def _evidence_defects(
@@ -546,7 +558,8 @@ def _evidence_defects(
     """5d: the evidence list re-hashes, and each blob exists and re-hashes to its digest and
     size, read in chunks. ``seen`` remembers blobs already read (an audit reads each once).
     A blob a bundle's exporter redacted is a warning, not a defect, only where no verdict
-    is derived from it (and ``warnings`` is given): it was not checked, and says so."""
+    is derived from it (and ``warnings`` is given): it was not checked, and says so.
+    """
     defects = []
     if evidence_list_hash(record.evidence) != record.evidence_hash:
         defects.append(
@@ -753,7 +766,8 @@ def _step8d_completeness(used: str, found: Finding, policy: Transparency) -> tup
 
 class _Recent(dict[tuple[Digest, int], "str | None"]):
     """Blobs already re-hashed in this audit, the oldest forgotten past a bound: a blob
-    forgotten and met again is read again, so memory stays bounded and nothing is skipped."""
+    forgotten and met again is read again, so memory stays bounded and nothing is skipped.
+    """
 
     LIMIT = 1 << 16
 
@@ -789,18 +803,14 @@ def verify_chain(
     from its compact range: the newest checkpoint's root then proves the audited prefix
     unchanged. A clean result carries the state at the newest checkpoint (``state``).
     Returns a `ChainResult` naming the first bad entry; raises `CannotVerify` if the ledger
-    or the state cannot be read, or a signature worker dies."""
+    or the state cannot be read, or a signature worker dies.
+    """
     policy = transparency or Transparency()
     if resume is not None and policy.since is not None:
         raise CannotVerify("--since with --resume: the audit state already holds the checkpoint you audited up to")
     count = source.count()
     newest = source.newest_checkpoint()
-    wanted = {newest[0]} if newest is not None else set()
-    if policy.since is not None:
-        try:
-            wanted.add(parse_checkpoint(parse_note(policy.since).text).size)
-        except ReceiptsError:
-            pass  # step 8 refuses a kept checkpoint that is not one
+    wanted = _sizes_to_root(newest, policy)
     queue = SignatureQueue(workers or os.cpu_count() or 1)
     walk: Walk
     found: list[Defect] = []
@@ -853,6 +863,17 @@ def verify_chain(
         state=state if not defects else None,
         warnings=tuple(said),
     )
+
+
+def _sizes_to_root(newest: tuple[int, str] | None, policy: Transparency) -> set[int]:
+    """The tree sizes whose roots step 8 needs: the newest checkpoint's and a kept one's."""
+    wanted = {newest[0]} if newest is not None else set()
+    if policy.since is not None:
+        try:
+            wanted.add(parse_checkpoint(parse_note(policy.since).text).size)
+        except ReceiptsError:
+            pass  # step 8 refuses a kept checkpoint that is not one
+    return wanted
 
 
 def _proven_into(nodes: CachedNodes, stored: StoredEntry, size: int, root: bytes) -> bool:
@@ -909,47 +930,58 @@ def _reprove_state(source: LedgerSource, state: AuditState, seam: StoredEntry, r
     Raises:
         CannotVerify: any of these fails; the state cannot be resumed from (a full audit can).
     """
+    if not _proven_into(CachedNodes(StoredNodes(source)), seam, state.size, root):
+        _refuse("entry %d is not proven into the state's checkpoint" % seam.seq)
+    _reprove_ring(state, seam)
+    _reprove_tasks(source, state, root)
+
+
+def _refuse(why: str) -> NoReturn:
+    raise CannotVerify("the audit state does not re-prove against the ledger (%s): run a full audit" % why)
+
+
+def _reprove_ring(state: AuditState, seam: StoredEntry) -> None:
+    """Step 2 of `_reprove_state`: the keyring is the signed ring chain that ends at the seam."""
+    try:
+        entries = [decode_entry(e) for e, _ in state.ring]
+        at_seam = decode_entry(seam.entry)
+    except ReceiptsError as exc:
+        _refuse(str(exc))
+    expected: Digest | None = Digest(state.prev_hash) if at_seam.kind in KEYRING_KINDS else at_seam.ring
+    for (raw, body), entry in zip(reversed(state.ring), reversed(entries), strict=True):
+        if expected is None or entry_hash(raw) != expected:
+            _refuse("its keyring is not the signed ring chain ending at entry %d" % seam.seq)
+        if body_hash(entry.kind, body) != entry.body_hash:
+            _refuse("the body of keyring entry %d does not hash to its entry" % entry.seq)
+        expected = entry.ring
+    if expected is not None or state.last_ring != entry_hash(state.ring[-1][0]).value:
+        _refuse("its keyring is not the signed ring chain ending at entry %d" % seam.seq)
+
+
+def _reprove_tasks(source: LedgerSource, state: AuditState, root: bytes) -> None:
+    """Steps 3 and 4 of `_reprove_state`: each task's head and contract."""
     nodes = CachedNodes(StoredNodes(source))
 
     def proven(stored: StoredEntry) -> bool:
         return _proven_into(nodes, stored, state.size, root)
 
-    def refuse(why: str) -> NoReturn:
-        raise CannotVerify("the audit state does not re-prove against the ledger (%s): run a full audit" % why)
-
-    if not proven(seam):
-        refuse("entry %d is not proven into the state's checkpoint" % seam.seq)
-    try:
-        entries = [decode_entry(e) for e, _ in state.ring]
-        at_seam = decode_entry(seam.entry)
-    except ReceiptsError as exc:
-        refuse(str(exc))
-    expected: Digest | None = Digest(state.prev_hash) if at_seam.kind in KEYRING_KINDS else at_seam.ring
-    for (raw, body), entry in zip(reversed(state.ring), reversed(entries), strict=True):
-        if expected is None or entry_hash(raw) != expected:
-            refuse("its keyring is not the signed ring chain ending at entry %d" % seam.seq)
-        if body_hash(entry.kind, body) != entry.body_hash:
-            refuse("the body of keyring entry %d does not hash to its entry" % entry.seq)
-        expected = entry.ring
-    if expected is not None or state.last_ring != entry_hash(state.ring[-1][0]).value:
-        refuse("its keyring is not the signed ring chain ending at entry %d" % seam.seq)
     contracts = {}
     for raw_body in state.contracts:
         try:
             contracts[decode_as(ContractRevision, raw_body).task_id] = raw_body
         except ReceiptsError as exc:
-            refuse(str(exc))
+            _refuse(str(exc))
     for task, head_hash in state.tasks:
         head = source.newest_of_task(task, state.size - 1)
         if head is None or entry_hash(head.entry).value != head_hash or not proven(head) or _task_of(head) != task:
-            refuse("task %s's head is not its newest entry, proven below size %d" % (task, state.size))
+            _refuse("task %s's head is not its newest entry, proven below size %d" % (task, state.size))
         found = source.newest_of_task(task, state.size - 1, EntryKind.CONTRACT.value)
         if found is not None and not (proven(found) and _task_of(found) == task):
-            refuse("task %s's newest contract entry %d is not proven below size %d" % (task, found.seq, state.size))
+            _refuse("task %s's newest contract entry %d is not proven below size %d" % (task, found.seq, state.size))
         if (found.body if found is not None else None) != contracts.pop(task, None):
-            refuse("task %s's contract is not its newest below size %d" % (task, state.size))
+            _refuse("task %s's contract is not its newest below size %d" % (task, state.size))
     if contracts:
-        refuse("it holds contracts of tasks it has no head for: %s" % ", ".join(sorted(contracts)))
+        _refuse("it holds contracts of tasks it has no head for: %s" % ", ".join(sorted(contracts)))
 
 
 def _task_of(stored: StoredEntry) -> str | None:
@@ -977,7 +1009,8 @@ def _resume_defects(
     """The state's own checkpoint re-proven against the keyring its entries replay to
     (``ring``; else it is bad input), the state shown to be this ledger's, then what the
     ledger must still be for the audit to resume: at least as long, the same entry at the
-    seam, and a checkpoint no older than the one audited."""
+    seam, and a checkpoint no older than the one audited.
+    """
     read = read_checkpoint(state.checkpoint, state.origin)
     if isinstance(read, str) or read[1].size != state.size or read[1].root != _resumed_range(state).root():
         raise CannotVerify("the audit state does not match its own checkpoint: it cannot be resumed from")

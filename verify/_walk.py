@@ -1,5 +1,6 @@
 """Steps 2 and 3 of docs/format.md §8: replay the chain in order, judging each entry
-against the keyring replayed so far, and the genesis against the trust root."""
+against the keyring replayed so far, and the genesis against the trust root.
+"""
 
 from __future__ import annotations
 
@@ -111,7 +112,8 @@ class Walk:
     def resumed(cls, state: AuditState, trust: Trust, deferred: SignatureQueue | None) -> Walk:
         """A chain audit's walk as it stood at ``state.size``: the keyring replayed (its
         signatures checked again) from the state's keyring entries, the trust root judged
-        against its genesis. A state that does not replay is bad input (`CannotVerify`)."""
+        against its genesis. A state that does not replay is bad input (`CannotVerify`).
+        """
         walk = cls(trust, deferred=deferred, keep=False)
         try:
             changes = [(decode_entry(e), b) for e, b in state.ring]
@@ -127,7 +129,7 @@ class Walk:
         walk.genesis_admins = tuple(
             sorted(s.key_id for s in Keyring.from_genesis(genesis) if Role.ADMIN in s.spec.roles)
         )
-        walk.origin = "receipt-ledger/" + genesis.ledger_id
+        walk.origin = genesis.origin
         if walk.origin != state.origin:
             raise CannotVerify("the audit state's keyring is for log %r, not %r" % (walk.origin, state.origin))
         if not trust.pins(changes[0][0].signer):
@@ -148,9 +150,38 @@ class Walk:
         return self.trust.label(self.genesis_admins)
 
     def step(self, stored: StoredEntry, check_signature: bool) -> Body | None:
-        """Judge the next entry; returns its body if it decoded."""
-        seq = stored.seq
+        """Judge the next entry (steps 2 and 3, in the order format.md gives them).
+
+        Args:
+            stored: the entry's row as the source holds it.
+            check_signature: whether to check its signature now (keyring, contract and waiver
+                entries are always checked; tier records only when a receipt relies on them).
+
+        Returns:
+            Its body if it decoded, else None (the defects say why).
+        """
         self.entries += 1
+        placed = self._place(stored)
+        if placed is None:
+            return None
+        entry, this_hash = placed
+        body = self._open(stored, entry)
+        if body is None:
+            return None
+        self._links(stored, entry, body, this_hash)
+        if isinstance(body, Genesis):
+            self._genesis(entry, body)
+        if self.keyring is None:
+            self.defect("no-genesis", "entry %d comes before any valid genesis entry" % stored.seq, stored.seq)
+            return body
+        self._authorize(entry, body, check_signature, self.keyring)
+        if self.keeps(body):
+            self.bodies.setdefault(entry.body_hash.value, (entry, body))
+        return body
+
+    def _place(self, stored: StoredEntry) -> tuple[Entry, Digest] | None:
+        """Steps 2a and 2b: the entry decodes, sits at its position and links to the one before."""
+        seq = stored.seq
         # 2a. The entry decodes canonically, sits at its position, and its index columns agree.
         try:
             entry = decode_entry(stored.entry)
@@ -161,9 +192,8 @@ class Walk:
         # A sparse copy (a bundle) may skip entries; its inclusion proofs fix each entry's place.
         contiguous = seq == self.expected_seq
         if entry.seq != seq or (not self.sparse and not contiguous):
-            self.defect(
-                "chain-gap", "expected entry %d, found entry %d stored at %d" % (self.expected_seq, entry.seq, seq), seq
-            )
+            found = "expected entry %d, found entry %d stored at %d" % (self.expected_seq, entry.seq, seq)
+            self.defect("chain-gap", found, seq)
         self.expected_seq = seq + 1
         this_hash = entry_hash(stored.entry)
         if (
@@ -176,6 +206,11 @@ class Walk:
         if (contiguous or not self.sparse) and entry.prev != self.prev_hash:
             self.defect("chain-link", "entry %d does not link to the entry before it" % seq, seq)
         self.prev_hash = this_hash
+        return entry, this_hash
+
+    def _open(self, stored: StoredEntry, entry: Entry) -> Body | None:
+        """Steps 2c and 2d's clock: the body re-hashes and decodes; time never runs backwards."""
+        seq = stored.seq
         # 2c. Its body re-hashes to the body hash it commits to, and decodes canonically.
         body: Body | None = None
         if body_hash(entry.kind, stored.body) != entry.body_hash:
@@ -185,21 +220,20 @@ class Walk:
                 body = decode_body(entry.kind, stored.body)
             except ReceiptsError as exc:
                 self.defect("body-malformed", "entry %d: body does not decode: %s" % (seq, exc), seq)
-        # 2d. Time never runs backwards along the chain (no back-dating past a revocation),
-        # and the back-pointers name the latest keyring entry and the task's previous entry.
+        # 2d. Time never runs backwards along the chain (no back-dating past a revocation).
         if entry.time < self.prev_time:
             self.defect("time-order", "entry %d is dated before the entry it follows" % seq, seq)
         self.prev_time = max(self.prev_time, entry.time)
-        if body is None:
-            return None
+        return body
+
+    def _links(self, stored: StoredEntry, entry: Entry, body: Body, this_hash: Digest) -> None:
+        """Step 2d's back-pointers, and 2a's task column: the latest keyring entry and the task's previous entry."""
+        seq = stored.seq
         task = getattr(body, "task_id", None) if entry.kind in TASK_ENTRY_KINDS else None
         # 2a. ... including the task column, which `ledger log --task` and `ledger status` select by.
         if stored.task != task:
-            self.defect(
-                "index-mismatch",
-                "entry %d: its stored task column says %r, its body %r" % (seq, stored.task, task),
-                seq,
-            )
+            found = "entry %d: its stored task column says %r, its body %r" % (seq, stored.task, task)
+            self.defect("index-mismatch", found, seq)
         if entry.ring != self.last_ring:
             self.defect("ring-link", "entry %d does not name the latest keyring entry before it" % seq, seq)
         if entry.task_prev != (self.last_task.get(task) if task is not None else None):
@@ -209,21 +243,18 @@ class Walk:
             self.ring_log.append((stored.entry, stored.body))
         if task is not None:
             self.last_task[task] = this_hash
-        if isinstance(body, Genesis):
-            self.keyring = Keyring.from_genesis(body)
-            self.genesis_admins = tuple(sorted(s.key_id for s in self.keyring if Role.ADMIN in s.spec.roles))
-            self.origin = "receipt-ledger/" + body.ledger_id
-            # 3. The trust root: the genesis signer must be pinned (unless trust is explicitly on first use).
-            if not self.trust.pins(entry.signer):
-                self.defect(
-                    "trust-root",
-                    "genesis is signed by %s, which the trust root (%s) does not pin"
-                    % (entry.signer, self.trust_label),
-                    seq,
-                )
-        if self.keyring is None:
-            self.defect("no-genesis", "entry %d comes before any valid genesis entry" % seq, seq)
-            return body
+
+    def _genesis(self, entry: Entry, body: Genesis) -> None:
+        self.keyring = Keyring.from_genesis(body)
+        self.genesis_admins = tuple(sorted(s.key_id for s in self.keyring if Role.ADMIN in s.spec.roles))
+        self.origin = body.origin
+        # 3. The trust root: the genesis signer must be pinned (unless trust is explicitly on first use).
+        if not self.trust.pins(entry.signer):
+            found = "genesis is signed by %s, which the trust root (%s) does not pin" % (entry.signer, self.trust_label)
+            self.defect("trust-root", found, entry.seq)
+
+    def _authorize(self, entry: Entry, body: Body, check_signature: bool, keyring: Keyring) -> None:
+        """Steps 2e to 2g: who may sign this, and what a keyring change does after it."""
         # 2e. Its signer may sign this kind now, and the signature verifies (keyring, waiver,
         # contract, event and receipt entries here; tier records when a receipt relies on them).
         if isinstance(body, ContractRevision):
@@ -236,12 +267,9 @@ class Walk:
             self.sign_check(entry, body)
         # 2g. Keyring changes take effect for the entries after this one.
         try:
-            self.keyring = next_keyring(self.keyring, body, seq)
+            self.keyring = next_keyring(keyring, body, entry.seq)
         except KeyringError as exc:
-            self.defect("keyring-change", "entry %d: %s" % (seq, exc), seq)
-        if self.keeps(body):
-            self.bodies.setdefault(entry.body_hash.value, (entry, body))
-        return body
+            self.defect("keyring-change", "entry %d: %s" % (entry.seq, exc), entry.seq)
 
     def keeps(self, body: Body) -> bool:
         """Whether the walk keeps this body for the steps after it."""
@@ -277,7 +305,8 @@ class Walk:
 
     def signature(self, entry: Entry, body: Body, roles: tuple[Role, ...] | None = None) -> str | Defect:
         """The signer's label if it may sign this entry and its signature verifies (or is
-        queued for a worker); else the defect saying why. Records a verified signer."""
+        queued for a worker); else the defect saying why. Records a verified signer.
+        """
         if self.keyring is None:
             return Defect("no-genesis", "entry %d comes before any valid genesis entry" % entry.seq, entry.seq)
         try:
@@ -353,7 +382,8 @@ def _not_run(exc: Exception) -> CannotVerify:
 class SignatureQueue:
     """Ed25519 is most of an audit's cost. Checks are queued in chunks that worker
     processes verify while the ordered walk goes on; a chain too short to repay the
-    processes is checked in this one."""
+    processes is checked in this one.
+    """
 
     CHUNK = 2000
 

@@ -3,7 +3,8 @@
 
 The same queries as a ledger directory (`LedgerSource`); only the placeholders, the blob
 table and the errors differ. `psycopg` is imported when a source is opened, so that the
-base install and every other use of `verify` work without it."""
+base install and every other use of `verify` work without it.
+"""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ __all__ = [
 
 
 def is_postgres_url(text: str) -> bool:
+    """Whether ``text`` names a PostgreSQL store (a ``postgresql://`` or ``postgres://`` URL)."""
     return text.startswith(("postgresql://", "postgres://"))
 
 
@@ -45,6 +47,11 @@ def redact_url(url: str) -> str:
 
 
 def import_psycopg() -> Any:
+    """The optional PostgreSQL driver.
+
+    Raises:
+        CannotVerify: the ``postgres`` extra is not installed.
+    """
     try:
         import psycopg
     except ImportError:
@@ -117,6 +124,11 @@ class PostgresSource(LedgerSource):
 
     @classmethod
     def open_url(cls, url: str) -> PostgresSource:
+        """Connect read-only to the shared ledger at ``url`` and check its schema.
+
+        Raises:
+            CannotVerify: the server cannot be reached or read, or its schema is not one this reads.
+        """
         psycopg = import_psycopg()
         try:
             conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
@@ -144,6 +156,7 @@ class PostgresSource(LedgerSource):
         return True  # part of every schema version this reads (check_schema)
 
     def blob_digests(self, prefix: str) -> list[str]:
+        """The stored blobs' digests (hex) that start with ``prefix``, sorted."""
         low = bytes.fromhex(prefix[: len(prefix) // 2 * 2])
         return sorted(
             d.hex()
@@ -152,6 +165,7 @@ class PostgresSource(LedgerSource):
         )
 
     def open_blob(self, digest: Digest) -> BinaryIO | None:
+        """The blob's bytes, streamed from its chunks; None if it is not stored."""
         for (chunks,) in self._rows("SELECT chunks FROM blobs WHERE digest = ?", (digest.value,)):
             return io.BufferedReader(_BlobReader(self, digest.value, int(chunks)), 1 << 20)
         return None

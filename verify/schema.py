@@ -1,6 +1,7 @@
 """Where a ledger directory keeps its bytes (docs/format.md §7): the SQLite schema and
 the blob store layout. Public so that the writer (`ledger`) and this reader share one
-definition; it holds names and SQL text only."""
+definition; it holds names and SQL text only.
+"""
 
 from __future__ import annotations
 

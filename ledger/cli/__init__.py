@@ -4,7 +4,8 @@ Each command parses its arguments, makes one library call and renders the result
 goes to stdout, status and errors to stderr. Exit codes: 0 done or verified, 1
 verification rejected (or a failing verdict where a command says so), 2 bad input or
 could not run: one line on stderr, never a traceback. The commands live in one module
-per concern; importing each registers its commands on the one group."""
+per concern; importing each registers its commands on the one group.
+"""
 
 from __future__ import annotations
 
@@ -54,6 +55,7 @@ def demo(keep: Path | None) -> None:
 
 
 def main() -> None:
+    """Run the ``ledger`` command line (the console script's entry point)."""
     # Click's own handling of a bad option or argument prints usage over three lines; a
     # usage error is bad input like any other: one line on stderr, exit 2.
     try:

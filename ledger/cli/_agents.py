@@ -22,7 +22,8 @@ from ._shared import _candidate, _done, _emit, _Group, _ledger, _required_contra
 @cli.group(cls=_Group)
 def hook() -> None:
     """The completion gate inside an agent's loop (Claude Code, Codex): `ledger hook EVENT`
-    reads the agent's JSON payload on stdin; `install` writes the agent's configuration."""
+    reads the agent's JSON payload on stdin; `install` writes the agent's configuration.
+    """
 
 
 def _hook_event(event: str) -> None:
@@ -57,7 +58,8 @@ def _agent_options(f: F) -> F:
 @click.pass_context
 def hook_install(ctx: click.Context, agent: str, scope: str, as_json: bool) -> None:
     """Write the agent's hook configuration (merged, idempotent), and warn about signing
-    keys the agent could read."""
+    keys the agent could read.
+    """
     path = lib.settings_path(agent, scope, lib.git_root(Path.cwd()))
     warnings = lib.key_custody_warnings(_root(ctx))
     res = lib.install_hooks(path, agent, warnings)
@@ -152,7 +154,8 @@ def trace(
 ) -> None:
     """Ingest an agent's tool-call log (JSON Lines) and decide each call against the contract's tool policy.
 
-    Exit 0 if every call was approved, 1 otherwise."""
+    Exit 0 if every call was approved, 1 otherwise.
+    """
     from receipts import ContractRevision
 
     _, data = _required_contract(ctx, task, contract_path)
@@ -200,7 +203,8 @@ def effect_begin(
     trust: _TrustArgs,
 ) -> None:
     """Record an effect about to happen; refused without a receipt for this exact candidate
-    that verifies against the trust root."""
+    that verifies against the trust root.
+    """
     root = _trust(ctx, trust, judges_candidate=True)
     appended = lib.begin_effect(
         _ledger(ctx), _signer(key_name), task, kind, key, target, _candidate(input_spec), trust=root

@@ -34,7 +34,8 @@ from ._shared import (
 @click.pass_context
 def attach(ctx: click.Context, hash_text: str, rev: str | None, key_name: str | None) -> None:
     """Store a receipt in git: its evidence bundle under refs/receipts/, and a note on its
-    candidate commit and on that commit's tree (refs/notes/receipts)."""
+    candidate commit and on that commit's tree (refs/notes/receipts).
+    """
     signer = _signer(key_name) if key_name else None
     click.echo(lib.attach(_ledger(ctx), _repo(), _digest(hash_text), rev, checkpoint_signer=signer))
     click.echo("attached; share it with: ledger receipts push", err=True)
@@ -78,7 +79,8 @@ def ci() -> None:
 def ci_github() -> None:
     """Run the receipt-ledger GitHub Action in the checked-out workspace, from the runner's
     environment (GITHUB_*) and the action's inputs (LEDGER_*). Exit 0 when the gate passes
-    (or, without the gate, every tier passed), 1 otherwise, 2 on bad input."""
+    (or, without the gate, every tier passed), 1 otherwise, 2 on bad input.
+    """
     report = lib.run_action(os.environ, _repo())
     for line in report.notes:
         click.echo("note: %s" % line, err=True)
@@ -128,7 +130,8 @@ def gate(
     witnesses, or by the gate's own audit of the store (--audit-state). Trust comes from
     the target branch, never from REV.
 
-    The command a CI job runs before merge; a commit without one fails closed."""
+    The command a CI job runs before merge; a commit without one fails closed.
+    """
     root = _trust(ctx, trust, judges_candidate=True)
     result = lib.gate(
         _repo(),

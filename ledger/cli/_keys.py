@@ -38,7 +38,8 @@ def _refuse_inside_repo(path: Path, ledger_root: Path) -> None:
 @click.pass_context
 def init(ctx: click.Context, admin_name: str, admin_key: Path | None, store: str | None) -> None:
     """Create the ledger with a genesis entry signed by its admin key (with --store: the
-    team's shared ledger, named in .ledger/config.toml for the team to commit)."""
+    team's shared ledger, named in .ledger/config.toml for the team to commit).
+    """
     root = _root(ctx)
     url = lib.shared_store(root, store) if store else _where(ctx).store
     path = lib.key_path(admin_name)
@@ -67,7 +68,8 @@ def keys() -> None:
 
 def _admin_option(f: F) -> F:
     """``--key`` names the admin key that signs the change, as ``--key`` names every other
-    signer; ``--admin``, its old spelling, stays as a hidden alias for one release."""
+    signer; ``--admin``, its old spelling, stays as a hidden alias for one release.
+    """
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:

@@ -169,7 +169,8 @@ def check(
 ) -> None:
     """Run the deterministic tier: evaluate the contract's checks on the candidate.
 
-    Exit 0 if the tier passed, 1 if it failed."""
+    Exit 0 if the tier passed, 1 if it failed.
+    """
     source, data = _required_contract(ctx, task, contract_path)
     show = sys.stderr.isatty() and not as_json
     run = lib.run_deterministic(
@@ -226,7 +227,8 @@ def judge(
 ) -> None:
     """Run the judge tier: ask the configured independent model about the candidate.
 
-    Exit 0 if the judge passed the candidate, 1 otherwise (review, retry, fail or skip)."""
+    Exit 0 if the judge passed the candidate, 1 otherwise (review, retry, fail or skip).
+    """
     _, data = _required_contract(ctx, task, contract_path)
     result = lib.run_judge(
         _ledger(ctx),

@@ -50,7 +50,8 @@ class _TrustArgs:
 
 def trust_option(f: F) -> F:
     """--trust, --trust-ref and --unsafe-trust-on-first-use, handed to the command as one
-    `_TrustArgs` named ``trust`` (resolved by `_trust`)."""
+    `_TrustArgs` named ``trust`` (resolved by `_trust`).
+    """
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -103,7 +104,8 @@ class _AuditorArgs:
 
 def auditor_option(f: F) -> F:
     """--auditing-witness and --audited-quorum, handed to the command as one `_AuditorArgs`
-    named ``auditors`` (resolved by `_policy`)."""
+    named ``auditors`` (resolved by `_policy`).
+    """
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:

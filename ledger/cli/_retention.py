@@ -37,7 +37,8 @@ def retention_set(ctx: click.Context, max_age_days: int, holds: Sequence[str], k
 @click.pass_context
 def prune_cmd(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
     """Delete the evidence blobs the retention policy lets go; entries, tree and
-    checkpoints stay, and verify reports each removed item as removed under the policy."""
+    checkpoints stay, and verify reports each removed item as removed under the policy.
+    """
     report = lib.prune(_ledger(ctx), dry_run=dry_run)
     lines = ["%s %s %s (%d bytes)" % ("would remove" if dry_run else "removed", t, d, n) for t, d, n in report.removed]
     lines.append(
@@ -78,7 +79,8 @@ def report(
     each verified; or, with HASH --html, the auditor's page for one receipt.
 
     An auditor samples from the population: commit, tree, task, contract, author model,
-    each tier, approvers and how they approved, waivers, eligibility and the gate's decision."""
+    each tier, approvers and how they approved, waivers, eligibility and the gate's decision.
+    """
     if hash_text is not None:
         if not as_html or from_text or to_text or as_csv or as_json:
             raise lib.InputError("a receipt's report is `ledger report HASH --html`")

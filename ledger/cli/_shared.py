@@ -1,5 +1,6 @@
 """What the command modules share: the one-line failure, the context's ledger, signer and
-trust, and output (the options themselves are `_options.py`)."""
+trust, and output (the options themselves are `_options.py`).
+"""
 
 from __future__ import annotations
 
@@ -60,7 +61,8 @@ class _Group(click.Group):
 
 class _Where:
     """The local ledger directory, and the shared store's URL if one is configured (read
-    when a command first asks, so that a bad config.toml fails as that command's input)."""
+    when a command first asks, so that a bad config.toml fails as that command's input).
+    """
 
     def __init__(self, root: Path, explicit_store: str | None, explicit_dir: bool = False) -> None:
         self.root = root
@@ -70,7 +72,8 @@ class _Where:
     def named_opener(self, why: str) -> Callable[[], Any]:
         """Opens the store or directory the caller named (--store/LEDGER_STORE, else
         --dir/LEDGER_DIR), read as an auditor reads it; never one found in the checkout or its
-        config.toml, which belong to the candidate a gate judges. Bad input if none was named."""
+        config.toml, which belong to the candidate a gate judges. Bad input if none was named.
+        """
         if self._explicit is None and not self._explicit_dir:
             raise lib.InputError(
                 "%s the store you name (--store, LEDGER_STORE, --dir or LEDGER_DIR): a ledger found in the"
@@ -103,7 +106,8 @@ def _ledger(ctx: click.Context) -> lib.Ledger:
 
 def _reader(ctx: click.Context) -> lib.Ledger:
     """For commands that only read: works on a read-only copy of the ledger, closed as
-    `_ledger` is."""
+    `_ledger` is.
+    """
     where = _where(ctx)
     ledger = lib.Ledger.open(where.root, read_only=True, store=where.store)
     ctx.call_on_close(ledger.close)
@@ -188,7 +192,8 @@ def _trust(ctx: click.Context, args: _TrustArgs, judges_candidate: bool = False)
 
 def _policy(trust: _TrustArgs, auditors: _AuditorArgs, **rest: Any) -> Any:
     """The `verify.Transparency` a command checks against, its auditing witnesses resolved
-    (`ledger._trust.resolve_auditors`: the option, else the target branch's file)."""
+    (`ledger._trust.resolve_auditors`: the option, else the target branch's file).
+    """
     from verify import Transparency
 
     keys, quorum = lib.resolve_auditors(
@@ -242,7 +247,8 @@ def _ledger_opener(ctx: click.Context) -> Callable[[], Any]:
     """The ledger a receipt without a bundle in git is read from, opened only then: the one
     the caller names (--store, --dir or their variables), never one found in the checkout or
     named by its config.toml, which are the candidate's (a committed private copy would be
-    walked, and so proven complete)."""
+    walked, and so proven complete).
+    """
     return lambda: _where(ctx).named_opener("a receipt without a bundle in git is read only from")()
 
 

@@ -72,7 +72,8 @@ def repair_head(ctx: click.Context, apply: bool, trust: _TrustArgs, as_json: boo
     """Quarantine a shared store's junk head (the database owner's job): the rows from the
     first entry the audit rejects to the head, and the checkpoints over them, move to
     quarantined_entries and quarantined_checkpoints; what remains verifies. --apply also
-    (re)installs the store's guards (a store older than one of them gets it)."""
+    (re)installs the store's guards (a store older than one of them gets it).
+    """
     url = _where(ctx).store
     if url is None:
         raise lib.InputError("repair-head repairs a shared store: name it with --store URL (as its owner)")

@@ -96,7 +96,8 @@ def verify_cmd(
 ) -> None:
     """Recompute every hash and signature and re-derive merge_eligible.
 
-    Exit 0 verified, 1 rejected, 2 cannot run."""
+    Exit 0 verified, 1 rejected, 2 cannot run.
+    """
     from verify import AuditState, BundleSource, LedgerSource, tsa_roots, verify_chain, verify_receipt
 
     if bundle is not None and chain:
@@ -162,7 +163,8 @@ def verify_cmd(
 def pull(ctx: click.Context, from_url: str | None, to_dir: Path | None, as_json: bool) -> None:
     """Copy a shared ledger into a local mirror, proving the shared log only grew.
 
-    Exit 0 pulled, 1 refused (a rewritten history: nothing written), 2 cannot run."""
+    Exit 0 pulled, 1 refused (a rewritten history: nothing written), 2 cannot run.
+    """
     where = _where(ctx)
     url = lib.shared_store(where.root, from_url) if from_url else where.store
     if url is None:
@@ -213,7 +215,8 @@ def export(
     resource_uri: str | None,
 ) -> None:
     """Export a receipt: as an evidence bundle, as a signed in-toto attestation, or as a
-    signed SLSA verification summary of its verification against the trust root."""
+    signed SLSA verification summary of its verification against the trust root.
+    """
     if redact and fmt != "bundle":
         raise lib.InputError("--redact applies to a bundle")
     if fmt == "bundle":

@@ -1,5 +1,6 @@
 """The deterministic tier runner: snapshot the candidate, evaluate every signal of the
-contract, store what happened as evidence, and seal a signed tier record."""
+contract, store what happened as evidence, and seal a signed tier record.
+"""
 
 from __future__ import annotations
 
@@ -82,7 +83,8 @@ def run_deterministic(
     check for real, store the snapshot, diff and each check's result as evidence, and
     append a record whose verdict is the §6a rule applied to that evidence. Raises
     `InputError` on a bad contract, a dirty tree or a git failure; a failing check is a
-    FAIL verdict, not an error. Returns the record, its entry and the table of checks."""
+    FAIL verdict, not an error. Returns the record, its entry and the table of checks.
+    """
     contract, contract_entry = register_contract(store, task_id, contract_bytes, signer, source)
     subtasks = _subtasks(store, contract)
     snapshot = take_snapshot(repo, contract, base=base, allow_dirty=allow_dirty, subtasks=subtasks)
@@ -169,7 +171,8 @@ def run_advisory(
     """Run every check of ``contract`` on the working tree as it is, for the agent's own
     loop: nothing is stored and nothing is signed (the agent's box holds no deterministic
     key, and this never replaces the signed tier). Rows of (check id, passed, reason);
-    a failing check that ``waived`` names passes, with the waiver as its reason."""
+    a failing check that ``waived`` names passes, with the waiver as its reason.
+    """
     env = dict(os.environ if environ is None else environ)
     ctx = Context(
         repo=repo,

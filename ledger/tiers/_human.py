@@ -1,5 +1,6 @@
 """The human tier: a person's key signs a verdict on the exact candidate and contract,
-after being shown what they sign."""
+after being shown what they sign.
+"""
 
 from __future__ import annotations
 
@@ -93,7 +94,8 @@ def decide(
 ) -> Appended | None:
     """Show the decision, and sign it only if ``confirm`` agrees. None when declined.
     ``method`` records how it was given: ``interactive`` (a person answered a prompt at a
-    terminal) or ``scripted`` (confirmed by a program, such as `--yes`)."""
+    terminal) or ``scripted`` (confirmed by a program, such as `--yes`).
+    """
     if method not in DECISION_METHODS:
         raise InputError("a decision is given %s" % " or ".join(DECISION_METHODS))
     config = config_hash(contract_bytes)

@@ -78,7 +78,8 @@ class JudgeRun:
 
 def resolve_endpoint(contract: Contract, config_toml: Path | None, environ: dict[str, str]) -> Endpoint | str:
     """The endpoint to ask, or why none can be reached. `.ledger/config.toml`'s [judge]
-    table fills in what the contract leaves out."""
+    table fills in what the contract leaves out.
+    """
     extra: dict[str, Any] = {}
     if config_toml is not None and config_toml.is_file():
         try:
@@ -168,7 +169,7 @@ def _ask(endpoint: Endpoint, request: dict[str, Any]) -> tuple[bytes, bytes | No
         headers["Authorization"] = "Bearer " + endpoint.api_key
     req = urllib.request.Request(endpoint.url, data=sent, headers=headers, method="POST")
     try:
-        with urllib.request.urlopen(req, timeout=endpoint.timeout_s) as resp:  # noqa: S310 - the user configured it
+        with urllib.request.urlopen(req, timeout=endpoint.timeout_s) as resp:
             return sent, resp.read(MAX_REPLY), resp.status, None
     except urllib.error.HTTPError as exc:
         return sent, exc.read(MAX_REPLY), exc.code, "HTTP %d" % exc.code
@@ -232,7 +233,8 @@ def run_judge(
     ``config_toml``) ``samples`` times at least, store each exact request and reply, and
     append a record whose verdict follows §6b: a pass only on a clear accept at or above
     the threshold from another model family; SKIP when the deterministic tier has not
-    passed or no endpoint is configured. Raises `InputError` for an unregistered contract."""
+    passed or no endpoint is configured. Raises `InputError` for an unregistered contract.
+    """
     config = config_hash(contract_bytes)
     contract = current_contract(store, task_id, config)
     n_samples = max(samples or 0, contract.judge.samples)

@@ -1,5 +1,6 @@
 """Secret redaction before anything is persisted. Line by line, so that output of any
-size streams through, and every redaction is counted with where it happened."""
+size streams through, and every redaction is counted with where it happened.
+"""
 
 from __future__ import annotations
 

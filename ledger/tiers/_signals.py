@@ -1,6 +1,7 @@
 """Completion signals, each evaluated for real: the facts a check produced, captured as
 evidence. The verdict of a check is not decided here but by `receipts.derive_check`,
-the same rule the verifier uses."""
+the same rule the verifier uses.
+"""
 
 from __future__ import annotations
 
@@ -57,7 +58,8 @@ class Evaluated:
 
 def _resolve(ctx: Context, value: str) -> tuple[str | None, str | None]:
     """(repository-relative path, the worktree path it was translated from). A path that
-    lives in a linked worktree is checked in the main checkout: the worktree will go."""
+    lives in a linked worktree is checked in the main checkout: the worktree will go.
+    """
     repo = ctx.repo.resolve()
     p = Path(value)
     translated = None
@@ -324,7 +326,8 @@ def _hash_stable(ctx: Context, check: Check, out: Evaluated) -> dict[str, Any]:
 
 def evaluate(ctx: Context, check: Check) -> Evaluated:
     """Run one check and capture what it did. Unknown types produce no facts, which the
-    verdict rule reads as a fail with the reason."""
+    verdict rule reads as a fail with the reason.
+    """
     out = Evaluated(result={})
     started = _clock.now()
     clock = time.monotonic()

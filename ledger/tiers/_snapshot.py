@@ -73,7 +73,8 @@ BASE_FALLBACK = "fallback: HEAD~1 (no main branch to compare with: pass --base)"
 
 def _default_base(repo: Path) -> tuple[str | None, str]:
     """The base to diff against and where it came from. A CI checkout often has a detached
-    HEAD and only remote branches, so those count too; the last resort says so."""
+    HEAD and only remote branches, so those count too; the last resort says so.
+    """
     head = git_text(repo, "rev-parse", "HEAD")
     tip_of = None
     for ref in ("origin/HEAD", "main", "master", "origin/main", "origin/master"):
@@ -116,7 +117,8 @@ def _check_outputs(repo: Path) -> set[bytes]:
 
 def remember_check_outputs(repo: Path, before: set[bytes]) -> tuple[str, ...]:
     """Note the untracked files that appeared while the checks ran (caches, reports), so
-    that the next run does not take them for uncommitted work. Returns them."""
+    that the next run does not take them for uncommitted work. Returns them.
+    """
     created = untracked(repo) - before
     if created:
         with _outputs_file(repo).open("ab") as out:

@@ -16,8 +16,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import receipts as r  # noqa: E402
-from conftest import SIGNERS  # noqa: E402
+import receipts as r
+from conftest import SIGNERS
 
 
 def build() -> dict[str, object]:
