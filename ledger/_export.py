@@ -214,8 +214,22 @@ def export_bundle(ledger: Ledger, receipt_digest: Digest, out: Path, redact: Seq
         members["proofs/%d.tlog-proof" % seq] = tlog_proof_text(
             seq, inclusion_proof(nodes, seq, size), checkpoint_text
         ).encode()
-    # A blob is left out only when every item naming it is redacted (identical outputs share one).
+    members.update(_kept_blobs(ledger, records, redacted))
+    members.update(_renderings(ledger, members, receipt_hash, redacted))
+    _write_zip(ledger, members, out)
+    parsed: dict[str, Any] = json.loads(members["manifest.json"])  # type: ignore[arg-type]
+    return parsed
+
+
+def _kept_blobs(
+    ledger: Ledger, records: dict[str, tuple[TierRecord, str]], redacted: list[dict[str, Any]]
+) -> dict[str, bytes | Digest]:
+    """The blob members, by digest (streamed when written): every evidence blob but those
+    left out. A blob is left out only when every item naming it is redacted (identical
+    outputs share one).
+    """
     kept = {str(ref.digest) for rec, _ in records.values() for ref in rec.evidence if not _named(ref, redacted)}
+    members: dict[str, bytes | Digest] = {}
     for rec, _ in records.values():
         for ref in rec.evidence:
             if str(ref.digest) not in kept:
@@ -225,7 +239,11 @@ def export_bundle(ledger: Ledger, receipt_digest: Digest, out: Path, redact: Seq
                 raise InputError("evidence blob %s is missing from the blob store" % ref.digest)
             handle.close()
             members["blobs/" + ref.digest.hex] = ref.digest
-    members.update(_renderings(ledger, members, receipt_hash, redacted))
+    return members
+
+
+def _write_zip(ledger: Ledger, members: dict[str, bytes | Digest], out: Path) -> None:
+    """Write the members to ``out`` in name order, atomically (a partial file, then a rename)."""
     tmp = out.with_name(out.name + ".partial")
     try:
         with zipfile.ZipFile(tmp, "w", compresslevel=6) as zf:
@@ -246,8 +264,6 @@ def export_bundle(ledger: Ledger, receipt_digest: Digest, out: Path, redact: Seq
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise InputError("cannot write bundle %s: %s" % (out, exc)) from None
-    parsed: dict[str, Any] = json.loads(members["manifest.json"])  # type: ignore[arg-type]
-    return parsed
 
 
 def _renderings(

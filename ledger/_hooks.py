@@ -427,25 +427,7 @@ def _stop(where: _Where, payload: dict[str, Any] | None, problem: str | None, ev
         # that never sets it must not get an endless loop.
         state["blocks"] = 0
     state["turn"] = turn
-    failing: list[tuple[str, str]] = []
-    budget = 5
-    try:
-        if problem is not None:
-            raise _CannotEvaluate(problem)
-        contract = _contract(where)
-        if contract is None:
-            raise _CannotEvaluate("no contract for %s in %s" % (where.task, where.ledger_dir / CONTRACTS_DIR))
-        budget = contract.repair_attempts
-        from .tiers._deterministic import run_advisory
-
-        rows = run_advisory(where.repo, contract, environ=dict(where.environ))
-        failing = [(check, why) for check, ok, why in rows if not ok]
-        verdict = "fail" if failing else "pass"
-    except Exception as exc:  # a check runner that breaks is a reason to keep going, within the budget
-        failing, verdict = (
-            [("(hook)", "cannot evaluate: %s" % (str(exc).splitlines() or [type(exc).__name__])[0])],
-            ("unevaluated"),
-        )
+    failing, verdict, budget = _advisory(where, problem)
     blocks = int(state.get("blocks") or 0)
     outcome = "stopped" if verdict == "pass" else ("blocked" if blocks < budget else "budget-spent")
     fields = {
@@ -456,17 +438,7 @@ def _stop(where: _Where, payload: dict[str, Any] | None, problem: str | None, ev
         "outcome": outcome,
         "verified": "advisory-pass" if verdict == "pass" else "no",
     }
-    model = (payload or {}).get("model") or state.get("model")
-    if isinstance(model, str) and model:
-        fields["model"] = model[:200]
-    message = (payload or {}).get("last_assistant_message")
-    attachment = message.encode() if isinstance(message, str) and message else None
-    transcript = (payload or {}).get("transcript_path")
-    if attachment is None and isinstance(transcript, str) and transcript:
-        try:
-            fields["transcript_sha256"] = _sha256(Path(transcript).read_bytes())
-        except OSError:
-            fields["transcript_sha256"] = "unreadable"
+    attachment = _claim_context(payload or {}, state, fields)
     try:
         _record(where, "claim", fields, attachment)
         recorded = None
@@ -490,6 +462,46 @@ def _stop(where: _Where, payload: dict[str, Any] | None, problem: str | None, ev
         said = "the claim recorded as unverified" if recorded is None else recorded
         return HookAnswer(0, "", "receipt-ledger: repair budget of %d spent; stopping with %s\n" % (budget, said))
     return HookAnswer(0, "", "receipt-ledger: %s\n" % (recorded or "claim recorded; the checks pass (advisory)"))
+
+
+def _advisory(where: _Where, problem: str | None) -> tuple[list[tuple[str, str]], str, int]:
+    """Run the contract's checks unsigned: the failing checks with why, the verdict (pass,
+    fail or unevaluated) and the repair budget.
+    """
+    budget = 5
+    try:
+        if problem is not None:
+            raise _CannotEvaluate(problem)
+        contract = _contract(where)
+        if contract is None:
+            raise _CannotEvaluate("no contract for %s in %s" % (where.task, where.ledger_dir / CONTRACTS_DIR))
+        budget = contract.repair_attempts
+        from .tiers._deterministic import run_advisory
+
+        rows = run_advisory(where.repo, contract, environ=dict(where.environ))
+        failing = [(check, why) for check, ok, why in rows if not ok]
+        return failing, "fail" if failing else "pass", budget
+    except Exception as exc:  # a check runner that breaks is a reason to keep going, within the budget
+        why = "cannot evaluate: %s" % (str(exc).splitlines() or [type(exc).__name__])[0]
+        return [("(hook)", why)], "unevaluated", budget
+
+
+def _claim_context(payload: dict[str, Any], state: dict[str, Any], fields: dict[str, str]) -> bytes | None:
+    """Add the model and the transcript's digest to the claim's fields; the agent's last
+    message, the claim's attachment, if the harness gave one.
+    """
+    model = payload.get("model") or state.get("model")
+    if isinstance(model, str) and model:
+        fields["model"] = model[:200]
+    message = payload.get("last_assistant_message")
+    attachment = message.encode() if isinstance(message, str) and message else None
+    transcript = payload.get("transcript_path")
+    if attachment is None and isinstance(transcript, str) and transcript:
+        try:
+            fields["transcript_sha256"] = _sha256(Path(transcript).read_bytes())
+        except OSError:
+            fields["transcript_sha256"] = "unreadable"
+    return attachment
 
 
 def _session_start(where: _Where, payload: dict[str, Any] | None) -> HookAnswer:

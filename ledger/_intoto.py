@@ -13,6 +13,7 @@ from typing import Any
 
 from receipts import (
     CHECK_RESULT_FORMAT,
+    Contract,
     Digest,
     LadderReceipt,
     Signer,
@@ -26,7 +27,7 @@ from receipts import (
     derive_check,
     fingerprint,
 )
-from verify import Trust, verify_receipt
+from verify import StoredEntry, Trust, verify_receipt
 
 from . import _clock
 from ._errors import InputError
@@ -158,20 +159,13 @@ def vsa_statement(
     receipt_hash = str(Digest(stored.body_hash))
     result = verify_receipt(ledger.reader, receipt_hash, trust)
     passed = result.ok and bool(result.derived_eligible)
-    subjects: list[dict[str, Any]] = []
     inputs = [{"uri": "urn:receipt-ledger:receipt:%s" % receipt_hash[7:], "digest": _sha256(stored.body)}]
-    for slot in receipt.entries:
-        for digest in slot.records:
-            entry = ledger.find(digest)
-            if entry is None:
-                continue
-            inputs.append({"uri": "urn:receipt-ledger:record:%s" % digest.hex, "digest": _sha256(entry.body)})
-            rec = decode_as(TierRecord, entry.body)
-            snap = snapshot_of(ledger, rec) if rec.tier is Tier.DETERMINISTIC else None
-            if snap is not None and not subjects:
-                for field, algorithm in (("commit", "gitCommit"), ("tree", "gitTree")):
-                    if isinstance(snap.get(field), str):
-                        subjects.append({"name": "git+%s" % field, "digest": {algorithm: snap[field]}})
+    subjects: list[dict[str, Any]] = []
+    for digest, entry in _listed_entries(ledger, receipt):
+        inputs.append({"uri": "urn:receipt-ledger:record:%s" % digest.hex, "digest": _sha256(entry.body)})
+        rec = decode_as(TierRecord, entry.body)
+        if rec.tier is Tier.DETERMINISTIC and not subjects:
+            subjects = _commit_subjects(ledger, rec)
     if not subjects:
         raise InputError("the receipt names no commit (no deterministic snapshot): a VSA needs a subject")
     contract = next(
@@ -245,7 +239,6 @@ def test_result_statement(ledger: Ledger, receipt_digest: Digest, trust: Trust) 
     if not contract.checks:
         # PASSED over no tests would be a claim nothing was evaluated for.
         raise InputError("the contract declares no checks: there are no test results to attest")
-    passed, warned, failed = [], [], []
     configuration = [
         {
             "name": "contract",
@@ -253,21 +246,7 @@ def test_result_statement(ledger: Ledger, receipt_digest: Digest, trust: Trust) 
             "digest": _sha256(revision.contract),
         }
     ]
-    for check in contract.checks:
-        ref = next((e for e in record.evidence if e.check_id == "check:" + check.id), None)
-        doc = evidence_json(ledger, ref.digest, CHECK_RESULT_FORMAT) if ref is not None else None
-        ok, _why = derive_check(check, doc)
-        if ref is not None:
-            blob = ledger.reader.open_blob(ref.digest)
-            if blob is not None:
-                with blob:
-                    configuration.append({"name": ref.check_id, "digest": _sha256(blob.read())})
-        if ok:
-            passed.append(check.id)
-        elif record.verdict is Verdict.PASS:
-            warned.append(check.id)  # the verified pass rests on a waiver of this check
-        else:
-            failed.append(check.id)
+    passed, warned, failed = _sorted_checks(ledger, contract, record, configuration)
     subjects = _commit_subjects(ledger, record)
     if not subjects:
         raise InputError("the record names no commit (no snapshot): a statement needs a subject")
@@ -284,6 +263,44 @@ def test_result_statement(ledger: Ledger, receipt_digest: Digest, trust: Trust) 
             "failedTests": failed,
         },
     }
+
+
+def _listed_entries(ledger: Ledger, receipt: LadderReceipt) -> list[tuple[Digest, StoredEntry]]:
+    """The records the receipt lists that the ledger holds, in slot order."""
+    found = []
+    for slot in receipt.entries:
+        for digest in slot.records:
+            entry = ledger.find(digest)
+            if entry is not None:
+                found.append((digest, entry))
+    return found
+
+
+def _sorted_checks(
+    ledger: Ledger, contract: Contract, record: TierRecord, configuration: list[dict[str, Any]]
+) -> tuple[list[str], list[str], list[str]]:
+    """Each check as passed, warned (the record's pass rests on a waiver of it) or failed, as
+    the contract's rule derives it again; each result document joins ``configuration``.
+    """
+    passed: list[str] = []
+    warned: list[str] = []
+    failed: list[str] = []
+    for check in contract.checks:
+        ref = next((e for e in record.evidence if e.check_id == "check:" + check.id), None)
+        doc = evidence_json(ledger, ref.digest, CHECK_RESULT_FORMAT) if ref is not None else None
+        ok, _why = derive_check(check, doc)
+        if ref is not None:
+            blob = ledger.reader.open_blob(ref.digest)
+            if blob is not None:
+                with blob:
+                    configuration.append({"name": ref.check_id, "digest": _sha256(blob.read())})
+        if ok:
+            passed.append(check.id)
+        elif record.verdict is Verdict.PASS:
+            warned.append(check.id)
+        else:
+            failed.append(check.id)
+    return passed, warned, failed
 
 
 def _commit_subjects(ledger: Ledger, record: TierRecord) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ from receipts import (
     EvidenceRef,
     FormatError,
     LadderReceipt,
+    ReceiptsError,
     Signer,
     Tier,
     TierEntry,
@@ -53,6 +54,47 @@ def _media_type(path: Path) -> str:
     return guessed or "application/octet-stream"
 
 
+def append_tier_record(
+    store: Store,
+    signer: Signer,
+    *,
+    task_id: str,
+    tier: Tier,
+    config_hash: Digest,
+    input_hash: Digest,
+    evidence: tuple[EvidenceRef, ...],
+    verdict: Verdict,
+    verifier: str,
+    created: int | None = None,
+    confidence_bp: int | None = None,
+    parents: tuple[Digest, ...] = (),
+) -> tuple[TierRecord, Appended]:
+    """Seal one tier record as this runner states it (its version and environment, the time
+    now unless ``created``) and append it, signed: the one way every tier runner records.
+
+    Raises:
+        InputError: the record's fields are not valid (the data model says which).
+    """
+    try:
+        record = new_tier_record(
+            task_id=task_id,
+            tier=tier,
+            config_hash=config_hash,
+            input_hash=input_hash,
+            evidence=evidence,
+            verdict=verdict,
+            verifier=verifier,
+            verifier_version=VERSION,
+            environment=environment_digest(),
+            created=_clock.now() if created is None else created,
+            confidence_bp=confidence_bp,
+            parents=parents,
+        )
+    except ReceiptsError as exc:
+        raise InputError(str(exc)) from None
+    return record, store.append(record, signer)
+
+
 def record_tier(
     ledger: Store,
     *,
@@ -76,24 +118,19 @@ def record_tier(
             raise InputError("evidence name %r is not UTF-8 text: rename the file" % item.check_id) from None
         digest, size = ledger.put_blob_file(item.path)
         refs.append(EvidenceRef(item.check_id, digest, size, item.media_type or _media_type(item.path)))
-    try:
-        record = new_tier_record(
-            task_id=task_id,
-            tier=tier,
-            config_hash=config_hash,
-            input_hash=input_hash,
-            evidence=tuple(refs),
-            verdict=verdict,
-            verifier=verifier,
-            verifier_version=VERSION,
-            environment=environment_digest(),
-            created=_clock.now(),
-            confidence_bp=confidence_bp,
-            parents=tuple(parents),
-        )
-    except FormatError as exc:
-        raise InputError(str(exc)) from None
-    return record, ledger.append(record, signer)
+    return append_tier_record(
+        ledger,
+        signer,
+        task_id=task_id,
+        tier=tier,
+        config_hash=config_hash,
+        input_hash=input_hash,
+        evidence=tuple(refs),
+        verdict=verdict,
+        verifier=verifier,
+        confidence_bp=confidence_bp,
+        parents=tuple(parents),
+    )
 
 
 def record_by_hand(
@@ -168,34 +205,9 @@ def seal_receipt(
     rows = [row for row in rows if row.record.config_hash == config_hash]
     by_hash = {row.digest: row.record for row in rows}
     signers = {row.digest: row.signer for row in rows}
-    chosen: dict[Tier, tuple[Digest, ...]] = {}
-    for row in rows:
-        if row.record.tier is not Tier.HUMAN:
-            chosen[row.record.tier] = (row.digest,)  # chain order: the latest counts
-    human = latest_human_decisions(
-        [(row.digest, row.record, row.signer) for row in rows],
-        task_id=task_id,
-        input_hash=input_hash,
-        config_hash=config_hash,
-    )
-    if human:
-        chosen[Tier.HUMAN] = human
-    entries = []
-    for tier in LADDER:
-        if tier in chosen:
-            entries.append(TierEntry(tier, records=chosen[tier]))
-        elif tier in required:
-            entries.append(TierEntry(tier, skip_reason="no %s record for this candidate and config" % tier))
+    entries = _ladder_entries(rows, required, task_id=task_id, input_hash=input_hash, config_hash=config_hash)
     now = _clock.now()
-    det = chosen.get(Tier.DETERMINISTIC)
-    if det is not None and by_hash[det[0]].verdict is Verdict.PASS:
-        det_row = next(row for row in rows if row.digest == det[0])
-        expired = _expired_waivers_relied_on(ledger, det_row, contract, now)
-        if expired:
-            raise InputError(
-                "the deterministic pass relied on a waiver of %s that has expired: run `ledger check` again"
-                % ", ".join(expired)
-            )
+    _refuse_expired_waivers(ledger, rows, entries, contract, now)
     eligibility = derive_merge_eligible(
         task_id=task_id,
         input_hash=input_hash,
@@ -222,6 +234,49 @@ def seal_receipt(
     except FormatError as exc:
         raise InputError(str(exc)) from None
     return receipt, ledger.append(receipt, signer)
+
+
+def _ladder_entries(
+    rows: list[RecordRow], required: tuple[Tier, ...], *, task_id: str, input_hash: Digest, config_hash: Digest
+) -> list[TierEntry]:
+    """The receipt's slots: the latest record of each machine tier, every human key's latest
+    decision, and a skip for each required tier without a record.
+    """
+    chosen: dict[Tier, tuple[Digest, ...]] = {}
+    for row in rows:
+        if row.record.tier is not Tier.HUMAN:
+            chosen[row.record.tier] = (row.digest,)  # chain order: the latest counts
+    human = latest_human_decisions(
+        [(row.digest, row.record, row.signer) for row in rows],
+        task_id=task_id,
+        input_hash=input_hash,
+        config_hash=config_hash,
+    )
+    if human:
+        chosen[Tier.HUMAN] = human
+    entries = []
+    for tier in LADDER:
+        if tier in chosen:
+            entries.append(TierEntry(tier, records=chosen[tier]))
+        elif tier in required:
+            entries.append(TierEntry(tier, skip_reason="no %s record for this candidate and config" % tier))
+    return entries
+
+
+def _refuse_expired_waivers(
+    store: Store, rows: list[RecordRow], entries: list[TierEntry], contract: Contract, now: int
+) -> None:
+    """A deterministic pass that leans on an expired waiver is not sealed: check again."""
+    det = next((e.records for e in entries if e.tier is Tier.DETERMINISTIC and e.records), None)
+    det_row = next((row for row in rows if det is not None and row.digest == det[0]), None)
+    if det_row is None or det_row.record.verdict is not Verdict.PASS:
+        return
+    expired = _expired_waivers_relied_on(store, det_row, contract, now)
+    if expired:
+        raise InputError(
+            "the deterministic pass relied on a waiver of %s that has expired: run `ledger check` again"
+            % ", ".join(expired)
+        )
 
 
 def _expired_waivers_relied_on(store: Store, row: RecordRow, contract: Contract, now: int) -> list[str]:

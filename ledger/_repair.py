@@ -100,35 +100,43 @@ def repair_head(url: str, trust: Trust, *, apply: bool) -> HeadRepair:
         if not apply:
             return HeadRepair(bad, rows, sizes, reasons, applied=False)  # nothing written
         # 3. Keep the junk as evidence, then cut the store back to the prefix that verifies.
-        now, why = int(time.time()), "; ".join(reasons)[:2000]
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS quarantined_entries (seq BIGINT NOT NULL, hash BYTEA, kind TEXT,"
-            " body_hash BYTEA, task TEXT, entry BYTEA, body BYTEA, prev BYTEA,"
-            " quarantined_at BIGINT NOT NULL, reason TEXT NOT NULL)"
-        )
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS quarantined_checkpoints (size BIGINT NOT NULL, note TEXT,"
-            " quarantined_at BIGINT NOT NULL, reason TEXT NOT NULL)"
-        )
-        conn.execute(
-            "INSERT INTO quarantined_entries SELECT seq, hash, kind, body_hash, task, entry, body, prev, %s, %s"
-            " FROM entries WHERE seq >= %s",
-            (now, why, bad),
-        )
-        conn.execute(
-            "INSERT INTO quarantined_checkpoints SELECT size, note, %s, %s FROM checkpoints WHERE size > %s",
-            (now, "over entries quarantined from %d: %s" % (bad, why), bad),
-        )
-        for table, trigger in _TRIGGERS:
-            conn.execute("ALTER TABLE %s DISABLE TRIGGER %s" % (table, trigger))
-        conn.execute("DELETE FROM checkpoints WHERE size > %s", (bad,))
-        # A node at (level, idx) covers leaves idx * 2^level up to (idx + 1) * 2^level - 1.
-        conn.execute("DELETE FROM tree WHERE (idx + 1) * (CAST(1 AS BIGINT) << level) > %s", (bad,))
-        conn.execute("DELETE FROM entries WHERE seq >= %s", (bad,))
-        for table, trigger in _TRIGGERS:
-            conn.execute("ALTER TABLE %s ENABLE TRIGGER %s" % (table, trigger))
-        conn.execute(PG_SCHEMA)  # a store older than its guards gets them (idempotent)
+        _quarantine(conn, bad, reasons)
     return HeadRepair(bad, rows, sizes, reasons, applied=True)
+
+
+def _quarantine(conn: Any, bad: int, reasons: tuple[str, ...]) -> None:
+    """Copy the entries from ``bad`` on (and the checkpoints over them) into the quarantine
+    tables, then delete them, the checkpoints and the tree nodes that cover them, with the
+    append-only triggers set aside for exactly this transaction.
+    """
+    now, why = int(time.time()), "; ".join(reasons)[:2000]
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS quarantined_entries (seq BIGINT NOT NULL, hash BYTEA, kind TEXT,"
+        " body_hash BYTEA, task TEXT, entry BYTEA, body BYTEA, prev BYTEA,"
+        " quarantined_at BIGINT NOT NULL, reason TEXT NOT NULL)"
+    )
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS quarantined_checkpoints (size BIGINT NOT NULL, note TEXT,"
+        " quarantined_at BIGINT NOT NULL, reason TEXT NOT NULL)"
+    )
+    conn.execute(
+        "INSERT INTO quarantined_entries SELECT seq, hash, kind, body_hash, task, entry, body, prev, %s, %s"
+        " FROM entries WHERE seq >= %s",
+        (now, why, bad),
+    )
+    conn.execute(
+        "INSERT INTO quarantined_checkpoints SELECT size, note, %s, %s FROM checkpoints WHERE size > %s",
+        (now, "over entries quarantined from %d: %s" % (bad, why), bad),
+    )
+    for table, trigger in _TRIGGERS:
+        conn.execute("ALTER TABLE %s DISABLE TRIGGER %s" % (table, trigger))
+    conn.execute("DELETE FROM checkpoints WHERE size > %s", (bad,))
+    # A node at (level, idx) covers leaves idx * 2^level up to (idx + 1) * 2^level - 1.
+    conn.execute("DELETE FROM tree WHERE (idx + 1) * (CAST(1 AS BIGINT) << level) > %s", (bad,))
+    conn.execute("DELETE FROM entries WHERE seq >= %s", (bad,))
+    for table, trigger in _TRIGGERS:
+        conn.execute("ALTER TABLE %s ENABLE TRIGGER %s" % (table, trigger))
+    conn.execute(PG_SCHEMA)  # a store older than its guards gets them (idempotent)
 
 
 def _install_guards(url: str) -> None:

@@ -70,7 +70,7 @@ def deterministic_runs(store: Store, task: str) -> list[DeterministicRun]:
             outcome = _unregistered(rec)
         else:
             in_force = {
-                check: "entry %d: waived until %d: %s" % (ws[-1][0], ws[-1][1].expires, ws[-1][1].reason)
+                check: ws[-1][1].describe(ws[-1][0], ws[-1][2])
                 for check, ws in waivers_in_force(waivers, rec, row.seq).items()
             }
             outcome = rederive_deterministic(rec, contract, read, in_force)

@@ -13,7 +13,7 @@ from typing import Any
 
 from ._digest import Digest, Domain, domain_hash
 from ._errors import FormatError
-from ._model import FORMAT_VERSION, LADDER, Role, Tier, check_task_id
+from ._model import FORMAT_VERSION, LADDER, Role, Tier, check_task_id, utc_text
 from ._toolpolicy import ContractError, ToolPolicy, _document, _freeze, _get, _Reader, _strings, _tools, thaw
 
 __all__ = [
@@ -527,4 +527,14 @@ class Waiver:
             raise FormatError("waiver expiry must be a positive integer time")
 
     def in_force(self, at: int) -> bool:
+        """Whether the waiver still holds at time ``at`` (it ends at ``expires``, exclusive)."""
         return at < self.expires
+
+    def describe(self, seq: int, signer: str) -> str:
+        """The one wording of a waiver, wherever it is shown (status, check, verify, reports).
+
+        Args:
+            seq: the position of the waiver's entry.
+            signer: who signed it, as the caller names keys.
+        """
+        return "entry %d: %s waived %s until %s: %s" % (seq, signer, self.check_id, utc_text(self.expires), self.reason)

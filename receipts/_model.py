@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import enum
 import itertools
 import re
@@ -84,6 +85,11 @@ def check_time(value: object, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < (1 << 40):
         raise FormatError("%s must be a non-negative integer number of seconds" % what)
     return value
+
+
+def utc_text(seconds: int) -> str:
+    """A time in seconds as people read it in any log: ISO 8601, UTC (``2026-12-04T14:28:56Z``)."""
+    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _check_digest(value: object, what: str) -> None:

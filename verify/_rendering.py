@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from receipts import (
@@ -22,13 +23,17 @@ from receipts import (
     HUMAN_DECISION_ID,
     KEYRING_KINDS,
     SNAPSHOT_FORMAT,
+    Checkpoint,
+    Contract,
     ContractRevision,
     Digest,
     EntryKind,
+    EvidenceRef,
     Genesis,
     KeyAdd,
     KeyRevoke,
     Keyring,
+    KeyState,
     LadderReceipt,
     ReceiptsError,
     TaskEvent,
@@ -171,36 +176,152 @@ def bundle_manifest(
     Raises:
         CannotVerify: ``receipt_hash`` is not a receipt among ``entries``.
     """
-    found = [
-        e for e in entries.values() if e.kind == EntryKind.RECEIPT.value and str(Digest(e.body_hash)) == receipt_hash
-    ]
-    if not found:
-        raise CannotVerify("the bundle holds no receipt %s to render" % receipt_hash)
-    receipt = decode_as(LadderReceipt, found[0].body)
+    receipt = _receipt_in(entries, receipt_hash)
     records = listed_records(entries, receipt)
-    redacted = _declared(redacted, records)
+    declared = _declared(redacted, records)
     ring = _keyring(entries)
     cp = parse_checkpoint(checkpoint_text.split("\n\n")[0] + "\n") if checkpoint_text is not None else None
-    revision = next(
-        (
-            decode_as(ContractRevision, e.body)
-            for _, e in sorted(entries.items())
-            if e.kind == EntryKind.CONTRACT.value
-            and decode_as(ContractRevision, e.body).config_hash == receipt.config_hash
-        ),
-        None,
-    )
-    contract = revision.parse() if revision is not None else None
+    contract_seq, contract = _contract_of(entries, receipt)
     names = {s.key_id: (s.spec.name, tuple(r.value for r in s.spec.roles)) for s in ring}
-    decisions: list[dict[str, Any]] = []
-    snapshot: dict[str, Any] = {}
-    artifacts: list[dict[str, Any]] = []
-    checks: list[dict[str, Any]] = []
-    approvals: list[dict[str, Any]] = []
-    rejections: list[dict[str, Any]] = []
+    evidence = _evidence_parts(records, read_json, contract, names)
+    return {
+        "format": BUNDLE_FORMAT,
+        "receipt": receipt_hash,
+        "task": receipt.task_id,
+        "final_status": final_status(result),
+        "merge_eligible": receipt.merge_eligible,
+        "contract": _contract_part(receipt, contract_seq, contract),
+        "sealed_at": receipt.created,
+        "input_snapshot": {
+            "candidate": str(receipt.input_hash),
+            **{k: evidence.snapshot.get(k) for k in ("commit", "tree", "base", "base_source", "diff", "dirty")},
+        },
+        "decisions": evidence.decisions,
+        "timeline": [_event(seq, e, names) for seq, e in sorted(entries.items())],
+        "verification": _verification_part(result),
+        "change_set": {"diff": evidence.snapshot.get("diff"), "attribution": evidence.snapshot.get("attribution")},
+        "artifacts": evidence.artifacts,
+        "checks": evidence.checks,
+        "tiers": [t.as_dict() for t in result.tiers],
+        "provenance": {
+            "log": cp.origin if cp is not None else None,
+            "keyring": [_key_row(s) for s in ring],
+            "signers": sorted({signer for _, signer in records.values()}),
+        },
+        "policy_decisions": {
+            "approvals": evidence.approvals,
+            "rejections": evidence.rejections,
+            "waivers": list(result.waivers),
+            "contract_weakenings": list(result.weakenings),
+        },
+        "unresolved": _unresolved_part(result),
+        "checkpoint": _checkpoint_part(cp),
+        "entries": sorted(entries),
+        "how_to_verify": "ledger verify --bundle BUNDLE.zip --trust ALLOWED_SIGNERS",
+        "redacted": declared,
+    }
+
+
+_Names = dict[str, tuple[str, tuple[str, ...]]]
+
+
+def _receipt_in(entries: dict[int, StoredEntry], receipt_hash: str) -> LadderReceipt:
+    for e in entries.values():
+        if e.kind == EntryKind.RECEIPT.value and str(Digest(e.body_hash)) == receipt_hash:
+            return decode_as(LadderReceipt, e.body)
+    raise CannotVerify("the bundle holds no receipt %s to render" % receipt_hash)
+
+
+def _contract_of(entries: dict[int, StoredEntry], receipt: LadderReceipt) -> tuple[int | None, Contract | None]:
+    """The first contract entry under the receipt's config: its position and the contract."""
+    for seq, e in sorted(entries.items()):
+        if e.kind == EntryKind.CONTRACT.value:
+            revision = decode_as(ContractRevision, e.body)
+            if revision.config_hash == receipt.config_hash:
+                return seq, revision.parse()
+    return None, None
+
+
+def _contract_part(receipt: LadderReceipt, seq: int | None, contract: Contract | None) -> dict[str, Any]:
+    policy = (
+        {
+            "required_tiers": [t.value for t in contract.required_tiers],
+            "human_approvals": contract.human_approvals,
+            "independent_approvers": contract.independent_approvers,
+            "judge_threshold": contract.judge_threshold_bp / 10000,
+        }
+        if contract
+        else {}
+    )
+    return {
+        "config": str(receipt.config_hash),
+        "revision_entry": seq,
+        "goal": contract.goal if contract else None,
+        "policy": policy,
+    }
+
+
+def _unresolved_part(result: Result) -> dict[str, Any]:
+    """What the receipt leaves open: skipped tiers, stale approvals, waivers, assumptions."""
+    return {
+        "skipped_tiers": [t.tier.value for t in result.tiers if t.status in ("skip", "missing")],
+        "stale_approvals": list(result.stale),
+        "flaky_checks": list(result.waivers),
+        "unverified_assumptions": list(result.warnings),
+        "not_eligible_because": list(result.eligibility_reasons),
+    }
+
+
+def _checkpoint_part(cp: Checkpoint | None) -> dict[str, Any] | None:
+    if cp is None:
+        return None
+    return {"origin": cp.origin, "size": cp.size, "root": base64.b64encode(cp.root).decode("ascii")}
+
+
+def _verification_part(result: Result) -> dict[str, Any]:
+    return {
+        "verified": result.ok,
+        "merge_eligible_derived": result.derived_eligible,
+        "not_eligible_because": list(result.eligibility_reasons),
+        "defects": [{"code": d.code, "message": d.message} for d in result.defects],
+        "warnings": list(result.warnings),
+        "trust": result.trust,
+        "method": "by proof into the checkpoint" if result.method == "proof" else "by walking the chain",
+        "checkpoint": result.checkpoint,
+    }
+
+
+def _key_row(signer: KeyState) -> dict[str, Any]:
+    return {
+        "name": signer.spec.name,
+        "key_id": signer.key_id,
+        "roles": [r.value for r in signer.spec.roles],
+        "status": "revoked" if signer.revoked_at is not None else "active",
+    }
+
+
+@dataclass(slots=True)
+class _EvidenceParts:
+    """The manifest's parts read from the listed records' evidence, in record order."""
+
+    snapshot: dict[str, Any] = field(default_factory=dict)
+    artifacts: list[dict[str, Any]] = field(default_factory=list)
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    approvals: list[dict[str, Any]] = field(default_factory=list)
+    rejections: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _evidence_parts(
+    records: dict[str, tuple[TierRecord, str]],
+    read_json: Callable[[Digest, str], dict[str, Any] | None],
+    contract: Contract | None,
+    names: _Names,
+) -> _EvidenceParts:
+    parts = _EvidenceParts()
     for digest, (rec, signer) in sorted(records.items()):
         for ref in rec.evidence:
-            artifacts.append(
+            parts.artifacts.append(
                 {
                     "tier": rec.tier.value,
                     "check": ref.check_id,
@@ -210,129 +331,60 @@ def bundle_manifest(
                 }
             )
             if ref.check_id == "snapshot":
-                snapshot = read_json(ref.digest, SNAPSHOT_FORMAT) or {}
+                parts.snapshot = read_json(ref.digest, SNAPSHOT_FORMAT) or {}
             if ref.check_id.startswith("check:") and ref.check_id.count(":") == 1:
-                doc = read_json(ref.digest, CHECK_RESULT_FORMAT) or {}
-                facts = doc.get("facts") or {}
-                declared = contract.check(ref.check_id[6:]) if contract is not None else None
-                passed, why = derive_check(declared, doc) if declared is not None else (False, "not in the contract")
-                own = [ref] + [e for e in rec.evidence if e.check_id.startswith(ref.check_id + ":")]
-                checks.append(
-                    {
-                        "id": ref.check_id[6:],
-                        "type": doc.get("type"),
-                        "verifier": rec.verifier,
-                        "verifier_version": rec.verifier_version,
-                        "environment": str(rec.environment),
-                        "started": doc.get("started"),
-                        "exit_status": facts.get("exit_code"),
-                        "status": "pass" if passed else "fail",
-                        "reason": why,
-                        "duration_ms": doc.get("duration_ms"),
-                        "evidence": [str(e.digest) for e in own],
-                        "files": [{"name": e.check_id, "digest": str(e.digest)} for e in own],
-                    }
-                )
+                parts.checks.append(_check_row(rec, ref, read_json, contract))
         if rec.tier.value == "human":
-            (approvals if rec.verdict is Verdict.PASS else rejections).append(
+            (parts.approvals if rec.verdict is Verdict.PASS else parts.rejections).append(
                 {"record": digest, "signer": signer, "created": rec.created}
             )
-            refs = [e for e in rec.evidence if e.check_id == HUMAN_DECISION_ID]
-            doc = (read_json(refs[0].digest, HUMAN_DECISION_FORMAT) if refs else None) or {}
-            decisions.append(
-                {
-                    "decision": doc.get("decision", "unreadable"),
-                    "name": names.get(signer, ("?", ()))[0],
-                    "key": signer,
-                    "roles": list(names.get(signer, ("?", ()))[1]),
-                    "time": rec.created,
-                    "method": decision_method(doc),
-                    "note": doc.get("note"),
-                    "shown_sha256": doc.get("shown_sha256"),
-                }
-            )
-    contract_seq = next(
-        (
-            seq
-            for seq, e in sorted(entries.items())
-            if e.kind == EntryKind.CONTRACT.value
-            and decode_as(ContractRevision, e.body).config_hash == receipt.config_hash
-        ),
-        None,
-    )
-    keyring = [
-        {
-            "name": s.spec.name,
-            "key_id": s.key_id,
-            "roles": [r.value for r in s.spec.roles],
-            "status": "revoked" if s.revoked_at is not None else "active",
-        }
-        for s in ring
-    ]
+            parts.decisions.append(_decision_row(rec, signer, read_json, names))
+    return parts
+
+
+def _check_row(
+    rec: TierRecord,
+    ref: EvidenceRef,
+    read_json: Callable[[Digest, str], dict[str, Any] | None],
+    contract: Contract | None,
+) -> dict[str, Any]:
+    """One check's row: its recorded result, and the status the contract's rule derives from it."""
+    doc = read_json(ref.digest, CHECK_RESULT_FORMAT) or {}
+    facts = doc.get("facts") or {}
+    declared = contract.check(ref.check_id[6:]) if contract is not None else None
+    passed, why = derive_check(declared, doc) if declared is not None else (False, "not in the contract")
+    own = [ref] + [e for e in rec.evidence if e.check_id.startswith(ref.check_id + ":")]
     return {
-        "format": BUNDLE_FORMAT,
-        "receipt": receipt_hash,
-        "task": receipt.task_id,
-        "final_status": final_status(result),
-        "merge_eligible": receipt.merge_eligible,
-        "contract": {
-            "config": str(receipt.config_hash),
-            "revision_entry": contract_seq,
-            "goal": contract.goal if contract else None,
-            "policy": {
-                "required_tiers": [t.value for t in contract.required_tiers],
-                "human_approvals": contract.human_approvals,
-                "independent_approvers": contract.independent_approvers,
-                "judge_threshold": contract.judge_threshold_bp / 10000,
-            }
-            if contract
-            else {},
-        },
-        "sealed_at": receipt.created,
-        "input_snapshot": {
-            "candidate": str(receipt.input_hash),
-            **{k: snapshot.get(k) for k in ("commit", "tree", "base", "base_source", "diff", "dirty")},
-        },
-        "decisions": decisions,
-        "timeline": [_event(seq, e, names) for seq, e in sorted(entries.items())],
-        "verification": {
-            "verified": result.ok,
-            "merge_eligible_derived": result.derived_eligible,
-            "not_eligible_because": list(result.eligibility_reasons),
-            "defects": [{"code": d.code, "message": d.message} for d in result.defects],
-            "warnings": list(result.warnings),
-            "trust": result.trust,
-            "method": "by proof into the checkpoint" if result.method == "proof" else "by walking the chain",
-            "checkpoint": result.checkpoint,
-        },
-        "change_set": {"diff": snapshot.get("diff"), "attribution": snapshot.get("attribution")},
-        "artifacts": artifacts,
-        "checks": checks,
-        "tiers": [t.as_dict() for t in result.tiers],
-        "provenance": {
-            "log": cp.origin if cp is not None else None,
-            "keyring": keyring,
-            "signers": sorted({signer for _, signer in records.values()}),
-        },
-        "policy_decisions": {
-            "approvals": approvals,
-            "rejections": rejections,
-            "waivers": list(result.waivers),
-            "contract_weakenings": list(result.weakenings),
-        },
-        "unresolved": {
-            "skipped_tiers": [t.tier.value for t in result.tiers if t.status in ("skip", "missing")],
-            "stale_approvals": list(result.stale),
-            "flaky_checks": list(result.waivers),
-            "unverified_assumptions": list(result.warnings),
-            "not_eligible_because": list(result.eligibility_reasons),
-        },
-        "checkpoint": {"origin": cp.origin, "size": cp.size, "root": base64.b64encode(cp.root).decode("ascii")}
-        if cp is not None
-        else None,
-        "entries": sorted(entries),
-        "how_to_verify": "ledger verify --bundle BUNDLE.zip --trust ALLOWED_SIGNERS",
-        "redacted": redacted,
+        "id": ref.check_id[6:],
+        "type": doc.get("type"),
+        "verifier": rec.verifier,
+        "verifier_version": rec.verifier_version,
+        "environment": str(rec.environment),
+        "started": doc.get("started"),
+        "exit_status": facts.get("exit_code"),
+        "status": "pass" if passed else "fail",
+        "reason": why,
+        "duration_ms": doc.get("duration_ms"),
+        "evidence": [str(e.digest) for e in own],
+        "files": [{"name": e.check_id, "digest": str(e.digest)} for e in own],
+    }
+
+
+def _decision_row(
+    rec: TierRecord, signer: str, read_json: Callable[[Digest, str], dict[str, Any] | None], names: _Names
+) -> dict[str, Any]:
+    """One human decision as its signed document states it, named by the keyring."""
+    refs = [e for e in rec.evidence if e.check_id == HUMAN_DECISION_ID]
+    doc = (read_json(refs[0].digest, HUMAN_DECISION_FORMAT) if refs else None) or {}
+    return {
+        "decision": doc.get("decision", "unreadable"),
+        "name": names.get(signer, ("?", ()))[0],
+        "key": signer,
+        "roles": list(names.get(signer, ("?", ()))[1]),
+        "time": rec.created,
+        "method": decision_method(doc),
+        "note": doc.get("note"),
+        "shown_sha256": doc.get("shown_sha256"),
     }
 
 

@@ -80,6 +80,52 @@ def report_html(m: dict[str, Any], links: bool = True) -> str:
         "ok" if eligible else "bad",
         _e(decision_sentence(eligible, v["verified"], v["not_eligible_because"])),
     )
+    candidate, contract_dl = _candidate_and_contract(m)
+    kept = m["policy_decisions"]
+    in_force = "".join("<li>%s</li>" % _e(w) for w in kept["waivers"]) or "<li>none</li>"
+    weakened = "".join("<li>%s</li>" % _e(w) for w in kept["contract_weakenings"]) or "<li>none</li>"
+    tiers, checks, people = _ladder_rows(m, links, redacted)
+    timeline, signers, evidence = _record_rows(m, links, redacted)
+    verification, defects, warnings = _verification_parts(m)
+    return (
+        "<!doctype html><html lang=en><head><meta charset=utf-8>"
+        "<meta name=viewport content='width=device-width,initial-scale=1'>"
+        "<title>Receipt for %s: %s</title><style>%s</style></head><body>"
+        "<h1>Receipt for %s</h1>%s"
+        "<h2>Candidate</h2>%s<h2>Contract</h2>%s"
+        "<h3>Waivers in force</h3><ul>%s</ul><h3>Contract weakenings</h3><ul>%s</ul>"
+        "<h2>Tiers</h2><table><tr><th>tier</th><th>required</th><th>status</th><th>evidence entails</th><th>signer / detail</th></tr>%s</table>"
+        "<h2>Checks</h2><table><tr><th>check</th><th>type</th><th>status</th><th>reason</th><th>duration</th><th>evidence</th></tr>%s</table>"
+        "<h2>Approvals and rejections</h2><table><tr><th>decision</th><th>name</th><th>key</th><th>roles</th><th>time</th><th>given</th><th>comment or reason</th></tr>%s</table>"
+        "<h2>Timeline</h2><table><tr><th>entry</th><th>time</th><th>kind</th><th>what</th><th>signed by</th></tr>%s</table>"
+        "<h2>Signers</h2><table><tr><th>name</th><th>key</th><th>roles</th><th>status</th></tr>%s</table>"
+        "<h2>Verification</h2>%s%s%s"
+        "<h2>Evidence files</h2><table><tr><th>tier</th><th>item</th><th>file</th><th>bytes</th><th>type</th></tr>%s</table>"
+        "<p class=muted>This page is a rendering: it is not signed and not verified. The bundle's entries, proofs, "
+        "checkpoint and evidence are; re-check them with the command above.</p></body></html>\n"
+    ) % (
+        _e(m["task"]),
+        _e("merge-eligible" if eligible else "not merge-eligible"),
+        _CSS,
+        _e(m["task"]),
+        banner,
+        candidate,
+        contract_dl,
+        in_force,
+        weakened,
+        tiers,
+        checks,
+        people,
+        timeline,
+        signers,
+        verification,
+        ("<h3>Defects</h3><ul>%s</ul>" % defects) if defects else "",
+        ("<h3>Warnings</h3><ul>%s</ul>" % warnings) if warnings else "",
+        evidence,
+    )
+
+
+def _candidate_and_contract(m: dict[str, Any]) -> tuple[str, str]:
     snap, contract = m["input_snapshot"], m["contract"]
     candidate = _dl(
         [
@@ -103,9 +149,11 @@ def report_html(m: dict[str, Any], links: bool = True) -> str:
             ("Judge threshold", _e(policy.get("judge_threshold", "not recorded"))),
         ]
     )
-    kept = m["policy_decisions"]
-    in_force = "".join("<li>%s</li>" % _e(w) for w in kept["waivers"]) or "<li>none</li>"
-    weakened = "".join("<li>%s</li>" % _e(w) for w in kept["contract_weakenings"]) or "<li>none</li>"
+    return candidate, contract_dl
+
+
+def _ladder_rows(m: dict[str, Any], links: bool, redacted: set[tuple[str, str]]) -> tuple[str, str, str]:
+    """The tiers', the checks' and the human decisions' table rows."""
     tiers = "".join(
         "<tr><td>%s</td><td>%s</td><td class=%s>%s</td><td>%s</td><td>%s</td></tr>"
         % (
@@ -153,6 +201,11 @@ def report_html(m: dict[str, Any], links: bool = True) -> str:
         )
         or '<tr><td colspan=8 class="muted">no human decision on this candidate</td></tr>'
     )
+    return tiers, checks, people
+
+
+def _record_rows(m: dict[str, Any], links: bool, redacted: set[tuple[str, str]]) -> tuple[str, str, str]:
+    """The timeline's, the signers' and the evidence files' table rows."""
     timeline = "".join(
         "<tr><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>"
         % (t["seq"], _e(_when(t["time"])), _e(t["kind"]), _e(t["what"]), _e(t["signer"]))
@@ -174,6 +227,11 @@ def report_html(m: dict[str, Any], links: bool = True) -> str:
         )
         for a in m["artifacts"]
     )
+    return timeline, signers, evidence
+
+
+def _verification_parts(m: dict[str, Any]) -> tuple[str, str, str]:
+    v = m["verification"]
     defects = "".join("<li>[%s] %s</li>" % (_e(d["code"]), _e(d["message"])) for d in v["defects"])
     warnings = "".join("<li>%s</li>" % _e(w) for w in v["warnings"])
     verification = _dl(
@@ -190,39 +248,4 @@ def report_html(m: dict[str, Any], links: bool = True) -> str:
             ("Re-check it", _code(m["how_to_verify"])),
         ]
     )
-    return (
-        "<!doctype html><html lang=en><head><meta charset=utf-8>"
-        "<meta name=viewport content='width=device-width,initial-scale=1'>"
-        "<title>Receipt for %s: %s</title><style>%s</style></head><body>"
-        "<h1>Receipt for %s</h1>%s"
-        "<h2>Candidate</h2>%s<h2>Contract</h2>%s"
-        "<h3>Waivers in force</h3><ul>%s</ul><h3>Contract weakenings</h3><ul>%s</ul>"
-        "<h2>Tiers</h2><table><tr><th>tier</th><th>required</th><th>status</th><th>evidence entails</th><th>signer / detail</th></tr>%s</table>"
-        "<h2>Checks</h2><table><tr><th>check</th><th>type</th><th>status</th><th>reason</th><th>duration</th><th>evidence</th></tr>%s</table>"
-        "<h2>Approvals and rejections</h2><table><tr><th>decision</th><th>name</th><th>key</th><th>roles</th><th>time</th><th>given</th><th>comment or reason</th></tr>%s</table>"
-        "<h2>Timeline</h2><table><tr><th>entry</th><th>time</th><th>kind</th><th>what</th><th>signed by</th></tr>%s</table>"
-        "<h2>Signers</h2><table><tr><th>name</th><th>key</th><th>roles</th><th>status</th></tr>%s</table>"
-        "<h2>Verification</h2>%s%s%s"
-        "<h2>Evidence files</h2><table><tr><th>tier</th><th>item</th><th>file</th><th>bytes</th><th>type</th></tr>%s</table>"
-        "<p class=muted>This page is a rendering: it is not signed and not verified. The bundle's entries, proofs, "
-        "checkpoint and evidence are; re-check them with the command above.</p></body></html>\n"
-    ) % (
-        _e(m["task"]),
-        _e("merge-eligible" if eligible else "not merge-eligible"),
-        _CSS,
-        _e(m["task"]),
-        banner,
-        candidate,
-        contract_dl,
-        in_force,
-        weakened,
-        tiers,
-        checks,
-        people,
-        timeline,
-        signers,
-        verification,
-        ("<h3>Defects</h3><ul>%s</ul>" % defects) if defects else "",
-        ("<h3>Warnings</h3><ul>%s</ul>" % warnings) if warnings else "",
-        evidence,
-    )
+    return verification, defects, warnings

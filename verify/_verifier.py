@@ -8,6 +8,7 @@ again from the tier verdicts with the same rule the sealer used.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -792,16 +793,15 @@ def verify_chain(
     evidence: bool = True,
     resume: AuditState | None = None,
 ) -> ChainResult:
-    """Audit every entry of a ledger: steps 2 and 3 for the whole chain with every signature
+    """Audit every entry of a ledger: steps 2 and 3 for the whole chain, every signature
     checked (on ``workers`` processes, default every core), step 5d for every tier record's
     evidence (``evidence=False`` skips it and the result says so), then step 8 against the
     newest checkpoint (and a kept one). Entries stream past and the leaves fold into a
-    compact range: memory does not grow with the ledger.
-
-    With ``resume`` (the state a clean audit left), only the entries after the state's
-    checkpoint are walked, from the state's keyring and task heads, and the leaves fold on
-    from its compact range: the newest checkpoint's root then proves the audited prefix
+    compact range: memory does not grow with the ledger. With ``resume`` (a clean audit's
+    state) only the entries after the state's checkpoint are walked, from its keyring, task
+    heads and compact range; the newest checkpoint's root then proves the audited prefix
     unchanged. A clean result carries the state at the newest checkpoint (``state``).
+
     Returns a `ChainResult` naming the first bad entry; raises `CannotVerify` if the ledger
     or the state cannot be read, or a signature worker dies.
     """
@@ -810,46 +810,26 @@ def verify_chain(
         raise CannotVerify("--since with --resume: the audit state already holds the checkpoint you audited up to")
     count = source.count()
     newest = source.newest_checkpoint()
-    wanted = _sizes_to_root(newest, policy)
     queue = SignatureQueue(workers or os.cpu_count() or 1)
-    walk: Walk
-    found: list[Defect] = []
     if resume is None:
-        walk, leaves = Walk(trust, deferred=queue, keep=False), CompactRange()
+        walk, leaves, found = Walk(trust, deferred=queue, keep=False), CompactRange(), []
     else:
+        # A resumed walk's range holds the audited prefix: it goes on from resume.size.
         walk, leaves = Walk.resumed(resume, trust, queue), _resumed_range(resume)
         found = _resume_defects(source, resume, count, newest, walk.keyring)
-    roots: dict[int, bytes] = {}
-    state: AuditState | None = None
-    seen = _Recent()
-    said: list[str] = []
-    last: StoredEntry | None = None
-
-    def reached() -> None:
-        nonlocal state
-        if leaves.size in wanted:
-            roots[leaves.size] = leaves.root()
-        if newest is not None and leaves.size == newest[0]:
-            state = walk.snapshot(leaves.copy(), newest[1])
-
+    seen, said = _Recent(), list[str]()  # blobs read (each once), what a redacted one leaves unchecked
+    blobs = functools.partial(_evidence_defects, source, seen=seen, warnings=said) if evidence else None
     try:
-        reached()
-        for stored in source.entries_between(leaves.size if resume is None else resume.size, count):
-            body = walk.step(stored, check_signature=True)
-            leaves.append(leaf_hash(stored.entry))
-            reached()
-            if evidence and isinstance(body, TierRecord):
-                walk.defects += _evidence_defects(source, body, body.tier, stored.seq, seen, said)
-            last = stored
-            if progress is not None:
-                progress(1)
+        roots, state, last = _fold(
+            source, walk, leaves, (leaves.size, count), _sizes_to_root(newest, policy), newest, blobs, progress
+        )
         walk.defects.extend(queue.defects())
     finally:
         queue.close()
     defects = found + walk.defects
     if last is None and resume is None:
         defects.append(Defect("empty-ledger", "the ledger has no entries, not even a genesis", None))
-    elif walk.origin is not None:
+    elif walk.origin is not None:  # 8. against the newest checkpoint (and a kept one)
         defects += ledger_transparency(source, walk.origin, -1, policy, roots, walk.keyring).defects
     defects.sort(key=lambda d: d.seq if d.seq is not None else -1)
     head = str(entry_hash(last.entry)) if last is not None else (str(Digest(resume.prev_hash)) if resume else None)
@@ -863,6 +843,43 @@ def verify_chain(
         state=state if not defects else None,
         warnings=tuple(said),
     )
+
+
+def _fold(
+    source: LedgerSource,
+    walk: Walk,
+    leaves: CompactRange,
+    span: tuple[int, int],
+    wanted: set[int],
+    newest: tuple[int, str] | None,
+    check_evidence: Callable[[TierRecord, Tier, int], list[Defect]] | None,
+    progress: Callable[[int], None] | None,
+) -> tuple[dict[int, bytes], AuditState | None, StoredEntry | None]:
+    """Walk the entries in ``span`` and fold their leaves: the roots at the ``wanted`` sizes,
+    the state at the newest checkpoint, and the last entry walked.
+    """
+    roots: dict[int, bytes] = {}
+    state: AuditState | None = None
+    last: StoredEntry | None = None
+
+    def reached() -> None:
+        nonlocal state
+        if leaves.size in wanted:
+            roots[leaves.size] = leaves.root()
+        if newest is not None and leaves.size == newest[0]:
+            state = walk.snapshot(leaves.copy(), newest[1])
+
+    reached()
+    for stored in source.entries_between(*span):
+        body = walk.step(stored, check_signature=True)
+        leaves.append(leaf_hash(stored.entry))
+        reached()
+        if check_evidence is not None and isinstance(body, TierRecord):
+            walk.defects += check_evidence(body, body.tier, stored.seq)
+        last = stored
+        if progress is not None:
+            progress(1)
+    return roots, state, last
 
 
 def _sizes_to_root(newest: tuple[int, str] | None, policy: Transparency) -> set[int]:

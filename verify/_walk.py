@@ -53,7 +53,7 @@ __all__ = ["Walk", "SignatureQueue", "describe_waiver"]
 
 
 def describe_waiver(seq: int, waiver: Waiver, label: str) -> str:
-    return "entry %d: %s waived %s until %d: %s" % (seq, label, waiver.check_id, waiver.expires, waiver.reason)
+    return waiver.describe(seq, label)
 
 
 @dataclass(slots=True)

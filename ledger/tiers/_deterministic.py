@@ -30,13 +30,11 @@ from receipts import (
     content_digest,
     derive_check,
     derive_deterministic,
-    new_tier_record,
 )
 
 from .. import _clock
 from .._contracts import register_contract
-from .._environment import VERSION, environment_digest
-from .._errors import InputError
+from .._records import append_tier_record
 from .._store import Appended, Store
 from .._traces import process_facts
 from ._redact import Redactor
@@ -89,15 +87,7 @@ def run_deterministic(
     subtasks = _subtasks(store, contract)
     snapshot = take_snapshot(repo, contract, base=base, allow_dirty=allow_dirty, subtasks=subtasks)
     snapshot = dataclasses.replace(snapshot, process=process_facts(store, task_id, contract, snapshot.candidate))
-    refs: list[EvidenceRef] = []
-    diff_digest, diff_size = store.put_blob_stream(io.BytesIO(snapshot.diff))
-    refs.append(EvidenceRef("diff", diff_digest, diff_size, "text/x-diff"))
-    dirty_digest = None
-    if snapshot.dirty is not None:
-        dirty_digest, dirty_size = store.put_blob_stream(io.BytesIO(snapshot.dirty))
-        refs.append(EvidenceRef("dirty", dirty_digest, dirty_size, "application/octet-stream"))
-    snap_ref, snap_doc = _put_json(store, snapshot.document(diff_digest, dirty_digest), "snapshot", SNAPSHOT_MEDIA_TYPE)
-    refs.append(snap_ref)
+    refs, snap_doc = _put_snapshot(store, snapshot)
     env = dict(os.environ if environ is None else environ)
     ctx = Context(
         repo=repo,
@@ -107,44 +97,66 @@ def run_deterministic(
         deadline=time.monotonic() + contract.total_timeout_s,
         environ=env,
     )
-    results: dict[str, dict[str, Any]] = {}
-    rows = []
     before = untracked(repo)
-    for check in contract.checks:
-        if on_check is not None:
-            on_check(check.id)
-        evaluated = evaluate(ctx, check)
-        refs.extend(evaluated.refs)
-        ref, stored = _put_json(store, evaluated.result, check_evidence_id(check.id), CHECK_RESULT_MEDIA_TYPE)
-        refs.append(ref)
-        results[check.id] = stored
-        ok, why = derive_check(check, stored)
-        rows.append((check.id, "pass" if ok else "fail", why, str(ref.digest)))
+    results, rows = _run_checks(ctx, refs, on_check)
     remember_check_outputs(repo, before)
     now = _clock.now()
     waived = {
-        w.check_id: "entry %d: %s until %d: %s" % (seq, signer, w.expires, w.reason)
+        w.check_id: w.describe(seq, signer)
         for seq, w, signer in store.waivers(task_id)
         if w.config_hash == config_hash(contract_bytes) and w.in_force(now)
     }
     outcome = derive_deterministic(contract, results, snap_doc, waived)
-    try:
-        record = new_tier_record(
-            task_id=task_id,
-            tier=Tier.DETERMINISTIC,
-            config_hash=config_hash(contract_bytes),
-            input_hash=snapshot.candidate,
-            evidence=tuple(refs),
-            verdict=outcome.verdict,
-            verifier=RUNNER_NAME,
-            verifier_version=VERSION,
-            environment=environment_digest(),
-            created=now,
-        )
-    except ReceiptsError as exc:
-        raise InputError(str(exc)) from None
-    appended = store.append(record, signer)
+    record, appended = append_tier_record(
+        store,
+        signer,
+        task_id=task_id,
+        tier=Tier.DETERMINISTIC,
+        config_hash=config_hash(contract_bytes),
+        input_hash=snapshot.candidate,
+        evidence=tuple(refs),
+        verdict=outcome.verdict,
+        verifier=RUNNER_NAME,
+        created=now,
+    )
     return CheckRun(record, appended, outcome, tuple(rows), snapshot, contract_entry)
+
+
+def _put_snapshot(store: Store, snapshot: Snapshot) -> tuple[list[EvidenceRef], dict[str, Any]]:
+    """Store the candidate's diff, dirty state and snapshot document; their refs, and the
+    snapshot document as stored.
+    """
+    refs: list[EvidenceRef] = []
+    diff_digest, diff_size = store.put_blob_stream(io.BytesIO(snapshot.diff))
+    refs.append(EvidenceRef("diff", diff_digest, diff_size, "text/x-diff"))
+    dirty_digest = None
+    if snapshot.dirty is not None:
+        dirty_digest, dirty_size = store.put_blob_stream(io.BytesIO(snapshot.dirty))
+        refs.append(EvidenceRef("dirty", dirty_digest, dirty_size, "application/octet-stream"))
+    snap_ref, snap_doc = _put_json(store, snapshot.document(diff_digest, dirty_digest), "snapshot", SNAPSHOT_MEDIA_TYPE)
+    refs.append(snap_ref)
+    return refs, snap_doc
+
+
+def _run_checks(
+    ctx: Context, refs: list[EvidenceRef], on_check: Callable[[str], None] | None
+) -> tuple[dict[str, dict[str, Any]], list[tuple[str, str, str, str]]]:
+    """Run every check for real and store its result; the results as stored (by check id)
+    and the table of checks. Each check's evidence refs are appended to ``refs`` in order.
+    """
+    results: dict[str, dict[str, Any]] = {}
+    rows = []
+    for check in ctx.contract.checks:
+        if on_check is not None:
+            on_check(check.id)
+        evaluated = evaluate(ctx, check)
+        refs.extend(evaluated.refs)
+        ref, stored = _put_json(ctx.store, evaluated.result, check_evidence_id(check.id), CHECK_RESULT_MEDIA_TYPE)
+        refs.append(ref)
+        results[check.id] = stored
+        ok, why = derive_check(check, stored)
+        rows.append((check.id, "pass" if ok else "fail", why, str(ref.digest)))
+    return results, rows
 
 
 def _subtasks(store: Store, contract: Contract) -> tuple[str, ...]:

@@ -16,22 +16,19 @@ from receipts import (
     HUMAN_DECISION_ID,
     Digest,
     EvidenceRef,
-    ReceiptsError,
     Signer,
     Tier,
     Verdict,
     config_hash,
     fingerprint,
     latest_human_decisions,
-    new_tier_record,
 )
 
-from .. import _clock
 from .._contracts import current_contract
-from .._environment import VERSION, environment_digest
 from .._errors import InputError
 from .._evidence import snapshot_of
 from .._git import git_ok
+from .._records import append_tier_record
 from .._store import Appended, Store
 
 __all__ = ["decide", "summary"]
@@ -119,19 +116,14 @@ def decide(
     }
     data = json.dumps(doc, sort_keys=True, indent=1).encode()
     digest, size = store.put_blob_stream(io.BytesIO(data))
-    try:
-        record = new_tier_record(
-            task_id=task_id,
-            tier=Tier.HUMAN,
-            config_hash=config,
-            input_hash=candidate,
-            evidence=(EvidenceRef(HUMAN_DECISION_ID, digest, size, "application/json"),),
-            verdict=Verdict.PASS if approve else Verdict.FAIL,
-            verifier="receipt-ledger human decision",
-            verifier_version=VERSION,
-            environment=environment_digest(),
-            created=_clock.now(),
-        )
-    except ReceiptsError as exc:
-        raise InputError(str(exc)) from None
-    return store.append(record, signer)
+    return append_tier_record(
+        store,
+        signer,
+        task_id=task_id,
+        tier=Tier.HUMAN,
+        config_hash=config,
+        input_hash=candidate,
+        evidence=(EvidenceRef(HUMAN_DECISION_ID, digest, size, "application/json"),),
+        verdict=Verdict.PASS if approve else Verdict.FAIL,
+        verifier="receipt-ledger human decision",
+    )[1]

@@ -27,7 +27,6 @@ from receipts import (
     Contract,
     Digest,
     EvidenceRef,
-    ReceiptsError,
     SampleOutcome,
     Signer,
     Tier,
@@ -35,14 +34,12 @@ from receipts import (
     Verdict,
     config_hash,
     derive_judge,
-    new_tier_record,
 )
 
-from .. import _clock
 from .._contracts import current_contract
-from .._environment import VERSION, environment_digest
 from .._errors import InputError
 from .._evidence import candidate_snapshot, evidence_bytes, record_evidence
+from .._records import append_tier_record
 from .._store import Appended, Store
 
 __all__ = ["Endpoint", "JudgeRun", "resolve_endpoint", "run_judge", "SYSTEM_PROMPT"]
@@ -218,6 +215,59 @@ def _claimed_model(store: Store, task_id: str, candidate: Digest) -> str | None:
     return None
 
 
+class _Kept:
+    """The run's evidence: each blob stored as it is made, listed in the order made."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.refs: list[EvidenceRef] = []
+
+    def put(self, check_id: str, data: bytes, media_type: str) -> Digest:
+        digest, size = self.store.put_blob_stream(io.BytesIO(data))
+        self.refs.append(EvidenceRef(check_id, digest, size, media_type))
+        return digest
+
+
+def _run_document(
+    contract: Contract, endpoint: Endpoint | str, *, skipped: str | None, prior: int, diff: str, samples: int
+) -> dict[str, Any]:
+    """The judge run's document (format.md §6b) before any attempt is made."""
+    return {
+        "format": JUDGE_RUN_FORMAT,
+        "skipped": skipped,
+        "prior_attempts": prior,
+        "max_retries": contract.judge.max_retries,
+        "backend": endpoint.backend if isinstance(endpoint, Endpoint) else "none",
+        "endpoint": endpoint.url if isinstance(endpoint, Endpoint) else None,
+        "model": endpoint.model if isinstance(endpoint, Endpoint) else "none",
+        "diff_truncated": len(diff) > contract.judge.max_diff_chars,
+        "diff_chars": len(diff),
+        "attempts": [],
+        "samples": samples,
+    }
+
+
+def _ask_sample(
+    kept: _Kept, replies: dict[str, bytes], endpoint: Endpoint, request: dict[str, Any], attempt: int, sample: int
+) -> dict[str, Any]:
+    """Ask once; keep the exact request and reply; the sample's line in the run document."""
+    started = time.monotonic()
+    sent, reply, status, error = _ask(endpoint, request)
+    req_digest = kept.put("judge:request:%d:%d" % (attempt, sample), sent, "application/json")
+    reply_digest = None
+    if reply is not None:
+        reply_digest = kept.put("judge:reply:%d:%d" % (attempt, sample), reply, "application/octet-stream")
+        replies[str(reply_digest)] = reply
+    return {
+        "sample": sample,
+        "request": str(req_digest),
+        "reply": None if reply_digest is None else str(reply_digest),
+        "status": status,
+        "error": error,
+        "elapsed_ms": int((time.monotonic() - started) * 1000),
+    }
+
+
 def run_judge(
     store: Store,
     *,
@@ -239,32 +289,14 @@ def run_judge(
     contract = current_contract(store, task_id, config)
     n_samples = max(samples or 0, contract.judge.samples)
     env = dict(os.environ if environ is None else environ)
-    refs: list[EvidenceRef] = []
+    kept = _Kept(store)
     replies: dict[str, bytes] = {}
-
-    def put(check_id: str, data: bytes, media_type: str) -> Digest:
-        digest, size = store.put_blob_stream(io.BytesIO(data))
-        refs.append(EvidenceRef(check_id, digest, size, media_type))
-        return digest
-
     skipped, diff = _diff(store, task_id, candidate, config)
     endpoint = resolve_endpoint(contract, config_toml, env)
     if skipped is None and isinstance(endpoint, str):
         skipped = "the judge backend was never reached: " + endpoint
     prior = _prior_attempts(store, task_id, candidate, config)
-    run: dict[str, Any] = {
-        "format": JUDGE_RUN_FORMAT,
-        "skipped": skipped,
-        "prior_attempts": prior,
-        "max_retries": contract.judge.max_retries,
-        "backend": endpoint.backend if isinstance(endpoint, Endpoint) else "none",
-        "endpoint": endpoint.url if isinstance(endpoint, Endpoint) else None,
-        "model": endpoint.model if isinstance(endpoint, Endpoint) else "none",
-        "diff_truncated": len(diff) > contract.judge.max_diff_chars,
-        "diff_chars": len(diff),
-        "attempts": [],
-        "samples": n_samples,
-    }
+    run = _run_document(contract, endpoint, skipped=skipped, prior=prior, diff=diff, samples=n_samples)
     claimed = None if contract.author_model else _claimed_model(store, task_id, candidate)
     if claimed is not None:
         # The model the agent's own claim named (agent hooks): the different-family rule
@@ -272,46 +304,26 @@ def run_judge(
         run["author_model"] = claimed
     if skipped is None and isinstance(endpoint, Endpoint):
         for attempt in range(max(0, 1 + contract.judge.max_retries - prior)):
-            asked: list[dict[str, Any]] = []
-            for sample in range(n_samples):
-                request, _ = _request(contract, candidate, diff, sample)
-                started = time.monotonic()
-                sent, reply, status, error = _ask(endpoint, request)
-                req_digest = put("judge:request:%d:%d" % (attempt, sample), sent, "application/json")
-                reply_digest = None
-                if reply is not None:
-                    reply_digest = put("judge:reply:%d:%d" % (attempt, sample), reply, "application/octet-stream")
-                    replies[str(reply_digest)] = reply
-                asked.append(
-                    {
-                        "sample": sample,
-                        "request": str(req_digest),
-                        "reply": None if reply_digest is None else str(reply_digest),
-                        "status": status,
-                        "error": error,
-                        "elapsed_ms": int((time.monotonic() - started) * 1000),
-                    }
-                )
+            asked = [
+                _ask_sample(kept, replies, endpoint, _request(contract, candidate, diff, sample)[0], attempt, sample)
+                for sample in range(n_samples)
+            ]
             run["attempts"].append(asked)
             if derive_judge(run, replies, contract).verdict is not Verdict.RETRY:
                 break
     data = json.dumps(run, sort_keys=True, indent=1).encode()
-    put("judge:run", data, JUDGE_RUN_MEDIA_TYPE)
+    kept.put("judge:run", data, JUDGE_RUN_MEDIA_TYPE)
     outcome = derive_judge(json.loads(data), replies, contract)
-    try:
-        record = new_tier_record(
-            task_id=task_id,
-            tier=Tier.JUDGE,
-            config_hash=config,
-            input_hash=candidate,
-            evidence=tuple(refs),
-            verdict=outcome.verdict,
-            verifier="receipt-ledger judge (%s %s)" % (run["backend"], run["model"]),
-            verifier_version=VERSION,
-            environment=environment_digest(),
-            created=_clock.now(),
-            confidence_bp=None if outcome.verdict is Verdict.SKIP else outcome.confidence_bp,
-        )
-    except ReceiptsError as exc:
-        raise InputError(str(exc)) from None
-    return JudgeRun(record, store.append(record, signer), outcome, len(run["attempts"]))
+    record, appended = append_tier_record(
+        store,
+        signer,
+        task_id=task_id,
+        tier=Tier.JUDGE,
+        config_hash=config,
+        input_hash=candidate,
+        evidence=tuple(kept.refs),
+        verdict=outcome.verdict,
+        verifier="receipt-ledger judge (%s %s)" % (run["backend"], run["model"]),
+        confidence_bp=None if outcome.verdict is Verdict.SKIP else outcome.confidence_bp,
+    )
+    return JudgeRun(record, appended, outcome, len(run["attempts"]))
