@@ -11,11 +11,12 @@ import shutil
 import sqlite3
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 import click
 
-from receipts import EventType, Role, fingerprint
+from receipts import EventType, Role, Signer, fingerprint
 from verify import LedgerSource, TrustRoot, verify_receipt
 
 from ._errors import InputError
@@ -28,7 +29,7 @@ from ._keys import generate_key_file
 from ._records import seal_receipt
 from ._render import verify_lines
 from ._status import task_state
-from ._store import Ledger
+from ._store import Appended, Ledger
 from .tiers import decide, run_deterministic, run_judge
 
 __all__ = ["run_demo", "demo_contract"]
@@ -128,10 +129,40 @@ def run_demo(keep: Path | None, test_runs: int = 1) -> int:
 
 
 def _demo(work: Path, test_runs: int) -> int:
-    repo, keydir, evidence_dir = work / "repo", work / "keys", work / "evidence"
-    for d in (repo, keydir, evidence_dir):
+    repo, keydir = work / "repo", work / "keys"
+    for d in (repo, keydir, work / "evidence"):
         d.mkdir()
     _say("1. A repository with a small change by an agent")
+    _make_repo(repo, test_runs)
+    _say("2. A ledger, and one key per role (OpenSSH Ed25519, outside the repository)")
+    signers = {name: generate_key_file(keydir / name, name) for name in ("admin", "ci", "judge", "alice", "sealer")}
+    ledger = Ledger.create(repo / ".ledger", signers["admin"], "admin")
+    for name, role in (("ci", Role.DETERMINISTIC), ("judge", Role.JUDGE), ("alice", Role.HUMAN), ("sealer", Role.SEAL)):
+        add_key(ledger, signers["admin"], name, [role], signers[name].public_key_blob)
+        click.echo("    %-7s %s" % (name, role.value))
+    signers["agent"] = generate_key_file(keydir / "agent", "agent")
+    add_key(ledger, signers["admin"], "agent", [Role.AGENT], signers["agent"].public_key_blob)
+    sealed = _climb(ledger, repo, signers)
+    if sealed is None:
+        _say("Demo FAILED: the approval was not signed")
+        return 1
+    receipt_hash = str(sealed.body_hash)
+    trust = TrustRoot(frozenset({fingerprint(signers["admin"].public_key_blob)}), "the demo admin key")
+    _say("8. ledger verify %s --trust <admin key>" % receipt_hash)
+    accepted = _run_verify(repo / ".ledger", receipt_hash, trust)
+    _say("9. Attach the receipt to the commit, gate it, and merge exactly once")
+    passed = _gate_and_merge(ledger, work, sealed, signers["sealer"], trust)
+    ledger.close()
+    _say("10. A copy of the ledger with one byte changed in the deterministic record, verified again")
+    rejected = not _run_verify(_tampered_copy(work, repo / ".ledger"), receipt_hash, trust)
+    if accepted and rejected and passed:
+        _say("Demo complete: the honest receipt verified, the tampered copy was rejected.")
+        return 0
+    _say("Demo FAILED: accepted=%s rejected=%s" % (accepted, rejected))
+    return 1
+
+
+def _make_repo(repo: Path, test_runs: int) -> None:
     _git(repo, "init", "-q", "-b", "main")
     (repo / "contracts").mkdir()
     (repo / "contracts" / "DEMO-1.toml").write_bytes(demo_contract(test_runs))
@@ -146,23 +177,17 @@ def _demo(work: Path, test_runs: int) -> int:
     _git(repo, "commit", "-qm", "DEMO-1: friendlier greeting")
     click.echo("    commit %s: DEMO-1: friendlier greeting" % _git(repo, "rev-parse", "--short", "HEAD").strip())
 
-    _say("2. A ledger, and one key per role (OpenSSH Ed25519, outside the repository)")
-    signers = {name: generate_key_file(keydir / name, name) for name in ("admin", "ci", "judge", "alice", "sealer")}
-    ledger = Ledger.create(repo / ".ledger", signers["admin"], "admin")
-    for name, role in (("ci", Role.DETERMINISTIC), ("judge", Role.JUDGE), ("alice", Role.HUMAN), ("sealer", Role.SEAL)):
-        add_key(ledger, signers["admin"], name, [role], signers[name].public_key_blob)
-        click.echo("    %-7s %s" % (name, role.value))
-    contract_bytes = (repo / "contracts" / "DEMO-1.toml").read_bytes()
 
-    signers["agent"] = generate_key_file(keydir / "agent", "agent")
-    add_key(ledger, signers["admin"], "agent", [Role.AGENT], signers["agent"].public_key_blob)
+def _climb(ledger: Ledger, repo: Path, signers: Mapping[str, Signer]) -> Appended | None:
+    """Steps 3 to 7: the claim, the three tiers and the seal; the receipt's entry (None if
+    the approval was not signed).
+    """
+    contract_bytes = (repo / "contracts" / "DEMO-1.toml").read_bytes()
     _say("3. The agent claims it is done (ledger claim): recorded, and believed by nobody")
     head = resolve_candidate("HEAD", repo)
-    record_event(
-        ledger, signers["agent"], TASK, EventType.ANSWER_PROPOSED, head, {"summary": "greeting fixed, tests pass"}
-    )
+    summary = {"summary": "greeting fixed, tests pass"}
+    record_event(ledger, signers["agent"], TASK, EventType.ANSWER_PROPOSED, head, summary)
     click.echo("    status: %s" % _status(ledger))
-
     _say("4. The deterministic tier runs the contract's checks for real (ledger check DEMO-1)")
     run = run_deterministic(
         ledger,
@@ -179,16 +204,14 @@ def _demo(work: Path, test_runs: int) -> int:
         % (run.snapshot.strength, run.outcome.verdict.value, run.appended.body_hash.short())
     )
     candidate = run.record.input_hash
-
     _say("5. The judge tier asks the contract's judge (here a SCRIPTED EXAMPLE judge, not a model)")
     judged = run_judge(
         ledger, task_id=TASK, contract_bytes=contract_bytes, candidate=candidate, signer=signers["judge"]
     )
+    outcome = judged.outcome
     click.echo(
-        "    judge %s at confidence %s bp: %s"
-        % (judged.outcome.verdict.value, judged.record.confidence_bp, judged.outcome.reason)
+        "    judge %s at confidence %s bp: %s" % (outcome.verdict.value, judged.record.confidence_bp, outcome.reason)
     )
-
     _say("6. A human (the demo key 'alice') sees what she approves, and signs")
     approval = decide(
         ledger,
@@ -202,55 +225,52 @@ def _demo(work: Path, test_runs: int) -> int:
         confirm=_show,
     )
     if approval is None:
-        _say("Demo FAILED: the approval was not signed")
-        return 1
+        return None
     click.echo("    approval %s" % approval.body_hash.short())
-
     _say("7. Seal the receipt")
     receipt, sealed = seal_receipt(ledger, task_id=TASK, signer=signers["sealer"], input_hash=candidate)
-    receipt_hash = str(sealed.body_hash)
-    click.echo(
-        "    receipt %s merge_eligible=%s; status: %s"
-        % (receipt_hash, str(receipt.merge_eligible).lower(), _status(ledger))
-    )
+    eligible = str(receipt.merge_eligible).lower()
+    click.echo("    receipt %s merge_eligible=%s; status: %s" % (sealed.body_hash, eligible, _status(ledger)))
     note = ledger.checkpoint(signers["sealer"])
     click.echo("    signed checkpoint: %s" % " / ".join(note.text.strip().splitlines()))
+    return sealed
 
-    trust = TrustRoot(frozenset({fingerprint(signers["admin"].public_key_blob)}), "the demo admin key")
-    _say("8. ledger verify %s --trust <admin key>" % receipt_hash)
-    accepted = _run_verify(repo / ".ledger", receipt_hash, trust)
 
-    _say("9. Attach the receipt to the commit, gate it, and merge exactly once")
+def _gate_and_merge(ledger: Ledger, work: Path, sealed: Appended, sealer: Signer, trust: TrustRoot) -> bool:
+    """Step 9: attach, gate as CI that reaches the store (its own audit proves the task
+    complete), then one merge effect, and a second refused. Whether the gate passed.
+    """
+    repo = work / "repo"
     attach(ledger, repo, sealed.body_hash, None)
-    # As CI that reaches the store: the gate audits the chain itself to prove the task complete.
     gated = gate(
         repo,
         "HEAD",
         trust,
         open_ledger=lambda: LedgerSource.open(repo / ".ledger"),
         audit_state=work / "gate-audit-state.json",
-        recorder=(ledger, signers["sealer"]),
+        recorder=(ledger, sealer),
         task=TASK,
     )
-    passed, gate_candidate = gated.passed, gated.candidate
     click.echo(
         "    ledger --dir .ledger gate HEAD --audit-state gate-audit-state.json: %s"
-        % ("PASS (completeness audited)" if passed else "FAIL: " + "; ".join(gated.reasons))
+        % ("PASS (completeness audited)" if gated.passed else "FAIL: " + "; ".join(gated.reasons))
     )
-    if passed:
-        begin_effect(ledger, signers["sealer"], TASK, "merge", "demo-merge-1", "main", gate_candidate, trust=trust)
+    if gated.passed:
+        begin_effect(ledger, sealer, TASK, "merge", "demo-merge-1", "main", gated.candidate, trust=trust)
         click.echo("    effect demo-merge-1 begun; status: %s" % _status(ledger))
-        end_effect(ledger, signers["sealer"], "demo-merge-1", "confirmed", "read back: main contains the candidate")
+        end_effect(ledger, sealer, "demo-merge-1", "confirmed", "read back: main contains the candidate")
         click.echo("    effect confirmed; status: %s" % _status(ledger))
         try:
-            begin_effect(ledger, signers["sealer"], TASK, "merge", "demo-merge-1", "main", gate_candidate, trust=trust)
+            begin_effect(ledger, sealer, TASK, "merge", "demo-merge-1", "main", gated.candidate, trust=trust)
         except InputError as exc:
             click.echo("    a second merge with the same key: %s" % exc)
-    ledger.close()
+    return gated.passed
 
-    _say("10. A copy of the ledger with one byte changed in the deterministic record, verified again")
+
+def _tampered_copy(work: Path, ledger_dir: Path) -> Path:
+    """A copy of the ledger with the last byte of its first tier record's body flipped."""
     tampered = work / "tampered-ledger"
-    shutil.copytree(repo / ".ledger", tampered)
+    shutil.copytree(ledger_dir, tampered)
     conn = sqlite3.connect(tampered / "ledger.db")
     with conn:
         row = conn.execute("SELECT seq, body FROM entries WHERE kind = 'tier_record' ORDER BY seq LIMIT 1").fetchone()
@@ -259,13 +279,7 @@ def _demo(work: Path, test_runs: int) -> int:
         conn.execute("UPDATE entries SET body = ? WHERE seq = ?", (bytes(body), row[0]))
     conn.close()
     click.echo("    flipped the last byte of entry %d's body" % row[0])
-    rejected = not _run_verify(tampered, receipt_hash, trust)
-
-    if accepted and rejected and passed:
-        _say("Demo complete: the honest receipt verified, the tampered copy was rejected.")
-        return 0
-    _say("Demo FAILED: accepted=%s rejected=%s" % (accepted, rejected))
-    return 1
+    return tampered
 
 
 def _show(shown: str) -> bool:

@@ -323,44 +323,12 @@ def gate_check(
     policy = dataclasses.replace(transparency or Transparency(), require_complete=False)
     fields, checks, audit_problem = check_receipts(repo, rev, trust, policy, open_ledger, audit_state)
     candidate = candidate_hash(fields)
-    # The newest verified receipt of this candidate decides: an older eligible one must not
-    # outvote a later rejection or a later weakening. Sealed in the same second, the one
-    # that blocks wins (fail closed); then the exact commit before a same-tree one.
-    verified = [c for c in checks if c.ok and c.result is not None]
-    newest = max(
-        verified,
-        key=lambda c: (c.result.sealed_at or 0 if c.result else 0, not c.lets_through, c.match == "commit"),
-        default=None,
-    )
+    newest = _deciding(checks)
     # A receipt the notes name that cannot be verified (its bundle missing, unreadable or
     # altered) might be the newest one, and might block: nobody can tell, so it blocks.
     broken = tuple(c for c in checks if c.result is None or not c.result.ok)
     chosen = newest if newest is not None and newest.lets_through and not broken and newest.complete else None
-    unverified = tuple(c.why_not() for c in checks if not c.ok)
-    if newest is not None and newest.lets_through and not broken and not newest.complete:
-        # By proof, a rejection that every later pointer skips would not be seen (§8.1a).
-        reasons: tuple[str, ...] = (
-            "the completeness of task %s up to %s is unproven: no quorum of auditing witnesses cosigned its"
-            " checkpoint (.ledger/auditing-witnesses on the target branch, or --auditing-witness), and %s"
-            % (
-                newest.result.task_id if newest.result else "?",
-                newest.note.receipt,
-                "the gate's audit of the store failed: %s" % audit_problem
-                if audit_problem
-                else "the gate did not audit the store (--audit-state)"
-                if audit_state is None
-                else "the gate's audit of the store does not cover this receipt's entry",
-            ),
-        )
-    elif broken and newest is not None and newest.lets_through:
-        reasons = (
-            "%d receipt(s) named on this revision cannot be verified, and any of them may be newer than %s and"
-            " block it: every receipt the notes name must verify" % (len(broken), newest.note.receipt),
-        ) + unverified
-    elif newest is not None and chosen is None:
-        reasons = ("the newest receipt decides: " + newest.why_not(),) + unverified
-    else:
-        reasons = unverified
+    reasons = _why_blocked(checks, newest, chosen, broken, audit_problem, audit_state is not None)
     if not checks:
         reasons = ("no receipt is attached to %s or its tree (git notes %s)" % (fields["commit"][:12], NOTES_REF),)
     return GateResult(
@@ -373,6 +341,53 @@ def gate_check(
         tuple(checks),
         _trust_label(trust),
     )
+
+
+def _deciding(checks: list[ReceiptCheck]) -> ReceiptCheck | None:
+    """The newest verified receipt of the candidate: an older eligible one must not outvote a
+    later rejection or a later weakening. Sealed in the same second, the one that blocks wins
+    (fail closed); then the exact commit before a same-tree one.
+    """
+    verified = [c for c in checks if c.ok and c.result is not None]
+    return max(
+        verified,
+        key=lambda c: (c.result.sealed_at or 0 if c.result else 0, not c.lets_through, c.match == "commit"),
+        default=None,
+    )
+
+
+def _why_blocked(
+    checks: list[ReceiptCheck],
+    newest: ReceiptCheck | None,
+    chosen: ReceiptCheck | None,
+    broken: tuple[ReceiptCheck, ...],
+    audit_problem: str | None,
+    audited: bool,
+) -> tuple[str, ...]:
+    """Why the gate does not let the revision through (empty when it does)."""
+    unverified = tuple(c.why_not() for c in checks if not c.ok)
+    if newest is not None and newest.lets_through and not broken and not newest.complete:
+        # By proof, a rejection that every later pointer skips would not be seen (§8.1a).
+        how = (
+            "the gate's audit of the store failed: %s" % audit_problem
+            if audit_problem
+            else "the gate's audit of the store does not cover this receipt's entry"
+            if audited
+            else "the gate did not audit the store (--audit-state)"
+        )
+        return (
+            "the completeness of task %s up to %s is unproven: no quorum of auditing witnesses cosigned its"
+            " checkpoint (.ledger/auditing-witnesses on the target branch, or --auditing-witness), and %s"
+            % (newest.result.task_id if newest.result else "?", newest.note.receipt, how),
+        )
+    if broken and newest is not None and newest.lets_through:
+        return (
+            "%d receipt(s) named on this revision cannot be verified, and any of them may be newer than %s and"
+            " block it: every receipt the notes name must verify" % (len(broken), newest.note.receipt),
+        ) + unverified
+    if newest is not None and chosen is None:
+        return ("the newest receipt decides: " + newest.why_not(),) + unverified
+    return unverified
 
 
 def gate(

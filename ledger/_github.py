@@ -318,11 +318,23 @@ def run_action(env: Mapping[str, str], repo: Path, runner: Runner = _run_ledger)
     if fetched.returncode != 0:
         raise InputError("cannot fetch the target branch %s from %s" % (event.base_ref, remote))
     fetch_receipts(repo, remote)
+    store = _store(env, repo, trust_ref)
+    _run_tiers(env, repo, event, report, store, runner)
+    if "gate" in report.steps:
+        _gate_step(env, repo, event, report, trust_ref, store)
+    _publish(env, event, report)
+    return report
 
+
+def _run_tiers(
+    env: Mapping[str, str], repo: Path, event: GithubEvent, report: ActionReport, store: str | None, runner: Runner
+) -> None:
+    """Check, judge and seal, each with its own key from the secrets, written to a private
+    folder that is removed whatever happens; a step without its key is skipped, and says so.
+    """
     keys = Path(env.get("RUNNER_TEMP") or "/tmp") / ("receipt-ledger-keys-" + secrets.token_hex(6))
     child = {k: v for k, v in env.items() if not k.endswith("_KEY") or not k.startswith("LEDGER_")}
     child.update(RECEIPT_LEDGER_KEYS=str(keys))
-    store = _store(env, repo, trust_ref)
     if store is not None:
         child["LEDGER_STORE"] = store
     try:
@@ -339,48 +351,49 @@ def run_action(env: Mapping[str, str], repo: Path, runner: Runner = _run_ledger)
     finally:
         shutil.rmtree(keys, ignore_errors=True)
 
-    if "gate" in report.steps:
-        trust = resolve_trust(
-            explicit=env.get("LEDGER_TRUST", "").strip() or None,
-            unsafe_tofu=False,
-            repo=repo,
-            ledger_root=repo / ".ledger",
-            trust_ref=trust_ref,
-            judges_candidate=True,
-        )
-        auditors, quorum = resolve_auditors(
-            explicit=[line for line in env.get("LEDGER_AUDITING_WITNESSES", "").splitlines() if line.strip()],
-            quorum=_quorum(env.get("LEDGER_AUDITED_QUORUM", "")),
-            repo=repo,
-            trust_ref=trust_ref,
-        )
-        # The runner reaches the store the tiers wrote to: where no auditing witness has
-        # cosigned yet, the gate audits its chain itself (a full audit unless the state is kept).
-        ledger_dir = Path(env["LEDGER_DIR"]) if env.get("LEDGER_DIR") else repo / ".ledger"
-        report.gated = gate(
-            repo,
-            event.head_sha,
-            trust,
-            transparency=Transparency(auditors=auditors, audited_quorum=quorum),
-            open_ledger=lambda: open_source(ledger_dir, store),
-            audit_state=Path(
-                env.get("LEDGER_AUDIT_STATE")
-                or Path(env.get("RUNNER_TEMP") or "/tmp") / "receipt-ledger-audit-state.json"
-            ),
-        )
-        if report.gated.receipt and report.receipt is None:
-            report.receipt = report.gated.receipt
-        if report.receipt:
-            with open_bundle(repo, report.receipt) as bundle:
-                if bundle is not None:
-                    from verify import BundleSource
 
-                    with BundleSource(bundle) as source:
-                        report.result = verify_receipt(
-                            source, report.receipt, trust, Transparency(require_checkpoint=True)
-                        )
-    _publish(env, event, report)
-    return report
+def _gate_step(
+    env: Mapping[str, str], repo: Path, event: GithubEvent, report: ActionReport, trust_ref: str, store: str | None
+) -> None:
+    """Gate the pull request's head under the target branch's trust, then verify the deciding
+    receipt's bundle for the summary.
+    """
+    trust = resolve_trust(
+        explicit=env.get("LEDGER_TRUST", "").strip() or None,
+        unsafe_tofu=False,
+        repo=repo,
+        ledger_root=repo / ".ledger",
+        trust_ref=trust_ref,
+        judges_candidate=True,
+    )
+    auditors, quorum = resolve_auditors(
+        explicit=[line for line in env.get("LEDGER_AUDITING_WITNESSES", "").splitlines() if line.strip()],
+        quorum=_quorum(env.get("LEDGER_AUDITED_QUORUM", "")),
+        repo=repo,
+        trust_ref=trust_ref,
+    )
+    # The runner reaches the store the tiers wrote to: where no auditing witness has
+    # cosigned yet, the gate audits its chain itself (a full audit unless the state is kept).
+    ledger_dir = Path(env["LEDGER_DIR"]) if env.get("LEDGER_DIR") else repo / ".ledger"
+    report.gated = gate(
+        repo,
+        event.head_sha,
+        trust,
+        transparency=Transparency(auditors=auditors, audited_quorum=quorum),
+        open_ledger=lambda: open_source(ledger_dir, store),
+        audit_state=Path(
+            env.get("LEDGER_AUDIT_STATE") or Path(env.get("RUNNER_TEMP") or "/tmp") / "receipt-ledger-audit-state.json"
+        ),
+    )
+    if report.gated.receipt and report.receipt is None:
+        report.receipt = report.gated.receipt
+    if report.receipt:
+        with open_bundle(repo, report.receipt) as bundle:
+            if bundle is not None:
+                from verify import BundleSource
+
+                with BundleSource(bundle) as source:
+                    report.result = verify_receipt(source, report.receipt, trust, Transparency(require_checkpoint=True))
 
 
 def _tier(

@@ -9,8 +9,10 @@ import base64
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from receipts import (
+    Checkpoint,
     MemoryTree,
     ReceiptsError,
     SignedNote,
@@ -73,39 +75,48 @@ def cosign(
     if audit is not None:
         _audited(source, note, *audit)
     path = _state_file(state_path)
-    try:
-        state = json.loads(path.read_text()) if path.exists() else {}
-    except (OSError, ValueError) as exc:
-        raise InputError("cannot read witness state %s: %s" % (path, exc)) from None
-    if not isinstance(state, dict):
-        raise InputError("witness state %s is not a JSON object" % path)
+    state = _read_state(path)
     seen = state.get(cp.origin)
     if seen is not None:
-        try:
-            old_size, old_root = int(seen["size"]), b64decode_canonical(seen["root"], "the kept root")
-        except (KeyError, TypeError, ValueError, ReceiptsError):
-            raise InputError("witness state %s is corrupt for log %r" % (path, cp.origin)) from None
-        if cp.size < old_size:
-            raise InputError(
-                "refused: the checkpoint (size %d) is older than one this witness cosigned (size %d)"
-                % (cp.size, old_size)
-            )
-        # The witness computes the proof from the ledger and checks it against both roots.
-        leaves = [leaf_hash(b) for b in source.entry_bytes(cp.size)]
-        if len(leaves) < cp.size:
-            raise InputError("refused: the ledger holds fewer entries than the checkpoint claims")
-        tree = MemoryTree(leaves)
-        proof = consistency_proof(tree, old_size, cp.size) if old_size else []
-        if old_size and not is_valid_consistency(old_size, cp.size, old_root, cp.root, proof):
-            raise InputError(
-                "refused: the checkpoint is not consistent with the one this witness cosigned at size %d" % old_size
-            )
+        _refuse_unless_extends(source, cp, seen, path)
     signed = note.with_signature(cosign_note(note.text, name, signer, _clock.now()))
     state[cp.origin] = {"size": cp.size, "root": base64.b64encode(cp.root).decode("ascii")}
     # The witness's security state: what it has cosigned must survive a crash, or it could be
     # made to cosign a fork of what it already vouched for.
     write_atomic(path, json.dumps(state, indent=1, sort_keys=True).encode("utf-8"))
     return signed.encode()
+
+
+def _read_state(path: Path) -> dict[str, Any]:
+    try:
+        state = json.loads(path.read_text()) if path.exists() else {}
+    except (OSError, ValueError) as exc:
+        raise InputError("cannot read witness state %s: %s" % (path, exc)) from None
+    if not isinstance(state, dict):
+        raise InputError("witness state %s is not a JSON object" % path)
+    return state
+
+
+def _refuse_unless_extends(source: LedgerSource, cp: Checkpoint, seen: Any, path: Path) -> None:
+    """Refuse a checkpoint that does not extend the last one cosigned for its log (``seen``):
+    smaller, or not consistent by a proof the witness computes from the ledger itself.
+    """
+    try:
+        old_size, old_root = int(seen["size"]), b64decode_canonical(seen["root"], "the kept root")
+    except (KeyError, TypeError, ValueError, ReceiptsError):
+        raise InputError("witness state %s is corrupt for log %r" % (path, cp.origin)) from None
+    if cp.size < old_size:
+        raise InputError(
+            "refused: the checkpoint (size %d) is older than one this witness cosigned (size %d)" % (cp.size, old_size)
+        )
+    leaves = [leaf_hash(b) for b in source.entry_bytes(cp.size)]
+    if len(leaves) < cp.size:
+        raise InputError("refused: the ledger holds fewer entries than the checkpoint claims")
+    proof = consistency_proof(MemoryTree(leaves), old_size, cp.size) if old_size else []
+    if old_size and not is_valid_consistency(old_size, cp.size, old_root, cp.root, proof):
+        raise InputError(
+            "refused: the checkpoint is not consistent with the one this witness cosigned at size %d" % old_size
+        )
 
 
 def audit_store(

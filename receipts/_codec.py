@@ -411,74 +411,109 @@ def body_hash(kind: EntryKind, data: bytes) -> Digest:
 
 
 def decode_body(kind: EntryKind, data: bytes) -> Body:
+    """Decode a body of ``kind`` from its canonical bytes (format.md §3).
+
+    Raises:
+        FormatError: the bytes are not the canonical encoding of a valid body of that kind.
+    """
     if kind is EntryKind.TIER_RECORD:
         return decode_tier_record(data)
     if kind is EntryKind.RECEIPT:
         return decode_receipt(data)
-    value = canonical_loads(data)
-    if kind is EntryKind.GENESIS:
-        m = _map(value, frozenset({"v", "ledger", "created", "keys"}), "genesis")
-        return Genesis(
-            version=_int(m["v"], "version"),
-            ledger_id=_typed(m["ledger"], str, "ledger id"),
-            created=_int(m["created"], "created"),
-            keys=tuple(_key_from(k) for k in _array(m["keys"], "keys")),
-        )
-    if kind is EntryKind.KEY_ADD:
-        m = _map(value, frozenset({"v", "key"}), "key_add")
-        return KeyAdd(version=_int(m["v"], "version"), key=_key_from(m["key"]))
-    if kind is EntryKind.TIMESTAMP:
-        m = _map(value, frozenset({"v", "size", "checkpoint", "token", "token_size"}), "timestamp")
-        return CheckpointTimestamp(
-            version=_int(m["v"], "version"),
-            size=_int(m["size"], "size"),
-            checkpoint=_digest(m["checkpoint"], "checkpoint"),
-            token=_digest(m["token"], "token"),
-            token_size=_int(m["token_size"], "token size"),
-        )
-    if kind is EntryKind.RETENTION:
-        m = _map(value, frozenset({"v", "max_age", "holds"}), "retention policy")
-        return RetentionPolicy(
-            version=_int(m["v"], "version"),
-            evidence_max_age_s=_int(m["max_age"], "max_age"),
-            holds=tuple(_typed(h, str, "hold") for h in _array(m["holds"], "holds")),
-        )
-    if kind is EntryKind.CONTRACT:
-        m = _map(value, frozenset({"v", "task", "contract", "previous"}), "contract revision")
-        return ContractRevision(
-            version=_int(m["v"], "version"),
-            task_id=_typed(m["task"], str, "task"),
-            contract=_typed(m["contract"], bytes, "contract"),
-            previous=_opt(m["previous"], _digest, "previous"),
-        )
-    if kind is EntryKind.EVENT:
-        m = _map(value, frozenset({"v", "task", "type", "candidate", "fields", "evidence", "created"}), "event")
-        raw_fields = _typed(m["fields"], dict, "event fields")
-        return TaskEvent(
-            version=_int(m["v"], "version"),
-            task_id=_typed(m["task"], str, "task"),
-            type=_enum(EventType, m["type"], "event type"),
-            candidate=_opt(m["candidate"], _digest, "candidate"),
-            fields=tuple(sorted((k, _typed(v, str, "event field")) for k, v in raw_fields.items())),
-            evidence=tuple(_evidence_from(e) for e in _array(m["evidence"], "event evidence")),
-            created=_int(m["created"], "created"),
-        )
-    if kind is EntryKind.WAIVER:
-        m = _map(value, frozenset({"v", "task", "check", "config", "reason", "expires"}), "waiver")
-        return Waiver(
-            version=_int(m["v"], "version"),
-            task_id=_typed(m["task"], str, "task"),
-            check_id=_typed(m["check"], str, "check"),
-            config_hash=_digest(m["config"], "config"),
-            reason=_typed(m["reason"], str, "reason"),
-            expires=_int(m["expires"], "expires"),
-        )
+    return _BODY_DECODERS[kind](canonical_loads(data))
+
+
+def _genesis_from(value: object) -> Genesis:
+    m = _map(value, frozenset({"v", "ledger", "created", "keys"}), "genesis")
+    return Genesis(
+        version=_int(m["v"], "version"),
+        ledger_id=_typed(m["ledger"], str, "ledger id"),
+        created=_int(m["created"], "created"),
+        keys=tuple(_key_from(k) for k in _array(m["keys"], "keys")),
+    )
+
+
+def _key_add_from(value: object) -> KeyAdd:
+    m = _map(value, frozenset({"v", "key"}), "key_add")
+    return KeyAdd(version=_int(m["v"], "version"), key=_key_from(m["key"]))
+
+
+def _timestamp_from(value: object) -> CheckpointTimestamp:
+    m = _map(value, frozenset({"v", "size", "checkpoint", "token", "token_size"}), "timestamp")
+    return CheckpointTimestamp(
+        version=_int(m["v"], "version"),
+        size=_int(m["size"], "size"),
+        checkpoint=_digest(m["checkpoint"], "checkpoint"),
+        token=_digest(m["token"], "token"),
+        token_size=_int(m["token_size"], "token size"),
+    )
+
+
+def _retention_from(value: object) -> RetentionPolicy:
+    m = _map(value, frozenset({"v", "max_age", "holds"}), "retention policy")
+    return RetentionPolicy(
+        version=_int(m["v"], "version"),
+        evidence_max_age_s=_int(m["max_age"], "max_age"),
+        holds=tuple(_typed(h, str, "hold") for h in _array(m["holds"], "holds")),
+    )
+
+
+def _contract_from(value: object) -> ContractRevision:
+    m = _map(value, frozenset({"v", "task", "contract", "previous"}), "contract revision")
+    return ContractRevision(
+        version=_int(m["v"], "version"),
+        task_id=_typed(m["task"], str, "task"),
+        contract=_typed(m["contract"], bytes, "contract"),
+        previous=_opt(m["previous"], _digest, "previous"),
+    )
+
+
+def _event_from(value: object) -> TaskEvent:
+    m = _map(value, frozenset({"v", "task", "type", "candidate", "fields", "evidence", "created"}), "event")
+    raw_fields = _typed(m["fields"], dict, "event fields")
+    return TaskEvent(
+        version=_int(m["v"], "version"),
+        task_id=_typed(m["task"], str, "task"),
+        type=_enum(EventType, m["type"], "event type"),
+        candidate=_opt(m["candidate"], _digest, "candidate"),
+        fields=tuple(sorted((k, _typed(v, str, "event field")) for k, v in raw_fields.items())),
+        evidence=tuple(_evidence_from(e) for e in _array(m["evidence"], "event evidence")),
+        created=_int(m["created"], "created"),
+    )
+
+
+def _waiver_from(value: object) -> Waiver:
+    m = _map(value, frozenset({"v", "task", "check", "config", "reason", "expires"}), "waiver")
+    return Waiver(
+        version=_int(m["v"], "version"),
+        task_id=_typed(m["task"], str, "task"),
+        check_id=_typed(m["check"], str, "check"),
+        config_hash=_digest(m["config"], "config"),
+        reason=_typed(m["reason"], str, "reason"),
+        expires=_int(m["expires"], "expires"),
+    )
+
+
+def _key_revoke_from(value: object) -> KeyRevoke:
     m = _map(value, frozenset({"v", "key_id", "reason"}), "key_revoke")
     return KeyRevoke(
         version=_int(m["v"], "version"),
         key_id=_typed(m["key_id"], str, "key id"),
         reason=_typed(m["reason"], str, "reason"),
     )
+
+
+# Each kind's decoder from the canonical value (tier records and receipts have their own).
+_BODY_DECODERS: dict[EntryKind, Callable[[object], Body]] = {
+    EntryKind.GENESIS: _genesis_from,
+    EntryKind.KEY_ADD: _key_add_from,
+    EntryKind.KEY_REVOKE: _key_revoke_from,
+    EntryKind.TIMESTAMP: _timestamp_from,
+    EntryKind.RETENTION: _retention_from,
+    EntryKind.CONTRACT: _contract_from,
+    EntryKind.EVENT: _event_from,
+    EntryKind.WAIVER: _waiver_from,
+}
 
 
 # -- chain entries ----------------------------------------------------------------------

@@ -172,44 +172,9 @@ def _tiers(r: _Reader, policy: dict[str, Any]) -> tuple[Tier, ...]:
     return tuple(t for t in LADDER if t in chosen)
 
 
-def parse_contract(data: bytes, source: str = "contract") -> Contract:
-    """Parse a contract's exact bytes (whose config hash the tier records carry)."""
-    r, doc = _document(data, source)
-    version = _get(r, doc, "version", int, 1)
-    if version != 1:
-        raise r.fail("only version 1 is known", "version")
-    task = _get(r, doc, "task", str)
-    try:
-        check_task_id(task)
-    except FormatError as exc:
-        raise r.fail(str(exc), "task") from None
-    kind = _get(r, doc, "kind", str, "code")
-    if kind not in CONTRACT_KINDS:
-        raise r.fail("must be one of %s" % ", ".join(sorted(CONTRACT_KINDS)), "kind")
-    raw_checks = _get(r, doc, "checks", list, [])
-    checks = tuple(_check(r, c, i) for i, c in enumerate(raw_checks))
-    ids = [c.id for c in checks]
-    for i, cid in enumerate(ids):
-        if cid in ids[:i]:
-            raise r.fail("duplicate check id %r" % cid, "id", "checks", i)
-    policy = _get(r, doc, "policy", dict, {})
-    threshold = _get(r, policy, "judge_threshold", (int, float), 0.7, tname="policy")
-    if not 0 <= threshold <= 1:
-        raise r.fail("must be between 0 and 1", "judge_threshold", "policy")
-    approvals = _get(r, policy, "human_approvals", int, 1, tname="policy")
-    if approvals < 0:
-        raise r.fail("must not be negative", "human_approvals", "policy")
-    independent = _get(r, policy, "independent_approvers", bool, False, tname="policy")
-    budgets = _get(r, doc, "budgets", dict, {})
-    check_timeout = _get(r, budgets, "check_timeout_s", int, 300, tname="budgets")
-    total_timeout = _get(r, budgets, "total_timeout_s", int, 1800, tname="budgets")
-    if not 0 < check_timeout <= total_timeout:
-        raise r.fail("must be positive and at most total_timeout_s", "check_timeout_s", "budgets")
-    for field in sorted(budgets.keys() - _BUDGET_FIELDS):
-        raise r.fail("is not a budget", field, "budgets")
-    freshness = _get(r, doc, "freshness", dict, {})
-    max_age = _get(r, freshness, "max_evidence_age_s", int, None, tname="freshness")
-    known = {
+# Every top-level field a version 1 contract may hold.
+_CONTRACT_FIELDS = frozenset(
+    {
         "version",
         "task",
         "goal",
@@ -229,7 +194,61 @@ def parse_contract(data: bytes, source: str = "contract") -> Contract:
         "protected_paths",
         "tools",
     }
-    for field in sorted(doc.keys() - known):
+)
+
+
+def _declared_checks(r: _Reader, doc: dict[str, Any]) -> tuple[Check, ...]:
+    checks = tuple(_check(r, c, i) for i, c in enumerate(_get(r, doc, "checks", list, [])))
+    ids = [c.id for c in checks]
+    for i, cid in enumerate(ids):
+        if cid in ids[:i]:
+            raise r.fail("duplicate check id %r" % cid, "id", "checks", i)
+    return checks
+
+
+def _policy(r: _Reader, policy: dict[str, Any]) -> tuple[float, int, bool]:
+    """The policy table's judge threshold, required approvals and independence rule."""
+    threshold = _get(r, policy, "judge_threshold", (int, float), 0.7, tname="policy")
+    if not 0 <= threshold <= 1:
+        raise r.fail("must be between 0 and 1", "judge_threshold", "policy")
+    approvals = _get(r, policy, "human_approvals", int, 1, tname="policy")
+    if approvals < 0:
+        raise r.fail("must not be negative", "human_approvals", "policy")
+    return threshold, approvals, _get(r, policy, "independent_approvers", bool, False, tname="policy")
+
+
+def _timeouts(r: _Reader, budgets: dict[str, Any]) -> tuple[int, int]:
+    check_timeout = _get(r, budgets, "check_timeout_s", int, 300, tname="budgets")
+    total_timeout = _get(r, budgets, "total_timeout_s", int, 1800, tname="budgets")
+    if not 0 < check_timeout <= total_timeout:
+        raise r.fail("must be positive and at most total_timeout_s", "check_timeout_s", "budgets")
+    for field in sorted(budgets.keys() - _BUDGET_FIELDS):
+        raise r.fail("is not a budget", field, "budgets")
+    return check_timeout, total_timeout
+
+
+def parse_contract(data: bytes, source: str = "contract") -> Contract:
+    """Parse a contract's exact bytes (whose config hash the tier records carry)."""
+    r, doc = _document(data, source)
+    version = _get(r, doc, "version", int, 1)
+    if version != 1:
+        raise r.fail("only version 1 is known", "version")
+    task = _get(r, doc, "task", str)
+    try:
+        check_task_id(task)
+    except FormatError as exc:
+        raise r.fail(str(exc), "task") from None
+    kind = _get(r, doc, "kind", str, "code")
+    if kind not in CONTRACT_KINDS:
+        raise r.fail("must be one of %s" % ", ".join(sorted(CONTRACT_KINDS)), "kind")
+    checks = _declared_checks(r, doc)
+    policy = _get(r, doc, "policy", dict, {})
+    threshold, approvals, independent = _policy(r, policy)
+    budgets = _get(r, doc, "budgets", dict, {})
+    check_timeout, total_timeout = _timeouts(r, budgets)
+    freshness = _get(r, doc, "freshness", dict, {})
+    max_age = _get(r, freshness, "max_evidence_age_s", int, None, tname="freshness")
+    for field in sorted(doc.keys() - _CONTRACT_FIELDS):
         raise r.fail("is not a contract field", field)
     return Contract(
         task_id=task,
