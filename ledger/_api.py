@@ -104,6 +104,7 @@ if TYPE_CHECKING:
     from ._traces import TRACE_DECISIONS_FORMAT, ingest_trace, process_facts
     from ._trust import AUDITORS_PATH, REPO_TRUST_PATH, TRUST_FILE, parse_auditors, resolve_auditors, resolve_trust
     from ._tsa import timestamp_checkpoint
+    from ._verification import Progress, Verified, VerifyRequest, run_verify
     from ._witness import add_cosignatures, cosign
     from .tiers import CheckRun, JudgeRun, decide, run_deterministic, run_judge
 
@@ -137,6 +138,11 @@ __all__ = [
     "describe_store",
     "pull",
     "PullResult",
+    # verifying
+    "VerifyRequest",
+    "Verified",
+    "Progress",
+    "run_verify",
     # errors
     "LedgerError",
     "InputError",
@@ -291,6 +297,10 @@ __all__ = [
 ]
 
 _WHERE = {
+    "VerifyRequest": "_verification",
+    "Verified": "_verification",
+    "Progress": "_verification",
+    "run_verify": "_verification",
     "Ledger": "_store",
     "Store": "_store",
     "Appended": "_store",

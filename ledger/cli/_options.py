@@ -129,3 +129,51 @@ def auditor_option(f: F) -> F:
     for option in options:
         wrapper = option(wrapper)
     return wrapper  # type: ignore[return-value]
+
+
+@dataclass(frozen=True, slots=True)
+class _CheckpointArgs:
+    since: Path | None
+    require: bool
+    witnesses: tuple[str, ...]
+    quorum: int
+    tsa_cert: Path | None
+
+
+def checkpoint_options(f: F) -> F:
+    """--since, --require-checkpoint, --witness, --witness-quorum and --tsa-cert, handed to
+    the command as one `_CheckpointArgs` named ``checkpoints`` (resolved by `_policy`).
+    """
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        kwargs["checkpoints"] = _CheckpointArgs(
+            kwargs.pop("since"),
+            kwargs.pop("require_checkpoint"),
+            tuple(kwargs.pop("witnesses")),
+            kwargs.pop("witness_quorum"),
+            kwargs.pop("tsa_cert"),
+        )
+        return f(*args, **kwargs)
+
+    options = (
+        click.option("--since", "since", type=_FILE, help="A checkpoint you kept: prove the ledger only grew since."),
+        click.option(
+            "--require-checkpoint", is_flag=True, help="Reject unless a signed checkpoint covers the receipt."
+        ),
+        click.option(
+            "--witness", "witnesses", multiple=True, help="A trusted witness: 'NAME ssh-ed25519 AAAA...'; repeatable."
+        ),
+        click.option(
+            "--witness-quorum", default=0, type=click.IntRange(0, 64), help="Cosignatures required from --witness keys."
+        ),
+        click.option(
+            "--tsa-cert",
+            type=_FILE,
+            help="PEM certificate(s) of the time-stamping authority you trust: the checkpoint's RFC 3161 time-stamp"
+            " must verify.",
+        ),
+    )
+    for option in reversed(options):
+        wrapper = option(wrapper)
+    return wrapper  # type: ignore[return-value]

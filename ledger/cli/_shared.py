@@ -4,12 +4,13 @@ trust, and output (the options themselves are `_options.py`).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import sqlite3
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -26,7 +27,7 @@ from verify import CannotVerify, Trust, UnsafeTrustOnFirstUse, WitnessKey
 
 from .. import _api as lib
 from .._escape import terminal_text
-from ._options import _AuditorArgs, _TrustArgs
+from ._options import _AuditorArgs, _CheckpointArgs, _TrustArgs
 
 # -- one error mapping ---------------------------------------------------------------------------
 
@@ -190,15 +191,24 @@ def _trust(ctx: click.Context, args: _TrustArgs, judges_candidate: bool = False)
     )
 
 
-def _policy(trust: _TrustArgs, auditors: _AuditorArgs, **rest: Any) -> Any:
+def _policy(trust: _TrustArgs, auditors: _AuditorArgs, checkpoints: _CheckpointArgs | None = None, **rest: Any) -> Any:
     """The `verify.Transparency` a command checks against, its auditing witnesses resolved
-    (`ledger._trust.resolve_auditors`: the option, else the target branch's file).
+    (`ledger._trust.resolve_auditors`: the option, else the target branch's file) and the
+    checkpoint options' files read.
     """
-    from verify import Transparency
+    from verify import Transparency, tsa_roots
 
     keys, quorum = lib.resolve_auditors(
         explicit=auditors.keys, quorum=auditors.quorum, repo=lib.git_root(Path.cwd()), trust_ref=trust.ref
     )
+    if checkpoints is not None:
+        rest.update(
+            since=_read_text(checkpoints.since, "checkpoint") if checkpoints.since else None,
+            require_checkpoint=checkpoints.require or bool(rest.get("require_checkpoint")),
+            witnesses=_witnesses(checkpoints.witnesses, checkpoints.quorum),
+            quorum=checkpoints.quorum,
+            tsa_roots=tsa_roots(_read_bytes(checkpoints.tsa_cert, "TSA certificate")) if checkpoints.tsa_cert else (),
+        )
     try:
         return Transparency(auditors=keys, audited_quorum=quorum, **rest)
     except CannotVerify as exc:
@@ -236,6 +246,37 @@ def _done(ok: bool) -> NoReturn:
     sys.exit(0 if ok else 1)
 
 
+class _Bar:
+    """A progress bar on stderr, drawn only once the work's size is known (`lib.Progress`)."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.bar: Any = None
+
+    def start(self, total: int) -> None:
+        self.bar = click.progressbar(length=total, label=self.label, file=sys.stderr)
+        self.bar.__enter__()
+
+    def update(self, done: int) -> None:
+        if self.bar is None:
+            self.start(0)  # work of unknown size (a pull): the bar counts instead
+        self.bar.update(done)
+
+
+@contextlib.contextmanager
+def progress(as_json: bool, label: str) -> Iterator[_Bar | None]:
+    """Progress for a person at a terminal; none for machines (``--json``) or a CI log."""
+    if as_json or not sys.stderr.isatty():
+        yield None
+        return
+    bar = _Bar(label)
+    try:
+        yield bar
+    finally:
+        if bar.bar is not None:
+            bar.bar.__exit__(None, None, None)
+
+
 ROLE_CHOICE = click.Choice([r.value for r in Role])
 TIER_CHOICE = click.Choice([t.value for t in Tier])
 
@@ -250,6 +291,14 @@ def _ledger_opener(ctx: click.Context) -> Callable[[], Any]:
     walked, and so proven complete).
     """
     return lambda: _where(ctx).named_opener("a receipt without a bundle in git is read only from")()
+
+
+def _readers(ctx: click.Context) -> dict[str, Any]:
+    """What a verification may read, each opened only when it is needed: the ledger (the
+    command's --dir or --store), the git repository here, and the named ledger for a
+    commit's receipt without a bundle in git (`_ledger_opener`).
+    """
+    return {"open_source": lambda: _source(ctx), "repo": _repo, "open_ledger": _ledger_opener(ctx)}
 
 
 def _witnesses(values: Sequence[str], quorum: int) -> tuple[WitnessKey, ...]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -12,24 +11,30 @@ import click
 
 from .. import _api as lib
 from ._group import cli
-from ._options import _FILE, _AuditorArgs, _TrustArgs, auditor_option, json_option, key_option, trust_option
+from ._options import (
+    _FILE,
+    _AuditorArgs,
+    _CheckpointArgs,
+    _TrustArgs,
+    auditor_option,
+    checkpoint_options,
+    json_option,
+    key_option,
+    trust_option,
+)
 from ._shared import (
     _digest,
     _done,
     _emit,
     _ledger,
-    _ledger_opener,
     _policy,
-    _read_bytes,
-    _read_text,
     _reader,
-    _repo,
+    _readers,
     _said,
     _signer,
-    _source,
     _trust,
     _where,
-    _witnesses,
+    progress,
 )
 
 
@@ -39,21 +44,9 @@ from ._shared import (
 @click.option("--bundle", type=_FILE, help="Verify an exported evidence bundle, offline.")
 @click.option("--commit", "commit_rev", help="Verify the receipts attached to this commit (git notes).")
 @trust_option
-@click.option("--since", "since", type=_FILE, help="A checkpoint you kept: prove the ledger only grew since.")
-@click.option("--require-checkpoint", is_flag=True, help="Reject unless a signed checkpoint covers the receipt.")
-@click.option(
-    "--witness", "witnesses", multiple=True, help="A trusted witness: 'NAME ssh-ed25519 AAAA...'; repeatable."
-)
-@click.option(
-    "--witness-quorum", default=0, type=click.IntRange(0, 64), help="Cosignatures required from --witness keys."
-)
+@checkpoint_options
 @auditor_option
 @click.option("--skip-evidence", is_flag=True, help="With --chain: do not read evidence blobs (the output says so).")
-@click.option(
-    "--tsa-cert",
-    type=_FILE,
-    help="PEM certificate(s) of the time-stamping authority you trust: the checkpoint's RFC 3161 time-stamp must verify.",
-)
 @click.option(
     "--resume",
     "resume_path",
@@ -82,13 +75,9 @@ def verify_cmd(
     bundle: Path | None,
     commit_rev: str | None,
     trust: _TrustArgs,
-    since: Path | None,
-    require_checkpoint: bool,
-    witnesses: Sequence[str],
-    witness_quorum: int,
+    checkpoints: _CheckpointArgs,
     auditors: _AuditorArgs,
     skip_evidence: bool,
-    tsa_cert: Path | None,
     resume_path: Path | None,
     save_state: Path | None,
     method: str,
@@ -98,59 +87,15 @@ def verify_cmd(
 
     Exit 0 verified, 1 rejected, 2 cannot run.
     """
-    from verify import AuditState, BundleSource, LedgerSource, tsa_roots, verify_chain, verify_receipt
-
-    if bundle is not None and chain:
-        raise lib.InputError("--chain audits a ledger, not a bundle")
-    if (resume_path or save_state) and not chain:
-        raise lib.InputError("--resume and --save-state go with --chain")
-    resume = AuditState.from_json(_read_text(resume_path, "audit state")) if resume_path else None
-    save_state = save_state or resume_path
-    if bundle is None and commit_rev is None and chain == (hash_text is not None):
-        raise lib.InputError("give either a receipt HASH or --chain")
-    policy = _policy(
-        trust,
-        auditors,
-        since=_read_text(since, "checkpoint") if since else None,
-        require_checkpoint=require_checkpoint or bundle is not None,
-        witnesses=_witnesses(witnesses, witness_quorum),
-        quorum=witness_quorum,
-        tsa_roots=tsa_roots(_read_bytes(tsa_cert, "TSA certificate")) if tsa_cert else (),
+    request = lib.VerifyRequest(
+        hash_text, chain, bundle, commit_rev, method, not skip_evidence, resume_path, save_state
     )
+    policy = _policy(trust, auditors, checkpoints, require_checkpoint=bundle is not None)
     root = _trust(ctx, trust, judges_candidate=commit_rev is not None)
-    if commit_rev is not None:
-        if bundle is not None or chain:
-            raise lib.InputError("--commit verifies what git holds for a commit: not with --bundle or --chain")
-        checks = lib.verify_commit(_repo(), commit_rev, root, policy, open_ledger=_ledger_opener(ctx))
-        _emit(as_json, [c.as_dict() for c in checks], lib.commit_lines(checks), root)
-        _done(all(c.ok for c in checks))
-    source: BundleSource | LedgerSource = BundleSource(bundle) if bundle is not None else _source(ctx)
-    try:
-        if chain and isinstance(source, LedgerSource):
-            todo = source.count() - (resume.size if resume else 0)
-            if sys.stderr.isatty() and not as_json:
-                with click.progressbar(length=max(todo, 0), label="verifying chain", file=sys.stderr) as bar:
-                    cres = verify_chain(
-                        source,
-                        root,
-                        progress=bar.update,
-                        transparency=policy,
-                        evidence=not skip_evidence,
-                        resume=resume,
-                    )
-            else:
-                cres = verify_chain(source, root, transparency=policy, evidence=not skip_evidence, resume=resume)
-            if save_state is not None and cres.state is not None:
-                lib.write_text_atomic(save_state, cres.state.to_json())
-            _emit(as_json, cres.as_dict(), lib.chain_lines(cres, save_state), root)
-            _done(cres.ok)
-        if hash_text is None and isinstance(source, BundleSource):
-            hash_text = source.receipt_hash()
-        res = verify_receipt(source, hash_text or "", root, policy, method)
-    finally:
-        source.close()
-    _emit(as_json, res.as_dict(), lib.verify_lines(res), root)
-    _done(res.ok)
+    with progress(as_json, "verifying chain") as bar:
+        verified = lib.run_verify(request, root, policy, progress=bar, **_readers(ctx))
+    _emit(as_json, verified.document, verified.lines, root)
+    _done(verified.ok)
 
 
 @cli.command()
@@ -170,11 +115,8 @@ def pull(ctx: click.Context, from_url: str | None, to_dir: Path | None, as_json:
     if url is None:
         raise lib.InputError("pull needs --from postgresql://HOST/DB (or a configured store)")
     to = to_dir or where.root
-    if sys.stderr.isatty() and not as_json:
-        with click.progressbar(length=0, label="pulling entries", file=sys.stderr) as bar:
-            res = lib.pull(url, to, progress=bar.update)
-    else:
-        res = lib.pull(url, to)
+    with progress(as_json, "pulling entries") as bar:
+        res = lib.pull(url, to, progress=bar.update if bar is not None else None)
     _emit(as_json, res.as_dict(), lib.pull_lines(res))
     _done(res.ok)
 
