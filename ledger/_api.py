@@ -27,7 +27,7 @@ if TYPE_CHECKING:
         resolve_blob,
         snapshot_of,
     )
-    from ._export import export_bundle, final_status, receipt_page
+    from ._export import EXPORT_FORMATS, ExportRequest, export_bundle, export_receipt, final_status, receipt_page
     from ._files import write_text_atomic
     from ._gate import GATE_MODES, GateResult, ReceiptCheck, check_receipts, gate, gate_check, verify_commit
     from ._git import git_root, resolve_candidate, resolve_commit
@@ -140,6 +140,9 @@ __all__ = [
     "PullResult",
     # verifying
     "VerifyRequest",
+    "ExportRequest",
+    "export_receipt",
+    "EXPORT_FORMATS",
     "Verified",
     "Progress",
     "run_verify",
@@ -297,6 +300,9 @@ __all__ = [
 ]
 
 _WHERE = {
+    "ExportRequest": "_export",
+    "export_receipt": "_export",
+    "EXPORT_FORMATS": "_export",
     "VerifyRequest": "_verification",
     "Verified": "_verification",
     "Progress": "_verification",

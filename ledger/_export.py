@@ -9,6 +9,7 @@ import io
 import json
 import zipfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from receipts import (
     EntryKind,
     EvidenceRef,
     SignedNote,
+    Signer,
     TierRecord,
     allowed_signers_text,
     content_digest,
@@ -285,3 +287,79 @@ def _renderings(
             return bundle_renderings(source, receipt_hash)
     except CannotVerify as exc:
         raise InputError("cannot render the bundle: %s" % exc) from None
+
+
+EXPORT_FORMATS = ("bundle", "intoto", "vsa", "test-result")
+
+
+@dataclass(frozen=True, slots=True)
+class ExportRequest:
+    """One export of a receipt: its ``fmt`` (`EXPORT_FORMATS`), where it goes, what a bundle
+    redacts, and the VSA's resource URI. ``signed`` says a seal key was named: every format
+    but the bundle is a DSSE envelope that needs one.
+
+    Raises:
+        InputError: an unknown format, --redact on an envelope, or an envelope without a key.
+    """
+
+    fmt: str
+    out: Path
+    redact: tuple[str, ...] = ()
+    resource_uri: str | None = None
+    signed: bool = False
+
+    def __post_init__(self) -> None:
+        if self.fmt not in EXPORT_FORMATS:
+            raise InputError("the export format is one of %s" % ", ".join(EXPORT_FORMATS))
+        if self.redact and self.fmt != "bundle":
+            raise InputError("--redact applies to a bundle")
+        if self.fmt != "bundle" and not self.signed:
+            raise InputError("--format %s needs --key: the seal key that signs the envelope" % self.fmt)
+
+    @property
+    def verifies_here(self) -> bool:
+        """Whether the statement reports a verification against a trust root (vsa, test-result)."""
+        return self.fmt in ("vsa", "test-result")
+
+
+def export_receipt(
+    ledger: Ledger, receipt_digest: Digest, request: ExportRequest, signer: Signer | None, trust: Trust | None
+) -> str:
+    """Write the export ``request`` names; what was written, in one line for people.
+
+    Args:
+        ledger: the ledger holding the receipt.
+        receipt_digest: the receipt's hash.
+        request: the format and destination.
+        signer: the seal key for an envelope (None for a bundle).
+        trust: the trust root a vsa or test-result statement is verified against.
+
+    Raises:
+        InputError: the receipt does not verify, or cannot be exported as asked.
+    """
+    from ._intoto import export_intoto, test_result_statement, vsa_statement, write_envelope
+
+    if request.fmt == "bundle":
+        manifest = export_bundle(ledger, receipt_digest, request.out, request.redact)
+        redacted = ", ".join(r["check"] for r in manifest["redacted"])
+        return "wrote %s: %s, %d entries, final status %s%s" % (
+            request.out,
+            manifest["task"],
+            len(manifest["entries"]),
+            manifest["final_status"],
+            "; redacted: %s" % redacted if redacted else "",
+        )
+    if signer is None:
+        raise InputError("--format %s needs --key: the seal key that signs the envelope" % request.fmt)
+    if request.fmt == "intoto":
+        export_intoto(ledger, receipt_digest, signer, request.out)
+        return "wrote %s (DSSE envelope, payloadType application/vnd.in-toto+json)" % request.out
+    if trust is None:
+        raise InputError("--format %s verifies the receipt: it needs a trust root" % request.fmt)
+    if request.fmt == "vsa":
+        statement = vsa_statement(ledger, receipt_digest, trust, request.resource_uri)
+        write_envelope(ledger, statement, signer, request.out)
+        return "wrote %s (SLSA verification summary: %s)" % (request.out, statement["predicate"]["verificationResult"])
+    statement = test_result_statement(ledger, receipt_digest, trust)
+    write_envelope(ledger, statement, signer, request.out)
+    return "wrote %s (in-toto test result: %s)" % (request.out, statement["predicate"]["result"])

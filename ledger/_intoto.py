@@ -120,10 +120,10 @@ def export_intoto(ledger: Ledger, receipt_digest: Digest, signer: Signer, out: P
     if not result.ok:
         raise InputError("refusing to attest a receipt that does not verify: %s" % result.defects[0].message)
     statement = _statement(ledger, stored.body, receipt, receipt_hash)
-    return _write_envelope(ledger, statement, signer, out)
+    return write_envelope(ledger, statement, signer, out)
 
 
-def _write_envelope(ledger: Ledger, statement: dict[str, Any], signer: Signer, out: Path) -> dict[str, Any]:
+def write_envelope(ledger: Ledger, statement: dict[str, Any], signer: Signer, out: Path) -> dict[str, Any]:
     """Sign ``statement`` in a DSSE envelope with an active seal key and write it to ``out``."""
     key_id = fingerprint(signer.public_key_blob)
     state = ledger.keyring().get(key_id)
@@ -316,7 +316,7 @@ def export_test_result(
     ledger: Ledger, receipt_digest: Digest, signer: Signer, out: Path, trust: Trust
 ) -> dict[str, Any]:
     """Write `test_result_statement` in a DSSE envelope signed by an active seal key."""
-    return _write_envelope(ledger, test_result_statement(ledger, receipt_digest, trust), signer, out)
+    return write_envelope(ledger, test_result_statement(ledger, receipt_digest, trust), signer, out)
 
 
 def export_vsa(
@@ -330,4 +330,4 @@ def export_vsa(
     """Write `vsa_statement` in a DSSE envelope signed by ``signer`` (an active seal key);
     a FAILED summary is written too (policy tools must see failures). Returns the envelope.
     """
-    return _write_envelope(ledger, vsa_statement(ledger, receipt_digest, trust, resource_uri), signer, out)
+    return write_envelope(ledger, vsa_statement(ledger, receipt_digest, trust, resource_uri), signer, out)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -159,40 +157,11 @@ def export(
     """Export a receipt: as an evidence bundle, as a signed in-toto attestation, or as a
     signed SLSA verification summary of its verification against the trust root.
     """
-    if redact and fmt != "bundle":
-        raise lib.InputError("--redact applies to a bundle")
-    if fmt == "bundle":
-        manifest = lib.export_bundle(_reader(ctx), _digest(hash_text), output, redact)
-        click.echo(
-            "wrote %s: %s, %d entries, final status %s%s"
-            % (
-                output,
-                manifest["task"],
-                len(manifest["entries"]),
-                manifest["final_status"],
-                "; redacted: %s" % ", ".join(r["check"] for r in manifest["redacted"]) if manifest["redacted"] else "",
-            ),
-            err=True,
-        )
-        return
-    if key_name is None:
-        raise lib.InputError("--format %s needs --key: the seal key that signs the envelope" % fmt)
-    if fmt == "test-result":
-        root = _trust(ctx, trust)
-        envelope = lib.export_test_result(_ledger(ctx), _digest(hash_text), _signer(key_name), output, root)
+    request = lib.ExportRequest(fmt, output, tuple(redact), resource_uri, signed=key_name is not None)
+    signer = _signer(key_name) if key_name is not None else None
+    root = _trust(ctx, trust) if request.verifies_here else None
+    ledger = _reader(ctx) if fmt == "bundle" else _ledger(ctx)
+    wrote = lib.export_receipt(ledger, _digest(hash_text), request, signer, root)
+    if root is not None:
         _said(root)
-        statement = json.loads(base64.b64decode(envelope["payload"]))
-        click.echo("wrote %s (in-toto test result: %s)" % (output, statement["predicate"]["result"]), err=True)
-        return
-    if fmt == "vsa":
-        root = _trust(ctx, trust)
-        envelope = lib.export_vsa(_ledger(ctx), _digest(hash_text), _signer(key_name), output, root, resource_uri)
-        _said(root)
-        statement = json.loads(base64.b64decode(envelope["payload"]))
-        click.echo(
-            "wrote %s (SLSA verification summary: %s)" % (output, statement["predicate"]["verificationResult"]),
-            err=True,
-        )
-        return
-    lib.export_intoto(_ledger(ctx), _digest(hash_text), _signer(key_name), output)
-    click.echo("wrote %s (DSSE envelope, payloadType application/vnd.in-toto+json)" % output, err=True)
+    click.echo(wrote, err=True)
