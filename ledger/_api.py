@@ -10,7 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._clock import frozen_clock, parse_when
+    from ._clock import frozen_clock, parse_when, period
     from ._config import describe_store, open_source, read_bounded, shared_store, write_store_config
     from ._contracts import ContractHistoryRow, contract_history, current_contract, register_contract, waive_check
     from ._demo import demo_contract, run_demo
@@ -85,12 +85,15 @@ if TYPE_CHECKING:
     from ._records import Evidence, record_by_hand, record_tier, seal_receipt
     from ._render import (
         chain_lines,
+        check_document,
+        check_lines,
         commit_lines,
         entry_document,
         gate_lines,
         jsonable,
         keyring_rows,
         log_rows,
+        population_lines,
         pr_comment,
         pull_lines,
         status_lines,
@@ -153,6 +156,7 @@ __all__ = [
     # time
     "frozen_clock",
     "parse_when",
+    "period",
     # what ran
     "VERSION",
     "environment_digest",
@@ -245,6 +249,9 @@ __all__ = [
     "verify_lines",
     "pull_lines",
     "chain_lines",
+    "check_lines",
+    "check_document",
+    "population_lines",
     "pr_comment",
     "jsonable",
     "entry_document",
@@ -300,6 +307,10 @@ __all__ = [
 ]
 
 _WHERE = {
+    "period": "_clock",
+    "check_lines": "_render",
+    "check_document": "_render",
+    "population_lines": "_render",
     "ExportRequest": "_export",
     "export_receipt": "_export",
     "EXPORT_FORMATS": "_export",

@@ -33,6 +33,20 @@ def frozen_clock(at: float) -> Iterator[None]:
         _source = saved
 
 
+def period(from_text: str | None, to_text: str | None) -> tuple[int, int]:
+    """A report's period from --from and --to (a day ends at its last second).
+
+    Raises:
+        InputError: either is missing or unreadable, or the period ends before it starts.
+    """
+    if from_text is None or to_text is None:
+        raise InputError("the population of changes needs --from and --to (and HASH --html is one receipt's page)")
+    start, end = parse_when(from_text, "--from"), parse_when(to_text, "--to", end_of_day=True)
+    if end <= start:
+        raise InputError("--to is before --from")
+    return start, end
+
+
 def parse_when(text: str, option: str, end_of_day: bool = False) -> int:
     """A moment given on the command line, as Unix seconds.
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import enum
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +28,9 @@ from ._escape import markdown_text
 if TYPE_CHECKING:
     from ._gate import GateResult, ReceiptCheck
     from ._mirror import PullResult
+    from ._population import ChangeRow
     from ._status import StatusReport
+    from .tiers import CheckRun
 
 __all__ = [
     "pull_lines",
@@ -334,6 +337,49 @@ def keyring_rows(ring: Keyring) -> list[dict[str, Any]]:
         }
         for s in ring
     ]
+
+
+def check_lines(run: CheckRun) -> list[str]:
+    """`ledger check`: each check's result, why the tier failed, and the record."""
+    lines = ["  %-20s %-6s %-22s %s" % ("SIGNAL", "RESULT", "EVIDENCE", "REASON")]
+    # The table shows a prefix (`ledger blob` takes it); --json gives the whole digest.
+    lines += ["  %-20s %-6s %-22s %s" % (cid, status, digest[:19], why[:120]) for cid, status, why, digest in run.rows]
+    lines += ["attribution: %s" % run.snapshot.strength] + ["fail: %s" % why for why in run.outcome.reasons]
+    lines += ["warning: %s" % w for w in run.outcome.warnings]
+    lines += ["deterministic %s: record %s" % (run.outcome.verdict.value.upper(), run.appended.body_hash)]
+    return lines
+
+
+def check_document(run: CheckRun) -> dict[str, Any]:
+    """`ledger check --json`."""
+    return {
+        "record": str(run.appended.body_hash),
+        "verdict": run.outcome.verdict.value,
+        "candidate": str(run.record.input_hash),
+        "reasons": list(run.outcome.reasons),
+        "warnings": list(run.outcome.warnings),
+        "checks": [{"id": c, "result": s, "reason": why, "evidence": d} for c, s, why, d in run.rows],
+        "attribution": {"strength": run.snapshot.strength, "commits": list(run.snapshot.commits)},
+    }
+
+
+def population_lines(rows: Sequence[ChangeRow], from_text: str, to_text: str) -> list[str]:
+    """`ledger report --from --to`: one line per sealed receipt, then the count."""
+    lines = [
+        "%s  %s  %-16s %-12s eligible=%s verified=%s  %s"
+        % (
+            datetime.datetime.fromtimestamp(row.sealed_at, datetime.UTC).strftime("%Y-%m-%d %H:%M"),
+            row.receipt[:19] + "…",
+            row.task,
+            (row.commit or "-")[:12],
+            "yes" if row.merge_eligible else "no",
+            "yes" if row.verified else "NO",
+            ", ".join("%s (%s)" % (a["name"], a["method"]) for a in row.approvers) or "no approvers",
+        )
+        for row in rows
+    ]
+    lines.append("%d sealed receipt(s) from %s to %s" % (len(rows), from_text, to_text))
+    return lines
 
 
 def pull_lines(res: PullResult) -> list[str]:

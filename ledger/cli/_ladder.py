@@ -184,25 +184,7 @@ def check(
         allow_dirty=allow_dirty,
         on_check=(lambda cid: click.echo("running %s ..." % cid, err=True)) if show else None,
     )
-    lines = ["  %-20s %-6s %-22s %s" % ("SIGNAL", "RESULT", "EVIDENCE", "REASON")]
-    # The table shows a prefix (`ledger blob` takes it); --json gives the whole digest.
-    lines += ["  %-20s %-6s %-22s %s" % (cid, status, digest[:19], why[:120]) for cid, status, why, digest in run.rows]
-    lines += ["attribution: %s" % run.snapshot.strength] + ["fail: %s" % why for why in run.outcome.reasons]
-    lines += ["warning: %s" % w for w in run.outcome.warnings]
-    lines += ["deterministic %s: record %s" % (run.outcome.verdict.value.upper(), run.appended.body_hash)]
-    _emit(
-        as_json,
-        {
-            "record": str(run.appended.body_hash),
-            "verdict": run.outcome.verdict.value,
-            "candidate": str(run.record.input_hash),
-            "reasons": list(run.outcome.reasons),
-            "warnings": list(run.outcome.warnings),
-            "checks": [{"id": c, "result": s, "reason": why, "evidence": d} for c, s, why, d in run.rows],
-            "attribution": {"strength": run.snapshot.strength, "commits": list(run.snapshot.commits)},
-        },
-        lines,
-    )
+    _emit(as_json, lib.check_document(run), lib.check_lines(run))
     _done(run.outcome.verdict is Verdict.PASS)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -84,37 +83,22 @@ def report(
     if hash_text is not None:
         if not as_html or from_text or to_text or as_csv or as_json:
             raise lib.InputError("a receipt's report is `ledger report HASH --html`")
-        page = lib.receipt_page(_reader(ctx), _digest(hash_text), _trust(ctx, trust))
-        if output is None:
-            click.echo(page, nl=False)
-        else:
-            lib.write_text_atomic(output, page)
+        _write_or_echo(output, lib.receipt_page(_reader(ctx), _digest(hash_text), _trust(ctx, trust)))
         return
-    if from_text is None or to_text is None or as_html:
-        raise lib.InputError("the population of changes needs --from and --to (and HASH --html is one receipt's page)")
+    start, end = lib.period(None if as_html else from_text, to_text)
     if as_csv and as_json:
         raise lib.InputError("choose --csv or --json")
-    start, end = lib.parse_when(from_text, "--from"), lib.parse_when(to_text, "--to", end_of_day=True)
-    if end <= start:
-        raise lib.InputError("--to is before --from")
     root = _trust(ctx, trust)
     rows = lib.population(_reader(ctx), root, start, end)
     if as_csv:
         _said(root)
         click.echo(lib.population_csv(rows), nl=False)
         return
-    lines = [
-        "%s  %s  %-16s %-12s eligible=%s verified=%s  %s"
-        % (
-            datetime.datetime.fromtimestamp(row.sealed_at, datetime.UTC).strftime("%Y-%m-%d %H:%M"),
-            row.receipt[:19] + "…",
-            row.task,
-            (row.commit or "-")[:12],
-            "yes" if row.merge_eligible else "no",
-            "yes" if row.verified else "NO",
-            ", ".join("%s (%s)" % (a["name"], a["method"]) for a in row.approvers) or "no approvers",
-        )
-        for row in rows
-    ]
-    lines.append("%d sealed receipt(s) from %s to %s" % (len(rows), from_text, to_text))
-    _emit(as_json, [row.as_dict() for row in rows], lines, root)
+    _emit(as_json, [row.as_dict() for row in rows], lib.population_lines(rows, from_text or "", to_text or ""), root)
+
+
+def _write_or_echo(output: Path | None, text: str) -> None:
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        lib.write_text_atomic(output, text)
