@@ -84,6 +84,7 @@ if TYPE_CHECKING:
     from ._proofs import prove_consistency, prove_inclusion
     from ._records import Evidence, record_by_hand, record_tier, seal_receipt
     from ._render import (
+        appended_document,
         chain_lines,
         check_document,
         check_lines,
@@ -91,6 +92,8 @@ if TYPE_CHECKING:
         entry_document,
         gate_lines,
         jsonable,
+        judge_document,
+        judge_lines,
         keyring_rows,
         log_rows,
         population_lines,
@@ -249,6 +252,9 @@ __all__ = [
     "verify_lines",
     "pull_lines",
     "chain_lines",
+    "appended_document",
+    "judge_document",
+    "judge_lines",
     "check_lines",
     "check_document",
     "population_lines",
@@ -307,6 +313,9 @@ __all__ = [
 ]
 
 _WHERE = {
+    "appended_document": "_render",
+    "judge_document": "_render",
+    "judge_lines": "_render",
     "period": "_clock",
     "check_lines": "_render",
     "check_document": "_render",

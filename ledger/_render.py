@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     from ._mirror import PullResult
     from ._population import ChangeRow
     from ._status import StatusReport
-    from .tiers import CheckRun
+    from ._store import Appended
+    from .tiers import CheckRun, JudgeRun
 
 __all__ = [
     "pull_lines",
@@ -360,6 +361,37 @@ def check_document(run: CheckRun) -> dict[str, Any]:
         "warnings": list(run.outcome.warnings),
         "checks": [{"id": c, "result": s, "reason": why, "evidence": d} for c, s, why, d in run.rows],
         "attribution": {"strength": run.snapshot.strength, "commits": list(run.snapshot.commits)},
+    }
+
+
+def judge_document(run: JudgeRun) -> dict[str, Any]:
+    """`ledger judge --json`."""
+    return {
+        "record": str(run.appended.body_hash),
+        "verdict": run.outcome.verdict.value,
+        "confidence_bp": run.record.confidence_bp,
+        "reason": run.outcome.reason,
+        "attempts": run.attempts,
+    }
+
+
+def judge_lines(run: JudgeRun) -> list[str]:
+    """`ledger judge`: the verdict, after how many attempts, why, and the record."""
+    return [
+        "judge %s after %d attempt(s): %s" % (run.outcome.verdict.value.upper(), run.attempts, run.outcome.reason),
+        "record %s" % run.appended.body_hash,
+    ]
+
+
+def appended_document(name: str, appended: Appended, body: object) -> dict[str, Any]:
+    """What a command that appended one entry prints with --json: the body's hash under
+    ``name``, the entry's hash and position, and the body itself.
+    """
+    return {
+        name: str(appended.body_hash),
+        "entry": str(appended.entry_hash),
+        "seq": appended.seq,
+        "body": jsonable(body),
     }
 
 

@@ -25,6 +25,7 @@ from ._shared import (
     _digest,
     _done,
     _emit,
+    _emit_appended,
     _ledger,
     _repo,
     _required_contract,
@@ -83,20 +84,7 @@ def record(
         confidence_bp=_confidence(confidence),
         parents=[_digest(p) for p in parents],
     )
-    if as_json:
-        _emit(
-            True,
-            {
-                "record": str(appended.body_hash),
-                "entry": str(appended.entry_hash),
-                "seq": appended.seq,
-                "body": lib.jsonable(rec),
-            },
-            (),
-        )
-    else:
-        click.echo(str(appended.body_hash))
-        click.echo("recorded %s %s for %s at entry %d" % (tier, verdict, task, appended.seq), err=True)
+    _emit_appended(as_json, "record", appended, rec, "recorded %s %s for %s" % (tier, verdict, task))
 
 
 def _tiers(value: str) -> tuple[Tier, ...]:
@@ -134,20 +122,8 @@ def seal(
         extra_required=_tiers(require),
         config_hash=config_hash(found[1]) if found else None,
     )
-    if as_json:
-        _emit(
-            True,
-            {
-                "receipt": str(appended.body_hash),
-                "entry": str(appended.entry_hash),
-                "seq": appended.seq,
-                "body": lib.jsonable(receipt),
-            },
-            (),
-        )
-    else:
-        click.echo(str(appended.body_hash))
-        click.echo("sealed %s: merge_eligible=%s" % (task, str(receipt.merge_eligible).lower()), err=True)
+    said = "sealed %s: merge_eligible=%s" % (task, str(receipt.merge_eligible).lower())
+    _emit_appended(as_json, "receipt", appended, receipt, said)
 
 
 @cli.command()
@@ -221,19 +197,5 @@ def judge(
         config_toml=_root(ctx) / "config.toml",
         samples=samples,
     )
-    _emit(
-        as_json,
-        {
-            "record": str(result.appended.body_hash),
-            "verdict": result.outcome.verdict.value,
-            "confidence_bp": result.record.confidence_bp,
-            "reason": result.outcome.reason,
-            "attempts": result.attempts,
-        },
-        [
-            "judge %s after %d attempt(s): %s"
-            % (result.outcome.verdict.value.upper(), result.attempts, result.outcome.reason),
-            "record %s" % result.appended.body_hash,
-        ],
-    )
+    _emit(as_json, lib.judge_document(result), lib.judge_lines(result))
     _done(result.outcome.verdict is Verdict.PASS)

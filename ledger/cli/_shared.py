@@ -242,6 +242,17 @@ def _emit(as_json: bool, doc: object, lines: Sequence[str], trust: Trust | None 
     click.echo(json.dumps(doc, indent=2) if as_json else terminal_text("\n".join(lines)))
 
 
+def _emit_appended(as_json: bool, name: str, appended: lib.Appended, body: object, said: str) -> None:
+    """A command that appended one entry: its document with --json (`lib.appended_document`);
+    else the body's hash on stdout (for scripts) and what was done on stderr.
+    """
+    if as_json:
+        _emit(True, lib.appended_document(name, appended, body), ())
+    else:
+        click.echo(str(appended.body_hash))
+        click.echo("%s (entry %d)" % (said, appended.seq), err=True)
+
+
 def _done(ok: bool) -> NoReturn:
     sys.exit(0 if ok else 1)
 
