@@ -81,7 +81,7 @@ if TYPE_CHECKING:
     from ._layout import contract_path
     from ._mirror import PullResult, pull
     from ._population import POPULATION_COLUMNS, ChangeRow, population, population_csv
-    from ._proofs import prove_consistency, prove_inclusion
+    from ._proofs import latest_checkpoint, prove_consistency, prove_inclusion, sign_checkpoint
     from ._records import Evidence, record_by_hand, record_tier, seal_receipt
     from ._render import (
         appended_document,
@@ -111,7 +111,7 @@ if TYPE_CHECKING:
     from ._trust import AUDITORS_PATH, REPO_TRUST_PATH, TRUST_FILE, parse_auditors, resolve_auditors, resolve_trust
     from ._tsa import timestamp_checkpoint
     from ._verification import Progress, Verified, VerifyRequest, run_verify
-    from ._witness import add_cosignatures, cosign
+    from ._witness import add_cosignatures, cosign, read_log_key
     from .tiers import CheckRun, JudgeRun, decide, run_deterministic, run_judge
 
 __all__ = [
@@ -152,6 +152,9 @@ __all__ = [
     "Verified",
     "Progress",
     "run_verify",
+    "latest_checkpoint",
+    "sign_checkpoint",
+    "read_log_key",
     # errors
     "LedgerError",
     "InputError",
@@ -313,6 +316,9 @@ __all__ = [
 ]
 
 _WHERE = {
+    "latest_checkpoint": "_proofs",
+    "sign_checkpoint": "_proofs",
+    "read_log_key": "_witness",
     "appended_document": "_render",
     "judge_document": "_render",
     "judge_lines": "_render",

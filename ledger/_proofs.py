@@ -1,15 +1,24 @@
-"""Proofs a ledger gives out against its latest checkpoint: an entry's inclusion (a C2SP
+"""Checkpoints and the proofs a ledger gives out against its latest one: signing a
+checkpoint (time-stamped when an authority is named), an entry's inclusion (a C2SP
 tlog-proof) and the consistency of an earlier tree size. The texts are `receipts`' formats.
 """
 
 from __future__ import annotations
 
-from receipts import Digest, consistency_proof, consistency_proof_text, inclusion_proof, tlog_proof_text
+from receipts import (
+    Digest,
+    SignedNote,
+    Signer,
+    consistency_proof,
+    consistency_proof_text,
+    inclusion_proof,
+    tlog_proof_text,
+)
 
 from ._errors import InputError
-from ._store import Ledger
+from ._store import Appended, Ledger
 
-__all__ = ["prove_inclusion", "prove_consistency"]
+__all__ = ["prove_inclusion", "prove_consistency", "latest_checkpoint", "sign_checkpoint"]
 
 
 def prove_inclusion(ledger: Ledger, digest: Digest) -> str:
@@ -31,3 +40,35 @@ def prove_consistency(ledger: Ledger, old_size: int) -> str:
         raise InputError("no checkpoint at or beyond size %d" % old_size)
     size, note = checkpoints[-1]
     return consistency_proof_text(old_size, size, consistency_proof(ledger, old_size, size), note.encode())
+
+
+def latest_checkpoint(ledger: Ledger) -> SignedNote:
+    """The newest signed checkpoint.
+
+    Raises:
+        InputError: the ledger has none yet.
+    """
+    stored = ledger.checkpoints()
+    if not stored:
+        raise InputError("this ledger has no checkpoint yet: run `ledger checkpoint --key NAME`")
+    return stored[-1][1]
+
+
+def sign_checkpoint(ledger: Ledger, signer: Signer, tsa_url: str | None = None) -> tuple[SignedNote, Appended | None]:
+    """Sign the current tree head as a checkpoint and, when ``tsa_url`` names a time-stamping
+    authority, have it time-stamp that checkpoint (the stamp's entry comes after it).
+
+    Returns:
+        The checkpoint, and the time-stamp's entry (None without an authority).
+
+    Raises:
+        InputError: the key may not sign checkpoints, or the authority's reply does not check out.
+    """
+    from receipts import parse_checkpoint
+
+    from ._tsa import timestamp_checkpoint
+
+    note = ledger.checkpoint(signer)
+    if tsa_url is None:
+        return note, None
+    return note, timestamp_checkpoint(ledger, signer, tsa_url, note, parse_checkpoint(note.text).size)

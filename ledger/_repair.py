@@ -54,6 +54,38 @@ class HeadRepair:
     reasons: tuple[str, ...]
     applied: bool
 
+    def as_dict(self) -> dict[str, Any]:
+        """`ledger repair-head --json`."""
+        if self.first_bad is None:
+            return {"repaired": False, "guards_installed": self.applied, "rows": []}
+        return {
+            "repaired": self.applied,
+            "first_bad": self.first_bad,
+            "rows": [{"seq": seq, "hash": h} for seq, h in self.rows],
+            "checkpoints": list(self.checkpoints),
+            "reasons": list(self.reasons),
+        }
+
+    def lines(self) -> list[str]:
+        """`ledger repair-head` for the store's owner: what moved (or would), and why."""
+        if self.first_bad is None:
+            return [
+                "NOTHING TO REPAIR: the chain verifies" + ("; the store's guards are installed" if self.applied else "")
+            ]
+        lines = [
+            "%s %d row(s) from entry %d%s:"
+            % (
+                "QUARANTINED" if self.applied else "WOULD QUARANTINE",
+                len(self.rows),
+                self.first_bad,
+                "" if self.applied else " (run again with --apply)",
+            )
+        ]
+        lines += ["  entry %d  %s" % (seq, h) for seq, h in self.rows]
+        lines += ["  checkpoint at size %d" % size for size in self.checkpoints]
+        lines += ["  because: %s" % why for why in self.reasons]
+        return lines
+
 
 def repair_head(url: str, trust: Trust, *, apply: bool) -> HeadRepair:
     """Quarantine a shared store's junk head.

@@ -33,7 +33,7 @@ from . import _clock
 from ._config import read_bounded
 from ._errors import InputError
 from ._files import write_atomic, write_text_atomic
-from ._keys import key_dir
+from ._keys import key_dir, read_public_key
 from ._store import Ledger
 
 __all__ = ["cosign", "add_cosignatures", "audit_store"]
@@ -85,6 +85,16 @@ def cosign(
     # made to cosign a fork of what it already vouched for.
     write_atomic(path, json.dumps(state, indent=1, sort_keys=True).encode("utf-8"))
     return signed.encode()
+
+
+def read_log_key(spec: str) -> bytes:
+    """The log's Ed25519 public key from a key line (``ssh-ed25519 AAAA...``) or a .pub file."""
+    from receipts import parse_public_key_blob
+
+    try:
+        return parse_public_key_blob(read_public_key(spec))
+    except ReceiptsError as exc:
+        raise InputError("the log key is not an Ed25519 key: %s" % exc) from None
 
 
 def _read_state(path: Path) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import click
 from .. import _api as lib
 from ._group import cli
 from ._options import _FILE, _TrustArgs, json_option, key_option, trust_option
-from ._shared import _digest, _emit, _ledger, _reader, _said, _signer, _trust
+from ._shared import _digest, _emit, _ledger, _reader, _said, _signer, _trust, _write_out
 
 
 @cli.group()
@@ -83,7 +83,7 @@ def report(
     if hash_text is not None:
         if not as_html or from_text or to_text or as_csv or as_json:
             raise lib.InputError("a receipt's report is `ledger report HASH --html`")
-        _write_or_echo(output, lib.receipt_page(_reader(ctx), _digest(hash_text), _trust(ctx, trust)))
+        _write_out(output, lib.receipt_page(_reader(ctx), _digest(hash_text), _trust(ctx, trust)))
         return
     start, end = lib.period(None if as_html else from_text, to_text)
     if as_csv and as_json:
@@ -95,10 +95,3 @@ def report(
         click.echo(lib.population_csv(rows), nl=False)
         return
     _emit(as_json, [row.as_dict() for row in rows], lib.population_lines(rows, from_text or "", to_text or ""), root)
-
-
-def _write_or_echo(output: Path | None, text: str) -> None:
-    if output is None:
-        click.echo(text, nl=False)
-    else:
-        lib.write_text_atomic(output, text)

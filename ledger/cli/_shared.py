@@ -253,6 +253,16 @@ def _emit_appended(as_json: bool, name: str, appended: lib.Appended, body: objec
         click.echo("%s (entry %d)" % (said, appended.seq), err=True)
 
 
+def _write_out(output: Path | None, text: str, said: str = "") -> None:
+    """``text`` to stdout, or atomically to ``output`` (then ``said % output`` on stderr)."""
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    lib.write_text_atomic(output, text)
+    if said:
+        click.echo(said % output, err=True)
+
+
 def _done(ok: bool) -> NoReturn:
     sys.exit(0 if ok else 1)
 

@@ -8,14 +8,23 @@ from pathlib import Path
 
 import click
 
-from receipts import (
-    parse_checkpoint,
-)
-
 from .. import _api as lib
 from ._group import cli
 from ._options import _FILE, _TrustArgs, json_option, key_option, trust_option
-from ._shared import _digest, _emit, _Group, _ledger, _read_text, _reader, _signer, _source, _trust, _where, _witnesses
+from ._shared import (
+    _digest,
+    _emit,
+    _Group,
+    _ledger,
+    _read_text,
+    _reader,
+    _signer,
+    _source,
+    _trust,
+    _where,
+    _witnesses,
+    _write_out,
+)
 
 
 @cli.command()
@@ -29,21 +38,14 @@ from ._shared import _digest, _emit, _Group, _ledger, _read_text, _reader, _sign
 @click.pass_context
 def checkpoint(ctx: click.Context, key_name: str | None, show: bool, tsa_url: str | None) -> None:
     """Sign the current tree head as a C2SP checkpoint (a signed note)."""
-    ledger = _reader(ctx) if show else _ledger(ctx)
     if show:
-        stored = ledger.checkpoints()
-        if not stored:
-            raise lib.InputError("this ledger has no checkpoint yet: run `ledger checkpoint --key NAME`")
-        click.echo(stored[-1][1].encode(), nl=False)
+        click.echo(lib.latest_checkpoint(_reader(ctx)).encode(), nl=False)
         return
     if key_name is None:
         raise lib.InputError("give --key NAME (a seal or admin key), or --show")
-    signer = _signer(key_name)
-    note = ledger.checkpoint(signer)
-    if tsa_url is not None:
-        size = parse_checkpoint(note.text).size
-        stamped = lib.timestamp_checkpoint(ledger, signer, tsa_url, note, size)
-        click.echo("time-stamp over the checkpoint at size %d recorded at entry %d" % (size, stamped.seq), err=True)
+    note, stamped = lib.sign_checkpoint(_ledger(ctx), _signer(key_name), tsa_url)
+    if stamped is not None:
+        click.echo("time-stamp over the checkpoint recorded at entry %d" % stamped.seq, err=True)
     click.echo(note.encode(), nl=False)
 
 
@@ -78,31 +80,9 @@ def repair_head(ctx: click.Context, apply: bool, trust: _TrustArgs, as_json: boo
     if url is None:
         raise lib.InputError("repair-head repairs a shared store: name it with --store URL (as its owner)")
     done = lib.repair_head(url, _trust(ctx, trust), apply=apply)
-    if done.first_bad is None:
-        said = "NOTHING TO REPAIR: the chain verifies" + ("; the store's guards are installed" if done.applied else "")
-        _emit(as_json, {"repaired": False, "guards_installed": done.applied, "rows": []}, [said])
-        return
-    doc = {
-        "repaired": done.applied,
-        "first_bad": done.first_bad,
-        "rows": [{"seq": seq, "hash": h} for seq, h in done.rows],
-        "checkpoints": list(done.checkpoints),
-        "reasons": list(done.reasons),
-    }
-    lines = [
-        "%s %d row(s) from entry %d%s:"
-        % (
-            "QUARANTINED" if done.applied else "WOULD QUARANTINE",
-            len(done.rows),
-            done.first_bad,
-            "" if done.applied else " (run again with --apply)",
-        )
-    ]
-    lines += ["  entry %d  %s" % (seq, h) for seq, h in done.rows]
-    lines += ["  checkpoint at size %d" % size for size in done.checkpoints]
-    lines += ["  because: %s" % why for why in done.reasons]
-    _emit(as_json, doc, lines)
-    if not done.applied:
+    _emit(as_json, done.as_dict(), done.lines())
+    # A dry run that found junk is not a success: the store still does not verify.
+    if done.first_bad is not None and not done.applied:
         sys.exit(1)
 
 
@@ -140,23 +120,17 @@ def witness_cosign(
     trust: _TrustArgs,
 ) -> None:
     """Add a tlog-cosignature to a checkpoint after proving it consistent with the last one seen."""
-    from receipts import parse_public_key_blob
-
     with _source(ctx) as source:
         text = lib.cosign(
             source=source,
             checkpoint=_read_text(checkpoint_file, "checkpoint"),
             signer=_signer(key_name),
             name=witness_name,
-            log_key=parse_public_key_blob(lib.read_public_key(log_key)),
+            log_key=lib.read_log_key(log_key),
             state_path=state,
             audit=(_trust(ctx, trust), audit_state) if audit_state is not None else None,
         )
-    if output is None:
-        click.echo(text, nl=False)
-    else:
-        output.write_text(text, encoding="utf-8")
-        click.echo("cosigned checkpoint written to %s" % output, err=True)
+    _write_out(output, text, "cosigned checkpoint written to %s")
 
 
 @witness.command("add")
