@@ -64,6 +64,7 @@ if TYPE_CHECKING:
         uninstall_hooks,
     )
     from ._hooks import HookAnswer, folds_case, project_relative, run_hook, task_in
+    from ._init import Initialised, init_ledger
     from ._intoto import (
         PAYLOAD_TYPE,
         PREDICATE_TYPE,
@@ -76,8 +77,8 @@ if TYPE_CHECKING:
         test_result_statement,
         vsa_statement,
     )
-    from ._keyring import add_key, allowed_signers, create_key, revoke_key
-    from ._keys import generate_key_file, key_dir, key_path, load_signer, read_public_key
+    from ._keyring import add_key, allowed_signers, choose_admin, create_key, genesis_admin, revoke_key
+    from ._keys import generate_key_file, key_dir, key_path, load_signer, read_public_key, refuse_inside_repo
     from ._layout import contract_path
     from ._mirror import PullResult, pull
     from ._population import POPULATION_COLUMNS, ChangeRow, population, population_csv
@@ -152,6 +153,11 @@ __all__ = [
     "Verified",
     "Progress",
     "run_verify",
+    "Initialised",
+    "init_ledger",
+    "choose_admin",
+    "genesis_admin",
+    "refuse_inside_repo",
     "latest_checkpoint",
     "sign_checkpoint",
     "read_log_key",
@@ -316,6 +322,11 @@ __all__ = [
 ]
 
 _WHERE = {
+    "Initialised": "_init",
+    "init_ledger": "_init",
+    "choose_admin": "_keyring",
+    "genesis_admin": "_keyring",
+    "refuse_inside_repo": "_keys",
     "latest_checkpoint": "_proofs",
     "sign_checkpoint": "_proofs",
     "read_log_key": "_witness",

@@ -4,7 +4,7 @@ keyring exported as an OpenSSH allowed_signers file.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from receipts import (
@@ -20,10 +20,42 @@ from receipts import (
 )
 
 from ._errors import InputError
-from ._keys import generate_key_file
+from ._keys import generate_key_file, key_path, refuse_inside_repo
 from ._store import Appended, Store
 
-__all__ = ["add_key", "create_key", "revoke_key", "allowed_signers"]
+__all__ = ["add_key", "create_key", "revoke_key", "allowed_signers", "choose_admin", "genesis_admin"]
+
+# Loads a key by name or path (the CLI asks for a passphrase when one is needed).
+LoadSigner = Callable[[str], Signer]
+
+
+def choose_admin(ledger: Store, named: str | None, load: LoadSigner) -> Signer:
+    """The admin key that signs a keyring change: the one named, else the first active admin
+    key of this ledger whose private key is in the key folder.
+
+    Raises:
+        InputError: none is named and no admin key of this ledger is held here.
+    """
+    if named is not None:
+        return load(named)
+    for state in ledger.keyring():
+        if state.revoked_at is None and Role.ADMIN in state.spec.roles and key_path(state.spec.name).is_file():
+            return load(state.spec.name)
+    raise InputError("no local private key for any admin key of this ledger; pass --key NAME or a key path")
+
+
+def genesis_admin(name: str, key_file: Path | None, ledger_root: Path, load: LoadSigner) -> tuple[Signer, str]:
+    """The admin key a new ledger's genesis is signed by, and what was done to get it: the key
+    file given; else the named key already in the key folder; else a new key generated
+    there, never inside the repository (`refuse_inside_repo`).
+    """
+    path = key_path(name)
+    if key_file is not None:
+        return load(str(key_file)), "using admin key %s" % key_file
+    if path.is_file():
+        return load(name), "using existing admin key %s" % path
+    refuse_inside_repo(path, ledger_root)
+    return generate_key_file(path, name), "generated admin key %s (keep it secret)" % path
 
 
 def add_key(

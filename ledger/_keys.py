@@ -12,7 +12,15 @@ from receipts import Ed25519Signer, Signer, public_key_line
 
 from ._errors import InputError
 
-__all__ = ["key_dir", "key_path", "generate_key_file", "load_signer", "read_public_key", "PASSPHRASE_ENV"]
+__all__ = [
+    "key_dir",
+    "key_path",
+    "generate_key_file",
+    "load_signer",
+    "read_public_key",
+    "refuse_inside_repo",
+    "PASSPHRASE_ENV",
+]
 
 PASSPHRASE_ENV = "RECEIPT_LEDGER_PASSPHRASE"
 KEYS_ENV = "RECEIPT_LEDGER_KEYS"
@@ -118,3 +126,15 @@ def read_public_key(line_or_path: str) -> bytes:
         return parse_public_key_line(text)[0]
     except ReceiptsError as exc:
         raise InputError("%s: %s" % (line_or_path[:60], exc)) from None
+
+
+def refuse_inside_repo(path: Path, ledger_root: Path) -> None:
+    """Key custody: a private key is never written into the repository the ledger serves
+    (one `git add -A` would publish it).
+
+    Raises:
+        InputError: ``path`` lies inside that repository.
+    """
+    repo = ledger_root.resolve().parent
+    if path.resolve().is_relative_to(repo):
+        raise InputError("refusing to write a private key inside the repository (%s); use --out outside it" % repo)

@@ -10,7 +10,6 @@ from typing import Any
 import click
 
 from receipts import (
-    Digest,
     Role,
     fingerprint,
 )
@@ -18,13 +17,7 @@ from receipts import (
 from .. import _api as lib
 from ._group import cli
 from ._options import _FILE, F, json_option, store_option
-from ._shared import ROLE_CHOICE, _admin_signer, _emit, _Group, _ledger, _reader, _root, _signer, _where
-
-
-def _refuse_inside_repo(path: Path, ledger_root: Path) -> None:
-    repo = ledger_root.resolve().parent
-    if path.resolve().is_relative_to(repo):
-        raise lib.InputError("refusing to write a private key inside the repository (%s); use --out outside it" % repo)
+from ._shared import ROLE_CHOICE, _emit, _Group, _ledger, _reader, _root, _signer, _where
 
 
 @cli.command()
@@ -42,23 +35,10 @@ def init(ctx: click.Context, admin_name: str, admin_key: Path | None, store: str
     """
     root = _root(ctx)
     url = lib.shared_store(root, store) if store else _where(ctx).store
-    path = lib.key_path(admin_name)
-    if admin_key is not None:
-        signer = _signer(str(admin_key))
-    elif path.is_file():
-        signer = _signer(admin_name)
-        click.echo("using existing admin key %s" % path, err=True)
-    else:
-        _refuse_inside_repo(path, root)
-        signer = lib.generate_key_file(path, admin_name)
-        click.echo("generated admin key %s (keep it secret)" % path, err=True)
-    ledger = lib.Ledger.create(root, signer, admin_name, store=url)
-    genesis = ledger.reader.by_seq(0)
-    click.echo("initialised ledger %s" % lib.describe_store(root, url), err=True)
-    if url is not None and lib.write_store_config(root, url):
-        click.echo("wrote %s: commit it so that every clone uses the shared ledger" % (root / "config.toml"), err=True)
-    click.echo("genesis entry %s" % (Digest(genesis.hash) if genesis else "?"))
-    click.echo("admin key %s %s" % (admin_name, fingerprint(signer.public_key_blob)))
+    done = lib.init_ledger(root, admin_name, admin_key, url, _signer)
+    ctx.call_on_close(done.ledger.close)
+    click.echo("\n".join(done.said), err=True)
+    click.echo("\n".join(done.lines))
 
 
 @cli.group(cls=_Group)
@@ -101,9 +81,9 @@ def keys_generate(
 ) -> None:
     """Generate an OpenSSH Ed25519 key pair and add it to the keyring."""
     ledger = _ledger(ctx)
-    admin_signer = _admin_signer(ledger, admin)
+    admin_signer = lib.choose_admin(ledger, admin, _signer)
     path = out or lib.key_path(name)
-    _refuse_inside_repo(path, ledger.root)
+    lib.refuse_inside_repo(path, ledger.root)
     secret = (
         click.prompt("Passphrase", hide_input=True, confirmation_prompt=True, err=True).encode() if passphrase else None
     )
@@ -122,7 +102,7 @@ def keys_add(ctx: click.Context, name: str, pubkey: str, roles: Sequence[str], a
     """Add a teammate's OpenSSH public key (a key line, or a .pub file)."""
     blob = lib.read_public_key(pubkey)
     ledger = _ledger(ctx)
-    appended = lib.add_key(ledger, _admin_signer(ledger, admin), name, [Role(r) for r in roles], blob)
+    appended = lib.add_key(ledger, lib.choose_admin(ledger, admin, _signer), name, [Role(r) for r in roles], blob)
     click.echo("%s %s added at entry %d" % (name, fingerprint(blob), appended.seq))
 
 
@@ -134,7 +114,7 @@ def keys_add(ctx: click.Context, name: str, pubkey: str, roles: Sequence[str], a
 def keys_revoke(ctx: click.Context, name_or_id: str, reason: str, admin: str | None) -> None:
     """Revoke a key: its signatures after this entry are rejected."""
     ledger = _ledger(ctx)
-    appended = lib.revoke_key(ledger, _admin_signer(ledger, admin), name_or_id, reason)
+    appended = lib.revoke_key(ledger, lib.choose_admin(ledger, admin, _signer), name_or_id, reason)
     click.echo("revoked %s at entry %d" % (name_or_id, appended.seq))
 
 

@@ -131,15 +131,6 @@ def _signer(name: str) -> Signer:
     return lib.load_signer(name, ask=_ask_passphrase)
 
 
-def _admin_signer(ledger: lib.Ledger, admin: str | None) -> Signer:
-    if admin is not None:
-        return _signer(admin)
-    for state in ledger.keyring():
-        if state.revoked_at is None and Role.ADMIN in state.spec.roles and lib.key_path(state.spec.name).is_file():
-            return _signer(state.spec.name)
-    raise lib.InputError("no local private key for any admin key of this ledger; pass --key NAME or a key path")
-
-
 def _digest(text: str) -> Digest:
     try:
         return Digest.parse(text)
