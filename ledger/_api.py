@@ -19,7 +19,9 @@ if TYPE_CHECKING:
     from ._escape import csv_cell, markdown_text, terminal_text
     from ._events import begin_effect, end_effect, record_event, task_events, verified_receipt
     from ._evidence import (
+        blob_preview,
         candidate_snapshot,
+        copy_blob,
         evidence_bytes,
         evidence_json,
         receipt_snapshot,
@@ -100,12 +102,14 @@ if TYPE_CHECKING:
         population_lines,
         pr_comment,
         pull_lines,
+        stats_lines,
         status_lines,
+        trace_lines,
         verify_lines,
     )
     from ._repair import HeadRepair, repair_head
     from ._retention import PruneReport, prune, set_retention
-    from ._stats import FamilyStats, family_of, stats
+    from ._stats import FamilyStats, family_of, parse_ks, stats
     from ._status import DeterministicRun, Nudge, StatusReport, deterministic_runs, nudge, status_report, task_state
     from ._store import LEDGER_DIRNAME, Appended, Ledger, RecordRow, Store, find_ledger_dir
     from ._traces import TRACE_DECISIONS_FORMAT, ingest_trace, process_facts
@@ -261,6 +265,11 @@ __all__ = [
     "verify_lines",
     "pull_lines",
     "chain_lines",
+    "stats_lines",
+    "parse_ks",
+    "blob_preview",
+    "copy_blob",
+    "trace_lines",
     "appended_document",
     "judge_document",
     "judge_lines",
@@ -322,6 +331,11 @@ __all__ = [
 ]
 
 _WHERE = {
+    "stats_lines": "_render",
+    "parse_ks": "_stats",
+    "blob_preview": "_evidence",
+    "copy_blob": "_evidence",
+    "trace_lines": "_render",
     "Initialised": "_init",
     "init_ledger": "_init",
     "choose_admin": "_keyring",

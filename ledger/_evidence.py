@@ -5,8 +5,9 @@ verify's one reader (which re-hashes every blob), so that `status`, `seal`, expo
 
 from __future__ import annotations
 
+import os
 import re
-from typing import Any
+from typing import Any, BinaryIO
 
 from receipts import SNAPSHOT_FORMAT, Digest, EvidenceReader, LadderReceipt, Tier, TierRecord
 from verify import SMALL_BLOB, CannotVerify, evidence_reader, read_blob, read_evidence
@@ -85,6 +86,38 @@ def candidate_snapshot(
 
 
 _PREFIX = re.compile(r"blake3:([0-9a-f]{8,64})")
+
+
+def copy_blob(store: Store, digest: Digest, out: BinaryIO) -> None:
+    """Stream a stored blob to ``out`` whole (`InputError` if it is not stored)."""
+    handle = store.reader.open_blob(digest)
+    if handle is None:
+        raise InputError("no evidence blob %s in the blob store" % digest)
+    with handle:
+        while chunk := handle.read(1 << 20):
+            out.write(chunk)
+    out.flush()
+
+
+def blob_preview(store: Store, digest: Digest, max_lines: int, max_bytes: int = 64 * 1024) -> tuple[str, str | None]:
+    """A stored blob's first lines as text for reading (undecodable bytes replaced), and a
+    note saying how much was left out (None when the blob was shown whole).
+
+    Raises:
+        InputError: the blob is not stored.
+    """
+    handle = store.reader.open_blob(digest)
+    if handle is None:
+        raise InputError("no evidence blob %s in the blob store" % digest)
+    shown, parts = 0, list[str]()
+    with handle:
+        for n, line in enumerate(handle):
+            if n >= max_lines or shown >= max_bytes:
+                size = os.fstat(handle.fileno()).st_size
+                return "".join(parts), "… truncated: %d of %d bytes shown; --full for all" % (shown, size)
+            parts.append(line.decode("utf-8", "replace"))
+            shown += len(line)
+    return "".join(parts), None
 
 
 def resolve_blob(store: Store, text: str) -> Digest:

@@ -17,6 +17,7 @@ from receipts import (
     LadderReceipt,
     RetentionPolicy,
     TierRecord,
+    ToolDecision,
     decode_body,
     decode_entry,
     public_key_line,
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from ._gate import GateResult, ReceiptCheck
     from ._mirror import PullResult
     from ._population import ChangeRow
+    from ._stats import FamilyStats
     from ._status import StatusReport
     from ._store import Appended
     from .tiers import CheckRun, JudgeRun
@@ -362,6 +364,38 @@ def check_document(run: CheckRun) -> dict[str, Any]:
         "checks": [{"id": c, "result": s, "reason": why, "evidence": d} for c, s, why, d in run.rows],
         "attribution": {"strength": run.snapshot.strength, "commits": list(run.snapshot.commits)},
     }
+
+
+def trace_lines(decisions: Iterable[ToolDecision]) -> list[str]:
+    """`ledger trace`: each tool call of the trace with its decision and why."""
+    return ["%4d  %-16s %-15s %s" % (d.step, d.tool or "-", d.decision, d.reason) for d in decisions]
+
+
+def _shown(value: object, unit: str = "") -> str:
+    return "not recorded" if value is None else "%s%s" % (value, unit)
+
+
+def stats_lines(rows: Sequence[FamilyStats]) -> list[str]:
+    """`ledger stats`: per family, pass@k and pass^k with the success rate's interval, and the costs."""
+    lines = []
+    for row in rows:
+        costs = "  mean time per run: deterministic %s, judge %s; judge tokens per run: %s" % (
+            _shown(row.time_ms.get("deterministic"), " ms"),
+            _shown(row.time_ms.get("judge"), " ms"),
+            _shown(row.judge_tokens_per_run),
+        )
+        if row.note is not None:
+            lines.append("%-24s n=%d successes=%d: %s\n%s" % (row.family, row.trials, row.successes, row.note, costs))
+            continue
+        figures = "  ".join(
+            "pass@%d=%.3f  pass^%d=%.3f" % (*at, *every) for at, every in zip(row.pass_at, row.pass_all, strict=True)
+        )
+        low, high = row.success_rate_95ci or (0.0, 1.0)
+        lines.append(
+            "%-24s n=%d successes=%d rate=%.3f (95%% CI %.3f-%.3f)  %s\n%s"
+            % (row.family, row.trials, row.successes, row.success_rate or 0.0, low, high, figures, costs)
+        )
+    return lines
 
 
 def judge_document(run: JudgeRun) -> dict[str, Any]:

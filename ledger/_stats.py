@@ -14,6 +14,7 @@ from typing import Any
 from receipts import CHECK_RESULT_FORMAT, JUDGE_RUN_FORMAT, Digest, EntryKind, ReceiptsError, TierRecord
 from verify import verify_receipt
 
+from ._errors import InputError
 from ._evidence import evidence_bytes, evidence_json
 from ._store import Ledger
 
@@ -110,6 +111,14 @@ def _timings(ledger: Ledger, record: TierRecord, timings: dict[str, list[int]], 
     # A run's time is the sum of its checks' durations; a check without one leaves it unknown.
     if check_ms and all(ms is not None for ms in check_ms):
         timings["deterministic"].append(sum(ms for ms in check_ms if ms is not None))
+
+
+def parse_ks(text: str) -> tuple[int, ...]:
+    """``--k``'s comma-separated whole numbers (`InputError` otherwise)."""
+    try:
+        return tuple(int(k) for k in text.split(",") if k.strip())
+    except ValueError:
+        raise InputError("--k takes whole numbers, comma-separated") from None
 
 
 def stats(ledger: Ledger, prefix: str = "", ks: Sequence[int] = (1, 5), min_trials: int = 5) -> list[FamilyStats]:

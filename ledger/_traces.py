@@ -17,15 +17,18 @@ from receipts import (
     Digest,
     EventType,
     EvidenceRef,
+    ReceiptsError,
     Signer,
     Tier,
     ToolDecision,
     ToolPolicy,
     Verdict,
     decide_tool_calls,
+    parse_contract,
 )
 
 from ._config import read_bounded
+from ._errors import InputError
 from ._events import append_event, task_events
 from ._evidence import evidence_json
 from ._store import Appended, Store
@@ -40,15 +43,20 @@ def ingest_trace(
     store: Store,
     signer: Signer,
     task: str,
-    contract: Contract,
+    contract: Contract | bytes,
     trace: Path,
     candidate: Digest | None,
     root: Path | None = None,
 ) -> tuple[Appended, tuple[ToolDecision, ...]]:
     """Decide every call of a JSON Lines trace (writes to the contract's protected paths
     included, relative to the repository ``root``), store the trace and the decisions, and
-    append a trace event counting them.
+    append a trace event counting them. ``contract`` may be the contract file's bytes.
     """
+    if isinstance(contract, bytes):
+        try:
+            contract = parse_contract(contract)
+        except ReceiptsError as exc:
+            raise InputError(str(exc)) from None
     data = read_bounded(trace, "trace", MAX_TRACE)
     decisions = decide_tool_calls(
         contract.tools,

@@ -156,23 +156,12 @@ def trace(
 
     Exit 0 if every call was approved, 1 otherwise.
     """
-    from receipts import ContractRevision
-
     _, data = _required_contract(ctx, task, contract_path)
+    repo = lib.git_root(Path.cwd())
     _, decisions = lib.ingest_trace(
-        _ledger(ctx),
-        _signer(key_name),
-        task,
-        ContractRevision(task, data, None).parse(),
-        trace_file,
-        _candidate(input_spec),
-        lib.git_root(Path.cwd()),
+        _ledger(ctx), _signer(key_name), task, data, trace_file, _candidate(input_spec), repo
     )
-    _emit(
-        as_json,
-        [d.as_dict() for d in decisions],
-        ["%4d  %-16s %-15s %s" % (d.step, d.tool or "-", d.decision, d.reason) for d in decisions],
-    )
+    _emit(as_json, [d.as_dict() for d in decisions], lib.trace_lines(decisions))
     _done(all(d.decision == "approved" for d in decisions))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -139,15 +140,20 @@ def gate(
         root,
         transparency=_policy(trust, auditors, require_checkpoint=require_checkpoint),
         mode=mode,
-        open_ledger=_where(ctx).named_opener("--audit-state audits")
-        if audit_state is not None
-        else _ledger_opener(ctx),
+        open_ledger=_gate_opener(ctx, audit_state),
         audit_state=audit_state,
         recorder=(_ledger(ctx), _signer(key_name)) if key_name else None,
         task=task,
     )
     _emit(as_json, result.as_dict(), lib.gate_lines(result), root)
     _done(not result.blocks)
+
+
+def _gate_opener(ctx: click.Context, audit_state: Path | None) -> Any:
+    """With --audit-state the gate audits the ledger the options name; else it reads a
+    receipt without a bundle in git from there (`_ledger_opener`).
+    """
+    return _where(ctx).named_opener("--audit-state audits") if audit_state is not None else _ledger_opener(ctx)
 
 
 @cli.command("pr-comment")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 
 import click
@@ -48,23 +47,14 @@ def show(ctx: click.Context, hash_text: str, signed_bytes: bool, signature: bool
 def blob(ctx: click.Context, digest_text: str, full: bool, lines: int) -> None:
     """Show stored evidence by its digest: truncated for reading, whole with --full."""
     ledger = _reader(ctx)
-    handle = ledger.reader.open_blob(lib.resolve_blob(ledger, digest_text))
-    if handle is None:
-        raise lib.InputError("no evidence blob %s in the blob store" % digest_text)
-    with handle:
-        if full:
-            while chunk := handle.read(1 << 20):
-                sys.stdout.buffer.write(chunk)
-            sys.stdout.buffer.flush()
-            return
-        shown = 0
-        for n, line in enumerate(handle):
-            if n >= lines or shown >= 64 * 1024:
-                size = os.fstat(handle.fileno()).st_size
-                click.echo("… truncated: %d of %d bytes shown; --full for all" % (shown, size), err=True)
-                break
-            click.echo(line.decode("utf-8", "replace"), nl=False)
-            shown += len(line)
+    digest = lib.resolve_blob(ledger, digest_text)
+    if full:
+        lib.copy_blob(ledger, digest, sys.stdout.buffer)
+        return
+    text, note = lib.blob_preview(ledger, digest, lines)
+    click.echo(text, nl=False)
+    if note:
+        click.echo(note, err=True)
 
 
 @cli.command()
@@ -98,10 +88,6 @@ def status(ctx: click.Context, task: str | None, window: int, threshold: float, 
     _emit(as_json, report.as_dict(), lib.status_lines(report))
 
 
-def _shown(value: object, unit: str = "") -> str:
-    return "not recorded" if value is None else "%s%s" % (value, unit)
-
-
 @cli.command()
 @click.option("--task-prefix", default="", help="Only families whose tasks start with this.")
 @click.option("--k", "ks", default="1,5", show_default=True, help="The k of pass@k and pass^k, comma-separated.")
@@ -109,27 +95,5 @@ def _shown(value: object, unit: str = "") -> str:
 @click.pass_context
 def stats(ctx: click.Context, task_prefix: str, ks: str, as_json: bool) -> None:
     """pass@k and pass^k over repeated trials of a task family (tasks named FAMILY@N)."""
-    try:
-        k_values = [int(k) for k in ks.split(",") if k.strip()]
-    except ValueError:
-        raise lib.InputError("--k takes whole numbers, comma-separated") from None
-    rows = lib.stats(_reader(ctx), task_prefix, k_values)
-    lines = []
-    for row in rows:
-        costs = "  mean time per run: deterministic %s, judge %s; judge tokens per run: %s" % (
-            _shown(row.time_ms.get("deterministic"), " ms"),
-            _shown(row.time_ms.get("judge"), " ms"),
-            _shown(row.judge_tokens_per_run),
-        )
-        if row.note is not None:
-            lines.append("%-24s n=%d successes=%d: %s\n%s" % (row.family, row.trials, row.successes, row.note, costs))
-            continue
-        figures = "  ".join(
-            "pass@%d=%.3f  pass^%d=%.3f" % (*at, *every) for at, every in zip(row.pass_at, row.pass_all, strict=True)
-        )
-        low, high = row.success_rate_95ci or (0.0, 1.0)
-        lines.append(
-            "%-24s n=%d successes=%d rate=%.3f (95%% CI %.3f-%.3f)  %s\n%s"
-            % (row.family, row.trials, row.successes, row.success_rate or 0.0, low, high, figures, costs)
-        )
-    _emit(as_json, [row.as_dict() for row in rows], lines)
+    rows = lib.stats(_reader(ctx), task_prefix, lib.parse_ks(ks))
+    _emit(as_json, [row.as_dict() for row in rows], lib.stats_lines(rows))
