@@ -85,23 +85,27 @@ if TYPE_CHECKING:
     from ._mirror import PullResult, pull
     from ._population import POPULATION_COLUMNS, ChangeRow, population, population_csv
     from ._proofs import latest_checkpoint, prove_consistency, prove_inclusion, sign_checkpoint
-    from ._records import Evidence, record_by_hand, record_tier, seal_receipt
+    from ._records import Evidence, append_tier_record, parse_tiers, record_by_hand, record_tier, seal_receipt
     from ._render import (
         appended_document,
+        armored_signature,
         chain_lines,
         check_document,
         check_lines,
         commit_lines,
+        contract_set_line,
         entry_document,
         gate_lines,
         jsonable,
         judge_document,
         judge_lines,
+        key_line,
         keyring_rows,
         log_rows,
         population_lines,
         pr_comment,
         pull_lines,
+        signed_bytes,
         stats_lines,
         status_lines,
         trace_lines,
@@ -115,7 +119,7 @@ if TYPE_CHECKING:
     from ._traces import TRACE_DECISIONS_FORMAT, ingest_trace, process_facts
     from ._trust import AUDITORS_PATH, REPO_TRUST_PATH, TRUST_FILE, parse_auditors, resolve_auditors, resolve_trust
     from ._tsa import timestamp_checkpoint
-    from ._verification import Progress, Verified, VerifyRequest, run_verify
+    from ._verification import Progress, Verified, VerifyRequest, comment_markdown, run_verify
     from ._witness import add_cosignatures, cosign, read_log_key
     from .tiers import CheckRun, JudgeRun, decide, run_deterministic, run_judge
 
@@ -157,6 +161,7 @@ __all__ = [
     "Verified",
     "Progress",
     "run_verify",
+    "comment_markdown",
     "Initialised",
     "init_ledger",
     "choose_admin",
@@ -265,6 +270,12 @@ __all__ = [
     "verify_lines",
     "pull_lines",
     "chain_lines",
+    "armored_signature",
+    "contract_set_line",
+    "key_line",
+    "signed_bytes",
+    "parse_tiers",
+    "append_tier_record",
     "stats_lines",
     "parse_ks",
     "blob_preview",
@@ -331,6 +342,13 @@ __all__ = [
 ]
 
 _WHERE = {
+    "armored_signature": "_render",
+    "contract_set_line": "_render",
+    "key_line": "_render",
+    "signed_bytes": "_render",
+    "parse_tiers": "_records",
+    "append_tier_record": "_records",
+    "comment_markdown": "_verification",
     "stats_lines": "_render",
     "parse_ks": "_stats",
     "blob_preview": "_evidence",

@@ -30,6 +30,7 @@ from receipts import (
     rederive_deterministic,
     waivers_in_force,
 )
+from receipts import config_hash as receipts_config_hash
 
 from . import _clock
 from ._contracts import current_contract, register_contract
@@ -39,7 +40,7 @@ from ._events import task_events
 from ._evidence import store_evidence_reader
 from ._store import Appended, RecordRow, Store
 
-__all__ = ["Evidence", "record_tier", "record_by_hand", "seal_receipt"]
+__all__ = ["Evidence", "record_tier", "record_by_hand", "seal_receipt", "append_tier_record", "parse_tiers"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +181,15 @@ def _authors(ledger: Store, task_id: str) -> dict[str, str]:
     return author_keys([(seq, event.type.value, signer) for seq, event, signer in task_events(ledger, task_id)])
 
 
+def parse_tiers(text: str) -> tuple[Tier, ...]:
+    """A comma-separated list of tiers, in ladder order (`InputError` for an unknown one)."""
+    try:
+        chosen = {Tier(t.strip()) for t in text.split(",") if t.strip()}
+    except ValueError:
+        raise InputError("--require takes tiers from %s" % ",".join(t.value for t in LADDER)) from None
+    return tuple(t for t in LADDER if t in chosen)
+
+
 def seal_receipt(
     ledger: Store,
     *,
@@ -188,10 +198,15 @@ def seal_receipt(
     input_hash: Digest,
     extra_required: tuple[Tier, ...] = (),
     config_hash: Digest | None = None,
+    contract_file: bytes | None = None,
 ) -> tuple[LadderReceipt, Appended]:
     """Bind the latest tier record of each tier for this candidate into a receipt. The
-    contract's required tiers are always required; ``extra_required`` can only add.
+    contract's required tiers are always required; ``extra_required`` can only add. The
+    contract is ``config_hash``'s, else that of the file ``contract_file``, else the one the
+    candidate's newest record was checked under.
     """
+    if config_hash is None and contract_file is not None:
+        config_hash = receipts_config_hash(contract_file)
     rows = [row for row in ledger.records_for(task_id) if row.record.input_hash == input_hash]
     if config_hash is None:
         if not rows:

@@ -18,8 +18,12 @@ from receipts import (
     RetentionPolicy,
     TierRecord,
     ToolDecision,
+    armor,
+    config_hash,
     decode_body,
     decode_entry,
+    entry_signed_bytes,
+    fingerprint,
     public_key_line,
 )
 from verify import ChainResult, Result, StoredEntry
@@ -354,7 +358,7 @@ def check_lines(run: CheckRun) -> list[str]:
 
 
 def check_document(run: CheckRun) -> dict[str, Any]:
-    """`ledger check --json`."""
+    """`ledger check --json`: the record, the verdict and why, each check, the attribution."""
     return {
         "record": str(run.appended.body_hash),
         "verdict": run.outcome.verdict.value,
@@ -398,8 +402,30 @@ def stats_lines(rows: Sequence[FamilyStats]) -> list[str]:
     return lines
 
 
+def contract_set_line(task: str, data: bytes, appended: Appended | None) -> str:
+    """`ledger contract set`: the revision recorded, or that it already was the current one."""
+    if appended is None:
+        return "unchanged: %s is already the current contract of %s" % (config_hash(data), task)
+    return "contract %s of %s recorded at entry %d" % (config_hash(data), task, appended.seq)
+
+
+def key_line(name: str, public_key_blob: bytes, appended: Appended) -> str:
+    """`ledger keys add` and `generate`: the key's name and fingerprint, and its entry."""
+    return "%s %s added at entry %d" % (name, fingerprint(public_key_blob), appended.seq)
+
+
+def signed_bytes(stored: StoredEntry) -> bytes:
+    """The exact bytes an entry's signature covers (for an independent check with ssh-keygen)."""
+    return entry_signed_bytes(decode_entry(stored.entry))
+
+
+def armored_signature(stored: StoredEntry) -> str:
+    """An entry's signature as an armored SSH signature (``-----BEGIN SSH SIGNATURE-----``)."""
+    return armor(decode_entry(stored.entry).signature)
+
+
 def judge_document(run: JudgeRun) -> dict[str, Any]:
-    """`ledger judge --json`."""
+    """`ledger judge --json`: the record, the verdict, its confidence and reason, the attempts."""
     return {
         "record": str(run.appended.body_hash),
         "verdict": run.outcome.verdict.value,

@@ -20,9 +20,9 @@ from ._config import read_bounded
 from ._errors import InputError
 from ._files import write_text_atomic
 from ._gate import OpenLedger, verify_commit
-from ._render import chain_lines, commit_lines, verify_lines
+from ._render import chain_lines, commit_lines, pr_comment, verify_lines
 
-__all__ = ["VerifyRequest", "Verified", "Progress", "run_verify"]
+__all__ = ["VerifyRequest", "Verified", "Progress", "run_verify", "comment_markdown"]
 
 
 class Progress(Protocol):
@@ -138,3 +138,10 @@ def _audit(
     if state_file is not None and result.state is not None:
         write_text_atomic(state_file, result.state.to_json())
     return Verified(result.ok, result.as_dict(), tuple(chain_lines(result, state_file)))
+
+
+def comment_markdown(open_source: Callable[[], LedgerSource], receipt: str, trust: Trust) -> str:
+    """A pull-request comment on the receipt, verified on the ledger against ``trust``."""
+    with open_source() as source:
+        result = verify_receipt(source, receipt, trust)
+    return pr_comment(result, receipt)

@@ -208,3 +208,73 @@ def test_each_command_module_is_a_room_not_a_house() -> None:
     longest = max((len(p.read_text().splitlines()), p.name) for p in (ROOT / "ledger" / "cli").glob("*.py"))
     assert longest[0] <= 300, longest
     assert not (ROOT / "ledger" / "cli.py").exists()
+
+
+def _command_bodies(source: str) -> list[tuple[str, int]]:
+    """Each click command's name and the lines of its body (its docstring left out)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef) and any("command" in ast.unparse(d) for d in node.decorator_list):
+            body = node.body
+            if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                body = body[1:]
+            end = body[-1].end_lineno or body[-1].lineno
+            found.append((node.name, end - body[0].lineno + 1))
+    return found
+
+
+def test_commands_are_thin() -> None:
+    # A command parses its options, makes one library call and renders with the library's
+    # renderer: logic a front end would need lives in `ledger`, where the next one finds it.
+    long = [
+        "%s:%s (%d lines)" % (path.name, name, n)
+        for path in (ROOT / "ledger" / "cli").glob("*.py")
+        for name, n in _command_bodies(path.read_text())
+        if n > 15
+    ]
+    assert not long, long
+
+
+def test_the_command_measure_counts_a_long_command() -> None:
+    lines = "\n".join("    x%d = %d" % (i, i) for i in range(16))
+    body = '@cli.command()\ndef c() -> None:\n    """Doc."""\n' + lines + "\n"
+    assert _command_bodies(body) == [("c", 16)]
+
+
+def test_commands_leave_sources_and_rules_to_the_library() -> None:
+    # No dispatch on what kind of source a command holds, and from `receipts` only the
+    # types that name options and values (a rule or an encoding is the library's to call).
+    offences = []
+    for path in (ROOT / "ledger" / "cli").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) == "isinstance" and "Source" in ast.unparse(node):
+                offences.append("%s:%d isinstance on a source" % (path.name, node.lineno))
+            if isinstance(node, ast.ImportFrom) and node.module == "receipts":
+                offences += [
+                    "%s:%d imports %s from receipts" % (path.name, node.lineno, a.name)
+                    for a in node.names
+                    if not a.name[:1].isupper() or a.name.isupper()
+                ]
+    assert not offences, offences
+
+
+def _long_functions(path: Path, limit: int) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            length = (node.end_lineno or node.lineno) - node.lineno + 1
+            if length > limit:
+                found.append("%s:%d %s (%d lines)" % (path.relative_to(ROOT), node.lineno, node.name, length))
+    return found
+
+
+def test_functions_fit_on_a_screen() -> None:
+    # Sixty lines, docstring included: a function a reviewer can hold whole. Tables of
+    # data are module constants, so they never count.
+    long = [
+        f
+        for package in ("receipts", "verify", "ledger")
+        for p in (ROOT / package).rglob("*.py")
+        for f in _long_functions(p, 60)
+    ]
+    assert not long, long

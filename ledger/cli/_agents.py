@@ -16,7 +16,8 @@ from .. import _api as lib
 from .._hooks import EVENTS as HOOK_EVENTS
 from ._group import cli
 from ._options import _FILE, F, _TrustArgs, contract_option, input_option, json_option, key_option, trust_option
-from ._shared import _candidate, _done, _emit, _Group, _ledger, _required_contract, _root, _signer, _trust
+from ._output import emit, exit_with
+from ._shared import _candidate, _Group, _ledger, _required_contract, _root, _signer, _trust
 
 
 @cli.group(cls=_Group)
@@ -65,7 +66,7 @@ def hook_install(ctx: click.Context, agent: str, scope: str, as_json: bool) -> N
     res = lib.install_hooks(path, agent, warnings)
     for line in res.warnings:
         click.echo("warning: %s" % line, err=True)
-    _emit(
+    emit(
         as_json,
         res.as_dict(),
         ["%s: %s" % (path, ("added " + ", ".join(res.added)) if res.added else "already installed, nothing changed")],
@@ -79,7 +80,7 @@ def hook_uninstall(agent: str, scope: str, as_json: bool) -> None:
     """Remove the handlers `hook install` added, and nothing else."""
     path = lib.settings_path(agent, scope, lib.git_root(Path.cwd()))
     res = lib.uninstall_hooks(path)
-    _emit(
+    emit(
         as_json,
         res.as_dict(),
         ["%s: %s" % (path, ("removed " + ", ".join(res.removed)) if res.removed else "none of ours, nothing changed")],
@@ -161,8 +162,8 @@ def trace(
     _, decisions = lib.ingest_trace(
         _ledger(ctx), _signer(key_name), task, data, trace_file, _candidate(input_spec), repo
     )
-    _emit(as_json, [d.as_dict() for d in decisions], lib.trace_lines(decisions))
-    _done(all(d.decision == "approved" for d in decisions))
+    emit(as_json, [d.as_dict() for d in decisions], lib.trace_lines(decisions))
+    exit_with(all(d.decision == "approved" for d in decisions))
 
 
 @cli.group(cls=_Group)

@@ -6,14 +6,11 @@ from pathlib import Path
 
 import click
 
-from receipts import (
-    config_hash,
-)
-
 from .. import _api as lib
 from ._group import cli
 from ._options import contract_option, json_option, key_option
-from ._shared import _emit, _Group, _ledger, _reader, _required_contract, _signer
+from ._output import emit
+from ._shared import _Group, _ledger, _reader, _required_contract, _signer
 
 
 @cli.command()
@@ -46,10 +43,7 @@ def contract_set(ctx: click.Context, task: str, contract_path: Path | None, key_
     """Record the contract file as the task's current revision."""
     source, data = _required_contract(ctx, task, contract_path)
     _, appended = lib.register_contract(_ledger(ctx), task, data, _signer(key_name), source)
-    if appended is None:
-        click.echo("unchanged: %s is already the current contract of %s" % (config_hash(data), task))
-    else:
-        click.echo("contract %s of %s recorded at entry %d" % (config_hash(data), task, appended.seq))
+    click.echo(lib.contract_set_line(task, data, appended))
 
 
 @contract.command("show")
@@ -61,7 +55,7 @@ def contract_show(ctx: click.Context, task: str, as_json: bool) -> None:
     rows = lib.contract_history(_reader(ctx), task)
     if not rows and not as_json:
         raise lib.InputError("task %s has no registered contract" % task)
-    _emit(
+    emit(
         as_json,
         [r.as_dict() for r in rows],
         [

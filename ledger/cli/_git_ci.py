@@ -11,21 +11,8 @@ import click
 from .. import _api as lib
 from ._group import cli
 from ._options import _FILE, F, _AuditorArgs, _TrustArgs, auditor_option, json_option, key_option, trust_option
-from ._shared import (
-    _digest,
-    _done,
-    _emit,
-    _Group,
-    _ledger,
-    _ledger_opener,
-    _policy,
-    _repo,
-    _said,
-    _signer,
-    _source,
-    _trust,
-    _where,
-)
+from ._output import emit, exit_with, warn_if_unsafe
+from ._shared import _digest, _Group, _ledger, _ledger_opener, _policy, _repo, _signer, _source, _trust, _where
 
 
 @cli.command()
@@ -57,7 +44,7 @@ def _remote_option(f: F) -> F:
 def receipts_fetch(remote: str, as_json: bool) -> None:
     """Fetch the remote's receipt notes and bundles; merge its notes into ours (cat_sort_uniq)."""
     res = lib.fetch_receipts(_repo(), remote)
-    _emit(
+    emit(
         as_json, res.as_dict(), ["fetched receipts from %s%s" % (remote, "; notes merged" if res.notes_merged else "")]
     )
 
@@ -68,7 +55,7 @@ def receipts_fetch(remote: str, as_json: bool) -> None:
 def receipts_push(remote: str, as_json: bool) -> None:
     """Push receipt bundles and notes, merging the remote's first; retried on a race, never forced."""
     res = lib.push_receipts(_repo(), remote)
-    _emit(as_json, res.as_dict(), ["pushed receipts to %s (attempt %d)" % (remote, res.attempts)])
+    emit(as_json, res.as_dict(), ["pushed receipts to %s (attempt %d)" % (remote, res.attempts)])
 
 
 @cli.group(cls=_Group)
@@ -87,7 +74,7 @@ def ci_github() -> None:
         click.echo("note: %s" % line, err=True)
     if report.gated is not None:
         click.echo("\n".join(lib.gate_lines(report.gated)))
-    _done(report.ok)
+    exit_with(report.ok)
 
 
 @cli.command()
@@ -145,8 +132,8 @@ def gate(
         recorder=(_ledger(ctx), _signer(key_name)) if key_name else None,
         task=task,
     )
-    _emit(as_json, result.as_dict(), lib.gate_lines(result), root)
-    _done(not result.blocks)
+    emit(as_json, result.as_dict(), lib.gate_lines(result), root)
+    exit_with(not result.blocks)
 
 
 def _gate_opener(ctx: click.Context, audit_state: Path | None) -> Any:
@@ -162,12 +149,7 @@ def _gate_opener(ctx: click.Context, audit_state: Path | None) -> Any:
 @click.pass_context
 def pr_comment_cmd(ctx: click.Context, hash_text: str, trust: _TrustArgs) -> None:
     """Markdown for a pull-request comment: the ladder, the verdict, how to verify."""
-    from verify import verify_receipt
-
-    source = _source(ctx)
-    try:
-        res = verify_receipt(source, hash_text, root := _trust(ctx, trust))
-    finally:
-        source.close()
-    _said(root)
-    click.echo(lib.pr_comment(res, hash_text), nl=False)
+    root = _trust(ctx, trust)
+    comment = lib.comment_markdown(lambda: _source(ctx), hash_text, root)
+    warn_if_unsafe(root)
+    click.echo(comment, nl=False)

@@ -7,16 +7,11 @@ import sys
 
 import click
 
-from receipts import (
-    armor,
-    decode_entry,
-    entry_signed_bytes,
-)
-
 from .. import _api as lib
 from ._group import cli
 from ._options import json_option
-from ._shared import _digest, _emit, _reader
+from ._output import emit
+from ._shared import _digest, _reader
 
 
 @cli.command()
@@ -31,10 +26,10 @@ def show(ctx: click.Context, hash_text: str, signed_bytes: bool, signature: bool
     if stored is None:
         raise lib.InputError("no entry with hash %s" % hash_text)
     if signed_bytes:
-        sys.stdout.buffer.write(entry_signed_bytes(decode_entry(stored.entry)))
+        sys.stdout.buffer.write(lib.signed_bytes(stored))
         sys.stdout.buffer.flush()
     elif signature:
-        click.echo(armor(decode_entry(stored.entry).signature), nl=False)
+        click.echo(lib.armored_signature(stored), nl=False)
     else:
         click.echo(json.dumps(lib.entry_document(stored), indent=2, sort_keys=True))
 
@@ -64,7 +59,7 @@ def blob(ctx: click.Context, digest_text: str, full: bool, lines: int) -> None:
 def log(ctx: click.Context, task: str | None, as_json: bool) -> None:
     """List the chain, oldest first."""
     rows = lib.log_rows(_reader(ctx).entries(task=task))
-    _emit(
+    emit(
         as_json,
         rows,
         ["%5d  %-11s %-20s %s  %s" % (r["seq"], r["kind"], r["task"] or "-", r["hash"], r["summary"]) for r in rows],
@@ -85,7 +80,7 @@ def log(ctx: click.Context, task: str | None, as_json: bool) -> None:
 def status(ctx: click.Context, task: str | None, window: int, threshold: float, as_json: bool) -> None:
     """Each task's state, derived from the chain alone, and the verification nudge."""
     report = lib.status_report(_reader(ctx), task, window, threshold)
-    _emit(as_json, report.as_dict(), lib.status_lines(report))
+    emit(as_json, report.as_dict(), lib.status_lines(report))
 
 
 @cli.command()
@@ -96,4 +91,4 @@ def status(ctx: click.Context, task: str | None, window: int, threshold: float, 
 def stats(ctx: click.Context, task_prefix: str, ks: str, as_json: bool) -> None:
     """pass@k and pass^k over repeated trials of a task family (tasks named FAMILY@N)."""
     rows = lib.stats(_reader(ctx), task_prefix, lib.parse_ks(ks))
-    _emit(as_json, [row.as_dict() for row in rows], lib.stats_lines(rows))
+    emit(as_json, [row.as_dict() for row in rows], lib.stats_lines(rows))

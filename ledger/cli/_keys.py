@@ -11,13 +11,13 @@ import click
 
 from receipts import (
     Role,
-    fingerprint,
 )
 
 from .. import _api as lib
 from ._group import cli
 from ._options import _FILE, F, json_option, store_option
-from ._shared import ROLE_CHOICE, _emit, _Group, _ledger, _reader, _root, _signer, _where
+from ._output import emit
+from ._shared import ROLE_CHOICE, _Group, _ledger, _reader, _root, _signer, _where
 
 
 @cli.command()
@@ -89,7 +89,7 @@ def keys_generate(
     )
     signer, appended = lib.create_key(ledger, admin_signer, name, [Role(r) for r in roles], path, secret)
     click.echo("wrote %s and %s.pub" % (path, path), err=True)
-    click.echo("%s %s added at entry %d" % (name, fingerprint(signer.public_key_blob), appended.seq))
+    click.echo(lib.key_line(name, signer.public_key_blob, appended))
 
 
 @keys.command("add")
@@ -103,7 +103,7 @@ def keys_add(ctx: click.Context, name: str, pubkey: str, roles: Sequence[str], a
     blob = lib.read_public_key(pubkey)
     ledger = _ledger(ctx)
     appended = lib.add_key(ledger, lib.choose_admin(ledger, admin, _signer), name, [Role(r) for r in roles], blob)
-    click.echo("%s %s added at entry %d" % (name, fingerprint(blob), appended.seq))
+    click.echo(lib.key_line(name, blob, appended))
 
 
 @keys.command("revoke")
@@ -124,7 +124,7 @@ def keys_revoke(ctx: click.Context, name_or_id: str, reason: str, admin: str | N
 def keys_list(ctx: click.Context, as_json: bool) -> None:
     """List the keyring as it stands now, revoked keys included."""
     rows = lib.keyring_rows(_reader(ctx).keyring())
-    _emit(
+    emit(
         as_json,
         rows,
         ["%-16s %-8s %-30s %s" % (r["name"], r["status"], ",".join(r["roles"]), r["key_id"]) for r in rows],

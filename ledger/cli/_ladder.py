@@ -9,29 +9,15 @@ from pathlib import Path
 import click
 
 from receipts import (
-    LADDER,
     Tier,
     Verdict,
-    config_hash,
 )
 
 from .. import _api as lib
 from ._group import cli
 from ._options import contract_option, input_option, json_option, key_option
-from ._shared import (
-    TIER_CHOICE,
-    _candidate,
-    _contract,
-    _digest,
-    _done,
-    _emit,
-    _emit_appended,
-    _ledger,
-    _repo,
-    _required_contract,
-    _root,
-    _signer,
-)
+from ._output import emit, emit_appended, exit_with
+from ._shared import TIER_CHOICE, _candidate, _contract, _digest, _ledger, _repo, _required_contract, _root, _signer
 
 
 def _confidence(value: float | None) -> int | None:
@@ -84,15 +70,7 @@ def record(
         confidence_bp=_confidence(confidence),
         parents=[_digest(p) for p in parents],
     )
-    _emit_appended(as_json, "record", appended, rec, "recorded %s %s for %s" % (tier, verdict, task))
-
-
-def _tiers(value: str) -> tuple[Tier, ...]:
-    try:
-        chosen = {Tier(t.strip()) for t in value.split(",") if t.strip()}
-    except ValueError:
-        raise lib.InputError("--require takes tiers from %s" % ",".join(t.value for t in LADDER)) from None
-    return tuple(t for t in LADDER if t in chosen)
+    emit_appended(as_json, "record", appended, rec, "recorded %s %s for %s" % (tier, verdict, task))
 
 
 @cli.command()
@@ -119,11 +97,11 @@ def seal(
         task_id=task,
         signer=_signer(key_name),
         input_hash=_candidate(input_spec),
-        extra_required=_tiers(require),
-        config_hash=config_hash(found[1]) if found else None,
+        extra_required=lib.parse_tiers(require),
+        contract_file=found[1] if found else None,
     )
     said = "sealed %s: merge_eligible=%s" % (task, str(receipt.merge_eligible).lower())
-    _emit_appended(as_json, "receipt", appended, receipt, said)
+    emit_appended(as_json, "receipt", appended, receipt, said)
 
 
 @cli.command()
@@ -160,8 +138,8 @@ def check(
         allow_dirty=allow_dirty,
         on_check=(lambda cid: click.echo("running %s ..." % cid, err=True)) if show else None,
     )
-    _emit(as_json, lib.check_document(run), lib.check_lines(run))
-    _done(run.outcome.verdict is Verdict.PASS)
+    emit(as_json, lib.check_document(run), lib.check_lines(run))
+    exit_with(run.outcome.verdict is Verdict.PASS)
 
 
 @cli.command()
@@ -197,5 +175,5 @@ def judge(
         config_toml=_root(ctx) / "config.toml",
         samples=samples,
     )
-    _emit(as_json, lib.judge_document(result), lib.judge_lines(result))
-    _done(result.outcome.verdict is Verdict.PASS)
+    emit(as_json, lib.judge_document(result), lib.judge_lines(result))
+    exit_with(result.outcome.verdict is Verdict.PASS)

@@ -10,7 +10,8 @@ import click
 from .. import _api as lib
 from ._group import cli
 from ._options import _FILE, _TrustArgs, json_option, key_option, trust_option
-from ._shared import _digest, _emit, _ledger, _reader, _said, _signer, _trust, _write_out
+from ._output import emit, warn_if_unsafe, write_out
+from ._shared import _digest, _ledger, _reader, _signer, _trust
 
 
 @cli.group()
@@ -50,7 +51,7 @@ def prune_cmd(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
             report.held,
         )
     )
-    _emit(as_json, report.as_dict(), lines)
+    emit(as_json, report.as_dict(), lines)
 
 
 @cli.command()
@@ -83,7 +84,7 @@ def report(
     if hash_text is not None:
         if not as_html or from_text or to_text or as_csv or as_json:
             raise lib.InputError("a receipt's report is `ledger report HASH --html`")
-        _write_out(output, lib.receipt_page(_reader(ctx), _digest(hash_text), _trust(ctx, trust)))
+        write_out(output, lib.receipt_page(_reader(ctx), _digest(hash_text), _trust(ctx, trust)))
         return
     start, end = lib.period(None if as_html else from_text, to_text)
     if as_csv and as_json:
@@ -91,7 +92,7 @@ def report(
     root = _trust(ctx, trust)
     rows = lib.population(_reader(ctx), root, start, end)
     if as_csv:
-        _said(root)
+        warn_if_unsafe(root)
         click.echo(lib.population_csv(rows), nl=False)
         return
-    _emit(as_json, [row.as_dict() for row in rows], lib.population_lines(rows, from_text or "", to_text or ""), root)
+    emit(as_json, [row.as_dict() for row in rows], lib.population_lines(rows, from_text or "", to_text or ""), root)

@@ -11,7 +11,8 @@ from .. import _api as lib
 from .._escape import terminal_text
 from ._group import cli
 from ._options import contract_option, input_option, key_option, yes_option
-from ._shared import _candidate, _done, _ledger, _required_contract, _signer
+from ._output import exit_with
+from ._shared import _candidate, _ledger, _required_contract, _signer
 
 
 def _decide(
@@ -49,7 +50,7 @@ def _decide(
     )
     if appended is None:
         click.echo("not signed", err=True)
-        _done(False)
+        exit_with(False)
     click.echo(str(appended.body_hash))
     click.echo("%s recorded at entry %d" % (what, appended.seq), err=True)
 

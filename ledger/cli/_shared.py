@@ -4,13 +4,11 @@ trust, and output (the options themselves are `_options.py`).
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import json
 import os
 import sqlite3
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -23,7 +21,7 @@ from receipts import (
     Signer,
     Tier,
 )
-from verify import CannotVerify, Trust, UnsafeTrustOnFirstUse, WitnessKey
+from verify import CannotVerify, Trust, WitnessKey
 
 from .. import _api as lib
 from .._escape import terminal_text
@@ -206,16 +204,6 @@ def _policy(trust: _TrustArgs, auditors: _AuditorArgs, checkpoints: _CheckpointA
         raise lib.InputError(str(exc)) from None
 
 
-def _said(trust: Trust) -> None:
-    # Beside a result only: a command that fails on bad input still prints one line.
-    if isinstance(trust, UnsafeTrustOnFirstUse):
-        click.echo(
-            "warning: UNSAFE: --unsafe-trust-on-first-use: the admin key is whatever the ledger starts with;"
-            " this result proves nothing about who signed it",
-            err=True,
-        )
-
-
 def _read_bytes(path: Path, what: str) -> bytes:
     return lib.read_bounded(path, what)
 
@@ -225,68 +213,6 @@ def _read_text(path: Path, what: str) -> str:
         return lib.read_bounded(path, what).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise lib.InputError("cannot read %s %s: %s" % (what, path, exc)) from None
-
-
-def _emit(as_json: bool, doc: object, lines: Sequence[str], trust: Trust | None = None) -> None:
-    if trust is not None:
-        _said(trust)
-    click.echo(json.dumps(doc, indent=2) if as_json else terminal_text("\n".join(lines)))
-
-
-def _emit_appended(as_json: bool, name: str, appended: lib.Appended, body: object, said: str) -> None:
-    """A command that appended one entry: its document with --json (`lib.appended_document`);
-    else the body's hash on stdout (for scripts) and what was done on stderr.
-    """
-    if as_json:
-        _emit(True, lib.appended_document(name, appended, body), ())
-    else:
-        click.echo(str(appended.body_hash))
-        click.echo("%s (entry %d)" % (said, appended.seq), err=True)
-
-
-def _write_out(output: Path | None, text: str, said: str = "") -> None:
-    """``text`` to stdout, or atomically to ``output`` (then ``said % output`` on stderr)."""
-    if output is None:
-        click.echo(text, nl=False)
-        return
-    lib.write_text_atomic(output, text)
-    if said:
-        click.echo(said % output, err=True)
-
-
-def _done(ok: bool) -> NoReturn:
-    sys.exit(0 if ok else 1)
-
-
-class _Bar:
-    """A progress bar on stderr, drawn only once the work's size is known (`lib.Progress`)."""
-
-    def __init__(self, label: str) -> None:
-        self.label = label
-        self.bar: Any = None
-
-    def start(self, total: int) -> None:
-        self.bar = click.progressbar(length=total, label=self.label, file=sys.stderr)
-        self.bar.__enter__()
-
-    def update(self, done: int) -> None:
-        if self.bar is None:
-            self.start(0)  # work of unknown size (a pull): the bar counts instead
-        self.bar.update(done)
-
-
-@contextlib.contextmanager
-def progress(as_json: bool, label: str) -> Iterator[_Bar | None]:
-    """Progress for a person at a terminal; none for machines (``--json``) or a CI log."""
-    if as_json or not sys.stderr.isatty():
-        yield None
-        return
-    bar = _Bar(label)
-    try:
-        yield bar
-    finally:
-        if bar.bar is not None:
-            bar.bar.__exit__(None, None, None)
 
 
 ROLE_CHOICE = click.Choice([r.value for r in Role])

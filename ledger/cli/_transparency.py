@@ -11,20 +11,8 @@ import click
 from .. import _api as lib
 from ._group import cli
 from ._options import _FILE, _TrustArgs, json_option, key_option, trust_option
-from ._shared import (
-    _digest,
-    _emit,
-    _Group,
-    _ledger,
-    _read_text,
-    _reader,
-    _signer,
-    _source,
-    _trust,
-    _where,
-    _witnesses,
-    _write_out,
-)
+from ._output import emit, write_out
+from ._shared import _digest, _Group, _ledger, _read_text, _reader, _signer, _source, _trust, _where, _witnesses
 
 
 @cli.command()
@@ -80,7 +68,7 @@ def repair_head(ctx: click.Context, apply: bool, trust: _TrustArgs, as_json: boo
     if url is None:
         raise lib.InputError("repair-head repairs a shared store: name it with --store URL (as its owner)")
     done = lib.repair_head(url, _trust(ctx, trust), apply=apply)
-    _emit(as_json, done.as_dict(), done.lines())
+    emit(as_json, done.as_dict(), done.lines())
     # A dry run that found junk is not a success: the store still does not verify.
     if done.first_bad is not None and not done.applied:
         sys.exit(1)
@@ -130,7 +118,7 @@ def witness_cosign(
             state_path=state,
             audit=(_trust(ctx, trust), audit_state) if audit_state is not None else None,
         )
-    _write_out(output, text, "cosigned checkpoint written to %s")
+    write_out(output, text, "cosigned checkpoint written to %s")
 
 
 @witness.command("add")

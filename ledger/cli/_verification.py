@@ -20,20 +20,8 @@ from ._options import (
     key_option,
     trust_option,
 )
-from ._shared import (
-    _digest,
-    _done,
-    _emit,
-    _ledger,
-    _policy,
-    _reader,
-    _readers,
-    _said,
-    _signer,
-    _trust,
-    _where,
-    progress,
-)
+from ._output import emit, exit_with, progress, warn_if_unsafe
+from ._shared import _digest, _ledger, _policy, _reader, _readers, _signer, _trust, _where
 
 
 @cli.command("verify")
@@ -92,8 +80,8 @@ def verify_cmd(
     root = _trust(ctx, trust, judges_candidate=commit_rev is not None)
     with progress(as_json, "verifying chain") as bar:
         verified = lib.run_verify(request, root, policy, progress=bar, **_readers(ctx))
-    _emit(as_json, verified.document, verified.lines, root)
-    _done(verified.ok)
+    emit(as_json, verified.document, verified.lines, root)
+    exit_with(verified.ok)
 
 
 @cli.command()
@@ -115,8 +103,8 @@ def pull(ctx: click.Context, from_url: str | None, to_dir: Path | None, as_json:
     to = to_dir or where.root
     with progress(as_json, "pulling entries") as bar:
         res = lib.pull(url, to, progress=bar.update if bar is not None else None)
-    _emit(as_json, res.as_dict(), lib.pull_lines(res))
-    _done(res.ok)
+    emit(as_json, res.as_dict(), lib.pull_lines(res))
+    exit_with(res.ok)
 
 
 # -- exports and transparency --------------------------------------------------------------------
@@ -163,5 +151,5 @@ def export(
     ledger = _reader(ctx) if fmt == "bundle" else _ledger(ctx)
     wrote = lib.export_receipt(ledger, _digest(hash_text), request, signer, root)
     if root is not None:
-        _said(root)
+        warn_if_unsafe(root)
     click.echo(wrote, err=True)
