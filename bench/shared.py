@@ -36,7 +36,7 @@ from ledger import Ledger, add_key, pull
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import demo_repo, filler, record, seal_demo_receipt
 
-LOCK_KEY = 0x7265636C65646772  # the sequencer's key (ledger/_postgres.py)
+LOCK_KEY = 0x7265636C65646772  # the sequencer's key (ledger/store/_postgres.py)
 _FORK = multiprocessing.get_context("fork")
 
 

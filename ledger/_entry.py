@@ -13,10 +13,10 @@ __all__ = ["main"]
 def main() -> None:
     args = sys.argv[1:]
     if len(args) == 2 and args[0] == "hook":
-        from ._hooks import EVENTS
+        from .agents._hooks import EVENTS
 
         if args[1] in EVENTS:
-            from ._hooks import main as hook_main
+            from .agents._hooks import main as hook_main
 
             sys.exit(hook_main(args[1]))
     from .cli import main as cli_main

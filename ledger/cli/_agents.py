@@ -13,7 +13,7 @@ from receipts import (
 )
 
 from .. import _api as lib
-from .._hooks import EVENTS as HOOK_EVENTS
+from ..agents._hooks import EVENTS as HOOK_EVENTS
 from ._group import cli
 from ._options import _FILE, F, _TrustArgs, contract_option, input_option, json_option, key_option, trust_option
 from ._output import emit, exit_with
@@ -31,7 +31,7 @@ def _hook_event(event: str) -> None:
     @hook.command(event, help="The %s hook: the agent's JSON payload on stdin." % HOOK_EVENTS[event])
     @click.pass_context
     def run(ctx: click.Context) -> None:
-        from .._hooks import main as hook_main
+        from ..agents._hooks import main as hook_main
 
         # `ledger --dir D hook EVENT` (the plain form skips click: see ledger._entry).
         chosen = ctx.find_root().params.get("ledger_dir")

@@ -169,7 +169,7 @@ def _required_contract(ctx: click.Context, task: str, path: Path | None) -> tupl
 
 
 def _trust(ctx: click.Context, args: _TrustArgs, judges_candidate: bool = False) -> Trust:
-    """The trust a command verifies against (`ledger._trust` gives the order); none: exit 2."""
+    """The trust a command verifies against (`ledger.keys._trust` gives the order); none: exit 2."""
     return lib.resolve_trust(
         explicit=args.explicit,
         unsafe_tofu=args.unsafe,
@@ -182,7 +182,7 @@ def _trust(ctx: click.Context, args: _TrustArgs, judges_candidate: bool = False)
 
 def _policy(trust: _TrustArgs, auditors: _AuditorArgs, checkpoints: _CheckpointArgs | None = None, **rest: Any) -> Any:
     """The `verify.Transparency` a command checks against, its auditing witnesses resolved
-    (`ledger._trust.resolve_auditors`: the option, else the target branch's file) and the
+    (`ledger.keys._trust.resolve_auditors`: the option, else the target branch's file) and the
     checkpoint options' files read.
     """
     from verify import Transparency, tsa_roots

@@ -33,10 +33,10 @@ from receipts import (
 )
 
 from .. import _clock
-from .._contracts import register_contract
-from .._records import append_tier_record
-from .._store import Appended, Store
-from .._traces import process_facts
+from ..agents._traces import process_facts
+from ..ladder._contracts import register_contract
+from ..ladder._records import append_tier_record
+from ..store._ledger import Appended, Store
 from ._redact import Redactor
 from ._signals import Context, evaluate
 from ._snapshot import Snapshot, remember_check_outputs, take_snapshot, untracked

@@ -24,12 +24,12 @@ from receipts import (
     latest_human_decisions,
 )
 
-from .._contracts import current_contract
 from .._errors import InputError
-from .._evidence import snapshot_of
-from .._git import git_ok
-from .._records import append_tier_record
-from .._store import Appended, Store
+from ..git._commands import git_ok
+from ..ladder._contracts import current_contract
+from ..ladder._evidence import snapshot_of
+from ..ladder._records import append_tier_record
+from ..store._ledger import Appended, Store
 
 __all__ = ["decide", "summary"]
 

@@ -36,11 +36,11 @@ from receipts import (
     derive_judge,
 )
 
-from .._contracts import current_contract
 from .._errors import InputError
-from .._evidence import candidate_snapshot, evidence_bytes, record_evidence
-from .._records import append_tier_record
-from .._store import Appended, Store
+from ..ladder._contracts import current_contract
+from ..ladder._evidence import candidate_snapshot, evidence_bytes, record_evidence
+from ..ladder._records import append_tier_record
+from ..store._ledger import Appended, Store
 
 __all__ = ["Endpoint", "JudgeRun", "resolve_endpoint", "run_judge", "SYSTEM_PROMPT"]
 
@@ -205,7 +205,7 @@ def _claimed_model(store: Store, task_id: str, candidate: Digest) -> str | None:
     """The model named by the newest claim (answer_proposed) of this task on this candidate."""
     from receipts import EventType
 
-    from .._events import task_events
+    from ..ladder._events import task_events
 
     for _, event, _ in reversed(task_events(store, task_id)):
         if event.type is EventType.ANSWER_PROPOSED and event.candidate == candidate:

@@ -23,8 +23,8 @@ from typing import Any
 from receipts import CHECK_RESULT_FORMAT, Check, Contract, EvidenceRef, content_digest, declared_params
 
 from .. import _clock
-from .._git import git
-from .._store import Store
+from ..git._commands import git
+from ..store._ledger import Store
 from ._redact import Redactor
 from ._snapshot import worktree_roots
 

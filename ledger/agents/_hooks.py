@@ -1,0 +1,618 @@
+"""The completion gate inside the agent's loop: `ledger hook <event>` for Claude Code and
+Codex, which share one hook contract (a JSON payload on stdin; exit 2 or a JSON decision
+on stdout blocks).
+
+- PreToolUse: the one call against the contract's tool policy (`receipts.decide_tool_call`,
+  the rule `ledger trace` applies to a whole trace). Denied: ``permissionDecision: deny``
+  with the reason; needs a human: ``ask``; allowed: no output.
+- PostToolUse: the call and a digest of its outcome appended to the session's trace, a
+  hash-chained JSON Lines file under ``.ledger/traces/`` (arguments redacted).
+- Stop, SubagentStop: the agent's claim recorded (agent key), the contract's checks run
+  in advisory mode (nothing signed: the agent's box holds no deterministic key), and a
+  stop blocked with the failing checks while the contract's repair budget lasts.
+- SessionStart: the task's status and the nudge, as context for the agent.
+- SessionEnd: the trace stored as evidence of a model_stopped event.
+
+This module is on the hot path of every tool call: it imports at the top only what
+PreToolUse needs, and everything else where it is used.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .._layout import CONTRACTS_DIR, contract_path
+
+if TYPE_CHECKING:
+    from receipts import Contract, ToolPolicy
+
+__all__ = [
+    "EVENTS",
+    "HookAnswer",
+    "run_hook",
+    "main",
+    "task_in",
+    "select_task",
+    "folds_case",
+    "project_relative",
+    "TRACE_DIR",
+    "CURRENT_TASK",
+]
+
+EVENTS = {
+    "session-start": "SessionStart",
+    "pre-tool-use": "PreToolUse",
+    "post-tool-use": "PostToolUse",
+    "stop": "Stop",
+    "subagent-stop": "SubagentStop",
+    "session-end": "SessionEnd",
+}
+TRACE_DIR = "traces"
+STATE_DIR = "hooks"
+CURRENT_TASK = "current-task"
+_TASK_ID = re.compile(r"(?<![A-Za-z0-9])([A-Za-z][A-Za-z0-9]+-[0-9]+)(?![0-9])")
+_SESSION = re.compile(r"[^A-Za-z0-9._-]")
+_ZERO = "0" * 64
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True, slots=True)
+class HookAnswer:
+    """What the agent reads back: the exit code, and what to print on stdout and stderr."""
+
+    code: int = 0
+    stdout: str = ""
+    stderr: str = ""
+
+
+class _CannotEvaluate(Exception):
+    """The hook could not decide (no contract, a broken ledger, a malformed payload)."""
+
+
+def _sha256(data: bytes) -> str:
+    import hashlib  # only where a line is written: an allowed PreToolUse never needs it
+
+    return hashlib.sha256(data).hexdigest()
+
+
+def task_in(text: str) -> str | None:
+    """The first task id (``ABC-123``) in ``text``, in capitals, or None."""
+    found = _TASK_ID.search(text)
+    return found.group(1).upper() if found else None
+
+
+def _git_dir(start: Path) -> tuple[Path | None, Path | None]:
+    """The work tree's root and its git directory, found without running git."""
+    for folder in (start, *start.parents):
+        dot = folder / ".git"
+        if dot.is_dir():
+            return folder, dot
+        if dot.is_file():
+            text = dot.read_text(encoding="utf-8", errors="replace").strip()
+            if text.startswith("gitdir:"):
+                target = Path(text[7:].strip())
+                return folder, target if target.is_absolute() else folder / target
+    return None, None
+
+
+def _branch(git_dir: Path | None) -> str:
+    try:
+        head = (git_dir / "HEAD").read_text(encoding="utf-8").strip() if git_dir else ""
+    except OSError:
+        return ""
+    return head[len("ref: refs/heads/") :] if head.startswith("ref: refs/heads/") else ""
+
+
+def select_task(environ: Mapping[str, str], ledger_dir: Path, git_dir: Path | None) -> str | None:
+    """``LEDGER_TASK``, else ``.ledger/current-task`` (`ledger task start`), else a task id
+    in the branch name.
+    """
+    if environ.get("LEDGER_TASK", "").strip():
+        return environ["LEDGER_TASK"].strip()
+    try:
+        chosen = (ledger_dir / CURRENT_TASK).read_text(encoding="utf-8").strip()
+    except OSError:
+        chosen = ""
+    return chosen or task_in(_branch(git_dir))
+
+
+@dataclass(frozen=True, slots=True)
+class _Where:
+    repo: Path  # the project: resolved, found from the hook's own directory, never the payload
+    ledger_dir: Path
+    task: str
+    session: str
+    environ: Mapping[str, str]
+    call_dir: Path | None = None  # the payload's cwd, resolved; None when it lies outside the project
+
+    @property
+    def trace(self) -> Path:
+        return self.ledger_dir / TRACE_DIR / (self.session + ".jsonl")
+
+    @property
+    def state_file(self) -> Path:
+        return self.ledger_dir / STATE_DIR / (self.session + ".json")
+
+
+def _contract_file(where: _Where) -> tuple[bytes, str] | None:
+    path = contract_path(where.ledger_dir, where.task)
+    try:
+        return path.read_bytes(), str(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise _CannotEvaluate("cannot read %s: %s" % (path, exc.strerror)) from None
+
+
+def _parsed(where: _Where, parse: Callable[[bytes, str], _T]) -> _T | None:
+    """The task's contract file through ``parse`` (None if there is none); a file that
+    does not parse cannot be evaluated.
+    """
+    found = _contract_file(where)
+    if found is None:
+        return None
+    from receipts import ContractError
+
+    try:
+        return parse(*found)
+    except (ContractError, ValueError) as exc:
+        raise _CannotEvaluate("contract %s does not parse: %s" % (Path(found[1]).name, exc)) from None
+
+
+def _contract(where: _Where) -> Contract | None:
+    """The whole contract (the Stop hook runs its checks)."""
+    from receipts import parse_contract
+
+    return _parsed(where, parse_contract)
+
+
+def _rules(where: _Where) -> tuple[ToolPolicy, tuple[str, ...], tuple[str, ...]] | None:
+    """The contract's tool policy, protected paths and secret names, read with the
+    contract parser's own functions without building the whole contract (this runs on
+    every tool call).
+    """
+    from receipts import tool_rules
+
+    return _parsed(where, tool_rules)
+
+
+def _secret_names(where: _Where) -> tuple[str, ...]:
+    # PostToolUse records a call that has happened: a contract it cannot read still leaves
+    # the built-in token patterns to redact with.
+    try:
+        rules = _rules(where)
+    except _CannotEvaluate:
+        return ()
+    return rules[2] if rules is not None else ()
+
+
+def _redacted(value: Any, secret_names: tuple[str, ...], environ: Mapping[str, str]) -> Any:
+    import io
+
+    from ..tiers._redact import Redactor
+
+    text = json.dumps(value, sort_keys=True)
+    out = io.BytesIO()
+    Redactor(secret_names, environ).copy(io.BytesIO(text.encode()), out)
+    try:
+        return json.loads(out.getvalue())
+    except ValueError:
+        return out.getvalue().decode("utf-8", "replace")
+
+
+def _append(where: _Where, row: dict[str, Any]) -> int:
+    """Append one line to the session's hash-chained trace (under a lock: an agent may run
+    tools in parallel); the line's step number.
+    """
+    import fcntl
+
+    where.trace.parent.mkdir(parents=True, exist_ok=True)
+    with open(where.trace, "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        handle.seek(0)
+        lines = handle.read().splitlines()
+        prev = _sha256(lines[-1]) if lines else _ZERO
+        line = json.dumps({**row, "seq": len(lines) + 1, "prev": prev}, sort_keys=True, separators=(",", ":"))
+        handle.write(line.encode() + b"\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+        return len(lines) + 1
+
+
+def _steps(where: _Where) -> int:
+    try:
+        with open(where.trace, "rb") as handle:
+            return sum(1 for line in handle if line.strip())
+    except FileNotFoundError:
+        return 0
+
+
+# -- the events ----------------------------------------------------------------------------------
+
+
+def folds_case(folder: Path) -> bool:
+    """Whether the file system holding ``folder`` treats names differing only in case as one
+    (macOS and Windows by default): probed on the project's own .git or .ledger entry.
+    """
+    for name in (".git", ".ledger"):
+        try:
+            return os.path.samefile(folder / name, folder / name.upper())
+        except OSError:
+            continue
+    return False
+
+
+def project_relative(
+    repo: Path, call_dir: Path | None, tool: str, args: Any, protected: tuple[str, ...], fold: bool | None = None
+) -> tuple[Any, tuple[str, ...]]:
+    """A write tool's arguments with its path resolved to the project-relative form the
+    protected globs are written in, and those globs; other tools' arguments unchanged.
+
+    The path is resolved, not compared: a relative path against the payload's cwd, then
+    ``..`` and symbolic links on the real file system; where the file system folds case
+    (``fold``, probed when None) the path and the globs are both case-folded.
+
+    Args:
+        repo: the project's resolved root.
+        call_dir: the payload's resolved cwd, or None when it lies outside the project.
+        tool: the tool's name; only `receipts.WRITE_TOOLS` write a named file.
+        args: the tool's input as the payload gives it.
+        protected: the contract's protected path globs.
+        fold: whether the file system folds case (None: `folds_case` probes it).
+
+    Returns:
+        The arguments and the globs to decide the call with (`receipts.decide_tool_call`).
+
+    Raises:
+        _CannotEvaluate: a write whose path is missing or not a string, a payload whose cwd
+            lies outside the project, or a path that cannot be resolved.
+    """
+    from receipts import WRITE_TOOLS
+
+    name = WRITE_TOOLS.get(tool)
+    if name is None:
+        return args, protected
+    value = args.get(name) if isinstance(args, dict) else None
+    if not isinstance(value, str) or not value or "\x00" in value:
+        raise _CannotEvaluate("%s names no file to write (%s)" % (tool, name))
+    if call_dir is None:
+        raise _CannotEvaluate("the payload's cwd lies outside the project %s" % repo)
+    try:
+        real = (call_dir / value).resolve()
+    except (OSError, RuntimeError) as exc:  # a symbolic-link loop, an unreadable folder
+        raise _CannotEvaluate("cannot resolve %s: %s" % (value, exc)) from None
+    try:
+        relative = real.relative_to(repo).as_posix()
+    except ValueError:
+        relative = real.as_posix()  # outside the project: no protected glob (they are relative) matches
+    if folds_case(repo) if fold is None else fold:
+        return {**args, name: relative.casefold()}, tuple(g.casefold() for g in protected)
+    return {**args, name: relative}, protected
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def _permission(decision: str, reason: str) -> HookAnswer:
+    doc = {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": decision,
+            "permissionDecisionReason": "receipt-ledger: " + reason,
+        }
+    }
+    return HookAnswer(0, json.dumps(doc) + "\n")
+
+
+def _pre_tool_use(where: _Where, payload: dict[str, Any] | None, problem: str | None) -> HookAnswer:
+    try:
+        rules = _rules(where)
+    except _CannotEvaluate as exc:
+        return _permission("deny", "cannot evaluate the tool policy: %s" % exc)
+    if rules is None:
+        return HookAnswer(0, "", "receipt-ledger: no contract for %s; the tool policy is not checked\n" % where.task)
+    from receipts import REJECTED, REQUIRES_HUMAN, ToolPolicy, decide_tool_call
+
+    policy, protected, secrets = rules
+    if policy == ToolPolicy() and not protected:
+        return HookAnswer()
+    tool = payload.get("tool_name") if payload else None
+    if problem is not None or not isinstance(tool, str):
+        return _permission("deny", "cannot evaluate this call: %s" % (problem or "the payload names no tool"))
+    args = payload.get("tool_input", {}) if payload else {}
+    try:
+        seen_args, seen_protected = project_relative(where.repo, where.call_dir, tool, args, protected)
+    except _CannotEvaluate as exc:
+        return _permission("deny", "cannot evaluate this call: %s" % exc)
+    decided = decide_tool_call(policy, _steps(where) + 1, tool, seen_args, seen_protected)
+    if decided.decision not in (REJECTED, REQUIRES_HUMAN):
+        return HookAnswer()
+    _append(
+        where,
+        {
+            "event": "PreToolUse",
+            "time": int(time.time()),
+            "tool": tool,
+            "arguments": _redacted(args, secrets, where.environ),
+            "tool_use_id": str((payload or {}).get("tool_use_id") or ""),
+            "decision": decided.decision,
+            "reason": decided.reason,
+        },
+    )
+    return _permission("deny" if decided.decision == REJECTED else "ask", decided.reason)
+
+
+def _post_tool_use(where: _Where, payload: dict[str, Any] | None, problem: str | None) -> HookAnswer:
+    if payload is None or not isinstance(payload.get("tool_name"), str):
+        return HookAnswer(1, "", "receipt-ledger: PostToolUse not recorded: %s\n" % (problem or "no tool_name"))
+    response = json.dumps(payload.get("tool_response"), sort_keys=True, separators=(",", ":"), default=str)
+    _append(
+        where,
+        {
+            "event": "PostToolUse",
+            "time": int(time.time()),
+            "tool": payload["tool_name"],
+            "arguments": _redacted(payload.get("tool_input", {}), _secret_names(where), where.environ),
+            "tool_use_id": str(payload.get("tool_use_id") or ""),
+            "decision": "executed",
+            "output_sha256": _sha256(response.encode()),
+        },
+    )
+    return HookAnswer()
+
+
+def _state(where: _Where) -> dict[str, Any]:
+    try:
+        loaded = json.loads(where.state_file.read_text(encoding="utf-8"))
+        return loaded if isinstance(loaded, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _save_state(where: _Where, state: dict[str, Any]) -> None:
+    from .._files import write_atomic
+
+    write_atomic(where.state_file, json.dumps(state, sort_keys=True).encode("utf-8"))
+
+
+def _open_ledger(where: _Where) -> Any:
+    from .._config import shared_store
+    from ..store._ledger import Ledger
+
+    return Ledger.open(where.ledger_dir, store=shared_store(where.ledger_dir, where.environ.get("LEDGER_STORE")))
+
+
+def _record(where: _Where, kind: str, fields: dict[str, str], attachment: bytes | None) -> str:
+    """Append an agent-signed event (a claim or a stop); its entry number as text."""
+    import tempfile
+
+    from receipts import EventType
+
+    from ..git._commands import resolve_candidate
+    from ..keys._key_files import load_signer
+    from ..ladder._events import record_event
+
+    signer = load_signer(where.environ.get("LEDGER_AGENT_KEY", "agent"))
+    ledger = _open_ledger(where)
+    try:
+        candidate = resolve_candidate("HEAD", where.repo) if kind == "claim" else None
+        etype = EventType.ANSWER_PROPOSED if kind == "claim" else EventType.MODEL_STOPPED
+        with tempfile.TemporaryDirectory(prefix="receipt-hook-") as tmp:
+            path = None
+            if attachment is not None:
+                path = Path(tmp) / "attachment"
+                path.write_bytes(attachment)
+            appended = record_event(ledger, signer, where.task, etype, candidate, fields, attachment=path)
+        return str(appended.seq)
+    finally:
+        ledger.close()
+
+
+def _stop(where: _Where, payload: dict[str, Any] | None, problem: str | None, event: str) -> HookAnswer:
+    state = _state(where)
+    active = bool(payload and payload.get("stop_hook_active"))
+    turn = (payload or {}).get("turn_id")
+    if not active and (turn is None or turn != state.get("turn")):
+        # A fresh stop (a new turn), not the continuation of a repair loop we started. Within
+        # one turn (Codex names it) the count goes on, whatever the flag says: a harness
+        # that never sets it must not get an endless loop.
+        state["blocks"] = 0
+    state["turn"] = turn
+    failing, verdict, budget = _advisory(where, problem)
+    blocks = int(state.get("blocks") or 0)
+    outcome = "stopped" if verdict == "pass" else ("blocked" if blocks < budget else "budget-spent")
+    fields = {
+        "session": where.session,
+        "hook": event,
+        "advisory": verdict,
+        "failing": str(len(failing)) if verdict == "fail" else "0",
+        "outcome": outcome,
+        "verified": "advisory-pass" if verdict == "pass" else "no",
+    }
+    attachment = _claim_context(payload or {}, state, fields)
+    try:
+        _record(where, "claim", fields, attachment)
+        recorded = None
+    except Exception as exc:  # a claim that cannot be recorded is itself a reason to keep going
+        recorded = "the claim could not be recorded: %s" % (str(exc).splitlines() or [type(exc).__name__])[0]
+        if outcome == "stopped":
+            failing, outcome = [("(hook)", recorded)], ("blocked" if blocks < budget else "budget-spent")
+    if outcome == "blocked":
+        state["blocks"] = blocks + 1
+        _save_state(where, state)
+        table = "\n".join("- %s: %s" % (check, why) for check, why in failing)
+        reason = (
+            "receipt-ledger: %s is not done: %d check(s) of its contract fail (repair attempt %d of %d):\n%s\n"
+            "Fix them, then stop again. (Advisory: the signed checks still run in CI.)"
+            % (where.task, len(failing), blocks + 1, budget, table)
+        )
+        return HookAnswer(0, json.dumps({"decision": "block", "reason": reason}) + "\n")
+    state["blocks"] = 0
+    _save_state(where, state)
+    if outcome == "budget-spent":
+        said = "the claim recorded as unverified" if recorded is None else recorded
+        return HookAnswer(0, "", "receipt-ledger: repair budget of %d spent; stopping with %s\n" % (budget, said))
+    return HookAnswer(0, "", "receipt-ledger: %s\n" % (recorded or "claim recorded; the checks pass (advisory)"))
+
+
+def _advisory(where: _Where, problem: str | None) -> tuple[list[tuple[str, str]], str, int]:
+    """Run the contract's checks unsigned: the failing checks with why, the verdict (pass,
+    fail or unevaluated) and the repair budget.
+    """
+    budget = 5
+    try:
+        if problem is not None:
+            raise _CannotEvaluate(problem)
+        contract = _contract(where)
+        if contract is None:
+            raise _CannotEvaluate("no contract for %s in %s" % (where.task, where.ledger_dir / CONTRACTS_DIR))
+        budget = contract.repair_attempts
+        from ..tiers._deterministic import run_advisory
+
+        rows = run_advisory(where.repo, contract, environ=dict(where.environ))
+        failing = [(check, why) for check, ok, why in rows if not ok]
+        return failing, "fail" if failing else "pass", budget
+    except Exception as exc:  # a check runner that breaks is a reason to keep going, within the budget
+        why = "cannot evaluate: %s" % (str(exc).splitlines() or [type(exc).__name__])[0]
+        return [("(hook)", why)], "unevaluated", budget
+
+
+def _claim_context(payload: dict[str, Any], state: dict[str, Any], fields: dict[str, str]) -> bytes | None:
+    """Add the model and the transcript's digest to the claim's fields; the agent's last
+    message, the claim's attachment, if the harness gave one.
+    """
+    model = payload.get("model") or state.get("model")
+    if isinstance(model, str) and model:
+        fields["model"] = model[:200]
+    message = payload.get("last_assistant_message")
+    attachment = message.encode() if isinstance(message, str) and message else None
+    transcript = payload.get("transcript_path")
+    if attachment is None and isinstance(transcript, str) and transcript:
+        try:
+            fields["transcript_sha256"] = _sha256(Path(transcript).read_bytes())
+        except OSError:
+            fields["transcript_sha256"] = "unreadable"
+    return attachment
+
+
+def _session_start(where: _Where, payload: dict[str, Any] | None) -> HookAnswer:
+    state = _state(where)
+    model = (payload or {}).get("model")
+    if isinstance(model, str) and model:
+        state["model"] = model
+    _save_state(where, state)
+    from ..ladder._status import status_report
+    from ..views._render import status_lines
+
+    try:
+        ledger = _open_ledger(where)
+        try:
+            lines = status_lines(status_report(ledger, where.task))
+        finally:
+            ledger.close()
+    except Exception as exc:  # the agent starts either way, told why there is no status
+        lines = ["the ledger cannot be read: %s" % (str(exc).splitlines() or [type(exc).__name__])[0]]
+    text = "receipt-ledger: task %s. Its status, from the chain:\n%s\n" % (where.task, "\n".join(lines))
+    text += "Your claim of done is checked against the contract's checks when you stop.\n"
+    doc = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
+    return HookAnswer(0, json.dumps(doc) + "\n")
+
+
+def _session_end(where: _Where, payload: dict[str, Any] | None) -> HookAnswer:
+    try:
+        data = where.trace.read_bytes()
+    except FileNotFoundError:
+        data = b""
+    lines = data.splitlines()
+    fields = {
+        "reason": "session end: %s" % str((payload or {}).get("reason") or "unknown")[:100],
+        "session": where.session,
+        "calls": str(len(lines)),
+        "trace_head": _sha256(lines[-1]) if lines else _ZERO,
+    }
+    try:
+        _record(where, "stop", fields, data or None)
+    except Exception as exc:
+        return HookAnswer(1, "", "receipt-ledger: the session's trace was not recorded: %s\n" % exc)
+    return HookAnswer(0, "", "receipt-ledger: the session's trace (%d calls) is stored as evidence\n" % len(lines))
+
+
+def run_hook(event: str, raw: bytes, environ: Mapping[str, str], cwd: Path | None = None) -> HookAnswer:
+    """One hook invocation: ``event`` (a key of `EVENTS`), the payload's bytes, the
+    environment. Never raises for a bad payload: the answer says why.
+    """
+    name = EVENTS[event]
+    payload: dict[str, Any] | None = None
+    problem = None
+    try:
+        loaded = json.loads(raw)
+        if isinstance(loaded, dict):
+            payload = loaded
+        else:
+            problem = "the payload is not a JSON object"
+    except (ValueError, UnicodeDecodeError) as exc:
+        problem = "the payload is not JSON (%s)" % exc
+    if payload is not None and payload.get("hook_event_name") not in (None, name):
+        problem = "the payload is for %r, not %s" % (payload.get("hook_event_name"), name)
+    # The project is where the agent's harness runs the hook (Claude Code also names it in
+    # CLAUDE_PROJECT_DIR), never the payload's word: a payload whose cwd lies elsewhere would
+    # otherwise find no contract there, and allow everything.
+    start = Path(environ.get("CLAUDE_PROJECT_DIR") or cwd or Path.cwd()).resolve()
+    repo, git_dir = _git_dir(start)
+    root = repo or start
+    said = Path(str(payload["cwd"])) if payload and isinstance(payload.get("cwd"), str) and payload["cwd"] else None
+    call_dir = root if said is None else (said if said.is_absolute() else root / said).resolve()
+    ledger_dir = Path(environ["LEDGER_DIR"]) if environ.get("LEDGER_DIR") else root / ".ledger"
+    task = select_task(environ, ledger_dir, git_dir)
+    if task is None:
+        if name == "SessionStart":
+            note = (
+                "receipt-ledger: no task selected (LEDGER_TASK, `ledger task start TASK`, or a task id in the"
+                " branch name); the completion gate does nothing this session.\n"
+            )
+            return HookAnswer(0, json.dumps({"hookSpecificOutput": {"hookEventName": name, "additionalContext": note}}))
+        return HookAnswer()
+    session = _SESSION.sub("_", str((payload or {}).get("session_id") or "unknown-session"))[:128]
+    where = _Where(root, ledger_dir, task, session, environ, call_dir if _inside(call_dir, root) else None)
+    if name == "PreToolUse":
+        return _pre_tool_use(where, payload, problem)
+    if name == "PostToolUse":
+        return _post_tool_use(where, payload, problem)
+    if name in ("Stop", "SubagentStop"):
+        return _stop(where, payload, problem, name)
+    if name == "SessionStart":
+        return _session_start(where, payload)
+    return _session_end(where, payload)
+
+
+def main(event: str, environ: Mapping[str, str] | None = None) -> int:
+    """`ledger hook EVENT`: the payload from stdin, the answer to stdout and stderr. A hook
+    that fails unexpectedly still answers: a PreToolUse is denied, a Stop blocked.
+    """
+    raw = sys.stdin.buffer.read()
+    try:
+        answer = run_hook(event, raw, os.environ if environ is None else environ)
+    except Exception as exc:  # never a traceback into the agent's loop
+        reason = "receipt-ledger could not evaluate %s: %s" % (
+            EVENTS[event],
+            (str(exc).splitlines() or [type(exc).__name__])[0],
+        )
+        if event == "pre-tool-use":
+            answer = _permission("deny", reason)
+        elif event in ("stop", "subagent-stop"):
+            answer = HookAnswer(0, json.dumps({"decision": "block", "reason": reason}) + "\n")
+        else:
+            answer = HookAnswer(1, "", reason + "\n")
+    sys.stdout.write(answer.stdout)
+    sys.stderr.write(answer.stderr)
+    sys.stdout.flush()
+    return answer.code

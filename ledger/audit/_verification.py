@@ -1,0 +1,147 @@
+"""What `ledger verify` does, as a library call any front end can make: one request that
+says what to verify (a receipt on the ledger, a bundle, a commit's receipts, or the whole
+chain), checked for sense when it is made, and one function that runs it and returns the
+document, the lines for people and the verdict.
+
+The verifying itself is `verify`'s; this module only chooses which of its entry points a
+request names, opens the source it reads (and closes it), and keeps the audit state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from verify import AuditState, BundleSource, LedgerSource, Transparency, Trust, verify_chain, verify_receipt
+
+from .._config import read_bounded
+from .._errors import InputError
+from .._files import write_text_atomic
+from ..ci._gate import OpenLedger, verify_commit
+from ..views._render import chain_lines, commit_lines, pr_comment, verify_lines
+
+__all__ = ["VerifyRequest", "Verified", "Progress", "run_verify", "comment_markdown"]
+
+
+class Progress(Protocol):
+    """Progress on a long audit: told the amount of work once, then each step done."""
+
+    def start(self, total: int) -> None:
+        """Begin: ``total`` steps to go."""
+
+    def update(self, done: int) -> None:
+        """``done`` more steps are finished."""
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyRequest:
+    """What to verify, exactly one of: a receipt ``receipt`` on the ledger; a ``bundle``
+    (its receipt unless ``receipt`` names one); the receipts attached to ``commit``; the
+    whole ``chain`` (resumed from the audit state file ``resume``; a clean audit's state
+    written to ``save_state``, else back to ``resume``).
+
+    Raises:
+        InputError: the combination makes no sense (the message says which options clash).
+    """
+
+    receipt: str | None = None
+    chain: bool = False
+    bundle: Path | None = None
+    commit: str | None = None
+    method: str = "auto"
+    evidence: bool = True
+    resume: Path | None = None
+    save_state: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.bundle is not None and self.chain:
+            raise InputError("--chain audits a ledger, not a bundle")
+        if (self.resume is not None or self.save_state is not None) and not self.chain:
+            raise InputError("--resume and --save-state go with --chain")
+        if self.commit is not None and (self.bundle is not None or self.chain):
+            raise InputError("--commit verifies what git holds for a commit: not with --bundle or --chain")
+        if self.bundle is None and self.commit is None and self.chain == (self.receipt is not None):
+            raise InputError("give either a receipt HASH or --chain")
+
+
+@dataclass(frozen=True, slots=True)
+class Verified:
+    """A verification's outcome: ``ok`` (exit 0, else 1), the document (``--json``) and the lines for people."""
+
+    ok: bool
+    document: Any
+    lines: tuple[str, ...]
+
+
+def run_verify(
+    request: VerifyRequest,
+    trust: Trust,
+    policy: Transparency,
+    *,
+    open_source: Callable[[], LedgerSource],
+    repo: Callable[[], Path],
+    open_ledger: OpenLedger | None = None,
+    progress: Progress | None = None,
+) -> Verified:
+    """Verify what ``request`` names against ``trust`` under ``policy``.
+
+    Args:
+        request: what to verify.
+        trust: the pinned trust root.
+        policy: checkpoints, witnesses, time-stamps and completeness to require.
+        open_source: opens the ledger (the CLI's --dir or --store), only when the request reads it.
+        repo: the git repository, only asked for with ``commit``.
+        open_ledger: where a commit's receipt without a bundle in git is read from.
+        progress: told the chain audit's work, entry by entry.
+
+    Returns:
+        The outcome; a rejection is ``ok=False`` with its defects in the lines, not an error.
+
+    Raises:
+        InputError: the ledger, bundle or state cannot be read as given.
+        verify.CannotVerify: the source cannot be read.
+    """
+    if request.commit is not None:
+        checks = verify_commit(repo(), request.commit, trust, policy, open_ledger=open_ledger)
+        return Verified(all(c.ok for c in checks), [c.as_dict() for c in checks], tuple(commit_lines(checks)))
+    if request.bundle is not None:
+        with BundleSource(request.bundle) as bundle:
+            result = verify_receipt(bundle, request.receipt or bundle.receipt_hash(), trust, policy, request.method)
+        return Verified(result.ok, result.as_dict(), tuple(verify_lines(result)))
+    with open_source() as source:
+        if request.chain:
+            return _audit(source, request, trust, policy, progress)
+        result = verify_receipt(source, request.receipt or "", trust, policy, request.method)
+    return Verified(result.ok, result.as_dict(), tuple(verify_lines(result)))
+
+
+def _audit(
+    source: LedgerSource, request: VerifyRequest, trust: Trust, policy: Transparency, progress: Progress | None
+) -> Verified:
+    """The whole chain, resumed from the request's state when it has one; a clean audit's
+    state kept where the request says (its resume file by default).
+    """
+    resume = AuditState.from_json(read_bounded(request.resume, "audit state").decode()) if request.resume else None
+    state_file = request.save_state or request.resume
+    if progress is not None:
+        progress.start(max(source.count() - (resume.size if resume else 0), 0))
+    result = verify_chain(
+        source,
+        trust,
+        progress=progress.update if progress is not None else None,
+        transparency=policy,
+        evidence=request.evidence,
+        resume=resume,
+    )
+    if state_file is not None and result.state is not None:
+        write_text_atomic(state_file, result.state.to_json())
+    return Verified(result.ok, result.as_dict(), tuple(chain_lines(result, state_file)))
+
+
+def comment_markdown(open_source: Callable[[], LedgerSource], receipt: str, trust: Trust) -> str:
+    """A pull-request comment on the receipt, verified on the ledger against ``trust``."""
+    with open_source() as source:
+        result = verify_receipt(source, receipt, trust)
+    return pr_comment(result, receipt)

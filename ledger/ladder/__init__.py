@@ -1,0 +1,4 @@
+"""A task's entries on the ladder: contracts and their revisions, tier records by hand and
+sealed receipts (`_records`), task events and effects, the lifecycle status, and reading
+recorded evidence back. The tier runners themselves are `ledger.tiers`.
+"""

@@ -1,0 +1,104 @@
+"""Completion contracts in the chain: register a revision (a weakening needs an admin,
+the store decides), read a task's history, and waive a named check until a date.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from receipts import (
+    Contract,
+    ContractRevision,
+    Digest,
+    FormatError,
+    ReceiptsError,
+    Signer,
+    Waiver,
+    decode_entry,
+    weakenings,
+)
+
+from .. import _clock
+from .._errors import InputError
+from ..store._ledger import Appended, Store
+
+__all__ = ["register_contract", "current_contract", "contract_history", "ContractHistoryRow", "waive_check"]
+
+
+def register_contract(
+    store: Store, task_id: str, data: bytes, signer: Signer, source: str = "contract"
+) -> tuple[Contract, Appended | None]:
+    """Record ``data`` as the task's current contract unless it already is. A revision that
+    weakens the bar is refused unless ``signer`` is an admin key (the store decides).
+    """
+    try:
+        contract = ContractRevision(task_id, data, None).parse()
+    except ReceiptsError as exc:
+        raise InputError(str(exc).replace("contract of %s" % task_id, source, 1)) from None
+    latest = store.latest_contract(task_id)
+    if latest is not None and latest.contract == data:
+        return contract, None
+    revision = ContractRevision(task_id, data, None if latest is None else latest.config_hash)
+    return contract, store.append(revision, signer)
+
+
+def current_contract(store: Store, task_id: str, config: Digest) -> Contract:
+    """The task's registered contract with this config hash; refuse an unregistered one."""
+    for _, revision in store.contract_revisions(task_id):
+        if revision.config_hash == config:
+            return revision.parse()
+    raise InputError(
+        "no registered contract of %s has config %s: register it with `ledger contract set` (or run `ledger check`)"
+        % (task_id, config.short())
+    )
+
+
+def waive_check(
+    store: Store, admin: Signer, task_id: str, check_id: str, reason: str, expires: int, config: Digest | None = None
+) -> Appended:
+    """Let a named failing check of the task's current contract stop blocking until ``expires``."""
+    if config is None:
+        latest = store.latest_contract(task_id)
+        if latest is None:
+            raise InputError("task %s has no registered contract to waive a check of" % task_id)
+        config = latest.config_hash
+    contract = current_contract(store, task_id, config)
+    if contract.check(check_id) is None:
+        raise InputError("the contract of %s has no check %r" % (task_id, check_id))
+    if expires <= _clock.now():
+        raise InputError("a waiver must expire in the future")
+    try:
+        body = Waiver(task_id, check_id, config, reason, expires)
+    except FormatError as exc:
+        raise InputError(str(exc)) from None
+    return store.append(body, admin)
+
+
+@dataclass(frozen=True, slots=True)
+class ContractHistoryRow:
+    """One revision of a task's contract: where it sits, its hash, who signed it, what it lowered."""
+
+    seq: int
+    config: Digest
+    signer: str
+    weakenings: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, object]:
+        return {"seq": self.seq, "config": str(self.config), "signer": self.signer, "weakenings": list(self.weakenings)}
+
+
+def contract_history(store: Store, task_id: str) -> list[ContractHistoryRow]:
+    """The task's contract revisions, oldest first, each with what it weakened."""
+    rows, prev = [], None
+    for seq, revision in store.contract_revisions(task_id):
+        stored = store.reader.by_seq(seq)
+        if stored is None:
+            continue
+        current = revision.parse()
+        rows.append(
+            ContractHistoryRow(
+                seq, revision.config_hash, decode_entry(stored.entry).signer, weakenings(prev, current) if prev else ()
+            )
+        )
+        prev = current
+    return rows

@@ -1,0 +1,74 @@
+"""Checkpoints and the proofs a ledger gives out against its latest one: signing a
+checkpoint (time-stamped when an authority is named), an entry's inclusion (a C2SP
+tlog-proof) and the consistency of an earlier tree size. The texts are `receipts`' formats.
+"""
+
+from __future__ import annotations
+
+from receipts import (
+    Digest,
+    SignedNote,
+    Signer,
+    consistency_proof,
+    consistency_proof_text,
+    inclusion_proof,
+    tlog_proof_text,
+)
+
+from .._errors import InputError
+from ..store._ledger import Appended, Ledger
+
+__all__ = ["prove_inclusion", "prove_consistency", "latest_checkpoint", "sign_checkpoint"]
+
+
+def prove_inclusion(ledger: Ledger, digest: Digest) -> str:
+    """The tlog-proof of the entry with this hash (entry, record or receipt hash)."""
+    stored = ledger.find(digest)
+    if stored is None:
+        raise InputError("no entry with hash %s" % digest)
+    checkpoints = ledger.checkpoints()
+    if not checkpoints or checkpoints[-1][0] <= stored.seq:
+        raise InputError("entry %d is not yet covered by a checkpoint: run `ledger checkpoint --key NAME`" % stored.seq)
+    size, note = checkpoints[-1]
+    return tlog_proof_text(stored.seq, inclusion_proof(ledger, stored.seq, size), note.encode())
+
+
+def prove_consistency(ledger: Ledger, old_size: int) -> str:
+    """The consistency proof from tree size ``old_size`` to the latest checkpoint."""
+    checkpoints = ledger.checkpoints()
+    if old_size < 1 or not checkpoints or checkpoints[-1][0] < old_size:
+        raise InputError("no checkpoint at or beyond size %d" % old_size)
+    size, note = checkpoints[-1]
+    return consistency_proof_text(old_size, size, consistency_proof(ledger, old_size, size), note.encode())
+
+
+def latest_checkpoint(ledger: Ledger) -> SignedNote:
+    """The newest signed checkpoint.
+
+    Raises:
+        InputError: the ledger has none yet.
+    """
+    stored = ledger.checkpoints()
+    if not stored:
+        raise InputError("this ledger has no checkpoint yet: run `ledger checkpoint --key NAME`")
+    return stored[-1][1]
+
+
+def sign_checkpoint(ledger: Ledger, signer: Signer, tsa_url: str | None = None) -> tuple[SignedNote, Appended | None]:
+    """Sign the current tree head as a checkpoint and, when ``tsa_url`` names a time-stamping
+    authority, have it time-stamp that checkpoint (the stamp's entry comes after it).
+
+    Returns:
+        The checkpoint, and the time-stamp's entry (None without an authority).
+
+    Raises:
+        InputError: the key may not sign checkpoints, or the authority's reply does not check out.
+    """
+    from receipts import parse_checkpoint
+
+    from ._tsa import timestamp_checkpoint
+
+    note = ledger.checkpoint(signer)
+    if tsa_url is None:
+        return note, None
+    return note, timestamp_checkpoint(ledger, signer, tsa_url, note, parse_checkpoint(note.text).size)

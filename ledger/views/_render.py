@@ -1,0 +1,494 @@
+"""Human and JSON renderings shared by the CLI and the demo."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import enum
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from receipts import (
+    Digest,
+    Keyring,
+    KeySpec,
+    LadderReceipt,
+    RetentionPolicy,
+    TierRecord,
+    ToolDecision,
+    armor,
+    config_hash,
+    decode_body,
+    decode_entry,
+    entry_signed_bytes,
+    fingerprint,
+    public_key_line,
+)
+from verify import ChainResult, Result, StoredEntry
+
+from .._escape import markdown_text
+
+if TYPE_CHECKING:
+    from ..audit._population import ChangeRow
+    from ..audit._stats import FamilyStats
+    from ..ci._gate import GateResult, ReceiptCheck
+    from ..ladder._status import StatusReport
+    from ..store._ledger import Appended
+    from ..store._mirror import PullResult
+    from ..tiers import CheckRun, JudgeRun
+
+__all__ = [
+    "pull_lines",
+    "jsonable",
+    "dumps",
+    "verify_lines",
+    "chain_lines",
+    "pr_comment",
+    "gate_lines",
+    "status_lines",
+    "commit_lines",
+    "entry_document",
+    "log_rows",
+    "keyring_rows",
+]
+
+
+def jsonable(value: Any) -> Any:
+    """Model objects as plain JSON values: digests as blake3:<hex>, keys as OpenSSH lines."""
+    if isinstance(value, Digest):
+        return str(value)
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, KeySpec):
+        d = {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        d["public_key"] = public_key_line(value.public_key)
+        d["key_id"] = value.key_id
+        return d
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, bytes):
+        return value.hex()
+    return value
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(jsonable(value), indent=2, sort_keys=True)
+
+
+def _yn(value: bool | None) -> str:
+    return "unknown" if value is None else str(value).lower()
+
+
+def verify_lines(result: Result) -> list[str]:
+    """A receipt's verification for a person (and a CI log): the ladder, the derived
+    eligibility, weakenings, waivers and every defect.
+    """
+    lines = ["receipt   %s" % result.target]
+    if result.task_id is not None:
+        lines.append("task      %s" % result.task_id)
+        lines.append("candidate %s" % result.candidate)
+    lines.append("trust     %s" % result.trust)
+    if result.tiers:
+        lines.append("")
+        lines.append("  %-14s %-4s %-8s %-20s %s" % ("TIER", "REQ", "STATUS", "RECORD", "SIGNER / DETAIL"))
+        for t in result.tiers:
+            record = (t.record[:19] + "…") if t.record else "-"
+            lines.append(
+                "  %-14s %-4s %-8s %-20s %s"
+                % (t.tier.value, "yes" if t.required else "no", t.status, record, t.signer or t.detail)
+            )
+        lines.append("")
+        lines.append(
+            "merge_eligible: claimed %s, re-derived %s" % (_yn(result.claimed_eligible), _yn(result.derived_eligible))
+        )
+        for reason in result.eligibility_reasons:
+            lines.append("  not eligible because: %s" % reason)
+    if result.checkpoint:
+        lines.append("checkpoint %s" % result.checkpoint)
+    lines.append("completeness %s" % completeness_text(result.completeness, result.certified_by))
+    for w in result.weakenings:
+        lines.append("WEAKENING: %s" % w)
+    for w in result.warnings:
+        lines.append("warning: %s" % w)
+    for w in result.waivers:
+        lines.append("waiver in force: %s" % w)
+    for w in result.stale:
+        lines.append("stale (not counted): %s" % w)
+    if result.ok:
+        lines.append(
+            "VERIFIED (%d chain entries checked%s)"
+            % (result.entries_checked, ", each proven into the checkpoint" if result.method == "proof" else "")
+        )
+    else:
+        lines.append("REJECTED: %d defect(s)" % len(result.defects))
+        for d in result.defects:
+            lines.append("  [%s] %s" % (d.code, d.message))
+    return lines
+
+
+def chain_lines(result: ChainResult, state_file: Path | None = None) -> list[str]:
+    """A whole-chain audit for a person: the head, the trust, and the first bad entry."""
+    lines = ["entries   %d" % result.entries, "head      %s" % (result.head or "-"), "trust     %s" % result.trust]
+    if result.resumed_from is not None:
+        lines.append(
+            "resumed   from your audit state at size %d: entries %d to %d walked, the rest proven by the checkpoint"
+            % (result.resumed_from, result.resumed_from, result.entries - 1)
+        )
+    if result.evidence_blobs is None:
+        lines.append("evidence  NOT CHECKED (--skip-evidence): blobs were not read, only the entries")
+    else:
+        lines.append("evidence  %d blob(s) re-hashed" % result.evidence_blobs)
+    if state_file is not None:
+        lines.append(
+            "state     written to %s (size %d)" % (state_file, result.state.size)
+            if result.state is not None
+            else "state     NOT written: only a clean audit up to a checkpoint leaves a state"
+        )
+    for w in result.warnings:
+        lines.append("warning: %s" % w)
+    if result.ok:
+        lines.append("VERIFIED: the whole chain checks out")
+    else:
+        lines.append("REJECTED: first bad entry is %s; %d defect(s)" % (result.first_bad, len(result.defects)))
+        for d in result.defects:
+            lines.append("  [%s] %s" % (d.code, d.message))
+    return lines
+
+
+def status_lines(report: StatusReport) -> list[str]:
+    """`ledger status` for a person: each task's state and reason, then the nudge."""
+    n = report.nudge
+    lines = ["%-24s %-25s %s" % (t, s.state.value, s.reason) for t, s in report.tasks]
+    lines.append("claims without verification: %d of the last %d (%.0f%%)" % (n.unverified, n.claims, 100 * n.share))
+    if n.alert:
+        lines.append(
+            "ALERT: more than %.0f%% of claims were not followed by verification; most recent: %s"
+            % (100 * n.threshold, ", ".join(n.recent_unverified))
+        )
+    return lines
+
+
+def completeness_text(completeness: str, certified_by: Iterable[str] = ()) -> str:
+    """How the task's completeness up to the receipt was proven (format.md §8.1a)."""
+    said = {
+        "audited": "audited (this gate's chain audit of the store covers the receipt's entry)",
+        "walked": "walked (every entry up to the receipt linked)",
+        "certified": "certified by auditing witness(es) %s" % ", ".join(certified_by),
+    }
+    return said.get(completeness, "UNPROVEN (no auditing witness cosigned its checkpoint)")
+
+
+def gate_lines(result: GateResult) -> list[str]:
+    """The gate's decision for a CI log: the decision, where it came from, and every
+    weakening, waiver and stale approval the passing receipt carries.
+    """
+    if result.passed:
+        lines = ["GATE PASS: %s has verified, merge-eligible receipt %s" % (result.commit[:12], result.receipt)]
+        if result.via_tree:
+            lines.append(
+                "  via its tree %s: the receipt is for commit %s, whose tree is identical (a squash or rebase merge)"
+                % (result.tree[:12], result.via_tree[:12])
+            )
+        passing = result.passing
+        if passing is not None:
+            lines.append("  verified from %s" % (passing.origin or "?"))
+            lines.append(
+                "  completeness: %s"
+                % completeness_text(passing.completeness, passing.result.certified_by if passing.result else ())
+            )
+        lines += ["  %s" % n for n in result.notices]
+    else:
+        lines = [
+            "GATE %s: %s%s"
+            % (
+                "FAIL" if result.mode == "enforce" else "WOULD BLOCK (advisory)",
+                result.commit[:12],
+                "" if result.mode == "enforce" else "; recorded, not blocking",
+            )
+        ]
+        lines += ["  %s" % reason for reason in result.reasons]
+    lines.append("  trust: %s" % result.trust)
+    return lines
+
+
+def commit_lines(checks: Iterable[ReceiptCheck]) -> list[str]:
+    """`verify --commit`: each receipt named on the commit or its tree, verified."""
+    blocks = []
+    for check in checks:
+        head = ["named on the %s's note; verified from %s" % (check.note.on, check.origin or "nowhere")]
+        if check.match == "tree":
+            head.append("for commit %s, whose tree is this one" % (check.note.commit or "?")[:12])
+        elif check.match == "stale":
+            head.append("STALE: its candidate is neither this commit nor its tree")
+        if check.result is None:
+            blocks.append("\n".join(["receipt   %s" % check.note.receipt, "CANNOT VERIFY: %s" % check.problem]))
+        else:
+            blocks.append("\n".join(verify_lines(check.result) + head))
+    return ["\n\n".join(blocks)]
+
+
+def pr_comment(result: Result, receipt_hash: str) -> str:
+    """Markdown for a pull-request comment: the ladder, the verdict, how to verify. Every
+    text from the ledger is escaped (`markdown_text`): GitHub renders HTML in comments.
+    """
+    mark = {"pass": "✅", "fail": "❌", "skip": "⏭️", "missing": "❌", "review": "🟡", "retry": "🟡"}
+    md = markdown_text
+    verdict = (
+        "merge-eligible"
+        if result.ok and result.derived_eligible
+        else ("NOT merge-eligible" if result.ok else "REJECTED by verification")
+    )
+    lines = [
+        "### receipt-ledger: %s **%s**" % (md(result.task_id or "?"), verdict),
+        "",
+        "| tier | required | status | signed by |",
+        "|---|---|---|---|",
+    ]
+    for t in result.tiers:
+        lines.append(
+            "| %s | %s | %s %s | %s |"
+            % (
+                t.tier.value,
+                "yes" if t.required else "no",
+                mark.get(t.status, ""),
+                md(t.status),
+                md(t.signer or t.detail),
+            )
+        )
+    if result.eligibility_reasons:
+        lines += ["", "Not eligible because:"] + ["- %s" % md(r) for r in result.eligibility_reasons]
+    if result.defects:
+        lines += ["", "Verification defects:"] + ["- `%s` %s" % (d.code, md(d.message)) for d in result.defects]
+    for w in result.weakenings + result.waivers + result.stale:
+        lines.append("- note: %s" % md(w))
+    lines += [
+        "",
+        "Receipt `%s`, candidate `%s`%s."
+        % (receipt_hash, result.candidate, ", checkpoint " + md(result.checkpoint) if result.checkpoint else ""),
+        "",
+        "Verify it yourself:",
+        "",
+        "```sh",
+        "ledger receipts fetch",
+        "ledger verify --commit <this pull request's head or merge commit>",
+        "```",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def entry_document(stored: StoredEntry) -> dict[str, Any]:
+    """An entry and its decoded body, as `ledger show --json` prints it."""
+    entry = decode_entry(stored.entry)
+    body = decode_body(entry.kind, stored.body)
+    return {
+        "entry": {
+            "seq": entry.seq,
+            "hash": str(Digest(stored.hash)),
+            "prev": str(entry.prev) if entry.prev else None,
+            "kind": entry.kind.value,
+            "body_hash": str(entry.body_hash),
+            "time": entry.time,
+            "signer": entry.signer,
+        },
+        "body": jsonable(body),
+    }
+
+
+def log_rows(entries: Iterable[StoredEntry]) -> list[dict[str, Any]]:
+    """One row per entry, oldest first, with a one-line summary of records and receipts."""
+    rows = []
+    for stored in entries:
+        entry = decode_entry(stored.entry)
+        body = decode_body(entry.kind, stored.body)
+        summary = ""
+        if isinstance(body, TierRecord):
+            summary = "%s %s" % (body.tier.value, body.verdict.value)
+        elif isinstance(body, LadderReceipt):
+            summary = "merge_eligible=%s" % str(body.merge_eligible).lower()
+        elif isinstance(body, RetentionPolicy):
+            summary = "evidence kept %d days; held: %s" % (
+                body.evidence_max_age_s // 86400,
+                ", ".join(body.holds) or "none",
+            )
+        rows.append(
+            {
+                "seq": entry.seq,
+                "time": entry.time,
+                "kind": entry.kind.value,
+                "task": stored.task,
+                "hash": str(entry.body_hash),
+                "signer": entry.signer,
+                "summary": summary,
+            }
+        )
+    return rows
+
+
+def keyring_rows(ring: Keyring) -> list[dict[str, Any]]:
+    """The keyring as it stands, revoked keys included."""
+    return [
+        {
+            "name": s.spec.name,
+            "key_id": s.key_id,
+            "roles": [r.value for r in s.spec.roles],
+            "status": "revoked" if s.revoked_at is not None else "active",
+            "revoked_at_entry": s.revoked_at,
+            "public_key": public_key_line(s.spec.public_key),
+        }
+        for s in ring
+    ]
+
+
+def check_lines(run: CheckRun) -> list[str]:
+    """`ledger check`: each check's result, why the tier failed, and the record."""
+    lines = ["  %-20s %-6s %-22s %s" % ("SIGNAL", "RESULT", "EVIDENCE", "REASON")]
+    # The table shows a prefix (`ledger blob` takes it); --json gives the whole digest.
+    lines += ["  %-20s %-6s %-22s %s" % (cid, status, digest[:19], why[:120]) for cid, status, why, digest in run.rows]
+    lines += ["attribution: %s" % run.snapshot.strength] + ["fail: %s" % why for why in run.outcome.reasons]
+    lines += ["warning: %s" % w for w in run.outcome.warnings]
+    lines += ["deterministic %s: record %s" % (run.outcome.verdict.value.upper(), run.appended.body_hash)]
+    return lines
+
+
+def check_document(run: CheckRun) -> dict[str, Any]:
+    """`ledger check --json`: the record, the verdict and why, each check, the attribution."""
+    return {
+        "record": str(run.appended.body_hash),
+        "verdict": run.outcome.verdict.value,
+        "candidate": str(run.record.input_hash),
+        "reasons": list(run.outcome.reasons),
+        "warnings": list(run.outcome.warnings),
+        "checks": [{"id": c, "result": s, "reason": why, "evidence": d} for c, s, why, d in run.rows],
+        "attribution": {"strength": run.snapshot.strength, "commits": list(run.snapshot.commits)},
+    }
+
+
+def trace_lines(decisions: Iterable[ToolDecision]) -> list[str]:
+    """`ledger trace`: each tool call of the trace with its decision and why."""
+    return ["%4d  %-16s %-15s %s" % (d.step, d.tool or "-", d.decision, d.reason) for d in decisions]
+
+
+def _shown(value: object, unit: str = "") -> str:
+    return "not recorded" if value is None else "%s%s" % (value, unit)
+
+
+def stats_lines(rows: Sequence[FamilyStats]) -> list[str]:
+    """`ledger stats`: per family, pass@k and pass^k with the success rate's interval, and the costs."""
+    lines = []
+    for row in rows:
+        costs = "  mean time per run: deterministic %s, judge %s; judge tokens per run: %s" % (
+            _shown(row.time_ms.get("deterministic"), " ms"),
+            _shown(row.time_ms.get("judge"), " ms"),
+            _shown(row.judge_tokens_per_run),
+        )
+        if row.note is not None:
+            lines.append("%-24s n=%d successes=%d: %s\n%s" % (row.family, row.trials, row.successes, row.note, costs))
+            continue
+        figures = "  ".join(
+            "pass@%d=%.3f  pass^%d=%.3f" % (*at, *every) for at, every in zip(row.pass_at, row.pass_all, strict=True)
+        )
+        low, high = row.success_rate_95ci or (0.0, 1.0)
+        lines.append(
+            "%-24s n=%d successes=%d rate=%.3f (95%% CI %.3f-%.3f)  %s\n%s"
+            % (row.family, row.trials, row.successes, row.success_rate or 0.0, low, high, figures, costs)
+        )
+    return lines
+
+
+def contract_set_line(task: str, data: bytes, appended: Appended | None) -> str:
+    """`ledger contract set`: the revision recorded, or that it already was the current one."""
+    if appended is None:
+        return "unchanged: %s is already the current contract of %s" % (config_hash(data), task)
+    return "contract %s of %s recorded at entry %d" % (config_hash(data), task, appended.seq)
+
+
+def key_line(name: str, public_key_blob: bytes, appended: Appended) -> str:
+    """`ledger keys add` and `generate`: the key's name and fingerprint, and its entry."""
+    return "%s %s added at entry %d" % (name, fingerprint(public_key_blob), appended.seq)
+
+
+def signed_bytes(stored: StoredEntry) -> bytes:
+    """The exact bytes an entry's signature covers (for an independent check with ssh-keygen)."""
+    return entry_signed_bytes(decode_entry(stored.entry))
+
+
+def armored_signature(stored: StoredEntry) -> str:
+    """An entry's signature as an armored SSH signature (``-----BEGIN SSH SIGNATURE-----``)."""
+    return armor(decode_entry(stored.entry).signature)
+
+
+def judge_document(run: JudgeRun) -> dict[str, Any]:
+    """`ledger judge --json`: the record, the verdict, its confidence and reason, the attempts."""
+    return {
+        "record": str(run.appended.body_hash),
+        "verdict": run.outcome.verdict.value,
+        "confidence_bp": run.record.confidence_bp,
+        "reason": run.outcome.reason,
+        "attempts": run.attempts,
+    }
+
+
+def judge_lines(run: JudgeRun) -> list[str]:
+    """`ledger judge`: the verdict, after how many attempts, why, and the record."""
+    return [
+        "judge %s after %d attempt(s): %s" % (run.outcome.verdict.value.upper(), run.attempts, run.outcome.reason),
+        "record %s" % run.appended.body_hash,
+    ]
+
+
+def appended_document(name: str, appended: Appended, body: object) -> dict[str, Any]:
+    """What a command that appended one entry prints with --json: the body's hash under
+    ``name``, the entry's hash and position, and the body itself.
+    """
+    return {
+        name: str(appended.body_hash),
+        "entry": str(appended.entry_hash),
+        "seq": appended.seq,
+        "body": jsonable(body),
+    }
+
+
+def population_lines(rows: Sequence[ChangeRow], from_text: str, to_text: str) -> list[str]:
+    """`ledger report --from --to`: one line per sealed receipt, then the count."""
+    lines = [
+        "%s  %s  %-16s %-12s eligible=%s verified=%s  %s"
+        % (
+            datetime.datetime.fromtimestamp(row.sealed_at, datetime.UTC).strftime("%Y-%m-%d %H:%M"),
+            row.receipt[:19] + "…",
+            row.task,
+            (row.commit or "-")[:12],
+            "yes" if row.merge_eligible else "no",
+            "yes" if row.verified else "NO",
+            ", ".join("%s (%s)" % (a["name"], a["method"]) for a in row.approvers) or "no approvers",
+        )
+        for row in rows
+    ]
+    lines.append("%d sealed receipt(s) from %s to %s" % (len(rows), from_text, to_text))
+    return lines
+
+
+def pull_lines(res: PullResult) -> list[str]:
+    """A pull, as a CI log shows it."""
+    lines = ["mirror       %s" % res.mirror]
+    if not res.ok:
+        lines += ["REFUSED: the shared ledger did not only grow; nothing was written"]
+        lines += ["  - %s" % d for d in res.defects]
+        return lines
+    lines.append("entries      %d -> %d" % (res.entries_before, res.entries_after))
+    lines.append("blobs        %d copied" % res.blobs_copied)
+    lines.append("checkpoints  %d copied" % res.checkpoints_copied)
+    if res.proven is not None:
+        lines.append("proof        consistent from the kept checkpoint (size %d) to size %d" % res.proven)
+    elif res.first:
+        lines.append("proof        none: a new mirror has no kept checkpoint (the next pull proves against this one)")
+    else:
+        lines.append("proof        no newer checkpoint; the mirror's head is still the shared store's prefix")
+    lines.append("PULLED: verify the mirror with `ledger --dir %s verify --chain --trust ...`" % res.mirror)
+    return lines
