@@ -85,14 +85,31 @@ class Source(Protocol):
     """What the verifier reads: a whole ledger, or the sparse copy in a bundle."""
 
     sparse: bool
+    """True for a copy that holds only some entries (a bundle): inclusion proofs, not
+    contiguity, then fix each entry's place."""
 
-    def by_body_hash(self, digest: Digest) -> StoredEntry | None: ...
+    def by_body_hash(self, digest: Digest) -> StoredEntry | None:
+        """The first entry (in chain order) whose body has this hash, if any.
 
-    def by_hash(self, digest: Digest) -> StoredEntry | None: ...
+        The row is untrusted: the verifier re-hashes its bytes before relying on it.
+        """
+        ...
 
-    def iter_entries(self, upto: int | None = None, task: str | None = None) -> Iterator[StoredEntry]: ...
+    def by_hash(self, digest: Digest) -> StoredEntry | None:
+        """The entry whose entry hash this is, if any (untrusted, as `by_body_hash`)."""
+        ...
 
-    def open_blob(self, digest: Digest) -> BinaryIO | None: ...
+    def iter_entries(self, upto: int | None = None, task: str | None = None) -> Iterator[StoredEntry]:
+        """Entries in chain order, up to position ``upto`` (inclusive), or with this task column.
+
+        The task column is an index, not signed data: a step that must see every entry
+        of a task walks the signed chain instead.
+        """
+        ...
+
+    def open_blob(self, digest: Digest) -> BinaryIO | None:
+        """The stored blob, streamed (None if it is not held); the caller re-hashes it."""
+        ...
 
     def redacted(self, digest: Digest) -> bool:
         """True when the source says it left this blob out on purpose (a bundle's exporter
@@ -104,9 +121,13 @@ class Source(Protocol):
         """Why this evidence may be gone under the ledger's retention policy, if it may."""
         ...
 
-    def checkpoints(self) -> list[tuple[int, str]]: ...
+    def checkpoints(self) -> list[tuple[int, str]]:
+        """The signed checkpoints held, as (tree size, note text), oldest first (untrusted)."""
+        ...
 
-    def count(self) -> int: ...
+    def count(self) -> int:
+        """How many entries the source holds (a bundle: the ones it carries)."""
+        ...
 
     def check_transparency(self, origin: str, ring: Keyring | None, receipt_seq: int, policy: Transparency) -> Finding:
         """Step 8 as this source can prove it: ``ring`` is the keyring the walk replayed

@@ -153,32 +153,82 @@ class Store(Protocol):
     """
 
     reader: LedgerSource
+    """The store as an auditor reads it (`verify`'s source); it MUST NOT write."""
 
-    def append(self, body: Body, signer: Signer) -> Appended: ...
+    def append(self, body: Body, signer: Signer) -> Appended:
+        """Sign and append ``body`` as the next entry, in one write transaction.
 
-    def find(self, digest: Digest) -> StoredEntry | None: ...
+        It MUST check the signer's role against the keyring at the head and MUST NOT fork
+        the chain under concurrent writers.
 
-    def entries(self, task: str | None = None) -> Iterator[StoredEntry]: ...
+        Raises:
+            InputError: the signer may not sign this body (the message says why).
+            StoreError: the store cannot be written, or changed under the writer.
+        """
+        ...
 
-    def keyring(self) -> Keyring: ...
+    def find(self, digest: Digest) -> StoredEntry | None:
+        """An entry by its body hash (a record or receipt hash) or its entry hash; None if absent."""
+        ...
 
-    def receipt(self, digest: Digest) -> tuple[StoredEntry, LadderReceipt]: ...
+    def entries(self, task: str | None = None) -> Iterator[StoredEntry]:
+        """Every entry in chain order, or one task's.
 
-    def records_for(self, task: str) -> list[RecordRow]: ...
+        A task's entries MUST come from its signed chain (each entry's ``task_prev``), never
+        from an index column alone: a column anyone can update must not hide an entry.
+        """
+        ...
 
-    def put_blob_file(self, path: Path) -> tuple[Digest, int]: ...
+    def keyring(self) -> Keyring:
+        """The keyring at the head, replayed from signed keyring entries (never an index)."""
+        ...
 
-    def put_blob_stream(self, stream: BinaryIO) -> tuple[Digest, int]: ...
+    def receipt(self, digest: Digest) -> tuple[StoredEntry, LadderReceipt]:
+        """The receipt with this hash (receipt or entry hash).
 
-    def contract_revisions(self, task: str | None = None) -> list[tuple[int, ContractRevision]]: ...
+        Raises:
+            InputError: there is no receipt with that hash.
+        """
+        ...
 
-    def latest_contract(self, task: str) -> ContractRevision | None: ...
+    def records_for(self, task: str) -> list[RecordRow]:
+        """The task's tier records in chain order (from its signed chain), with hashes and signers."""
+        ...
 
-    def waivers(self, task: str) -> list[tuple[int, Waiver, str]]: ...
+    def put_blob_file(self, path: Path) -> tuple[Digest, int]:
+        """Store an evidence file (a regular file only); its digest and size.
 
-    def bodies(self, kind: EntryKind, task: str | None = None) -> list[tuple[StoredEntry, Body, str]]: ...
+        Raises:
+            InputError: ``path`` is not a regular file or cannot be read.
+        """
+        ...
 
-    def record(self, digest: Digest) -> TierRecord | None: ...
+    def put_blob_stream(self, stream: BinaryIO) -> tuple[Digest, int]:
+        """Store a stream's bytes by their BLAKE3 digest, durably, before any entry names them."""
+        ...
+
+    def contract_revisions(self, task: str | None = None) -> list[tuple[int, ContractRevision]]:
+        """Contract revisions in chain order with their positions, of one task (signed chain) or all."""
+        ...
+
+    def latest_contract(self, task: str) -> ContractRevision | None:
+        """The task's current contract revision (the newest in its signed chain), if any."""
+        ...
+
+    def waivers(self, task: str) -> list[tuple[int, Waiver, str]]:
+        """The task's waivers in chain order: (position, waiver, signer key id)."""
+        ...
+
+    def bodies(self, kind: EntryKind, task: str | None = None) -> list[tuple[StoredEntry, Body, str]]:
+        """Entries of one kind in chain order: (stored row, decoded body, signer key id).
+
+        A task's MUST come from its signed chain, as `entries` says.
+        """
+        ...
+
+    def record(self, digest: Digest) -> TierRecord | None:
+        """The tier record with this hash (record or entry hash), if there is one."""
+        ...
 
 
 def _task_of(body: Body) -> str | None:
@@ -546,6 +596,7 @@ class Ledger:
         ]
 
     def latest_contract(self, task: str) -> ContractRevision | None:
+        """The task's current contract revision (the newest in its signed chain), if any."""
         revisions = self.contract_revisions(task)
         return revisions[-1][1] if revisions else None
 
