@@ -21,16 +21,33 @@ def _code_labels() -> set[str]:
     return labels
 
 
-def _spec_labels() -> set[str]:
+def _spec_steps() -> list[str]:
+    """The step labels of docs/format.md §8, in the order the spec gives them."""
     text = (ROOT / "docs" / "format.md").read_text(encoding="utf-8")
     section = text[text.index("## 8. Verification") : text.index("## 9. Transparency")]
-    return set(re.findall(r"^\s*(?:- )?(\d[a-z]?)\.\s", section, re.M))
+    return re.findall(r"^\s*(?:- )?(\d[a-z]?)\.\s", section, re.M)
+
+
+def _spec_labels() -> set[str]:
+    return set(_spec_steps())
+
+
+def _step_order(label: str) -> tuple[int, str]:
+    return int(label[0]), label[1:]
 
 
 def test_every_step_of_the_spec_is_a_labelled_step_of_the_code_and_back() -> None:
     code, spec = _code_labels(), _spec_labels()
     assert spec, "no numbered steps found in docs/format.md §8"
     assert code == spec, "only in code: %s; only in the spec: %s" % (sorted(code - spec), sorted(spec - code))
+
+
+def test_the_spec_gives_each_step_once_and_in_order() -> None:
+    # A label used twice (a second numbered list in §8, say) would let one of them drift
+    # from the code unseen; a step out of order reads as a different procedure.
+    steps = _spec_steps()
+    assert len(steps) == len(set(steps)), [s for s in steps if steps.count(s) > 1]
+    assert steps == sorted(steps, key=_step_order)
 
 
 def test_the_labels_cover_the_whole_ladder_of_steps() -> None:
