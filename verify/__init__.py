@@ -13,7 +13,7 @@ from ._evidence import SMALL_BLOB, evidence_reader, read_blob, read_evidence
 from ._policy import Transparency, WitnessKey
 from ._rendering import RENDERINGS, bundle_manifest, final_status, listed_records, report_html
 from ._result import ChainResult, Defect, Finding, Result, TierLine, VerificationFailed
-from ._source import LedgerSource, Source, StoredEntry
+from ._source import KEYRING_KIND_NAMES, LedgerSource, Source, StoredEntry, keyring_changes
 from ._state import AUDIT_STATE_FORMAT, AuditState
 from ._trust import Trust, TrustRoot, UnsafeTrustOnFirstUse, parse_allowed_signers
 from ._tsa import tsa_roots
@@ -34,6 +34,8 @@ __all__ = [
     "PostgresSource",
     "BUNDLE_FORMAT",
     "StoredEntry",
+    "keyring_changes",
+    "KEYRING_KIND_NAMES",
     # what they are asked
     "Trust",
     "TrustRoot",

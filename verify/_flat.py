@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import BinaryIO
 
 from receipts import (
-    KEYRING_KINDS,
     CachedNodes,
     Checkpoint,
     Digest,
@@ -19,7 +18,6 @@ from receipts import (
     SignedNote,
     TierRecord,
     consistency_proof,
-    decode_body,
     decode_entry,
     inclusion_proof,
     is_valid_consistency,
@@ -32,12 +30,10 @@ from receipts import (
 
 from ._policy import Transparency
 from ._result import Defect, Finding
-from ._source import LedgerSource, SparseEntries, StoredEntry
+from ._source import KEYRING_KIND_NAMES, LedgerSource, SparseEntries, StoredEntry, keyring_changes
 from ._transparency import check_checkpoints
 
 __all__ = ["FlatSource", "MissingNode", "StoredNodes", "flat_source"]
-
-_KEYRING = tuple(sorted(k.value for k in KEYRING_KINDS))
 
 
 class MissingNode(Exception):
@@ -140,16 +136,7 @@ class FlatSource(SparseEntries):
 
 
 def _keyring_upto(entries: dict[int, StoredEntry], size: int) -> Keyring | None:
-    changes = []
-    for seq in sorted(entries):
-        stored = entries[seq]
-        if seq < size and stored.kind in _KEYRING:
-            try:
-                entry = decode_entry(stored.entry)
-                changes.append((entry, decode_body(entry.kind, stored.body)))
-            except ReceiptsError:
-                continue  # the walk names an entry that does not decode; it grants nothing
-    return replay_keyring(changes, verify_signatures=True)
+    return replay_keyring(keyring_changes(entries.values(), below=size), verify_signatures=True)
 
 
 def flat_source(ledger: LedgerSource, receipt: StoredEntry, policy: Transparency) -> FlatSource | str:
@@ -169,7 +156,7 @@ def flat_source(ledger: LedgerSource, receipt: StoredEntry, policy: Transparency
         entries.update((e.seq, e) for e in ledger.iter_entries(upto=receipt.seq, task=task))
     # The keyring up to the checkpoint: what the index holds, and both signed ring chains
     # (from the receipt and from the checkpoint's last entry), so that neither can skip a change.
-    for kind in _KEYRING:
+    for kind in KEYRING_KIND_NAMES:
         entries.update((e.seq, e) for e in ledger.iter_entries(upto=size - 1, kind=kind))
     # The checkpoint's last entry is read and proven too: a ledger cut short fails here.
     last = ledger.by_seq(size - 1)

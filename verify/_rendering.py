@@ -21,7 +21,6 @@ from receipts import (
     CHECK_RESULT_FORMAT,
     HUMAN_DECISION_FORMAT,
     HUMAN_DECISION_ID,
-    KEYRING_KINDS,
     SNAPSHOT_FORMAT,
     Checkpoint,
     Contract,
@@ -54,7 +53,7 @@ from ._errors import CannotVerify
 from ._escape import markdown_text
 from ._report_page import report_html
 from ._result import Result
-from ._source import StoredEntry
+from ._source import StoredEntry, keyring_changes
 from ._trust import TrustRoot
 
 __all__ = [
@@ -102,16 +101,7 @@ def render(manifest: dict[str, Any], links: bool = True) -> dict[str, bytes]:
 
 def _keyring(entries: dict[int, StoredEntry]) -> Keyring:
     """The keyring the bundle's keyring entries replay to (the receipt's, at its entry)."""
-    kinds = {k.value for k in KEYRING_KINDS}
-    changes = []
-    for _, e in sorted(entries.items()):
-        if e.kind in kinds:
-            try:
-                entry = decode_entry(e.entry)
-                changes.append((entry, decode_body(entry.kind, e.body)))
-            except ReceiptsError:
-                continue  # the walk reports it
-    ring = replay_keyring(changes, verify_signatures=True)
+    ring = replay_keyring(keyring_changes(entries.values()), verify_signatures=True)
     if ring is None:
         raise CannotVerify("the bundle's keyring entries replay to no keyring")
     return ring

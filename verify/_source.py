@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
@@ -45,7 +45,16 @@ from ._result import Defect, Finding
 from ._transparency import check_checkpoints
 from .schema import BLOB_DIR, DB_NAME, blob_path
 
-__all__ = ["Source", "StoredEntry", "LedgerSource", "SparseEntries", "keyring_entries", "ledger_transparency"]
+__all__ = [
+    "Source",
+    "StoredEntry",
+    "LedgerSource",
+    "SparseEntries",
+    "KEYRING_KIND_NAMES",
+    "keyring_changes",
+    "keyring_entries",
+    "ledger_transparency",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -414,17 +423,31 @@ class LedgerSource:
             raise CannotVerify("cannot read evidence blob %s: %s" % (digest, exc)) from None
 
 
-def keyring_entries(source: LedgerSource, upto: int) -> Iterator[tuple[Entry, Body]]:
-    """The keyring's changes below ``upto``, decoded, in order; an undecodable one grants nothing."""
-    # By the kind column: a forged column is the chain walk's to report.
-    kinds = sorted(k.value for k in KEYRING_KINDS)
-    found = [e for kind in kinds for e in source.iter_entries(upto=upto - 1, kind=kind)]
-    for stored in sorted(found, key=lambda e: e.seq):
-        try:
-            entry = decode_entry(stored.entry)
-            yield entry, decode_body(entry.kind, stored.body)
-        except ReceiptsError:
-            continue  # the chain walk reports it
+# The keyring kinds as the `kind` column spells them, in one fixed order (for queries).
+KEYRING_KIND_NAMES = tuple(sorted(k.value for k in KEYRING_KINDS))
+
+
+def keyring_changes(rows: Iterable[StoredEntry], below: int | None = None) -> list[tuple[Entry, Body]]:
+    """The one way keyring entries are gathered for replay: the keyring rows among ``rows``
+    (those below position ``below`` when given), in chain order, decoded. A row that does
+    not decode grants nothing and is skipped: the chain walk reports it.
+    """
+    changes = []
+    for stored in sorted(rows, key=lambda e: e.seq):
+        if stored.kind in KEYRING_KIND_NAMES and (below is None or stored.seq < below):
+            try:
+                entry = decode_entry(stored.entry)
+                changes.append((entry, decode_body(entry.kind, stored.body)))
+            except ReceiptsError:
+                continue
+    return changes
+
+
+def keyring_entries(source: LedgerSource, upto: int) -> list[tuple[Entry, Body]]:
+    """The keyring's changes below ``upto``, by the kind column (a forged column is the chain
+    walk's to report).
+    """
+    return keyring_changes(e for kind in KEYRING_KIND_NAMES for e in source.iter_entries(upto=upto - 1, kind=kind))
 
 
 class _WholeLedger:

@@ -14,17 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from receipts import (
-    KEYRING_KINDS,
     CachedNodes,
     Digest,
-    EntryKind,
     EvidenceRef,
     SignedNote,
     Signer,
     TierRecord,
     allowed_signers_text,
     content_digest,
-    decode_body,
     decode_entry,
     inclusion_proof,
     is_derivation_input,
@@ -39,6 +36,7 @@ from verify import (
     bundle_manifest,
     bundle_renderings,
     final_status,
+    keyring_changes,
     listed_records,
     read_blob,
     report_html,
@@ -84,13 +82,7 @@ def _bundle_allowed_signers(entries: dict[int, StoredEntry]) -> str:
     """The keyring the bundle's own entries replay to (not the ledger's newest), so that a
     verifier can recompute this member from the bundle alone.
     """
-    kinds = {k.value for k in KEYRING_KINDS}
-    changes = [
-        (decode_entry(e.entry), decode_body(EntryKind(e.kind), e.body))
-        for _, e in sorted(entries.items())
-        if e.kind in kinds
-    ]
-    ring = replay_keyring(changes, verify_signatures=False)
+    ring = replay_keyring(keyring_changes(entries.values()), verify_signatures=False)
     times = {seq: decode_entry(e.entry).time for seq, e in entries.items()}
     return allowed_signers_text(ring, times) if ring is not None else ""
 

@@ -68,7 +68,7 @@ from receipts import (
     tree_root,
     weakenings,
 )
-from verify import CannotVerify, LedgerSource, StoredEntry, TrustRoot
+from verify import KEYRING_KIND_NAMES, CannotVerify, LedgerSource, StoredEntry, TrustRoot
 from verify.schema import BLOB_DIR, DB_NAME, SCHEMA, blob_path
 
 from .. import _clock
@@ -444,7 +444,7 @@ class Ledger:
             changes.append((entry, decode_body(entry.kind, stored.body)))
             pointer = entry.ring
         changes.reverse()
-        kinds = tuple(k.value for k in sorted(KEYRING_KINDS, key=lambda k: k.value))
+        kinds = KEYRING_KIND_NAMES
         try:
             indexed = [int(seq) for (seq,) in self.backend.sql(_KEYRING_SEQS, (*kinds, changes[-1][0].seq)).fetchall()]
         except self.backend.errors as exc:
