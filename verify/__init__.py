@@ -10,6 +10,7 @@ from ._bundle import BUNDLE_FORMAT, BundleSource
 from ._errors import CannotVerify, NoLedger, VerifyError
 from ._escape import csv_cell, markdown_text, terminal_text
 from ._evidence import SMALL_BLOB, evidence_reader, read_blob, read_evidence
+from ._layout import BundleLayout
 from ._policy import Transparency, WitnessKey
 from ._rendering import RENDERINGS, bundle_manifest, final_status, listed_records, report_html
 from ._result import ChainResult, Defect, Finding, Result, TierLine, VerificationFailed
@@ -33,6 +34,7 @@ __all__ = [
     "BundleSource",
     "PostgresSource",
     "BUNDLE_FORMAT",
+    "BundleLayout",
     "StoredEntry",
     "keyring_changes",
     "KEYRING_KIND_NAMES",

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import json
-import re
 import stat
 import zipfile
 import zlib
@@ -38,6 +37,7 @@ from receipts import (
 
 from ._errors import CannotVerify
 from ._evidence import blob_problem
+from ._layout import BundleLayout as Layout
 from ._policy import Transparency
 from ._result import Defect, Finding
 from ._source import SparseEntries, StoredEntry
@@ -46,10 +46,6 @@ from ._transparency import check_checkpoints
 __all__ = ["BundleSource", "BUNDLE_FORMAT", "LIMITS"]
 
 BUNDLE_FORMAT = "receipt-ledger/bundle/v1"
-_NAME = re.compile(
-    r"(manifest\.json|checkpoint|checkpoint\.tsr|report\.html|report\.md|allowed_signers|"
-    r"entries/[0-9]{1,15}\.(entry|body)|proofs/[0-9]{1,15}\.tlog-proof|blobs/[0-9a-f]{64})"
-)
 LIMITS = {
     "members": 100_000,
     "small": 4 << 20,  # an entry, body, proof, checkpoint or manifest
@@ -73,7 +69,7 @@ def _check_members(zf: zipfile.ZipFile) -> dict[str, zipfile.ZipInfo]:
         name = info.filename
         if name in members:
             raise CannotVerify("bundle has two members named %r" % name)
-        if _NAME.fullmatch(name) is None:
+        if not Layout.allowed(name):
             raise CannotVerify(
                 "bundle member %r is not a name a bundle may hold (absolute, traversing or unknown path)" % name
             )
@@ -82,7 +78,7 @@ def _check_members(zf: zipfile.ZipFile) -> dict[str, zipfile.ZipInfo]:
             raise CannotVerify("bundle member %r is a link or special file" % name)
         if info.flag_bits & 0x1:
             raise CannotVerify("bundle member %r is encrypted" % name)
-        cap = LIMITS["blob"] if name.startswith("blobs/") else LIMITS["small"]
+        cap = LIMITS["blob"] if name.startswith(Layout.BLOB_PREFIX) else LIMITS["small"]
         if info.file_size > cap:
             raise CannotVerify(
                 "bundle member %r declares %d bytes; at most %d are allowed" % (name, info.file_size, cap)
@@ -152,19 +148,16 @@ class BundleSource(SparseEntries):
         self.proofs: dict[int, TlogProof] = {}
         self.opened: set[str] = set()
         for name in self.members:
-            if name.startswith("entries/") and name.endswith(".entry"):
-                seq = int(name[8:-6])
-                entry_bytes = self.read(name)
-                body = self.read("entries/%d.body" % seq)
-                self.entries[seq] = self._stored(seq, entry_bytes, body)
-            elif name.startswith("proofs/"):
+            if (seq := Layout.entry_seq(name)) is not None:
+                self.entries[seq] = self._stored(seq, self.read(name), self.read(Layout.body(seq)))
+            elif (seq := Layout.proof_seq(name)) is not None:
                 try:
-                    self.proofs[int(name[7:-11])] = parse_tlog_proof(self.read(name).decode("utf-8"))
+                    self.proofs[seq] = parse_tlog_proof(self.read(name).decode("utf-8"))
                 except (ReceiptsError, UnicodeDecodeError) as exc:
                     raise CannotVerify("bundle proof %s is malformed: %s" % (name, exc)) from None
-        if "checkpoint" not in self.members or not self.entries:
+        if Layout.CHECKPOINT not in self.members or not self.entries:
             raise CannotVerify("bundle has no checkpoint or no entries")
-        self.checkpoint_text = self.read("checkpoint").decode("utf-8", "replace")
+        self.checkpoint_text = self.read(Layout.CHECKPOINT).decode("utf-8", "replace")
 
     @staticmethod
     def _stored(seq: int, entry_bytes: bytes, body: bytes) -> StoredEntry:
@@ -202,7 +195,7 @@ class BundleSource(SparseEntries):
     # -- the Source interface ---------------------------------------------------------------
 
     def open_blob(self, digest: Digest) -> BinaryIO | None:
-        name = "blobs/" + digest.hex
+        name = Layout.blob(digest)
         info = self.members.get(name)
         if info is None:
             return self._blobs(digest) if self._blobs is not None else None
@@ -217,7 +210,7 @@ class BundleSource(SparseEntries):
         none or the manifest does not parse, which step 8 reports).
         """
         try:
-            listed = json.loads(self.read("manifest.json")).get("redacted") or []
+            listed = json.loads(self.read(Layout.MANIFEST)).get("redacted") or []
         except (CannotVerify, ValueError, AttributeError):
             return []
         return [item for item in listed if isinstance(item, dict)] if isinstance(listed, list) else []
@@ -274,23 +267,26 @@ def _account_for_members(
         try:
             times[seq] = decode_entry(stored.entry).time
             if stored.kind == EntryKind.TIER_RECORD.value:
-                referenced.update("blobs/" + ref.digest.hex for ref in decode_as(TierRecord, stored.body).evidence)
+                referenced.update(Layout.blob(ref.digest) for ref in decode_as(TierRecord, stored.body).evidence)
         except ReceiptsError:
             continue  # the walk reports an entry that does not decode
-    blobs = sorted(name for name in source.members if name.startswith("blobs/"))
+    blobs = sorted(name for name in source.members if name.startswith(Layout.BLOB_PREFIX))
     for name in blobs:
         if name not in referenced:
             defects.append(Defect("bundle-member-unverified", "%s is evidence of no record in the bundle" % name))
         elif name not in source.opened and blob_problem(source, Digest.parse("blake3:" + name[6:])) is not None:
             defects.append(Defect("evidence-altered", "%s no longer hashes to its name" % name))
     expected = allowed_signers_text(ring, times) if ring is not None else None
-    if "allowed_signers" in source.members and source.read("allowed_signers").decode("utf-8", "replace") != expected:
+    if (
+        Layout.ALLOWED_SIGNERS in source.members
+        and source.read(Layout.ALLOWED_SIGNERS).decode("utf-8", "replace") != expected
+    ):
         defects.append(
             Defect("bundle-member-altered", "allowed_signers is not the keyring the bundle's entries replay to")
         )
     receipt = source.entries.get(receipt_seq)
     try:
-        manifest = json.loads(source.read("manifest.json")) if "manifest.json" in source.members else None
+        manifest = json.loads(source.read(Layout.MANIFEST)) if Layout.MANIFEST in source.members else None
     except ValueError:
         manifest = None
     if not isinstance(manifest, dict):
@@ -308,7 +304,7 @@ def _account_for_members(
         % (
             len(source.entries),
             len([b for b in blobs if b in referenced]),
-            ", allowed_signers checked against the keyring" if "allowed_signers" in source.members else "",
+            ", allowed_signers checked against the keyring" if Layout.ALLOWED_SIGNERS in source.members else "",
         ),
         "bundle: manifest.json, report.md and report.html re-rendered from the verified content and compared",
     ]
@@ -362,6 +358,6 @@ class _BundleProof:
 
     def tokens(self, note: SignedNote, checkpoint: Checkpoint) -> tuple[list[tuple[str, bytes]], str]:
         # A time-stamp travels as checkpoint.tsr: the authority's signature is what counts.
-        if "checkpoint.tsr" not in self.source.members:
+        if Layout.CHECKPOINT_TOKEN not in self.source.members:
             return [], "the bundle carries none"
-        return [("checkpoint.tsr in the bundle", self.source.read("checkpoint.tsr"))], ""
+        return [("checkpoint.tsr in the bundle", self.source.read(Layout.CHECKPOINT_TOKEN))], ""

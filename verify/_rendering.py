@@ -51,6 +51,7 @@ from receipts import (
 from ._bundle import BUNDLE_FORMAT
 from ._errors import CannotVerify
 from ._escape import markdown_text
+from ._layout import BundleLayout
 from ._report_page import report_html
 from ._result import Result
 from ._source import StoredEntry, keyring_changes
@@ -67,7 +68,7 @@ __all__ = [
 ]
 
 # The bundle members that are renderings, in the order they are compared.
-RENDERINGS = ("manifest.json", "report.md", "report.html")
+RENDERINGS = (BundleLayout.MANIFEST, BundleLayout.REPORT_MD, BundleLayout.REPORT_HTML)
 
 
 def rendering_trust(entries: dict[int, StoredEntry]) -> TrustRoot:
@@ -93,9 +94,9 @@ def render(manifest: dict[str, Any], links: bool = True) -> dict[str, bytes]:
     links the bundle's evidence members, as it does inside a bundle).
     """
     return {
-        "manifest.json": (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode(),
-        "report.md": report_markdown(manifest).encode(),
-        "report.html": report_html(manifest, links=links).encode(),
+        BundleLayout.MANIFEST: (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode(),
+        BundleLayout.REPORT_MD: report_markdown(manifest).encode(),
+        BundleLayout.REPORT_HTML: report_html(manifest, links=links).encode(),
     }
 
 

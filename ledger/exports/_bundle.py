@@ -28,6 +28,7 @@ from receipts import (
     replay_keyring,
     tlog_proof_text,
 )
+from verify import BundleLayout as Layout
 from verify import (
     BundleSource,
     CannotVerify,
@@ -195,23 +196,21 @@ def export_bundle(ledger: Ledger, receipt_digest: Digest, out: Path, redact: Seq
     redacted = _redactions(records, redact)
     redacted += _pruned(ledger, records, redacted)
     members: dict[str, bytes | Digest] = {
-        "checkpoint": checkpoint_text.encode(),
-        "allowed_signers": _bundle_allowed_signers(entries).encode(),
+        Layout.CHECKPOINT: checkpoint_text.encode(),
+        Layout.ALLOWED_SIGNERS: _bundle_allowed_signers(entries).encode(),
     }
     token = _timestamp_token(ledger, note, size)
     if token is not None:
-        members["checkpoint.tsr"] = token
+        members[Layout.CHECKPOINT_TOKEN] = token
     nodes = CachedNodes(ledger)
     for seq, e in entries.items():
-        members["entries/%d.entry" % seq] = e.entry
-        members["entries/%d.body" % seq] = e.body
-        members["proofs/%d.tlog-proof" % seq] = tlog_proof_text(
-            seq, inclusion_proof(nodes, seq, size), checkpoint_text
-        ).encode()
+        members[Layout.entry(seq)] = e.entry
+        members[Layout.body(seq)] = e.body
+        members[Layout.proof(seq)] = tlog_proof_text(seq, inclusion_proof(nodes, seq, size), checkpoint_text).encode()
     members.update(_kept_blobs(ledger, records, redacted))
     members.update(_renderings(ledger, members, receipt_hash, redacted))
     _write_zip(ledger, members, out)
-    parsed: dict[str, Any] = json.loads(members["manifest.json"])  # type: ignore[arg-type]
+    parsed: dict[str, Any] = json.loads(members[Layout.MANIFEST])  # type: ignore[arg-type]
     return parsed
 
 
@@ -232,7 +231,7 @@ def _kept_blobs(
             if handle is None:
                 raise InputError("evidence blob %s is missing from the blob store" % ref.digest)
             handle.close()
-            members["blobs/" + ref.digest.hex] = ref.digest
+            members[Layout.blob(ref.digest)] = ref.digest
     return members
 
 
@@ -269,7 +268,7 @@ def _renderings(
     """
     draft = io.BytesIO()
     with zipfile.ZipFile(draft, "w") as zf:
-        zf.writestr("manifest.json", json.dumps({"redacted": redacted}))
+        zf.writestr(Layout.MANIFEST, json.dumps({"redacted": redacted}))
         for name, content in members.items():
             if isinstance(content, bytes):
                 zf.writestr(name, content)
