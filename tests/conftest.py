@@ -18,7 +18,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import receipts as r
-from ledger import Ledger, add_key, decide, run_deterministic, run_judge, seal_receipt
+from ledger import Appended, Ledger, add_key, decide, record_tier, run_deterministic, run_judge, seal_receipt
 
 KEY_NAMES = ("admin", "ci", "judge", "alice", "bob", "sealer", "agent", "mallory")
 ROLES = {
@@ -139,6 +139,54 @@ class Sample:
     evidence_dir: Path
     repo: Path
     contract: bytes
+
+
+def sign_decision(
+    ledger: Ledger,
+    repo: Path,
+    contract: bytes,
+    candidate: r.Digest,
+    signer: r.Signer,
+    *,
+    approve: bool = True,
+    note: str = "reviewed",
+    task: str = "TASK-1",
+) -> Appended | None:
+    """A human decision on ``candidate`` signed by ``signer``, the reviewer agreeing to sign
+    what they are shown (the tests' stand-in for a person at a terminal)."""
+    return decide(
+        ledger,
+        task_id=task,
+        contract_bytes=contract,
+        candidate=candidate,
+        signer=signer,
+        approve=approve,
+        note=note,
+        repo=repo,
+        confirm=lambda shown: True,
+    )
+
+
+def filler_record(
+    ledger: Ledger,
+    task: str = "TASK-1",
+    verdict: r.Verdict = r.Verdict.PASS,
+    tier: r.Tier = r.Tier.HUMAN,
+    signer: str = "alice",
+    contract: bytes = b"shared",
+) -> Appended:
+    """A tier record appended by hand: cheap filler for chains a test grows, signed by a key
+    with the role (``SIGNERS[signer]``), about one fixed candidate under ``contract``."""
+    _, appended = record_tier(
+        ledger,
+        task_id=task,
+        tier=tier,
+        verdict=verdict,
+        signer=SIGNERS[signer],
+        config_hash=r.config_hash(contract),
+        input_hash=r.candidate_hash({"commit": "c" * 40}),
+    )
+    return appended
 
 
 def build_sample(tmp: Path, verdicts: dict[r.Tier, r.Verdict] | None = None, judge: str | None = None) -> Sample:

@@ -1,4 +1,4 @@
-"""The GitHub Action (issue 13): `ledger ci github` under a simulated Actions environment.
+"""The GitHub Action: `ledger ci github` under a simulated Actions environment.
 
 Git, the ledger and the keys are real; the runner's files (the event payload, the step
 summary, the outputs) are real files; only the GitHub REST API is a local server on

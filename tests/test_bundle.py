@@ -1,4 +1,4 @@
-"""Evidence bundles that verify offline, and the in-toto/DSSE export (issue 5)."""
+"""Evidence bundles that verify offline, and the in-toto/DSSE export."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 import receipts as r
-from conftest import ADMIN_ID, SIGNERS, Sample, build_sample, run_cli
-from ledger import PAYLOAD_TYPE, Ledger, add_cosignatures, add_key, decide, export_bundle, export_intoto, frozen_clock
+from conftest import ADMIN_ID, SIGNERS, Sample, build_sample, run_cli, sign_decision
+from ledger import PAYLOAD_TYPE, Ledger, add_cosignatures, add_key, export_bundle, export_intoto, frozen_clock
 from verify import BundleSource, CannotVerify, Result, Transparency, TrustRoot, WitnessKey, verify_receipt
 
 TRUST = TrustRoot(frozenset({ADMIN_ID}), "t")
@@ -182,17 +182,7 @@ def test_omitting_a_decision_or_a_key_change_from_a_bundle_is_caught(tmp_path: P
     candidate = r.decode_tier_record(
         next(e for e in ledger.entries(task="TASK-1") if e.kind == "tier_record").body
     ).input_hash
-    decide(
-        ledger,
-        task_id="TASK-1",
-        contract_bytes=s.contract,
-        candidate=candidate,
-        signer=SIGNERS["bob"],
-        approve=False,
-        note="no",
-        repo=s.repo,
-        confirm=lambda shown: True,
-    )
+    sign_decision(ledger, s.repo, s.contract, candidate, SIGNERS["bob"], approve=False, note="no")
     from ledger import seal_receipt
 
     _, sealed = seal_receipt(ledger, task_id="TASK-1", signer=SIGNERS["sealer"], input_hash=candidate)

@@ -1,4 +1,4 @@
-"""Completion contracts (groundwork for issue 3): parsing, located errors, weakening."""
+"""Completion contracts: parsing, located errors, weakening."""
 
 from __future__ import annotations
 

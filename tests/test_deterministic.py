@@ -1,4 +1,4 @@
-"""The deterministic tier (issue 3): each case runs the real runner on a real git
+"""The deterministic tier: each case runs the real runner on a real git
 repository made here, with real subprocesses, and is verified by the real verifier."""
 
 from __future__ import annotations
@@ -14,12 +14,11 @@ from typing import Any
 import pytest
 
 import receipts as r
-from conftest import ADMIN_ID, SIGNERS, contract_bytes, git, make_repo, run_cli
+from conftest import ADMIN_ID, SIGNERS, contract_bytes, git, make_repo, run_cli, sign_decision
 from ledger import (
     CheckRun,
     InputError,
     Ledger,
-    decide,
     frozen_clock,
     register_contract,
     run_deterministic,
@@ -52,17 +51,7 @@ def upper_tiers(ledger: Ledger, repo: Path, run: CheckRun) -> None:
         candidate=run.record.input_hash,
         signer=SIGNERS["judge"],
     )
-    decide(
-        ledger,
-        task_id=run.record.task_id,
-        contract_bytes=contract,
-        candidate=run.record.input_hash,
-        signer=SIGNERS["alice"],
-        approve=True,
-        note="ok",
-        repo=repo,
-        confirm=lambda shown: True,
-    )
+    sign_decision(ledger, repo, contract, run.record.input_hash, SIGNERS["alice"], note="ok", task=run.record.task_id)
 
 
 def reasons(run: CheckRun) -> str:

@@ -1,4 +1,4 @@
-"""Ed25519 edge cases through our verification path (issue 7): Wycheproof vectors, and
+"""Ed25519 edge cases through our verification path: Wycheproof vectors, and
 the policy on non-canonical S and small-order keys."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Output escaping (issue 22, case 8): ledger text reaching a spreadsheet, Markdown (and so
+"""Output escaping: ledger text reaching a spreadsheet, Markdown (and so
 HTML) or a terminal is made inert, by one function per medium, on every writer's path."""
 
 from __future__ import annotations
@@ -14,11 +14,10 @@ import pytest
 from test_human import lower_tiers
 
 import receipts as r
-from conftest import ADMIN_ID, SIGNERS, contract_bytes
+from conftest import ADMIN_ID, SIGNERS, contract_bytes, sign_decision
 from ledger import (
     Ledger,
     csv_cell,
-    decide,
     export_bundle,
     markdown_text,
     population,
@@ -53,17 +52,7 @@ def _hostile_receipt(env: tuple[Path, Ledger]) -> str:
     contract = contract_bytes(top="author_model = %s" % json.dumps(FORMULA))
     run = lower_tiers(env, contract)
     waive_check(ledger, SIGNERS["admin"], "TASK-1", "tests", MARKUP, 4102444800)
-    decide(
-        ledger,
-        task_id="TASK-1",
-        contract_bytes=contract,
-        candidate=run.record.input_hash,
-        signer=SIGNERS["alice"],
-        approve=True,
-        note=MARKUP,
-        repo=repo,
-        confirm=lambda shown: True,
-    )
+    sign_decision(ledger, repo, contract, run.record.input_hash, SIGNERS["alice"], note=MARKUP)
     _, appended = seal_receipt(ledger, task_id="TASK-1", signer=SIGNERS["sealer"], input_hash=run.record.input_hash)
     ledger.checkpoint(SIGNERS["sealer"])
     return str(appended.body_hash)

@@ -1,4 +1,4 @@
-"""Receipts verified by proof on a ledger (issue 15): only the receipt's task and keyring
+"""Receipts verified by proof on a ledger: only the receipt's task and keyring
 entries are read, each proven into the newest signed checkpoint, and the result is the
 walk's wherever the receipt's own history is concerned."""
 

@@ -1,4 +1,4 @@
-"""Hostile bytes into every decoder of issue 2: a valid object or the package's own
+"""Hostile bytes into every decoder: a valid object or the package's own
 FormatError, never another exception."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Receipts on pull requests (issue 5): git notes, verify --commit, gate, pr-comment."""
+"""Receipts on pull requests: git notes, verify --commit, gate, pr-comment."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The completion gate in the agent's loop (issue 14): `ledger hook <event>` driven as
+"""The completion gate in the agent's loop: `ledger hook <event>` driven as
 Claude Code and Codex drive it, with their payload shapes (tests/vectors/hooks), a real
 repository, a real ledger and the real CLI in subprocesses."""
 

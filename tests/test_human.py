@@ -1,4 +1,4 @@
-"""The human tier and waivers (issue 4), on real repositories with the real runners."""
+"""The human tier and waivers, on real repositories with the real runners."""
 
 from __future__ import annotations
 
@@ -10,12 +10,11 @@ from typing import Any
 import pytest
 
 import receipts as r
-from conftest import ADMIN_ID, SIGNERS, cli_repo_with_lower_tiers, contract_bytes, git, run_cli
+from conftest import ADMIN_ID, SIGNERS, cli_repo_with_lower_tiers, contract_bytes, git, run_cli, sign_decision
 from ledger import (
     CheckRun,
     InputError,
     Ledger,
-    decide,
     frozen_clock,
     run_deterministic,
     run_judge,
@@ -44,17 +43,7 @@ def lower_tiers(env: tuple[Path, Ledger], contract: bytes) -> CheckRun:
 
 def vote(env: tuple[Path, Ledger], contract: bytes, candidate: r.Digest, who: str, approve: bool) -> None:
     repo, ledger = env
-    decide(
-        ledger,
-        task_id="TASK-1",
-        contract_bytes=contract,
-        candidate=candidate,
-        signer=SIGNERS[who],
-        approve=approve,
-        note="because",
-        repo=repo,
-        confirm=lambda shown: True,
-    )
+    sign_decision(ledger, repo, contract, candidate, SIGNERS[who], approve=approve, note="because")
 
 
 def sealed(env: tuple[Path, Ledger], candidate: r.Digest) -> tuple[r.LadderReceipt, Any]:

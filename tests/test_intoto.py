@@ -1,4 +1,4 @@
-"""The gate's result in the format policy tools read (issue 13): a SLSA verification
+"""The gate's result in the format policy tools read: a SLSA verification
 summary (https://slsa.dev/verification_summary/v1) in an in-toto Statement inside DSSE,
 checked by independent libraries: in-toto's own `in_toto_attestation` (the Statement's
 rules and the VSA's protobuf schema) and securesystemslib (the DSSE signature)."""

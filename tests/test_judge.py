@@ -1,4 +1,4 @@
-"""The judge tier (issue 4): every failure mode is not a pass. The openai backend is
+"""The judge tier: every failure mode is not a pass. The openai backend is
 tested against a local HTTP server started here that speaks chat-completions; no test
 reaches the network."""
 
@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 import receipts as r
-from conftest import ADMIN_ID, SIGNERS, contract_bytes, judge_table
-from ledger import JudgeRun, Ledger, decide, register_contract, run_deterministic, run_judge, seal_receipt
+from conftest import ADMIN_ID, SIGNERS, contract_bytes, judge_table, sign_decision
+from ledger import JudgeRun, Ledger, register_contract, run_deterministic, run_judge, seal_receipt
 from verify import LedgerSource, TrustRoot, verify_receipt
 
 
@@ -108,17 +108,7 @@ def judged(
 
 def seal_and_verify(env: tuple[Path, Ledger], contract: bytes, candidate: r.Digest) -> Any:
     repo, ledger = env
-    decide(
-        ledger,
-        task_id="TASK-1",
-        contract_bytes=contract,
-        candidate=candidate,
-        signer=SIGNERS["alice"],
-        approve=True,
-        note="ok",
-        repo=repo,
-        confirm=lambda shown: True,
-    )
+    sign_decision(ledger, repo, contract, candidate, SIGNERS["alice"], note="ok")
     _, sealed = seal_receipt(ledger, task_id="TASK-1", signer=SIGNERS["sealer"], input_hash=candidate)
     return verify_receipt(LedgerSource.open(ledger.root), str(sealed.body_hash), TrustRoot(frozenset({ADMIN_ID}), "t"))
 

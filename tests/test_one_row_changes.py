@@ -1,4 +1,4 @@
-"""Issue 22, the property: over random single-row changes to a store (the signed bytes and
+"""The property: over random single-row changes to a store (the signed bytes and
 the index columns alike), no change that the full audit (`verify_chain`) rejects is
 accepted by a single-receipt path: proof and walk on the changed ledger, and a bundle
 exported from it.

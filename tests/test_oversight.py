@@ -1,4 +1,4 @@
-"""Human oversight, recorded and enforced (issue 16): how each decision was given, the
+"""Human oversight, recorded and enforced: how each decision was given, the
 digest of what was shown, and a contract option that keeps the change's own author (the
 key that claimed it) from approving it, re-derived by verify from the chain."""
 
@@ -25,9 +25,10 @@ from conftest import (
     read_rows,
     run_cli,
     seeded_signer,
+    sign_decision,
     write_rows,
 )
-from ledger import Ledger, add_key, decide, record_event, run_deterministic, run_judge, seal_receipt
+from ledger import Ledger, add_key, record_event, run_deterministic, run_judge, seal_receipt
 from verify import LedgerSource, Result, TrustRoot, verify_receipt
 
 TRUST = TrustRoot(frozenset({ADMIN_ID}), "t")
@@ -54,17 +55,7 @@ def _ladder(env: tuple[Path, Ledger], contract: bytes) -> r.Digest:
 
 def _approve(env: tuple[Path, Ledger], contract: bytes, candidate: r.Digest, signer: r.Ed25519Signer) -> None:
     repo, ledger = env
-    decide(
-        ledger,
-        task_id="TASK-1",
-        contract_bytes=contract,
-        candidate=candidate,
-        signer=signer,
-        approve=True,
-        note="looked",
-        repo=repo,
-        confirm=lambda shown: True,
-    )
+    sign_decision(ledger, repo, contract, candidate, signer, note="looked")
 
 
 def _seal_and_verify(env: tuple[Path, Ledger], candidate: r.Digest) -> tuple[r.LadderReceipt, Result]:

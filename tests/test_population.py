@@ -1,4 +1,4 @@
-"""The population of changes in a period (issue 16): what an auditor samples from, one row
+"""The population of changes in a period: what an auditor samples from, one row
 per sealed receipt, each verified."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 from test_human import lower_tiers
 
 import receipts as r
-from conftest import ADMIN_ID, SIGNERS, contract_bytes, git, run_cli
-from ledger import POPULATION_COLUMNS, Ledger, decide, frozen_clock, population, seal_receipt
+from conftest import ADMIN_ID, SIGNERS, contract_bytes, git, run_cli, sign_decision
+from ledger import POPULATION_COLUMNS, Ledger, frozen_clock, population, seal_receipt
 from verify import TrustRoot
 
 JAN = datetime.datetime(2027, 1, 10, 12, tzinfo=datetime.UTC).timestamp()
@@ -28,16 +28,8 @@ def _two_periods(env: tuple[Path, Ledger]) -> tuple[str, str]:
     for when, who, approve in ((JAN, "alice", True), (FEB, "bob", False)):
         with frozen_clock(when):
             run = lower_tiers(env, contract)
-            decide(
-                ledger,
-                task_id="TASK-1",
-                contract_bytes=contract,
-                candidate=run.record.input_hash,
-                signer=SIGNERS[who],
-                approve=approve,
-                note="looked at it",
-                repo=repo,
-                confirm=lambda shown: True,
+            sign_decision(
+                ledger, repo, contract, run.record.input_hash, SIGNERS[who], approve=approve, note="looked at it"
             )
             _, appended = seal_receipt(
                 ledger, task_id="TASK-1", signer=SIGNERS["sealer"], input_hash=run.record.input_hash

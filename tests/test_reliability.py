@@ -1,4 +1,4 @@
-"""Reliability (issue 7): crashes at random moments, concurrent writers with readers,
+"""Reliability: crashes at random moments, concurrent writers with readers,
 and resource faults. Each leaves a ledger that verifies, and a clean error."""
 
 from __future__ import annotations

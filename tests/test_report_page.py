@@ -1,4 +1,4 @@
-"""The auditor's page, read in a real browser (issue 16): Debian's Chromium driven by
+"""The auditor's page, read in a real browser: Debian's Chromium driven by
 Playwright renders the report.html of a merge-eligible, a failing and a rejected receipt
 from their unpacked bundles, and the test asserts what a reader sees. Screenshots are
 kept as test artifacts (LEDGER_TEST_ARTIFACTS, default test-artifacts/)."""
@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 import receipts as r
-from conftest import ADMIN_ID, SIGNERS, build_sample, run_cli
-from ledger import Ledger, decide, export_bundle, seal_receipt
+from conftest import ADMIN_ID, SIGNERS, build_sample, run_cli, sign_decision
+from ledger import Ledger, export_bundle, seal_receipt
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = Path(os.environ.get("LEDGER_TEST_ARTIFACTS", ROOT / "test-artifacts"))
@@ -50,17 +50,7 @@ def _bundle(tmp: Path, verdicts: dict[r.Tier, r.Verdict], hostile: bool = False)
     receipt = r.Digest.parse(s.receipt)
     if hostile:
         candidate = r.decode_receipt(ledger.receipt(receipt)[0].body).input_hash
-        decide(
-            ledger,
-            task_id="TASK-1",
-            contract_bytes=s.contract,
-            candidate=candidate,
-            signer=SIGNERS["bob"],
-            approve=True,
-            note=HOSTILE,
-            repo=s.repo,
-            confirm=lambda shown: True,
-        )
+        sign_decision(ledger, s.repo, s.contract, candidate, SIGNERS["bob"], note=HOSTILE)
         receipt = seal_receipt(ledger, task_id="TASK-1", signer=SIGNERS["sealer"], input_hash=candidate)[1].body_hash
     ledger.checkpoint(SIGNERS["sealer"])
     export_bundle(ledger, receipt, tmp / "bundle.zip")

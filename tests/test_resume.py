@@ -1,4 +1,4 @@
-"""Chain audits in bounded memory, and incremental audits from a state file (issue 15): a
+"""Chain audits in bounded memory, and incremental audits from a state file: a
 resumed audit walks only what was added since the auditor's last clean audit, and says
 what a full audit says."""
 

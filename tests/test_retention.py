@@ -1,4 +1,4 @@
-"""Retention that keeps the chain verifiable (issue 16): an admin's policy in the chain,
+"""Retention that keeps the chain verifiable: an admin's policy in the chain,
 `prune` deleting only the evidence it lets go, and verify naming each removed item
 instead of failing, while a blob missing without such a policy still fails."""
 

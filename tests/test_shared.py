@@ -18,8 +18,8 @@ import psycopg
 import pytest
 
 import receipts as r
-from conftest import ADMIN_ID, SIGNERS, run_cli, seeded_signer, write_private_key
-from ledger import Appended, Ledger, StoreError, add_key, pull, record_tier, revoke_key
+from conftest import ADMIN_ID, SIGNERS, filler_record, run_cli, seeded_signer, write_private_key
+from ledger import Appended, Ledger, StoreError, add_key, pull, revoke_key
 from verify import CannotVerify, LedgerSource, PostgresSource, TrustRoot, verify_chain
 
 TRUST = TrustRoot(frozenset({ADMIN_ID}), "t")
@@ -40,16 +40,7 @@ def shared(url: str, tmp: Path) -> Ledger:
 
 
 def approve(ledger: Ledger, task: str) -> Appended:
-    _, appended = record_tier(
-        ledger,
-        task_id=task,
-        tier=r.Tier.HUMAN,
-        verdict=r.Verdict.PASS,
-        signer=SIGNERS["alice"],
-        config_hash=r.config_hash(b"shared"),
-        input_hash=r.candidate_hash({"commit": "c" * 40}),
-    )
-    return appended
+    return filler_record(ledger, task)
 
 
 def seqs(url: str) -> list[int]:

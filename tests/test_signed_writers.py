@@ -1,4 +1,4 @@
-"""Writers decide from signed data only (issue 22, cases 1 to 3): the sealer, the approver and
+"""Writers decide from signed data only: the sealer, the approver and
 prune read a task's entries, the keyring and the retention policy through the chain's signed
 back-pointers and the rows' own bytes; an index column that disagrees stops them, naming
 the row, and nothing is written."""
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import receipts as r
-from conftest import SIGNERS, build_sample, cli_repo_with_lower_tiers, run_cli
-from ledger import Ledger, StoreError, frozen_clock, prune, record_tier, set_retention
+from conftest import SIGNERS, build_sample, cli_repo_with_lower_tiers, filler_record, run_cli
+from ledger import Ledger, StoreError, frozen_clock, prune, set_retention
 
 DAY = 86400
 
@@ -140,16 +140,7 @@ def test_a_long_lived_writer_still_checks_rows_another_writer_added(tmp_path: Pa
     first, second = Ledger.open(s.root), Ledger.open(s.root)
 
     def decide(ledger: Ledger, verdict: r.Verdict, task: str = "TASK-1") -> int:
-        _, appended = record_tier(
-            ledger,
-            task_id=task,
-            tier=r.Tier.JUDGE,
-            verdict=verdict,
-            signer=SIGNERS["judge"],
-            config_hash=r.config_hash(s.contract),
-            input_hash=r.candidate_hash({"commit": "c" * 40}),
-        )
-        return appended.seq
+        return filler_record(ledger, task, verdict, r.Tier.JUDGE, "judge", s.contract).seq
 
     decide(first, r.Verdict.PASS)
     decide(first, r.Verdict.PASS)  # the first writer's own rows: checked without decoding

@@ -1,4 +1,4 @@
-"""Tamper sweep (issue 7): change stored bytes one at a time; the verifier must detect
+"""Tamper sweep: change stored bytes one at a time; the verifier must detect
 every single change, and report nothing on the untouched ledger."""
 
 from __future__ import annotations

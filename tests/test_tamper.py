@@ -1,4 +1,4 @@
-"""Every attack of issue 2, one named vector each (tests/vectors/tamper.json)."""
+"""Every attack on the formats, one named vector each (tests/vectors/tamper.json)."""
 
 from __future__ import annotations
 
@@ -25,9 +25,10 @@ from conftest import (
     judge_table,
     read_rows,
     run_cli,
+    sign_decision,
     write_rows,
 )
-from ledger import Ledger, LedgerError, decide, deterministic_runs, seal_receipt
+from ledger import Ledger, LedgerError, deterministic_runs, seal_receipt
 from verify import BundleSource, CannotVerify, LedgerSource, Result, TrustRoot, verify_chain, verify_receipt
 
 VECTORS = json.loads((Path(__file__).parent / "vectors" / "tamper.json").read_text())["cases"]
@@ -598,16 +599,15 @@ def _judge_retry(tmp: Path) -> Sample:
 def _reject_dropped(tmp: Path) -> Sample:
     s = build_sample(tmp)
     ledger = Ledger.open(s.root)
-    decide(
+    sign_decision(
         ledger,
-        task_id=TASK,
-        contract_bytes=s.contract,
-        candidate=_record_body(read_rows(s.root), find_row(read_rows(s.root), s.records[r.Tier.HUMAN])).input_hash,
-        signer=SIGNERS["bob"],
+        s.repo,
+        s.contract,
+        _record_body(read_rows(s.root), find_row(read_rows(s.root), s.records[r.Tier.HUMAN])).input_hash,
+        SIGNERS["bob"],
         approve=False,
         note="not convinced",
-        repo=s.repo,
-        confirm=lambda shown: True,
+        task=TASK,
     )
     ledger.close()
     rows = read_rows(s.root)
@@ -668,17 +668,7 @@ def _human_slot_reversed(tmp: Path) -> Sample:
     s = build_sample(tmp)
     ledger = Ledger.open(s.root)
     candidate = _record_body(read_rows(s.root), find_row(read_rows(s.root), s.records[r.Tier.HUMAN])).input_hash
-    decide(
-        ledger,
-        task_id=TASK,
-        contract_bytes=s.contract,
-        candidate=candidate,
-        signer=SIGNERS["bob"],
-        approve=True,
-        note="also fine",
-        repo=s.repo,
-        confirm=lambda shown: True,
-    )
+    sign_decision(ledger, s.repo, s.contract, candidate, SIGNERS["bob"], note="also fine", task=TASK)
     sealed = seal_receipt(ledger, task_id=TASK, signer=SIGNERS["sealer"], input_hash=candidate)[1]
     ledger.close()
     rows = read_rows(s.root)

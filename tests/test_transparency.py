@@ -1,4 +1,4 @@
-"""Transparency (issue 5): checkpoints, proofs, witnesses, and history rewrites caught."""
+"""Transparency: checkpoints, proofs, witnesses, and history rewrites caught."""
 
 from __future__ import annotations
 

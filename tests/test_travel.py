@@ -1,4 +1,4 @@
-"""Receipts that travel with the code (issue 13): bundles and notes in git, verified on a
+"""Receipts that travel with the code: bundles and notes in git, verified on a
 fresh clone with no ledger and no network; squash merges; concurrent pushes; and trust
 that a pull request cannot change. Every repository here is real git, and the remote is
 a bare repository in a temporary folder."""

@@ -1,4 +1,4 @@
-"""Trusted time (issue 16): `ledger checkpoint --tsa URL` time-stamps the checkpoint at a
+"""Trusted time: `ledger checkpoint --tsa URL` time-stamps the checkpoint at a
 real RFC 3161 authority (OpenSSL's `openssl ts -reply`, behind an HTTP handler on
 127.0.0.1, with a test CA made here), and `verify --tsa-cert` checks the token offline
 against the pinned certificate and reports the attested time."""

@@ -1,4 +1,4 @@
-"""action.yml and every workflow in docs/ pass actionlint and zizmor (issue 13), and the
+"""action.yml and every workflow in docs/ pass actionlint and zizmor, and the
 linters are shown to catch what they are here to catch."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Signing with keys held by ssh-agent (issue 11, item 13): a real OpenSSH agent on a
+"""Signing with keys held by ssh-agent: a real OpenSSH agent on a
 socket in a temporary folder; a FIDO key is refused; an agent that returns a signature
 that does not verify is refused."""
 

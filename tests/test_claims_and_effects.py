@@ -1,4 +1,4 @@
-"""Issue 6's cases: claims and the nudge, agent integrity, effects, the repair budget,
+"""Claims and the nudge, agent integrity, effects, the repair budget,
 and the gate's advisory mode; on real repositories, with the real runners."""
 
 from __future__ import annotations
@@ -9,13 +9,12 @@ from pathlib import Path
 import pytest
 
 import receipts as r
-from conftest import GIT_ENV, SIGNERS, contract_bytes, git, make_repo, run_cli
+from conftest import GIT_ENV, SIGNERS, contract_bytes, git, make_repo, run_cli, sign_decision
 from ledger import (
     CheckRun,
     InputError,
     Ledger,
     begin_effect,
-    decide,
     end_effect,
     ingest_trace,
     nudge,
@@ -74,17 +73,7 @@ def full_ladder(env: tuple[Path, Ledger], contract: bytes) -> CheckRun:
     run_judge(
         ledger, task_id="TASK-1", contract_bytes=contract, candidate=run.record.input_hash, signer=SIGNERS["judge"]
     )
-    decide(
-        ledger,
-        task_id="TASK-1",
-        contract_bytes=contract,
-        candidate=run.record.input_hash,
-        signer=SIGNERS["alice"],
-        approve=True,
-        note="ok",
-        repo=repo,
-        confirm=lambda s: True,
-    )
+    sign_decision(ledger, repo, contract, run.record.input_hash, SIGNERS["alice"], note="ok")
     seal_receipt(ledger, task_id="TASK-1", signer=SIGNERS["sealer"], input_hash=run.record.input_hash)
     return run
 
@@ -224,17 +213,7 @@ def test_a_requires_human_call_without_approval_fails_until_approved(env: tuple[
     run = check(env, with_tools())
     assert run.outcome.verdict is r.Verdict.FAIL
     assert "integrity: 1 tool call(s) needed a human approval that was not recorded" in run.outcome.reasons
-    decide(
-        ledger,
-        task_id="TASK-1",
-        contract_bytes=with_tools(),
-        candidate=run.record.input_hash,
-        signer=SIGNERS["alice"],
-        approve=True,
-        note="deploy is fine",
-        repo=repo,
-        confirm=lambda s: True,
-    )
+    sign_decision(ledger, repo, with_tools(), run.record.input_hash, SIGNERS["alice"], note="deploy is fine")
     assert check(env, with_tools()).outcome.verdict is r.Verdict.PASS
 
 
@@ -362,17 +341,7 @@ def test_stats_pass_at_k_and_pass_power_k(env: tuple[Path, Ledger]) -> None:
         run_judge(
             ledger, task_id=task, contract_bytes=contract, candidate=run.record.input_hash, signer=SIGNERS["judge"]
         )
-        decide(
-            ledger,
-            task_id=task,
-            contract_bytes=contract,
-            candidate=run.record.input_hash,
-            signer=SIGNERS["alice"],
-            approve=True,
-            note="ok",
-            repo=env[0],
-            confirm=lambda s: True,
-        )
+        sign_decision(ledger, env[0], contract, run.record.input_hash, SIGNERS["alice"], note="ok", task=task)
         seal_receipt(ledger, task_id=task, signer=SIGNERS["sealer"], input_hash=run.record.input_hash)
     (row,) = [s.as_dict() for s in stats(ledger, "FIX", ks=(1, 2))]
     assert (row["trials"], row["successes"]) == (5, 3)
