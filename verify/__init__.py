@@ -6,11 +6,12 @@ receipt, `verify_chain` for a whole ledger. Both take a `Trust`: a pinned `Trust
 or `UnsafeTrustOnFirstUse`, named for what it is and never a default.
 """
 
-from ._bundle import BUNDLE_FORMAT, BundleSource
+from ._bundle import BundleSource
 from ._errors import CannotVerify, NoLedger, VerifyError
 from ._escape import csv_cell, markdown_text, terminal_text
 from ._evidence import SMALL_BLOB, evidence_reader, read_blob, read_evidence
 from ._layout import BundleLayout
+from ._manifest import BUNDLE_FORMAT, ManifestClaims, Redaction
 from ._policy import Transparency, WitnessKey
 from ._rendering import RENDERINGS, bundle_manifest, final_status, listed_records, report_html
 from ._result import ChainResult, Defect, Finding, Result, TierLine, VerificationFailed
@@ -35,6 +36,8 @@ __all__ = [
     "PostgresSource",
     "BUNDLE_FORMAT",
     "BundleLayout",
+    "ManifestClaims",
+    "Redaction",
     "StoredEntry",
     "keyring_changes",
     "KEYRING_KIND_NAMES",

@@ -6,13 +6,12 @@ byte is read, nothing is extracted to disk, and every read is capped.
 from __future__ import annotations
 
 import io
-import json
 import stat
 import zipfile
 import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from receipts import (
     Checkpoint,
@@ -38,14 +37,14 @@ from receipts import (
 from ._errors import CannotVerify
 from ._evidence import blob_problem
 from ._layout import BundleLayout as Layout
+from ._manifest import BUNDLE_FORMAT, ManifestClaims, Redaction
 from ._policy import Transparency
 from ._result import Defect, Finding
 from ._source import SparseEntries, StoredEntry
 from ._transparency import check_checkpoints
 
-__all__ = ["BundleSource", "BUNDLE_FORMAT", "LIMITS"]
+__all__ = ["BundleSource", "LIMITS"]
 
-BUNDLE_FORMAT = "receipt-ledger/bundle/v1"
 LIMITS = {
     "members": 100_000,
     "small": 4 << 20,  # an entry, body, proof, checkpoint or manifest
@@ -205,22 +204,21 @@ class BundleSource(SparseEntries):
         except _UNREADABLE as exc:
             raise CannotVerify("cannot read bundle member %s: %s" % (name, exc)) from None
 
-    def redactions(self) -> list[dict[str, Any]]:
-        """The redactions manifest.json declares (its ``redacted`` list; empty when there is
-        none or the manifest does not parse, which step 8 reports).
+    def redactions(self) -> tuple[Redaction, ...]:
+        """The redactions manifest.json declares (none when there is no manifest or it does
+        not parse, which step 9 reports).
         """
         try:
-            listed = json.loads(self.read(Layout.MANIFEST)).get("redacted") or []
-        except (CannotVerify, ValueError, AttributeError):
-            return []
-        return [item for item in listed if isinstance(item, dict)] if isinstance(listed, list) else []
+            return ManifestClaims.redactions_of(self.read(Layout.MANIFEST))
+        except CannotVerify:
+            return ()
 
     def redacted(self, digest: Digest) -> bool:
         """Whether manifest.json declares this blob redacted by the exporter. The manifest is
         not signed: verify excuses such a blob only where no verdict is derived from it, and
         says it was not checked.
         """
-        return any(item.get("digest") == str(digest) for item in self.redactions())
+        return any(item.digest == str(digest) for item in self.redactions())
 
     def pruned(self, record: TierRecord, ref: EvidenceRef) -> str | None:
         return None  # evidence pruned before export travels as a redaction (manifest.json)
@@ -285,13 +283,10 @@ def _account_for_members(
             Defect("bundle-member-altered", "allowed_signers is not the keyring the bundle's entries replay to")
         )
     receipt = source.entries.get(receipt_seq)
-    try:
-        manifest = json.loads(source.read(Layout.MANIFEST)) if Layout.MANIFEST in source.members else None
-    except ValueError:
-        manifest = None
-    if not isinstance(manifest, dict):
+    claims = ManifestClaims.parse(source.read(Layout.MANIFEST)) if Layout.MANIFEST in source.members else None
+    if claims is None:
         defects.append(Defect("bundle-member-altered", "manifest.json is missing or is not a JSON object"))
-    elif (manifest.get("format"), manifest.get("receipt"), manifest.get("entries")) != (
+    elif (claims.format, claims.receipt, list(claims.entries)) != (
         BUNDLE_FORMAT,
         str(Digest(receipt.body_hash)) if receipt else None,
         sorted(source.entries),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,10 +48,10 @@ from receipts import (
     replay_keyring,
 )
 
-from ._bundle import BUNDLE_FORMAT
 from ._errors import CannotVerify
 from ._escape import markdown_text
 from ._layout import BundleLayout
+from ._manifest import ManifestClaims, Redaction
 from ._report_page import report_html
 from ._result import Result
 from ._source import StoredEntry, keyring_changes
@@ -108,7 +108,7 @@ def _keyring(entries: dict[int, StoredEntry]) -> Keyring:
     return ring
 
 
-def _declared(redacted: list[dict[str, Any]], records: dict[str, tuple[TierRecord, str]]) -> list[dict[str, Any]]:
+def _declared(redacted: Sequence[Redaction], records: dict[str, tuple[TierRecord, str]]) -> list[Redaction]:
     """The declared redactions that name an evidence item of a listed record, in the shape
     the exporter writes (``tier``, ``check``, ``digest``, ``size``, and a textual ``reason``
     for evidence pruned before export, which is the exporter's word). Anything else is left
@@ -117,13 +117,7 @@ def _declared(redacted: list[dict[str, Any]], records: dict[str, tuple[TierRecor
     items = {
         (rec.tier.value, ref.check_id, str(ref.digest), ref.size) for rec, _ in records.values() for ref in rec.evidence
     }
-    kept = []
-    for item in redacted:
-        extra = set(item) - {"tier", "check", "digest", "size", "reason"}
-        named = (item.get("tier"), item.get("check"), item.get("digest"), item.get("size"))
-        if not extra and named in items and isinstance(item.get("reason", ""), str):
-            kept.append(item)
-    return kept
+    return [item for item in redacted if (item.tier, item.check, item.digest, item.size) in items]
 
 
 def listed_records(entries: dict[int, StoredEntry], receipt: LadderReceipt) -> dict[str, tuple[TierRecord, str]]:
@@ -157,7 +151,7 @@ def bundle_manifest(
     receipt_hash: str,
     result: Result,
     checkpoint_text: str | None,
-    redacted: list[dict[str, Any]],
+    redacted: Sequence[Redaction],
 ) -> dict[str, Any]:
     """The bundle's ``manifest.json`` as a document: a function of the bundle's entries,
     its evidence (``read_json``), its checkpoint, the redactions it declares and the
@@ -176,8 +170,8 @@ def bundle_manifest(
     names = {s.key_id: (s.spec.name, tuple(r.value for r in s.spec.roles)) for s in ring}
     evidence = _evidence_parts(records, read_json, contract, names)
     return {
-        "format": BUNDLE_FORMAT,
-        "receipt": receipt_hash,
+        # What the bundle's reader acts on: written by the class that parses it.
+        **ManifestClaims(receipt_hash, tuple(sorted(entries)), tuple(declared)).as_dict(),
         "task": receipt.task_id,
         "final_status": final_status(result),
         "merge_eligible": receipt.merge_eligible,
@@ -207,9 +201,7 @@ def bundle_manifest(
         },
         "unresolved": _unresolved_part(result),
         "checkpoint": _checkpoint_part(cp),
-        "entries": sorted(entries),
         "how_to_verify": "ledger verify --bundle BUNDLE.zip --trust ALLOWED_SIGNERS",
-        "redacted": declared,
     }
 
 

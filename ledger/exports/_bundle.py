@@ -32,6 +32,7 @@ from verify import BundleLayout as Layout
 from verify import (
     BundleSource,
     CannotVerify,
+    Redaction,
     StoredEntry,
     Trust,
     bundle_manifest,
@@ -101,15 +102,19 @@ def _timestamp_token(ledger: Ledger, note: SignedNote, size: int) -> bytes | Non
     return None
 
 
-def _named(ref: EvidenceRef, redacted: list[dict[str, Any]]) -> bool:
-    return any(r["check"] == ref.check_id and r["digest"] == str(ref.digest) for r in redacted)
+def _named(ref: EvidenceRef, redacted: Sequence[Redaction]) -> bool:
+    return any(r.check == ref.check_id and r.digest == str(ref.digest) for r in redacted)
+
+
+def _redaction(rec: TierRecord, ref: EvidenceRef, reason: str | None = None) -> Redaction:
+    return Redaction(rec.tier.value, ref.check_id, str(ref.digest), ref.size, reason)
 
 
 def _pruned(
-    ledger: Ledger, records: dict[str, tuple[TierRecord, str]], redacted: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
+    ledger: Ledger, records: dict[str, tuple[TierRecord, str]], redacted: Sequence[Redaction]
+) -> list[Redaction]:
     """Evidence already removed under the retention policy travels as a redaction, with why."""
-    gone: list[dict[str, Any]] = []
+    gone: list[Redaction] = []
     for rec, _ in records.values():
         for ref in rec.evidence:
             if _named(ref, redacted):
@@ -121,14 +126,13 @@ def _pruned(
             why = ledger.reader.pruned(rec, ref)
             if why is None:
                 raise InputError("evidence blob %s is missing from the blob store" % ref.digest)
-            item = {"tier": rec.tier.value, "check": ref.check_id, "digest": str(ref.digest), "size": ref.size}
-            gone.append({**item, "reason": why})
+            gone.append(_redaction(rec, ref, why))
     return gone
 
 
-def _redactions(records: dict[str, tuple[TierRecord, str]], names: Sequence[str]) -> list[dict[str, Any]]:
+def _redactions(records: dict[str, tuple[TierRecord, str]], names: Sequence[str]) -> list[Redaction]:
     """The evidence items ``names`` choose, refusing any a verdict is derived from."""
-    chosen: list[dict[str, Any]] = []
+    chosen: list[Redaction] = []
     for name in names:
         hits = [
             (rec, ref)
@@ -144,10 +148,10 @@ def _redactions(records: dict[str, tuple[TierRecord, str]], names: Sequence[str]
                     "--redact %s: %s is what the %s verdict is derived from, so it cannot be redacted"
                     % (name, ref.check_id, rec.tier)
                 )
-            item = {"tier": rec.tier.value, "check": ref.check_id, "digest": str(ref.digest), "size": ref.size}
+            item = _redaction(rec, ref)
             if item not in chosen:
                 chosen.append(item)
-    return sorted(chosen, key=lambda r: (r["tier"], r["check"]))
+    return sorted(chosen, key=lambda r: (r.tier, r.check))
 
 
 def receipt_page(ledger: Ledger, receipt_digest: Digest, trust: Trust) -> str:
@@ -164,7 +168,7 @@ def receipt_page(ledger: Ledger, receipt_digest: Digest, trust: Trust) -> str:
         receipt_hash,
         result,
         covering[-1].encode() if covering else None,
-        [],
+        (),
     )
     return report_html(manifest, links=False)
 
@@ -215,7 +219,7 @@ def export_bundle(ledger: Ledger, receipt_digest: Digest, out: Path, redact: Seq
 
 
 def _kept_blobs(
-    ledger: Ledger, records: dict[str, tuple[TierRecord, str]], redacted: list[dict[str, Any]]
+    ledger: Ledger, records: dict[str, tuple[TierRecord, str]], redacted: Sequence[Redaction]
 ) -> dict[str, bytes | Digest]:
     """The blob members, by digest (streamed when written): every evidence blob but those
     left out. A blob is left out only when every item naming it is redacted (identical
@@ -260,7 +264,7 @@ def _write_zip(ledger: Ledger, members: dict[str, bytes | Digest], out: Path) ->
 
 
 def _renderings(
-    ledger: Ledger, members: dict[str, bytes | Digest], receipt_hash: str, redacted: list[dict[str, Any]]
+    ledger: Ledger, members: dict[str, bytes | Digest], receipt_hash: str, redacted: Sequence[Redaction]
 ) -> dict[str, bytes]:
     """The rendering members, derived as the verifier derives them (`bundle_renderings`)
     from a draft of this bundle: its small members in memory, with only the redactions in
@@ -268,7 +272,7 @@ def _renderings(
     """
     draft = io.BytesIO()
     with zipfile.ZipFile(draft, "w") as zf:
-        zf.writestr(Layout.MANIFEST, json.dumps({"redacted": redacted}))
+        zf.writestr(Layout.MANIFEST, json.dumps({"redacted": [r.as_dict() for r in redacted]}))
         for name, content in members.items():
             if isinstance(content, bytes):
                 zf.writestr(name, content)
