@@ -95,7 +95,14 @@ if TYPE_CHECKING:
         sign_note,
         tlog_proof_text,
     )
-    from ._human import DECISION_METHODS, HUMAN_DECISION_FORMAT, HUMAN_DECISION_ID, decision_method, derive_human
+    from ._human import (
+        DECISION_METHODS,
+        HUMAN_DECISION_FORMAT,
+        HUMAN_DECISION_ID,
+        HumanDecision,
+        decision_method,
+        derive_human,
+    )
     from ._inputs import is_derivation_input
     from ._judge import (
         JUDGE_RUN_FORMAT,
@@ -172,6 +179,7 @@ if TYPE_CHECKING:
 __all__ = [
     "WEAKENING_RULES",
     "HUMAN_DECISION_FORMAT",
+    "HumanDecision",
     "HUMAN_DECISION_ID",
     "DECISION_METHODS",
     "decision_method",
@@ -453,6 +461,7 @@ _WHERE = {
     "sign_note": "_formats",
     "tlog_proof_text": "_formats",
     "HUMAN_DECISION_FORMAT": "_human",
+    "HumanDecision": "_human",
     "HUMAN_DECISION_ID": "_human",
     "DECISION_METHODS": "_human",
     "decision_method": "_human",

@@ -6,16 +6,62 @@ lifecycle derive the verdict from it again, so a record cannot claim another.
 from __future__ import annotations
 
 import hashlib
+import json
+from dataclasses import dataclass
 
 from ._deterministic import EvidenceReader
+from ._errors import FormatError
 from ._model import TierRecord, Verdict
 
-__all__ = ["HUMAN_DECISION_FORMAT", "HUMAN_DECISION_ID", "DECISION_METHODS", "derive_human", "decision_method"]
+__all__ = [
+    "HUMAN_DECISION_FORMAT",
+    "HUMAN_DECISION_ID",
+    "DECISION_METHODS",
+    "HumanDecision",
+    "derive_human",
+    "decision_method",
+]
 
 HUMAN_DECISION_FORMAT = "receipt-ledger/human-decision/v1"
 HUMAN_DECISION_ID = "human:decision"
 # How a person gave a decision: answering a prompt at a terminal, or through a program (`--yes`).
 DECISION_METHODS = ("interactive", "scripted")
+
+
+@dataclass(frozen=True, slots=True)
+class HumanDecision:
+    """The human tier's one evidence document (format.md §6c), written here and read by
+    `derive_human` below: who decided (``approver``, the signing key's id), what
+    (``approve``), why (``note``), what they were shown, and how (``method``).
+
+    Raises:
+        FormatError: a rejection without a reason, or an unknown method.
+    """
+
+    approve: bool
+    approver: str
+    note: str
+    shown: str
+    method: str = "scripted"
+
+    def __post_init__(self) -> None:
+        if self.method not in DECISION_METHODS:
+            raise FormatError("a decision is given %s" % " or ".join(DECISION_METHODS))
+        if not self.approve and not self.note.strip():
+            raise FormatError("a rejection needs a reason")
+
+    def encode(self) -> bytes:
+        """The document's bytes as the runner stores them (JSON, keys sorted)."""
+        doc = {
+            "format": HUMAN_DECISION_FORMAT,
+            "decision": "approve" if self.approve else "reject",
+            "approver": self.approver,
+            "note": self.note,
+            "shown": self.shown,
+            "shown_sha256": hashlib.sha256(self.shown.encode("utf-8")).hexdigest(),
+            "method": self.method,
+        }
+        return json.dumps(doc, sort_keys=True, indent=1).encode()
 
 
 def decision_method(doc: dict[str, object]) -> str:

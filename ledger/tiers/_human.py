@@ -4,18 +4,16 @@ after being shown what they sign.
 
 from __future__ import annotations
 
-import hashlib
 import io
-import json
 from collections.abc import Callable
 from pathlib import Path
 
 from receipts import (
-    DECISION_METHODS,
-    HUMAN_DECISION_FORMAT,
     HUMAN_DECISION_ID,
     Digest,
     EvidenceRef,
+    FormatError,
+    HumanDecision,
     Signer,
     Tier,
     Verdict,
@@ -93,28 +91,20 @@ def decide(
     ``method`` records how it was given: ``interactive`` (a person answered a prompt at a
     terminal) or ``scripted`` (confirmed by a program, such as `--yes`).
     """
-    if method not in DECISION_METHODS:
-        raise InputError("a decision is given %s" % " or ".join(DECISION_METHODS))
+    try:
+        # Checked before anything is shown: a bad decision is refused, not signed.
+        HumanDecision(approve, fingerprint(signer.public_key_blob), note, "", method)
+    except FormatError as exc:
+        raise InputError(str(exc)) from None
     config = config_hash(contract_bytes)
     current_contract(store, task_id, config)
-    if not approve and not note.strip():
-        raise InputError("a rejection needs a reason")
     stat, verdicts = _diffstat(store, repo, task_id, candidate, config)
     shown = summary(task_id, candidate, verdicts, stat, approve)
     if not confirm(shown):
         return None
     # Whose decision it is belongs in the record: two keys' identical decisions must not
     # collapse into one record hash.
-    doc = {
-        "format": HUMAN_DECISION_FORMAT,
-        "decision": "approve" if approve else "reject",
-        "approver": fingerprint(signer.public_key_blob),
-        "note": note,
-        "shown": shown,
-        "shown_sha256": hashlib.sha256(shown.encode("utf-8")).hexdigest(),
-        "method": method,
-    }
-    data = json.dumps(doc, sort_keys=True, indent=1).encode()
+    data = HumanDecision(approve, fingerprint(signer.public_key_blob), note, shown, method).encode()
     digest, size = store.put_blob_stream(io.BytesIO(data))
     return append_tier_record(
         store,
