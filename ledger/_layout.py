@@ -1,15 +1,49 @@
-"""Where a ledger directory keeps the files people edit and commit: each task's completion
-contract. Imports nothing beyond the standard library, so that the agent hooks, which run
-on every tool call, can use it.
+"""Where a ledger directory keeps the files people edit and commit (each task's completion
+contract, the team's config.toml), and how a task id is found in a branch name or a
+title. Imports nothing beyond the standard library, so that the agent hooks, which run on
+every tool call, can use it.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-__all__ = ["CONTRACTS_DIR", "contract_path"]
+__all__ = ["CONTRACTS_DIR", "DEFAULT_TASK_PATTERN", "contract_path", "find_task", "task_pattern"]
 
 CONTRACTS_DIR = "contracts"
+# Letters, a dash, digits: T-1, TASK-12, ABC-123 (matched in any case, reported in capitals).
+DEFAULT_TASK_PATTERN = r"[A-Za-z][A-Za-z0-9]*-[0-9]+"
+
+
+def task_pattern(ledger_dir: Path) -> str:
+    """The team's task-id pattern: ``task_pattern`` in ``ledger_dir``/config.toml, else the
+    default. A pattern that is not a valid regular expression is refused (ValueError).
+    """
+    try:
+        import tomllib
+
+        with (ledger_dir / "config.toml").open("rb") as fh:
+            pattern = tomllib.load(fh).get("task_pattern", DEFAULT_TASK_PATTERN)
+    except (OSError, ValueError):
+        return DEFAULT_TASK_PATTERN
+    if not isinstance(pattern, str) or not pattern:
+        raise ValueError("task_pattern in %s is not a text pattern" % (ledger_dir / "config.toml"))
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(
+            "task_pattern in %s is not a regular expression: %s" % (ledger_dir / "config.toml", exc)
+        ) from None
+    return pattern
+
+
+def find_task(text: str, pattern: str = DEFAULT_TASK_PATTERN) -> str | None:
+    """The first task id in ``text`` that stands alone (not inside a longer word or number),
+    in capitals; None when there is none.
+    """
+    found = re.search(r"(?<![A-Za-z0-9])(%s)(?![A-Za-z0-9])" % pattern, text, re.IGNORECASE)
+    return found.group(1).upper() if found else None
 
 
 def contract_path(ledger_dir: Path, task: str) -> Path:

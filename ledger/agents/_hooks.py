@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._layout import CONTRACTS_DIR, contract_path
+from .._layout import CONTRACTS_DIR, DEFAULT_TASK_PATTERN, contract_path, find_task, task_pattern
 
 if TYPE_CHECKING:
     from receipts import Contract, ToolPolicy
@@ -58,7 +58,6 @@ EVENTS = {
 TRACE_DIR = "traces"
 STATE_DIR = "hooks"
 CURRENT_TASK = "current-task"
-_TASK_ID = re.compile(r"(?<![A-Za-z0-9])([A-Za-z][A-Za-z0-9]+-[0-9]+)(?![0-9])")
 _SESSION = re.compile(r"[^A-Za-z0-9._-]")
 _ZERO = "0" * 64
 _T = TypeVar("_T")
@@ -83,10 +82,9 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def task_in(text: str) -> str | None:
-    """The first task id (``ABC-123``) in ``text``, in capitals, or None."""
-    found = _TASK_ID.search(text)
-    return found.group(1).upper() if found else None
+def task_in(text: str, pattern: str = DEFAULT_TASK_PATTERN) -> str | None:
+    """The first task id (``T-1``, ``ABC-123``, or the team's ``task_pattern``) in ``text``, in capitals, or None."""
+    return find_task(text, pattern)
 
 
 def _git_dir(start: Path) -> tuple[Path | None, Path | None]:
@@ -121,7 +119,13 @@ def select_task(environ: Mapping[str, str], ledger_dir: Path, git_dir: Path | No
         chosen = (ledger_dir / CURRENT_TASK).read_text(encoding="utf-8").strip()
     except OSError:
         chosen = ""
-    return chosen or task_in(_branch(git_dir))
+    if chosen:
+        return chosen
+    try:
+        pattern = task_pattern(ledger_dir)
+    except ValueError:
+        return None  # no task: the hook says so, and a bad pattern is `ledger`'s to report
+    return task_in(_branch(git_dir), pattern)
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,7 +35,7 @@ from verify.postgres import redact_url
 from .._config import open_source, shared_store
 from .._errors import InputError
 from .._escape import markdown_text
-from .._layout import contract_path
+from .._layout import DEFAULT_TASK_PATTERN, contract_path, find_task, task_pattern
 from ..git._commands import run_git
 from ..git._notes import open_bundle
 from ..git._sync import fetch_receipts, push_receipts
@@ -57,7 +57,6 @@ __all__ = [
 
 STEPS = ("check", "judge", "seal", "gate")
 COMMENT_MARKER = "<!-- receipt-ledger:comment -->"
-_TASK_ID = re.compile(r"(?<![A-Za-z0-9])([A-Za-z][A-Za-z0-9]+-[0-9]+)(?![0-9])")
 _FILE_CHECKS = ("path_exists", "file_contains", "schema_valid", "hash_stable")
 # The key names the action writes; each tier signs with its own role's key.
 KEY_INPUTS = {"deterministic": "ci", "judge": "judge", "seal": "sealer"}
@@ -106,18 +105,22 @@ def parse_event(name: str, payload: Mapping[str, Any]) -> GithubEvent:
     raise InputError("the action runs on pull_request and merge_group events, not %r" % name)
 
 
-def task_from(event: GithubEvent, explicit: str) -> str:
-    """The task id: the input if given, else the first ``ABC-123`` in the branch name,
-    else in the pull request's title, in capitals (branch ``task-1`` is task ``TASK-1``).
+def task_from(event: GithubEvent, explicit: str, pattern: str = DEFAULT_TASK_PATTERN) -> str:
+    """The task id: the input if given, else the first task id (``pattern``, the team's
+    ``task_pattern``) in the branch name, else in the pull request's title, in capitals
+    (branch ``task-1`` is task ``TASK-1``). In a merge queue the branch is the queue's
+    (``gh-readonly-queue/main/pr-7-...``): the task comes from the pull request being
+    merged, whose title heads the queue's commit message, never from that branch.
     """
     if explicit:
         return explicit
-    for text in (event.head_ref, event.title):
-        found = _TASK_ID.search(text)
+    texts = (event.title,) if event.name == "merge_group" else (event.head_ref, event.title)
+    for text in texts:
+        found = find_task(text, pattern)
         if found:
-            return found.group(1).upper()
+            return found
     raise InputError(
-        "no task id: pass the action's `task` input, or name the branch or the pull request title after it (TASK-1)"
+        "no task id: pass the action's `task` input, or name the branch or the pull request title after it (T-1)"
     )
 
 
@@ -303,7 +306,13 @@ def run_action(env: Mapping[str, str], repo: Path, runner: Runner = _run_ledger)
     except (OSError, ValueError) as exc:
         raise InputError("cannot read the event payload %r: %s" % (event_path, exc)) from None
     event = parse_event(env.get("GITHUB_EVENT_NAME", ""), payload)
-    report = ActionReport(task_from(event, env.get("LEDGER_TASK", "").strip()), _steps(env.get("LEDGER_RUN", "all")))
+    try:
+        pattern = task_pattern(repo / ".ledger")
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    report = ActionReport(
+        task_from(event, env.get("LEDGER_TASK", "").strip(), pattern), _steps(env.get("LEDGER_RUN", "all"))
+    )
     remote = env.get("LEDGER_REMOTE", "origin")
     trust_ref = env.get("LEDGER_TRUST_REF", "").strip() or "%s/%s" % (remote, event.base_ref)
     # Checkout brings neither the target branch (where the trust pin is) nor the receipt refs.
