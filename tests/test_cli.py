@@ -68,6 +68,8 @@ def setup_keys() -> None:
 def record_all(human: str = "approve") -> None:
     res = run("check", "T-1", "--key", "ci")
     assert res.exit_code == 0, res.output
+    # The contract calls them checks; so does the table.
+    assert " CHECK " in res.output and "SIGNAL" not in res.output, res.output
     res = run("judge", "T-1", "--key", "judge")
     assert res.exit_code == 0, res.output
     args = ("--reason", "not convinced") if human == "reject" else ("--comment", "looks right")
@@ -367,3 +369,16 @@ def test_one_reading_of_a_moment_for_waivers_and_reports() -> None:
     assert parse_when("2026-01-31T12:00:00+02:00", "--to") == day + 10 * 3600
     with pytest.raises(InputError, match="^--expires takes a date"):
         parse_when("next tuesday", "--expires")
+
+
+def test_a_wrong_passphrase_is_named_as_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ledger import InputError, generate_key_file, load_signer
+
+    path = tmp_path / "keys" / "alice"
+    path.parent.mkdir()
+    generate_key_file(path, "alice", b"right horse battery")
+    monkeypatch.setenv("RECEIPT_LEDGER_PASSPHRASE", "wrong")
+    with pytest.raises(InputError, match=r"wrong passphrase for key .*alice"):
+        load_signer(str(path))
+    monkeypatch.setenv("RECEIPT_LEDGER_PASSPHRASE", "right horse battery")
+    assert load_signer(str(path)).public_key_blob

@@ -60,3 +60,22 @@ def test_without_the_driver_the_local_ledger_works_and_a_shared_store_says_what_
         env=env,
     )
     assert res.returncode == 2 and "receipt-ledger[postgres]" in res.stderr and res.stderr.count("\n") == 1
+
+
+def test_init_refuses_a_password_in_the_store_url_and_says_where_it_goes(tmp_path: Path) -> None:
+    # init writes the store into config.toml for the team: the password would be dropped
+    # there (and the next command fail to connect) or committed. Nothing is written.
+    res = run_cli("--dir", str(tmp_path / ".ledger"), "init", "--store", "postgresql://team:s3cret@127.0.0.1:1/x")
+    assert res.returncode == 2 and "PGPASSWORD" in res.stderr and "s3cret" not in res.stderr, res.stderr
+    assert res.stderr.count("\n") == 1 and not (tmp_path / ".ledger").exists()
+
+
+def test_init_outside_a_git_repository_says_what_that_means(tmp_path: Path) -> None:
+    keys = {"RECEIPT_LEDGER_KEYS": str(tmp_path / "keys")}
+    res = run_cli("--dir", str(tmp_path / "plain" / ".ledger"), "init", env=keys)
+    assert res.returncode == 0 and "not inside a git repository" in res.stderr, res.stderr
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    res = run_cli("--dir", str(repo / ".ledger"), "init", "--admin", "other", env=keys)
+    assert res.returncode == 0 and "not inside a git repository" not in res.stderr, res.stderr

@@ -102,8 +102,12 @@ def _load_key_file(name_or_path: str, ask: Callable[[str], bytes] | None) -> Ed2
         except TypeError:
             if ask is None:
                 raise InputError("private key %s is encrypted: set %s" % (path, PASSPHRASE_ENV)) from None
-            key = serialization.load_ssh_private_key(data, password=ask(str(path)))
+            passphrase = ask(str(path))
+            key = serialization.load_ssh_private_key(data, password=passphrase)
     except (ValueError, TypeError) as exc:
+        if passphrase is not None and "checksum" in str(exc):
+            # What the library says ("Corrupt data: broken checksum") reads as a damaged file.
+            raise InputError("wrong passphrase for key %s (%s)" % (name_or_path, path)) from None
         raise InputError("cannot load private key %s: %s" % (path, exc)) from None
     if not isinstance(key, Ed25519PrivateKey):
         raise InputError("private key %s is not an Ed25519 key" % path)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from receipts import Digest, fingerprint
 
-from .._config import describe_store, write_store_config
+from .._config import describe_store, without_password, write_store_config
+from .._errors import InputError
+from ..git._commands import git_root
 from ..keys._keyring import LoadSigner, genesis_admin
 from ._ledger import Ledger
 
@@ -30,12 +33,26 @@ def init_ledger(root: Path, admin_name: str, key_file: Path | None, store: str |
     for the team to commit), its genesis signed by the admin key `genesis_admin` picks.
 
     Raises:
-        InputError: a ledger is already there, or the key cannot be had.
+        InputError: a ledger is already there, the store URL holds a password, or the key
+            cannot be had.
         StoreError: the shared store cannot be reached or created.
     """
+    if store is not None and urlsplit(store).password is not None:
+        # init names the store in config.toml for the team: a password there would be
+        # committed, and dropping it silently would leave the next command unable to connect.
+        raise InputError(
+            "the store URL holds a password: give it through PGPASSWORD or ~/.pgpass and name the store"
+            " without it (%s)" % without_password(store)
+        )
     signer, got_key = genesis_admin(admin_name, key_file, root, load)
     ledger = Ledger.create(root, signer, admin_name, store=store)
     said = [got_key, "initialised ledger %s" % describe_store(root, store)]
+    if git_root(root.parent if root.parent.exists() else Path.cwd()) is None:
+        said.insert(
+            0,
+            "%s is not inside a git repository: the ledger works here, but receipts cannot be attached"
+            " to commits, and the gate and the agent hooks need one (run `git init` first to have them)" % root.parent,
+        )
     if store is not None and write_store_config(root, store):
         said.append("wrote %s: commit it so that every clone uses the shared ledger" % (root / "config.toml"))
     genesis = ledger.reader.by_seq(0)

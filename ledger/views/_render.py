@@ -348,7 +348,7 @@ def keyring_rows(ring: Keyring) -> list[dict[str, Any]]:
 
 def check_lines(run: CheckRun) -> list[str]:
     """`ledger check`: each check's result, why the tier failed, and the record."""
-    lines = ["  %-20s %-6s %-22s %s" % ("SIGNAL", "RESULT", "EVIDENCE", "REASON")]
+    lines = ["  %-20s %-6s %-22s %s" % ("CHECK", "RESULT", "EVIDENCE", "REASON")]
     # The table shows a prefix (`ledger blob` takes it); --json gives the whole digest.
     lines += ["  %-20s %-6s %-22s %s" % (cid, status, digest[:19], why[:120]) for cid, status, why, digest in run.rows]
     lines += ["attribution: %s" % run.snapshot.strength] + ["fail: %s" % why for why in run.outcome.reasons]
