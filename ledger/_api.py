@@ -99,7 +99,16 @@ if TYPE_CHECKING:
         resolve_blob,
         snapshot_of,
     )
-    from .ladder._records import Evidence, append_tier_record, parse_tiers, record_by_hand, record_tier, seal_receipt
+    from .ladder._records import (
+        Evidence,
+        Sealed,
+        append_tier_record,
+        parse_tiers,
+        record_by_hand,
+        record_tier,
+        seal,
+        seal_receipt,
+    )
     from .ladder._status import (
         DeterministicRun,
         Nudge,
@@ -114,7 +123,7 @@ if TYPE_CHECKING:
     from .store._mirror import PullResult, pull
     from .store._repair import HeadRepair, repair_head
     from .store._retention import PruneReport, prune, set_retention
-    from .tiers import CheckRun, JudgeRun, decide, run_deterministic, run_judge
+    from .tiers import CheckRun, JudgeRun, decide, decision_caveats, run_deterministic, run_judge
     from .transparency._proofs import latest_checkpoint, prove_consistency, prove_inclusion, sign_checkpoint
     from .transparency._tsa import timestamp_checkpoint
     from .transparency._witness import add_cosignatures, cosign, read_log_key
@@ -137,6 +146,7 @@ if TYPE_CHECKING:
         population_lines,
         pr_comment,
         pull_lines,
+        sealed_line,
         signed_bytes,
         stats_lines,
         status_lines,
@@ -232,6 +242,7 @@ __all__ = [
     "run_judge",
     "JudgeRun",
     "decide",
+    "decision_caveats",
     # stored evidence, read back (re-hashed)
     "resolve_blob",
     "evidence_bytes",
@@ -293,9 +304,12 @@ __all__ = [
     "chain_lines",
     "armored_signature",
     "contract_set_line",
+    "sealed_line",
     "key_line",
     "signed_bytes",
     "parse_tiers",
+    "seal",
+    "Sealed",
     "append_tier_record",
     "stats_lines",
     "parse_ks",
@@ -365,9 +379,12 @@ __all__ = [
 _WHERE = {
     "armored_signature": "views._render",
     "contract_set_line": "views._render",
+    "sealed_line": "views._render",
     "key_line": "views._render",
     "signed_bytes": "views._render",
     "parse_tiers": "ladder._records",
+    "seal": "ladder._records",
+    "Sealed": "ladder._records",
     "append_tier_record": "ladder._records",
     "comment_markdown": "audit._verification",
     "stats_lines": "views._render",
@@ -458,6 +475,7 @@ _WHERE = {
     "run_judge": "tiers",
     "JudgeRun": "tiers",
     "decide": "tiers",
+    "decision_caveats": "tiers",
     "evidence_bytes": "ladder._evidence",
     "resolve_blob": "ladder._evidence",
     "evidence_json": "ladder._evidence",

@@ -126,6 +126,15 @@ def test_a_failing_tier_seals_an_honest_non_eligible_receipt(repo: Path) -> None
     assert any(x.startswith("tier human verdict is fail by SHA256:") for x in reasons), reasons
 
 
+def test_seal_says_each_reason_a_receipt_is_not_eligible(repo: Path) -> None:
+    setup_keys()
+    record_all(human="reject")
+    res = run("seal", "T-1", "--key", "sealer")
+    assert res.exit_code == 0 and "merge_eligible=false (entry " in res.stderr, res.stderr
+    assert "\n  not eligible: tier human verdict is fail by SHA256:" in res.stderr, res.stderr
+    assert "not eligible" not in res.stdout  # stdout stays the receipt's hash, for scripts
+
+
 def test_a_tier_without_a_record_becomes_an_explicit_skip(repo: Path) -> None:
     setup_keys()
     assert run("check", "T-1", "--key", "ci").exit_code == 0

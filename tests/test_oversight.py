@@ -28,7 +28,7 @@ from conftest import (
     sign_decision,
     write_rows,
 )
-from ledger import Ledger, add_key, record_event, run_deterministic, run_judge, seal_receipt
+from ledger import Ledger, add_key, decision_caveats, record_event, run_deterministic, run_judge, seal_receipt
 from verify import LedgerSource, Result, TrustRoot, verify_receipt
 
 TRUST = TrustRoot(frozenset({ADMIN_ID}), "t")
@@ -215,3 +215,17 @@ def test_a_decision_that_misstates_itself_approves_nothing(change: dict[str, str
         verdict, reason = r.derive_human(record, "SHA256:x", reader)
         assert verdict is expected, reason
     assert why in reason
+
+
+def test_an_approval_that_will_not_count_says_so_when_given(env: tuple[Path, Ledger]) -> None:
+    contract = _independent()
+    candidate = _ladder(env, contract)
+    _, ledger = env
+    dev = r.fingerprint(DEV.public_key_blob)
+    said = decision_caveats(ledger, "TASK-1", contract, candidate, DEV)
+    assert len(said) == 1 and "will not count: key %s signed the task's answer_proposed event" % dev in said[0]
+    assert decision_caveats(ledger, "TASK-1", contract, candidate, SIGNERS["alice"]) == []
+    # An approval of a candidate the task has moved past is said to be stale.
+    older = r.candidate_hash({"commit": "0" * 40})
+    stale = decision_caveats(ledger, "TASK-1", contract, older, SIGNERS["alice"])
+    assert len(stale) == 1 and "newest checked candidate is %s" % candidate.short() in stale[0]

@@ -92,7 +92,7 @@ def seal(
 ) -> None:
     """Bind the candidate's latest tier records into a signed receipt."""
     found = _contract(ctx, task, contract_path)
-    receipt, appended = lib.seal_receipt(
+    sealed = lib.seal(
         _ledger(ctx),
         task_id=task,
         signer=_signer(key_name),
@@ -100,8 +100,7 @@ def seal(
         extra_required=lib.parse_tiers(require),
         contract_file=found[1] if found else None,
     )
-    said = "sealed %s: merge_eligible=%s" % (task, str(receipt.merge_eligible).lower())
-    emit_appended(as_json, "receipt", appended, receipt, said)
+    emit_appended(as_json, "receipt", sealed.appended, sealed.receipt, lib.sealed_line(task, sealed))
 
 
 @cli.command()

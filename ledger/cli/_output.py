@@ -44,7 +44,8 @@ def emit_appended(as_json: bool, name: str, appended: lib.Appended, body: object
         emit(True, lib.appended_document(name, appended, body), ())
     else:
         click.echo(str(appended.body_hash))
-        click.echo("%s (entry %d)" % (said, appended.seq), err=True)
+        first, _, rest = said.partition("\n")
+        click.echo("%s (entry %d)%s" % (first, appended.seq, "\n" + rest if rest else ""), err=True)
 
 
 def write_out(output: Path | None, text: str, said: str = "") -> None:

@@ -36,12 +36,13 @@ def _decide(
             raise lib.InputError("refusing to sign without confirmation: run on a terminal, or pass --yes")
         return click.confirm("Sign this %s?" % what, err=True)
 
+    ledger, candidate, signer = _ledger(ctx), _candidate(input_spec), _signer(key_name)
     appended = lib.decide(
-        _ledger(ctx),
+        ledger,
         task_id=task,
         contract_bytes=data,
-        candidate=_candidate(input_spec),
-        signer=_signer(key_name),
+        candidate=candidate,
+        signer=signer,
         approve=approve,
         note=note,
         repo=lib.git_root(Path.cwd()),
@@ -53,6 +54,9 @@ def _decide(
         exit_with(False)
     click.echo(str(appended.body_hash))
     click.echo("%s recorded at entry %d" % (what, appended.seq), err=True)
+    if approve:
+        for caveat in lib.decision_caveats(ledger, task, data, candidate, signer):
+            click.echo("warning: %s" % caveat, err=True)
 
 
 @cli.command()

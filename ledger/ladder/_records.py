@@ -40,7 +40,16 @@ from ._contracts import current_contract, register_contract
 from ._events import task_events
 from ._evidence import store_evidence_reader
 
-__all__ = ["Evidence", "record_tier", "record_by_hand", "seal_receipt", "append_tier_record", "parse_tiers"]
+__all__ = [
+    "Evidence",
+    "record_tier",
+    "record_by_hand",
+    "seal_receipt",
+    "seal",
+    "Sealed",
+    "append_tier_record",
+    "parse_tiers",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +199,15 @@ def parse_tiers(text: str) -> tuple[Tier, ...]:
     return tuple(t for t in LADDER if t in chosen)
 
 
+@dataclass(frozen=True, slots=True)
+class Sealed:
+    """A sealed receipt, its entry, and each reason it is not merge-eligible (none when it is)."""
+
+    receipt: LadderReceipt
+    appended: Appended
+    reasons: tuple[str, ...]
+
+
 def seal_receipt(
     ledger: Store,
     *,
@@ -200,10 +218,37 @@ def seal_receipt(
     config_hash: Digest | None = None,
     contract_file: bytes | None = None,
 ) -> tuple[LadderReceipt, Appended]:
+    """`seal` without the reasons: the receipt and its entry."""
+    sealed = seal(
+        ledger,
+        task_id=task_id,
+        signer=signer,
+        input_hash=input_hash,
+        extra_required=extra_required,
+        config_hash=config_hash,
+        contract_file=contract_file,
+    )
+    return sealed.receipt, sealed.appended
+
+
+def seal(
+    ledger: Store,
+    *,
+    task_id: str,
+    signer: Signer,
+    input_hash: Digest,
+    extra_required: tuple[Tier, ...] = (),
+    config_hash: Digest | None = None,
+    contract_file: bytes | None = None,
+) -> Sealed:
     """Bind the latest tier record of each tier for this candidate into a receipt. The
     contract's required tiers are always required; ``extra_required`` can only add. The
     contract is ``config_hash``'s, else that of the file ``contract_file``, else the one the
     candidate's newest record was checked under.
+
+    Returns:
+        The receipt, its entry, and why it is not merge-eligible when it is not (the same
+        reasons `verify` derives again).
     """
     if config_hash is None and contract_file is not None:
         config_hash = receipts_config_hash(contract_file)
@@ -248,7 +293,7 @@ def seal_receipt(
         )
     except FormatError as exc:
         raise InputError(str(exc)) from None
-    return receipt, ledger.append(receipt, signer)
+    return Sealed(receipt, ledger.append(receipt, signer), eligibility.reasons)
 
 
 def _ladder_entries(

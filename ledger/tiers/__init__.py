@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._deterministic import CheckRun, run_advisory, run_deterministic
-    from ._human import decide
+    from ._human import decide, decision_caveats
     from ._judge import JudgeRun, run_judge
 
-__all__ = ["run_deterministic", "run_advisory", "CheckRun", "run_judge", "JudgeRun", "decide"]
+__all__ = ["run_deterministic", "run_advisory", "CheckRun", "run_judge", "JudgeRun", "decide", "decision_caveats"]
 
 # Loaded on first use: an agent hook imports the redactor alone, not the runners.
 _WHERE = {
@@ -24,6 +24,7 @@ _WHERE = {
     "run_advisory": "_deterministic",
     "CheckRun": "_deterministic",
     "decide": "_human",
+    "decision_caveats": "_human",
     "run_judge": "_judge",
     "JudgeRun": "_judge",
 }

@@ -29,7 +29,7 @@ from ..ladder._evidence import snapshot_of
 from ..ladder._records import append_tier_record
 from ..store._ledger import Appended, Store
 
-__all__ = ["decide", "summary"]
+__all__ = ["decide", "summary", "decision_caveats"]
 
 
 def _diffstat(
@@ -117,3 +117,32 @@ def decide(
         verdict=Verdict.PASS if approve else Verdict.FAIL,
         verifier="receipt-ledger human decision",
     )[1]
+
+
+def decision_caveats(store: Store, task_id: str, contract_bytes: bytes, candidate: Digest, signer: Signer) -> list[str]:
+    """Why an approval by ``signer`` of ``candidate`` will not count, said when it is given
+    rather than discovered at the seal: the contract requires approvers independent of the
+    author and this key signed the change's claim or trace; or a newer candidate of the task
+    has been checked since (a receipt for it will not include this approval).
+    """
+    from receipts import author_keys
+
+    from ..ladder._events import task_events
+
+    caveats = []
+    contract = current_contract(store, task_id, config_hash(contract_bytes))
+    key = fingerprint(signer.public_key_blob)
+    if contract.independent_approvers:
+        authors = author_keys([(seq, event.type.value, who) for seq, event, who in task_events(store, task_id)])
+        if key in authors:
+            caveats.append(
+                "this approval will not count: key %s %s, and the contract requires approvers independent"
+                " of the author" % (key, authors[key])
+            )
+    checked = [row.record.input_hash for row in store.records_for(task_id) if row.record.tier is Tier.DETERMINISTIC]
+    if checked and checked[-1] != candidate:
+        caveats.append(
+            "this approval is for candidate %s, but the task's newest checked candidate is %s: a receipt"
+            " for that one will not count it (approve it instead)" % (candidate.short(), checked[-1].short())
+        )
+    return caveats

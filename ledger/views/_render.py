@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ..audit._population import ChangeRow
     from ..audit._stats import FamilyStats
     from ..ci._gate import GateResult, ReceiptCheck
+    from ..ladder._records import Sealed
     from ..ladder._status import StatusReport
     from ..store._ledger import Appended
     from ..store._mirror import PullResult
@@ -400,6 +401,12 @@ def stats_lines(rows: Sequence[FamilyStats]) -> list[str]:
             % (row.family, row.trials, row.successes, row.success_rate or 0.0, low, high, figures, costs)
         )
     return lines
+
+
+def sealed_line(task: str, sealed: Sealed) -> str:
+    """`ledger seal`: whether the receipt is merge-eligible and, when it is not, each reason."""
+    said = "sealed %s: merge_eligible=%s" % (task, str(sealed.receipt.merge_eligible).lower())
+    return "\n".join([said, *("  not eligible: %s" % why for why in sealed.reasons)])
 
 
 def contract_set_line(task: str, data: bytes, appended: Appended | None) -> str:
