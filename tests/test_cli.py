@@ -155,6 +155,8 @@ def test_a_new_commit_is_a_new_candidate(repo: Path) -> None:
     new = json.loads(run("seal", "T-1", "--key", "sealer", "--json").stdout)
     assert new["body"]["merge_eligible"] is False
     assert all(e["skip_reason"] for e in new["body"]["entries"])  # nothing was checked on the new commit
+    # The approval of the commit before is named as stale, not only as missing.
+    assert "1 decision(s) are stale" in new["body"]["entries"][2]["skip_reason"], new["body"]["entries"]
     old = json.loads(run("seal", "T-1", "--key", "sealer", "--input", "HEAD~1", "--json").stdout)
     assert old["body"]["merge_eligible"] is True
 

@@ -252,7 +252,9 @@ def seal(
     """
     if config_hash is None and contract_file is not None:
         config_hash = receipts_config_hash(contract_file)
-    rows = [row for row in ledger.records_for(task_id) if row.record.input_hash == input_hash]
+    every = ledger.records_for(task_id)
+    rows = [row for row in every if row.record.input_hash == input_hash]
+    stale = sum(1 for row in every if row.record.tier is Tier.HUMAN and row.record.input_hash != input_hash)
     if config_hash is None:
         if not rows:
             raise InputError(
@@ -265,7 +267,9 @@ def seal(
     rows = [row for row in rows if row.record.config_hash == config_hash]
     by_hash = {row.digest: row.record for row in rows}
     signers = {row.digest: row.signer for row in rows}
-    entries = _ladder_entries(rows, required, task_id=task_id, input_hash=input_hash, config_hash=config_hash)
+    entries = _ladder_entries(
+        rows, required, task_id=task_id, input_hash=input_hash, config_hash=config_hash, stale_decisions=stale
+    )
     now = _clock.now()
     _refuse_expired_waivers(ledger, rows, entries, contract, now)
     eligibility = derive_merge_eligible(
@@ -297,7 +301,13 @@ def seal(
 
 
 def _ladder_entries(
-    rows: list[RecordRow], required: tuple[Tier, ...], *, task_id: str, input_hash: Digest, config_hash: Digest
+    rows: list[RecordRow],
+    required: tuple[Tier, ...],
+    *,
+    task_id: str,
+    input_hash: Digest,
+    config_hash: Digest,
+    stale_decisions: int = 0,
 ) -> list[TierEntry]:
     """The receipt's slots: the latest record of each machine tier, every human key's latest
     decision, and a skip for each required tier without a record.
@@ -319,7 +329,11 @@ def _ladder_entries(
         if tier in chosen:
             entries.append(TierEntry(tier, records=chosen[tier]))
         elif tier in required:
-            entries.append(TierEntry(tier, skip_reason="no %s record for this candidate and config" % tier))
+            why = "no %s record for this candidate and config" % tier
+            if tier is Tier.HUMAN and stale_decisions:
+                # The reviewer approved an earlier commit: say so, not only that nothing is here.
+                why += " (%d decision(s) are stale: given on earlier candidates)" % stale_decisions
+            entries.append(TierEntry(tier, skip_reason=why))
     return entries
 
 
