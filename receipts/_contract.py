@@ -27,6 +27,7 @@ __all__ = [
     "Contract",
     "ContractError",
     "parse_contract",
+    "check_for_registration",
     "weakenings",
     "WEAKENING_RULES",
     "SIGNAL_TYPES",
@@ -136,10 +137,13 @@ def _check(r: _Reader, raw: Any, i: int) -> Check:
     params = {k: v for k, v in raw.items() if k not in ("id", "type")}
     if ctype in _CHECK_FIELDS:
         required, optional = _CHECK_FIELDS[ctype]
+        # A misspelt field first: "comand" is what the author wrote, "command" what is missing.
+        for field in sorted(params.keys() - required - optional):
+            raise r.fail(
+                "is not a field of a %s check" % ctype + _nearest(field, required | optional), field, "checks", i
+            )
         for field in sorted(required - params.keys()):
             raise r.fail("is required for a %s check" % ctype, field, "checks", i)
-        for field in sorted(params.keys() - required - optional):
-            raise r.fail("is not a field of a %s check" % ctype, field, "checks", i)
         if ctype == "file_contains" and ("literal" in params) == ("regex" in params):
             raise r.fail("needs exactly one of literal or regex", "path", "checks", i)
         if ctype == "absence_verified" and not ({"literal", "regex"} & params.keys()):
@@ -170,6 +174,14 @@ def _tiers(r: _Reader, policy: dict[str, Any]) -> tuple[Tier, ...]:
     if not chosen:
         raise r.fail("must name at least one tier", "required_tiers", "policy")
     return tuple(t for t in LADDER if t in chosen)
+
+
+def _nearest(name: str, known: object) -> str:
+    """``; did you mean X?`` for the closest known name, or nothing when none is close."""
+    import difflib
+
+    close = difflib.get_close_matches(name, sorted(known), n=1)  # type: ignore[call-overload]
+    return "; did you mean %r?" % close[0] if close else ""
 
 
 # Every top-level field a version 1 contract may hold.
@@ -223,8 +235,30 @@ def _timeouts(r: _Reader, budgets: dict[str, Any]) -> tuple[int, int]:
     if not 0 < check_timeout <= total_timeout:
         raise r.fail("must be positive and at most total_timeout_s", "check_timeout_s", "budgets")
     for field in sorted(budgets.keys() - _BUDGET_FIELDS):
-        raise r.fail("is not a budget", field, "budgets")
+        raise r.fail("is not a budget" + _nearest(field, _BUDGET_FIELDS), field, "budgets")
     return check_timeout, total_timeout
+
+
+def check_for_registration(data: bytes, source: str = "contract") -> Contract:
+    """Parse a contract as a writer must before signing it: everything `parse_contract`
+    refuses, and also a check type this runner does not know (which a verifier keeps, and
+    fails, in a contract already signed), named with its line and the nearest known type.
+
+    Raises:
+        ContractError: the first problem, as ``SOURCE:LINE: FIELD: message``.
+    """
+    contract = parse_contract(data, source)
+    r, _ = _document(data, source)
+    for i, check in enumerate(contract.checks):
+        if check.type not in SIGNAL_TYPES:
+            known = "known: %s" % ", ".join(sorted(SIGNAL_TYPES))
+            raise r.fail(
+                "%r is not a check type%s (%s)" % (check.type, _nearest(check.type, SIGNAL_TYPES), known),
+                "type",
+                "checks",
+                i,
+            )
+    return contract
 
 
 def parse_contract(data: bytes, source: str = "contract") -> Contract:
@@ -249,7 +283,7 @@ def parse_contract(data: bytes, source: str = "contract") -> Contract:
     freshness = _get(r, doc, "freshness", dict, {})
     max_age = _get(r, freshness, "max_evidence_age_s", int, None, tname="freshness")
     for field in sorted(doc.keys() - _CONTRACT_FIELDS):
-        raise r.fail("is not a contract field", field)
+        raise r.fail("is not a contract field" + _nearest(field, _CONTRACT_FIELDS), field)
     return Contract(
         task_id=task,
         goal=_get(r, doc, "goal", str, ""),

@@ -190,3 +190,23 @@ def test_tightening_is_not_weakening() -> None:
         repair_attempts=1,
     )
     assert r.weakenings(BASE, tighter) == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('task = "T-1"\npolcy = {}\n', "contract:2: polcy: is not a contract field; did you mean 'policy'?"),
+        (
+            'task = "T-1"\n[budgets]\ncheck_timeout = 5\n',
+            "contract:3: budgets.check_timeout: is not a budget; did you mean 'check_timeout_s'?",
+        ),
+        (
+            'task = "T-1"\n[[checks]]\nid = "t"\ntype = "test_passes"\ncomand = ["true"]\n',
+            "contract:5: checks[0].comand: is not a field of a test_passes check; did you mean 'command'?",
+        ),
+    ],
+)
+def test_a_misspelt_field_is_named_with_its_line_and_the_nearest_name(text: str, said: str) -> None:
+    with pytest.raises(r.ContractError) as caught:
+        r.parse_contract(text.encode())
+    assert str(caught.value) == said

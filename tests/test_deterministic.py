@@ -158,7 +158,9 @@ def test_dropping_the_failing_check_needs_an_admin_and_is_flagged(env: tuple[Pat
         .replace('evidence_required = ["tests"]\n', "")
         .encode()
     )
-    with pytest.raises(InputError, match="weakens the contract.*check tests was dropped"):
+    with pytest.raises(
+        InputError, match="weakens the contract.*check tests was dropped.*`ledger contract set TASK-1 --key ADMIN-KEY`"
+    ):
         check(ledger, repo, lenient)
     register_contract(ledger, "TASK-1", lenient, SIGNERS["admin"])
     run = check(ledger, repo, lenient)
@@ -248,10 +250,28 @@ def test_a_secret_in_test_output_is_redacted(env: tuple[Path, Ledger]) -> None:
     assert run.outcome.verdict is r.Verdict.PASS
 
 
-def test_an_unknown_signal_type_fails_with_a_reason(env: tuple[Path, Ledger]) -> None:
+def test_an_unknown_check_type_is_refused_before_anything_is_signed(env: tuple[Path, Ledger]) -> None:
+    # A typo signed once would be a weakening only an admin could correct: it is bad input
+    # instead, naming the line and the nearest type, and nothing is registered or run.
     repo, ledger = env
-    run = check(ledger, repo, contract_bytes(extra='\n[[checks]]\nid = "vibes"\ntype = "looks_good"\n'))
-    assert run.outcome.verdict is r.Verdict.FAIL and "unknown signal type 'looks_good'" in reasons(run)
+    before = sum(1 for _ in ledger.entries())
+    with pytest.raises(
+        InputError,
+        match=r"c\.toml:\d+: checks\[1\]\.type: 'test_pass' is not a check type; did you mean 'test_passes'\?",
+    ):
+        check(ledger, repo, contract_bytes(extra='\n[[checks]]\nid = "typo"\ntype = "test_pass"\n'))
+    assert sum(1 for _ in ledger.entries()) == before
+
+
+def test_an_unknown_type_in_a_signed_contract_still_fails_closed() -> None:
+    # Contracts signed before (or by another writer) are judged by the rule, which fails
+    # what it cannot evaluate.
+    contract = r.parse_contract(contract_bytes(extra='\n[[checks]]\nid = "vibes"\ntype = "looks_good"\n'))
+    check_ = contract.check("vibes")
+    assert check_ is not None
+    result = {"id": "vibes", "type": "looks_good", "declared": r.declared_params(check_), "facts": {}}
+    ok, why = r.derive_check(check_, result)
+    assert not ok and "unknown signal type 'looks_good'" in why
 
 
 def test_a_command_that_hangs_is_killed_at_its_timeout(env: tuple[Path, Ledger], tmp_path: Path) -> None:

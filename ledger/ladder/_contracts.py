@@ -14,6 +14,7 @@ from receipts import (
     ReceiptsError,
     Signer,
     Waiver,
+    check_for_registration,
     decode_entry,
     weakenings,
 )
@@ -32,9 +33,13 @@ def register_contract(
     weakens the bar is refused unless ``signer`` is an admin key (the store decides).
     """
     try:
-        contract = ContractRevision(task_id, data, None).parse()
+        ContractRevision(task_id, data, None)  # the task id and the bytes' own limits
+        # Refused before anything is signed: a typo signed once is a weakening to correct.
+        contract = check_for_registration(data, source)
     except ReceiptsError as exc:
         raise InputError(str(exc).replace("contract of %s" % task_id, source, 1)) from None
+    if contract.task_id != task_id:
+        raise InputError("%s names task %s" % (source, contract.task_id))
     latest = store.latest_contract(task_id)
     if latest is not None and latest.contract == data:
         return contract, None

@@ -617,8 +617,8 @@ class Ledger:
                 return role
         if lowered:
             raise InputError(
-                "refused: this revision weakens the contract of %s (%s); only an admin key may sign that"
-                % (body.task_id, "; ".join(lowered))
+                "refused: this revision weakens the contract of %s (%s); only an admin key may sign that:"
+                " `ledger contract set %s --key ADMIN-KEY`" % (body.task_id, "; ".join(lowered), body.task_id)
             )
         raise InputError(
             "refused: key %s may not record contract revisions (needs the deterministic or admin role)" % key_id
