@@ -165,7 +165,8 @@ def attempt_outcome(samples: Sequence[SampleOutcome]) -> SampleOutcome:
 
 def derive_judge(run: Mapping[str, Any], replies: Mapping[str, bytes], contract: Contract) -> SampleOutcome:
     """The judge tier's verdict from a recorded run (see docs/format.md §6b) under its
-    contract. Missing or malformed parts count as unusable answers.
+    contract. Missing or malformed parts count as unusable answers; a run in which no
+    sample gave a usable answer is a skip (the judge could not judge), not a verdict.
     """
     skipped = run.get("skipped")
     if isinstance(skipped, str) and skipped:
@@ -188,21 +189,24 @@ def derive_judge(run: Mapping[str, Any], replies: Mapping[str, bytes], contract:
     wanted = run.get("samples", settings.samples)
     if not _is_count(wanted) or wanted < settings.samples:
         return SampleOutcome(Verdict.FAIL, 0, "fewer samples than the contract requires")
-    # The contract's declared author wins; else the author model the run recorded from the
-    # agent's own claim, if any (a run without one is judged as before).
-    author = contract.author_model
-    if author is None and isinstance(run.get("author_model"), str) and run["author_model"]:
-        author = run["author_model"]
-    independent = author is None or model_family(model) != model_family(author)
+    independent = _independent(run, contract, model)
     threshold = contract.judge_threshold_bp
     last: SampleOutcome | None = None
+    problems: list[str] = []  # why samples had no usable answer, in order
+    answered = False
     for attempt in attempts:
         if last is not None and last.verdict is not Verdict.RETRY:
             return SampleOutcome(Verdict.FAIL, 0, "an attempt was made after the judge had ruled")
         answers = _attempt_answers(attempt, replies, backend)
         if len(answers) != wanted:
             answers = ["expected %d sample(s)" % wanted]
+        answered = answered or any(isinstance(a, Answer) for a in answers)
+        problems += [a for a in answers if isinstance(a, str)]
         last = attempt_outcome([sample_outcome(a, threshold_bp=threshold, independent=independent) for a in answers])
+    if last is not None and not answered:
+        # Not one answer came back that could be read: the judge did not judge. That is no
+        # verdict on the candidate (it blocks, as a skip does) and uses up no retries.
+        return SampleOutcome(Verdict.SKIP, 0, "the judge could not judge: %s" % problems[-1])
     if last is None:
         if prior >= cap:
             return SampleOutcome(
@@ -214,6 +218,17 @@ def derive_judge(run: Mapping[str, Any], replies: Mapping[str, bytes], contract:
             Verdict.FAIL, 0, "retries exhausted after %d attempts; last: %s" % (prior + len(attempts), last.reason)
         )
     return last
+
+
+def _independent(run: Mapping[str, Any], contract: Contract, model: str) -> bool:
+    """Whether the judge's model family differs from the author's: the contract's declared
+    author wins; else the author model the run recorded from the agent's own claim, if any
+    (a run without one is judged as before).
+    """
+    author = contract.author_model
+    if author is None and isinstance(run.get("author_model"), str) and run["author_model"]:
+        author = run["author_model"]
+    return author is None or model_family(model) != model_family(author)
 
 
 def _is_count(value: object) -> TypeGuard[int]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 
 import receipts as r
-from conftest import ADMIN_ID, SIGNERS, contract_bytes, judge_table, sign_decision
+from conftest import ADMIN_ID, JUDGE_SCRIPT, SIGNERS, contract_bytes, judge_table, sign_decision
 from ledger import JudgeRun, Ledger, register_contract, run_deterministic, run_judge, seal_receipt
 from verify import LedgerSource, TrustRoot, verify_receipt
 
@@ -127,10 +128,11 @@ def test_accept_at_confidence_069_is_review_not_eligible(env: tuple[Path, Ledger
     assert check.ok and not check.derived_eligible and "tier judge verdict is review" in check.eligibility_reasons
 
 
-def test_prose_without_json_is_retried_then_fails(env: tuple[Path, Ledger]) -> None:
+def test_prose_without_json_is_retried_then_is_no_verdict(env: tuple[Path, Ledger]) -> None:
+    # A judge whose answers cannot be read did not judge: a skip (it blocks), not a fail.
     result, _ = judged(env, judge_table("prose"))
-    assert result.attempts == 3 and result.outcome.verdict is r.Verdict.FAIL
-    assert "retries exhausted after 3 attempts" in result.outcome.reason and "no JSON object" in result.outcome.reason
+    assert result.attempts == 3 and result.outcome.verdict is r.Verdict.SKIP
+    assert "could not judge" in result.outcome.reason and "no JSON object" in result.outcome.reason
 
 
 def test_json_in_a_code_fence_inside_prose_is_read(env: tuple[Path, Ledger]) -> None:
@@ -140,7 +142,7 @@ def test_json_in_a_code_fence_inside_prose_is_read(env: tuple[Path, Ledger]) -> 
 
 def test_a_verdict_the_parser_does_not_know_is_not_a_pass(env: tuple[Path, Ledger]) -> None:
     result, _ = judged(env, judge_table("unknown", max_retries=0))
-    assert result.outcome.verdict is r.Verdict.FAIL and "unknown verdict 'maybe'" in result.outcome.reason
+    assert result.outcome.verdict is r.Verdict.SKIP and "unknown verdict 'maybe'" in result.outcome.reason
 
 
 def test_retries_are_capped_across_runs(env: tuple[Path, Ledger], tmp_path: Path) -> None:
@@ -202,16 +204,16 @@ def test_stats_report_judge_tokens_only_where_the_replies_carry_them(
     assert shown.returncode == 0 and "judge tokens per run: 224" in shown.stdout, shown.stdout + shown.stderr
 
 
-def test_http_500_is_retried_then_fails(env: tuple[Path, Ledger], chat: ChatServer) -> None:
+def test_http_500_is_retried_then_is_no_verdict(env: tuple[Path, Ledger], chat: ChatServer) -> None:
     chat.replies += [(500, b'{"error": "boom"}', False)] * 3
     result, _ = judged(env, openai_table(chat.url))
-    assert result.outcome.verdict is r.Verdict.FAIL and len(chat.requests) == 3 and "HTTP 500" in result.outcome.reason
+    assert result.outcome.verdict is r.Verdict.SKIP and len(chat.requests) == 3 and "HTTP 500" in result.outcome.reason
 
 
 def test_an_endpoint_that_never_answers_times_out(env: tuple[Path, Ledger], chat: ChatServer) -> None:
     chat.replies.append((200, {"verdict": "accept", "confidence": 0.9}, True))
     result, _ = judged(env, openai_table(chat.url, timeout_s=1, max_retries=0))
-    assert result.outcome.verdict is r.Verdict.FAIL and "no answer" in result.outcome.reason
+    assert result.outcome.verdict is r.Verdict.SKIP and "no answer" in result.outcome.reason
 
 
 def test_a_judge_of_the_authors_model_family_is_review(env: tuple[Path, Ledger], chat: ChatServer) -> None:
@@ -323,3 +325,42 @@ def test_the_model_an_agent_claimed_with_takes_the_place_of_author_model(
     receipt = seal_and_verify(env, contract, run.record.input_hash)
     judge_line = next(t for t in receipt.tiers if t.tier is r.Tier.JUDGE)
     assert judge_line.status == verdict.value and not [d for d in receipt.defects if d.code == "verdict-not-entailed"]
+
+
+def test_a_broken_judge_is_no_verdict_and_once_fixed_judges_the_same_candidate(
+    env: tuple[Path, Ledger], tmp_path: Path
+) -> None:
+    # The judge's program is missing, then it exits non-zero with a message: each run says
+    # it could not judge, with the program's own words, and uses up no retries; once
+    # fixed, the same candidate is judged (no new commit needed). The judge comes from
+    # config.toml, so the contract, and with it the candidate's config, never changes.
+    repo, ledger = env
+    contract = contract_bytes(judge="")
+    register_contract(ledger, "TASK-1", contract, SIGNERS["admin"])
+    run = run_deterministic(
+        ledger, repo=repo, task_id="TASK-1", contract_bytes=contract, source="c.toml", signer=SIGNERS["ci"]
+    )
+    config = tmp_path / "config.toml"
+
+    def judge_with(*command: str) -> JudgeRun:
+        config.write_text('[judge]\nbackend = "command"\ncommand = %s\n' % json.dumps(list(command)))
+        return run_judge(
+            ledger,
+            task_id="TASK-1",
+            contract_bytes=contract,
+            candidate=run.record.input_hash,
+            signer=SIGNERS["judge"],
+            config_toml=config,
+        )
+
+    missing = judge_with(str(tmp_path / "no-such-judge"))
+    assert missing.outcome.verdict is r.Verdict.SKIP and missing.attempts == 3
+    assert "could not judge: transport: cannot run the judge command" in missing.outcome.reason
+    assert "no-such-judge" in missing.outcome.reason
+    failing = tmp_path / "failing_judge.py"
+    failing.write_text("import sys\nsys.stderr.write('judge: no API key configured\\n')\nsys.exit(3)\n")
+    broken = judge_with(sys.executable, str(failing))
+    assert broken.outcome.verdict is r.Verdict.SKIP and broken.attempts == 3
+    assert "exited 3: judge: no API key configured" in broken.outcome.reason
+    fixed = judge_with(sys.executable, JUDGE_SCRIPT, "accept", "0.9")
+    assert fixed.outcome.verdict is r.Verdict.PASS and fixed.attempts == 1, fixed.outcome.reason

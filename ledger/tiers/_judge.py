@@ -147,9 +147,15 @@ def _ask(endpoint: Endpoint, request: dict[str, Any]) -> tuple[bytes, bytes | No
         except subprocess.TimeoutExpired:
             return sent, None, None, "no answer within %d s" % endpoint.timeout_s
         except OSError as exc:
-            return sent, None, None, "cannot run the judge command: %s" % (exc.strerror or exc)
+            return sent, None, None, "cannot run the judge command %s: %s" % (endpoint.command[0], exc.strerror or exc)
         if out.returncode != 0:
-            return sent, out.stdout[:MAX_REPLY], out.returncode, "the judge command exited %d" % out.returncode
+            said = out.stderr.decode("utf-8", "replace").strip()[-500:]
+            return (
+                sent,
+                out.stdout[:MAX_REPLY],
+                out.returncode,
+                "the judge command exited %d%s" % (out.returncode, ": " + said if said else ""),
+            )
         return sent, out.stdout[:MAX_REPLY], 0, None
     body = {
         "model": endpoint.model,
@@ -179,7 +185,13 @@ def _prior_attempts(store: Store, task_id: str, candidate: Digest, config: Diges
     total = 0
     for row in store.records_for(task_id):
         rec = row.record
-        if rec.tier is Tier.JUDGE and rec.input_hash == candidate and rec.config_hash == config:
+        # A run in which the judge could not judge (a skip) used up no retries.
+        if (
+            rec.tier is Tier.JUDGE
+            and rec.input_hash == candidate
+            and rec.config_hash == config
+            and rec.verdict is not Verdict.SKIP
+        ):
             doc = record_evidence(store, rec, "judge:run", JUDGE_RUN_FORMAT)
             total += len(doc.get("attempts") or []) if doc is not None else 0
     return total
@@ -309,7 +321,8 @@ def run_judge(
                 for sample in range(n_samples)
             ]
             run["attempts"].append(asked)
-            if derive_judge(run, replies, contract).verdict is not Verdict.RETRY:
+            # A retry, or no usable answer yet (a skip), is asked again up to the cap.
+            if derive_judge(run, replies, contract).verdict not in (Verdict.RETRY, Verdict.SKIP):
                 break
     data = json.dumps(run, sort_keys=True, indent=1).encode()
     kept.put("judge:run", data, JUDGE_RUN_MEDIA_TYPE)
