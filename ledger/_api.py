@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from ._errors import InputError, LedgerError, StoreError
     from ._escape import csv_cell, markdown_text, terminal_text
     from ._files import write_text_atomic
-    from ._layout import contract_path
+    from ._layout import DEFAULT_TASK_PATTERN, contract_path, find_task, task_pattern
     from .agents._hooks import HookAnswer, folds_case, project_relative, run_hook, task_in
     from .agents._install import (
         HookInstall,
@@ -167,6 +167,9 @@ __all__ = [
     "write_store_config",
     "write_text_atomic",
     "contract_path",
+    "find_task",
+    "task_pattern",
+    "DEFAULT_TASK_PATTERN",
     "set_retention",
     "timestamp_checkpoint",
     "prune",
@@ -425,6 +428,9 @@ _WHERE = {
     "write_store_config": "_config",
     "write_text_atomic": "_files",
     "contract_path": "_layout",
+    "find_task": "_layout",
+    "task_pattern": "_layout",
+    "DEFAULT_TASK_PATTERN": "_layout",
     "set_retention": "store._retention",
     "timestamp_checkpoint": "transparency._tsa",
     "prune": "store._retention",

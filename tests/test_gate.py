@@ -226,3 +226,35 @@ def test_a_receipt_without_a_bundle_is_read_only_from_a_ledger_the_caller_names(
     named = run_cli("--dir", ".ledger", "gate", "--json", cwd=repo, env=env)
     checked = json.loads(named.stdout)["receipts"][0]
     assert checked["origin"] == "ledger" and checked["result"]["verified"] is True, checked
+
+
+def test_a_queue_receipt_without_approvals_does_not_turn_the_reviewed_tree_red(
+    flow: tuple[Path, dict[str, str], str],
+) -> None:
+    # The merge queue's commit holds the reviewed tree; its CI reran check, judge and seal
+    # there: a new candidate with no approvals, so a receipt that is not eligible but records
+    # no failure. It must not outvote the reviewed receipt of the same tree (format.md §12).
+    repo, env, receipt = flow
+    assert run_cli("attach", receipt, cwd=repo, env=env).returncode == 0
+    reviewed = git(repo, "rev-parse", "HEAD")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "TASK-1: friendlier greeting (#7)")
+    # The queue compares with the target branch, here the commit before the reviewed one.
+    for args in (("check", "TASK-1", "--key", "ci", "--base", reviewed + "~1"), ("judge", "TASK-1", "--key", "judge")):
+        res = run_cli(*args, cwd=repo, env=env)
+        assert res.returncode == 0, res.stdout + res.stderr
+    queued = run_cli("seal", "TASK-1", "--key", "sealer", cwd=repo, env=env)
+    assert queued.returncode == 0 and "merge_eligible=false" in queued.stderr, queued.stderr
+    assert run_cli("attach", queued.stdout.strip(), "--key", "sealer", cwd=repo, env=env).returncode == 0
+    state = repo.parent / "gate-audit.json"
+    for rev in (reviewed, "HEAD"):
+        gated = run_cli("--dir", ".ledger", "gate", rev, "--audit-state", str(state), "--json", cwd=repo, env=env)
+        assert gated.returncode == 0 and json.loads(gated.stdout)["receipt"] == receipt, gated.stdout
+    # A human rejection on that tree still decides: nothing outvotes a recorded failure.
+    rejected = ("reject", "TASK-1", "--key", "alice", "--yes", "--reason", "the queue build differs")
+    assert run_cli(*rejected, cwd=repo, env=env).returncode == 0
+    blocking = run_cli("seal", "TASK-1", "--key", "sealer", cwd=repo, env=env).stdout.strip()
+    assert run_cli("attach", blocking, "--key", "sealer", cwd=repo, env=env).returncode == 0
+    for rev in (reviewed, "HEAD"):
+        gated = run_cli("--dir", ".ledger", "gate", rev, "--audit-state", str(state), "--json", cwd=repo, env=env)
+        doc = json.loads(gated.stdout)
+        assert gated.returncode == 1 and "the newest receipt decides" in doc["reasons"][0], gated.stdout

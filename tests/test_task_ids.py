@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger import InputError, parse_event, task_from
-from ledger._layout import find_task, task_pattern
+from ledger import InputError, find_task, parse_event, task_from, task_pattern
 
 
 def _pull_request(branch: str, title: str) -> dict[str, object]:

@@ -73,6 +73,7 @@ class Result:
     trust: str
     task_id: str | None = None
     candidate: str | None = None
+    config: str | None = None  # the receipt's contract revision (config hash)
     claimed_eligible: bool | None = None
     derived_eligible: bool | None = None
     eligibility_reasons: tuple[str, ...] = ()
@@ -108,6 +109,7 @@ class Result:
             "trust": self.trust,
             "task": self.task_id,
             "candidate": self.candidate,
+            "config": self.config,
             "merge_eligible_claimed": self.claimed_eligible,
             "merge_eligible_derived": self.derived_eligible,
             "eligibility_reasons": list(self.eligibility_reasons),

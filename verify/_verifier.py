@@ -176,6 +176,7 @@ def _verify_once(source: Source, target: str, trust: Trust, policy: Transparency
         trust=walk.trust_label,
         task_id=receipt.task_id,
         candidate=str(receipt.input_hash),
+        config=str(receipt.config_hash),
         # A human record the receipt lists is checked in step 5 and met again in step 6: report it once.
         defects=tuple(dict.fromkeys((*walk.defects, *step4, *step5.defects, *step6, *step7, *step8.defects, *step8d))),
         claimed_eligible=receipt.merge_eligible,

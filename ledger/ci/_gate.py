@@ -65,6 +65,17 @@ class ReceiptCheck:
     def lets_through(self) -> bool:
         return self.ok and self.result is not None and bool(self.result.derived_eligible)
 
+    @property
+    def only_incomplete(self) -> bool:
+        """Verified and not eligible, yet recording no failure: every tier record it lists
+        passed, and what is missing is records (a skipped or missing tier, too few
+        approvals). A merge queue's or a rerun's receipt on a reviewed tree is one.
+        """
+        r = self.result
+        if not self.ok or r is None or self.lets_through:
+            return False
+        return all(line.status in ("pass", "skip", "missing") for line in r.tiers)
+
     def why_not(self) -> str:
         h = self.note.receipt
         if self.result is None:
@@ -347,13 +358,31 @@ def _deciding(checks: list[ReceiptCheck]) -> ReceiptCheck | None:
     """The newest verified receipt of the candidate: an older eligible one must not outvote a
     later rejection or a later weakening. Sealed in the same second, the one that blocks wins
     (fail closed); then the exact commit before a same-tree one.
+
+    One exception (format.md §12): a newest receipt that records no failure, only missing
+    records (a merge queue's or a rerun's receipt on the reviewed tree, without its
+    approvals), does not outvote the newest eligible receipt of the same task under the
+    same contract revision sealed before it: nothing new failed. A failing check, a
+    judge's doubt or a human rejection in it still decides.
     """
     verified = [c for c in checks if c.ok and c.result is not None]
-    return max(
-        verified,
-        key=lambda c: (c.result.sealed_at or 0 if c.result else 0, not c.lets_through, c.match == "commit"),
-        default=None,
-    )
+
+    def order(c: ReceiptCheck) -> tuple[int, bool, bool]:
+        return (c.result.sealed_at or 0 if c.result else 0, not c.lets_through, c.match == "commit")
+
+    newest = max(verified, key=order, default=None)
+    if newest is None or newest.result is None or not newest.only_incomplete:
+        return newest
+    same = (newest.result.task_id, newest.result.config)
+    earlier = [
+        c
+        for c in verified
+        if c.lets_through
+        and c.result is not None
+        and (c.result.task_id, c.result.config) == same
+        and order(c) <= order(newest)
+    ]
+    return max(earlier, key=order, default=newest)
 
 
 def _why_blocked(

@@ -212,13 +212,20 @@ class ActionReport:
         return bool(self.tier_exits) and all(code == 0 for code in self.tier_exits.values())
 
 
-def _steps(text: str) -> tuple[str, ...]:
+def _steps(text: str, event: str = "pull_request") -> tuple[str, ...]:
+    """The steps the ``run`` input names; ``auto`` (the default) is every step on a pull
+    request and the gate alone in a merge queue, whose commit holds the reviewed tree.
+    """
+    if text.strip() in ("", "auto"):
+        return ("gate",) if event == "merge_group" else STEPS
     asked = [s.strip() for s in text.split(",") if s.strip()] or ["all"]
     if "all" in asked:
         return STEPS
     unknown = [s for s in asked if s not in STEPS]
     if unknown:
-        raise InputError("the action's `run` input takes %s or all, not %s" % (", ".join(STEPS), ", ".join(unknown)))
+        raise InputError(
+            "the action's `run` input takes %s, all or auto, not %s" % (", ".join(STEPS), ", ".join(unknown))
+        )
     return tuple(s for s in STEPS if s in asked)
 
 
@@ -311,7 +318,7 @@ def run_action(env: Mapping[str, str], repo: Path, runner: Runner = _run_ledger)
     except ValueError as exc:
         raise InputError(str(exc)) from None
     report = ActionReport(
-        task_from(event, env.get("LEDGER_TASK", "").strip(), pattern), _steps(env.get("LEDGER_RUN", "all"))
+        task_from(event, env.get("LEDGER_TASK", "").strip(), pattern), _steps(env.get("LEDGER_RUN", "auto"), event.name)
     )
     remote = env.get("LEDGER_REMOTE", "origin")
     trust_ref = env.get("LEDGER_TRUST_REF", "").strip() or "%s/%s" % (remote, event.base_ref)

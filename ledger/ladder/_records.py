@@ -252,19 +252,9 @@ def seal(
     """
     if config_hash is None and contract_file is not None:
         config_hash = receipts_config_hash(contract_file)
-    every = ledger.records_for(task_id)
-    rows = [row for row in every if row.record.input_hash == input_hash]
-    stale = sum(1 for row in every if row.record.tier is Tier.HUMAN and row.record.input_hash != input_hash)
-    if config_hash is None:
-        if not rows:
-            raise InputError(
-                "task %s has no tier records for candidate %s; pass --config to seal an empty ladder"
-                % (task_id, input_hash.short())
-            )
-        config_hash = rows[-1].record.config_hash
+    rows, config_hash, stale = _candidate_rows(ledger, task_id, input_hash, config_hash)
     contract = current_contract(ledger, task_id, config_hash)
     required = tuple(t for t in LADDER if t in contract.required_tiers or t in extra_required)
-    rows = [row for row in rows if row.record.config_hash == config_hash]
     by_hash = {row.digest: row.record for row in rows}
     signers = {row.digest: row.signer for row in rows}
     entries = _ladder_entries(
@@ -298,6 +288,26 @@ def seal(
     except FormatError as exc:
         raise InputError(str(exc)) from None
     return Sealed(receipt, ledger.append(receipt, signer), eligibility.reasons)
+
+
+def _candidate_rows(
+    ledger: Store, task_id: str, input_hash: Digest, config_hash: Digest | None
+) -> tuple[list[RecordRow], Digest, int]:
+    """The task's records of this candidate under the contract (``config_hash``, else the one
+    its newest record was checked under), the contract, and how many human decisions were
+    given on other candidates (stale for this one).
+    """
+    every = ledger.records_for(task_id)
+    rows = [row for row in every if row.record.input_hash == input_hash]
+    stale = sum(1 for row in every if row.record.tier is Tier.HUMAN and row.record.input_hash != input_hash)
+    if config_hash is None:
+        if not rows:
+            raise InputError(
+                "task %s has no tier records for candidate %s; pass --config to seal an empty ladder"
+                % (task_id, input_hash.short())
+            )
+        config_hash = rows[-1].record.config_hash
+    return [row for row in rows if row.record.config_hash == config_hash], config_hash, stale
 
 
 def _ladder_entries(
