@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from .agents._hooks import HookAnswer, folds_case, project_relative, run_hook, task_in
     from .agents._install import (
         HookInstall,
+        hook_command,
         install_hooks,
         key_custody_warnings,
         plugin_dir,
@@ -368,6 +369,7 @@ __all__ = [
     "VSA_PREDICATE_TYPE",
     "status_lines",
     "install_hooks",
+    "hook_command",
     "uninstall_hooks",
     "settings_path",
     "key_custody_warnings",
@@ -575,6 +577,7 @@ _WHERE = {
     "VSA_PREDICATE_TYPE": "exports._intoto",
     "status_lines": "views._render",
     "install_hooks": "agents._install",
+    "hook_command": "agents._install",
     "uninstall_hooks": "agents._install",
     "settings_path": "agents._install",
     "key_custody_warnings": "agents._install",

@@ -8,14 +8,16 @@ import fnmatch
 import hashlib
 import json
 import os
+import shlex
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conftest import GIT_ENV, LEDGER, contract_bytes, git, make_repo, run_cli
-from ledger import folds_case, project_relative
+from ledger import folds_case, hook_command, project_relative
 
 VECTORS = Path(__file__).parent / "vectors" / "hooks"
 TOOLS = """
@@ -294,7 +296,7 @@ def test_install_then_uninstall_leaves_other_hooks_untouched(agent: str, tmp_pat
     assert "PreToolUse" in added and "Stop" in added and ("SessionEnd" in added) == (agent == "claude-code")
     installed = json.loads(path.read_text())
     assert installed["hooks"]["PreToolUse"][0] == theirs["hooks"]["PreToolUse"][0]
-    assert any(h["command"] == "ledger hook stop" for g in installed["hooks"]["Stop"] for h in g["hooks"])
+    assert any(h["command"] == hook_command("stop") for g in installed["hooks"]["Stop"] for h in g["hooks"])
     again = run_cli("hook", "install", "--agent", agent, "--json", cwd=repo, env=env)
     assert json.loads(again.stdout)["added"] == [] and json.loads(path.read_text()) == installed
     removed = run_cli("hook", "uninstall", "--agent", agent, "--json", cwd=repo, env=env)
@@ -307,7 +309,9 @@ def test_the_shipped_plugin_calls_the_same_commands_install_writes(tmp_path: Pat
     written = tmp_path / "settings.json"
     install_hooks(written, "claude-code")
     shipped = json.loads((plugin_dir() / "hooks" / "hooks.json").read_text())
-    assert shipped["hooks"] == json.loads(written.read_text())["hooks"]
+    # The same commands, run through `ledger` on PATH instead of this interpreter's path.
+    runner = json.dumps(shlex.quote(sys.executable) + " -m ledger")[1:-1]
+    assert shipped["hooks"] == json.loads(written.read_text().replace(runner, "ledger"))["hooks"]
     assert json.loads((plugin_dir() / ".claude-plugin" / "plugin.json").read_text())["name"] == "receipt-ledger"
 
 
@@ -456,3 +460,33 @@ def test_case_is_folded_where_the_file_system_folds_it(box: Box) -> None:
     assert any(fnmatch.fnmatchcase(args["file_path"], g) for g in globs)
     args, globs = project_relative(repo, repo, "Write", odd, protected, False)
     assert not any(fnmatch.fnmatchcase(args["file_path"], g) for g in globs)
+
+
+def test_the_installed_hook_fails_closed_where_ledger_cannot_be_run(box: Box, tmp_path: Path) -> None:
+    # An agent treats a hook's exit other than 2 as a non-blocking error: a hook whose
+    # `ledger` cannot be found (127) would silently let every tool call through.
+    payload = json.dumps(
+        {"session_id": "s1", "hook_event_name": "PreToolUse", "tool_name": "Read", "cwd": str(box.repo)}
+    )
+    off_path = {**box.env, "PATH": str(tmp_path / "empty-bin")}  # `ledger` is not on it
+    installed = subprocess.run(
+        ["/bin/sh", "-c", hook_command("pre-tool-use")],
+        input=payload,
+        cwd=box.repo,
+        env=off_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert installed.returncode == 0, installed.stderr  # the absolute interpreter needs no PATH
+    for runner in ("ledger", shlex.quote(str(tmp_path / "gone" / "python")) + " -m ledger"):
+        broken = subprocess.run(
+            ["/bin/sh", "-c", hook_command("pre-tool-use", runner=runner)],
+            input=payload,
+            cwd=box.repo,
+            env=off_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert broken.returncode == 2 and "blocking until it can" in broken.stderr, (runner, broken.stderr)

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import stat
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,8 +48,21 @@ _TIMEOUTS = {"stop": 600, "subagent-stop": 600, "session-end": 60}
 _DEFAULT_TIMEOUT = 30
 
 
-def hook_command(event: str) -> str:
-    return "ledger hook %s" % event
+def hook_command(event: str, runner: str | None = None) -> str:
+    """The shell command an agent runs for ``event``, failing closed. ``runner`` is how
+    ``ledger`` is run: by default this interpreter by its absolute path (an agent's PATH
+    need not hold ``ledger``); the shipped plugin uses ``ledger`` from PATH. An agent
+    treats a hook that exits with anything but 2 as a non-blocking error, so a hook that
+    cannot run at all (126, 127: not found, moved, removed) exits 2 instead: the gate stays
+    shut and says why, rather than silently letting the agent through.
+    """
+    run = runner if runner is not None else shlex.quote(sys.executable) + " -m ledger"
+    said = "receipt-ledger: cannot run %s: blocking until it can (ledger hook install)" % run.replace("'", "")
+    return "%s hook %s; rc=$?; if [ $rc -eq 126 ] || [ $rc -eq 127 ]; then echo '%s' >&2; exit 2; fi; exit $rc" % (
+        run,
+        event,
+        said,
+    )
 
 
 def plugin_dir() -> Path:
@@ -92,7 +108,11 @@ def _write(path: Path, doc: dict[str, Any]) -> None:
 
 
 def _ours(handler: Any) -> bool:
-    return isinstance(handler, dict) and str(handler.get("command", "")).startswith("ledger hook ")
+    # The bare form of earlier releases, and the fail-closed form of `hook_command`.
+    return (
+        isinstance(handler, dict)
+        and re.search(r"(^| )ledger hook [a-z-]+", str(handler.get("command", ""))) is not None
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +147,14 @@ def install_hooks(path: Path, agent: str, warnings: tuple[str, ...] = ()) -> Hoo
             for g in groups
         ):
             continue
+        # An older handler of ours (the bare `ledger hook` form) is replaced, not doubled.
+        groups[:] = [
+            {**g, "hooks": [h for h in g["hooks"] if not _ours(h)]}
+            if isinstance(g, dict) and isinstance(g.get("hooks"), list)
+            else g
+            for g in groups
+        ]
+        groups[:] = [g for g in groups if not (isinstance(g, dict) and g.get("hooks") == [])]
         group: dict[str, Any] = {
             "hooks": [{"type": "command", "command": command, "timeout": _TIMEOUTS.get(event, _DEFAULT_TIMEOUT)}]
         }
