@@ -490,3 +490,20 @@ def test_the_installed_hook_fails_closed_where_ledger_cannot_be_run(box: Box, tm
             timeout=60,
         )
         assert broken.returncode == 2 and "blocking until it can" in broken.stderr, (runner, broken.stderr)
+
+
+def test_the_ledgers_files_and_the_agents_settings_are_protected_whatever_the_contract_says(box: Box) -> None:
+    # The README's example contract names no protected paths and no tool policy: the agent
+    # still cannot write the ledger, its contracts or the hook settings that run the gate.
+    (box.repo / ".ledger" / "contracts" / "TASK-1.toml").write_bytes(contract_bytes())
+    repo = str(box.repo)
+    for path in (
+        ".ledger/ledger.db",
+        ".ledger/contracts/TASK-1.toml",
+        ".ledger/allowed_signers",
+        ".claude/settings.json",
+        ".codex/hooks.json",
+    ):
+        decided = _write(box, repo, path)
+        assert decided is not None and decided[0] == "deny" and "a protected path" in decided[1], (path, decided)
+    assert _write(box, repo, "app.py") is None

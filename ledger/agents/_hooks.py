@@ -317,18 +317,31 @@ def _permission(decision: str, reason: str) -> HookAnswer:
     return HookAnswer(0, json.dumps(doc) + "\n")
 
 
+# What an agent never writes, whatever its contract says: the agents' own hook settings
+# (a write there could switch the gate off). The ledger's folder is added per project.
+_AGENT_SETTINGS = (".claude/settings.json", ".claude/settings.local.json", ".codex/hooks.json", ".codex/config.toml")
+
+
+def _always_protected(where: _Where) -> tuple[str, ...]:
+    """The ledger's own files (its database, contracts, trust pin, config, traces) and the
+    agents' hook settings, as globs relative to the project.
+    """
+    try:
+        ledger = where.ledger_dir.resolve().relative_to(where.repo.resolve()).as_posix()
+    except ValueError:
+        return _AGENT_SETTINGS  # a ledger outside the project is out of the agent's reach here
+    return (ledger + "/*", *_AGENT_SETTINGS)
+
+
 def _pre_tool_use(where: _Where, payload: dict[str, Any] | None, problem: str | None) -> HookAnswer:
     try:
         rules = _rules(where)
     except _CannotEvaluate as exc:
         return _permission("deny", "cannot evaluate the tool policy: %s" % exc)
-    if rules is None:
-        return HookAnswer(0, "", "receipt-ledger: no contract for %s; the tool policy is not checked\n" % where.task)
     from receipts import REJECTED, REQUIRES_HUMAN, ToolPolicy, decide_tool_call
 
-    policy, protected, secrets = rules
-    if policy == ToolPolicy() and not protected:
-        return HookAnswer()
+    policy, protected, secrets = rules if rules is not None else (ToolPolicy(), (), ())
+    protected = (*protected, *_always_protected(where))
     tool = payload.get("tool_name") if payload else None
     if problem is not None or not isinstance(tool, str):
         return _permission("deny", "cannot evaluate this call: %s" % (problem or "the payload names no tool"))
