@@ -214,7 +214,8 @@ def test_the_repair_loop_as_an_agent_drives_it(box: Box) -> None:
     status = json.loads(run_cli("status", "TASK-1", "--json", cwd=box.repo, env=box.env).stdout)
     # Verifying, not done: the advisory pass in the agent's box is no receipt.
     assert status["tasks"]["TASK-1"]["state"] == "VERIFYING", status
-    assert status["nudge"]["unverified"] == 2
+    # The blocked Stop was a repair step, not a claim: only the final one waits for CI.
+    assert (status["nudge"]["claims"], status["nudge"]["unverified"]) == (1, 1), status["nudge"]
 
 
 @pytest.mark.parametrize("sets_the_flag", [True, False])
@@ -507,3 +508,16 @@ def test_the_ledgers_files_and_the_agents_settings_are_protected_whatever_the_co
         decided = _write(box, repo, path)
         assert decided is not None and decided[0] == "deny" and "a protected path" in decided[1], (path, decided)
     assert _write(box, repo, "app.py") is None
+
+
+def test_a_failing_stop_shows_the_agent_the_failing_tests_own_output(box: Box) -> None:
+    # "tests: exit code 1" tells an agent nothing to fix; the test runner's last lines do.
+    command = (
+        "import sys; print('collected 2 items'); "
+        "print('FAILED test_app.py::test_greeting - AssertionError: hi != Hello'); sys.exit(1)"
+    )
+    (box.repo / ".ledger" / "contracts" / "TASK-1.toml").write_bytes(contract_bytes(command=command))
+    res = box.hook("stop", payload("claude-code", "stop", cwd=str(box.repo), stop_hook_active=False))
+    reason = json.loads(res.stdout)["reason"]
+    assert "- tests: exit code 1; its last output:" in reason, reason
+    assert "    FAILED test_app.py::test_greeting - AssertionError: hi != Hello" in reason, reason

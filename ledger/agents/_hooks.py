@@ -496,11 +496,18 @@ def _advisory(where: _Where, problem: str | None) -> tuple[list[tuple[str, str]]
         from ..tiers._deterministic import run_advisory
 
         rows = run_advisory(where.repo, contract, environ=dict(where.environ))
-        failing = [(check, why) for check, ok, why in rows if not ok]
+        failing = [(check, _with_output(why, tail)) for check, ok, why, tail in rows if not ok]
         return failing, "fail" if failing else "pass", budget
     except Exception as exc:  # a check runner that breaks is a reason to keep going, within the budget
         why = "cannot evaluate: %s" % (str(exc).splitlines() or [type(exc).__name__])[0]
         return [("(hook)", why)], "unevaluated", budget
+
+
+def _with_output(why: str, tail: str) -> str:
+    """A failing check's reason with the last lines it printed, indented under it."""
+    if not tail:
+        return why
+    return "%s; its last output:\n%s" % (why, "\n".join("    " + line for line in tail.splitlines()))
 
 
 def _claim_context(payload: dict[str, Any], state: dict[str, Any], fields: dict[str, str]) -> bytes | None:

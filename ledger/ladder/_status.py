@@ -128,8 +128,17 @@ _EVENT_STEPS = {
 }
 
 
+def is_repair_step(ev: TaskEvent) -> bool:
+    """A claim the Stop hook blocked: the agent was sent back to repair, it did not claim
+    to be done (its ``outcome`` field says ``blocked``).
+    """
+    return ev.type is EventType.ANSWER_PROPOSED and ev.field("outcome") == "blocked"
+
+
 def _event_step(ev: TaskEvent) -> Step | None:
     cand = str(ev.candidate) if ev.candidate else None
+    if is_repair_step(ev):
+        return None
     if ev.type in _EVENT_STEPS:
         return Step(_EVENT_STEPS[ev.type], cand)
     if ev.type is EventType.EFFECT_BEGIN:
@@ -166,13 +175,14 @@ class Nudge:
 def nudge(store: Store, window: int = 50, threshold: float = 0.3) -> Nudge:
     """Over the last ``window`` claims, the share with no deterministic run on the claimed
     candidate after the claim. Alert above ``threshold`` (strictly), with at least 3 claims.
+    A Stop the hook blocked is a repair step, not a claim (`is_repair_step`).
     """
     claims: list[tuple[int, str, str | None]] = []
     runs: list[tuple[int, str, str]] = []
     for stored in store.entries():
         if stored.kind == EntryKind.EVENT.value:
             ev = decode_as(TaskEvent, stored.body)
-            if ev.type is EventType.ANSWER_PROPOSED:
+            if ev.type is EventType.ANSWER_PROPOSED and not is_repair_step(ev):
                 claims.append((stored.seq, ev.task_id, str(ev.candidate) if ev.candidate else None))
         elif stored.kind == EntryKind.TIER_RECORD.value:
             rec = decode_as(TierRecord, stored.body)

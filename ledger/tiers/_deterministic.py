@@ -9,7 +9,7 @@ import io
 import json
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, cast
@@ -170,26 +170,47 @@ def _subtasks(store: Store, contract: Contract) -> tuple[str, ...]:
 
 
 class _Discard:
-    """A blob sink for advisory runs: hashes what a check would have stored, keeps nothing."""
+    """A blob sink for advisory runs: hashes what a check would have stored, and keeps only
+    the last part of each, in memory, to show the agent why a check failed.
+    """
+
+    KEEP = 8 << 10
+
+    def __init__(self) -> None:
+        self.tails: dict[Digest, bytes] = {}
 
     def put_blob_stream(self, stream: BinaryIO) -> tuple[Digest, int]:
         data = stream.read()
-        return content_digest(data), len(data)
+        digest = content_digest(data)
+        self.tails[digest] = data[-self.KEEP :]
+        return digest, len(data)
+
+
+def _output_tail(sink: _Discard, refs: Sequence[EvidenceRef], check_id: str, lines: int = 15) -> str:
+    """The last lines a failing check printed (its stdout, then its stderr), for the agent."""
+    text = ""
+    for part in ("stdout", "stderr"):
+        ref = next((r for r in refs if r.check_id == "check:%s:%s" % (check_id, part)), None)
+        if ref is not None and sink.tails.get(ref.digest):
+            text += sink.tails[ref.digest].decode("utf-8", "replace")
+    return "\n".join(text.strip().splitlines()[-lines:])
 
 
 def run_advisory(
     repo: Path, contract: Contract, waived: Mapping[str, str] | None = None, environ: dict[str, str] | None = None
-) -> tuple[tuple[str, bool, str], ...]:
+) -> tuple[tuple[str, bool, str, str], ...]:
     """Run every check of ``contract`` on the working tree as it is, for the agent's own
     loop: nothing is stored and nothing is signed (the agent's box holds no deterministic
-    key, and this never replaces the signed tier). Rows of (check id, passed, reason);
-    a failing check that ``waived`` names passes, with the waiver as its reason.
+    key, and this never replaces the signed tier). Rows of (check id, passed, reason, the
+    last lines a failing check printed); a failing check that ``waived`` names passes, with
+    the waiver as its reason.
     """
     env = dict(os.environ if environ is None else environ)
+    sink = _Discard()
     ctx = Context(
         repo=repo,
         contract=contract,
-        store=cast(Store, _Discard()),
+        store=cast(Store, sink),
         redactor=Redactor(contract.secret_env, env),
         deadline=time.monotonic() + contract.total_timeout_s,
         environ=env,
@@ -197,13 +218,14 @@ def run_advisory(
     rows = []
     before = untracked(repo)
     for check in contract.checks:
-        result = json.loads(json.dumps(evaluate(ctx, check).result))
+        evaluated = evaluate(ctx, check)
+        result = json.loads(json.dumps(evaluated.result))
         ok, why = derive_check(check, result)
         if not ok and waived and check.id in waived:
             ok, why = True, "waived: %s" % waived[check.id]
-        rows.append((check.id, ok, why))
+        rows.append((check.id, ok, why, "" if ok else _output_tail(sink, evaluated.refs, check.id)))
     remember_check_outputs(repo, before)
     if not contract.checks and not contract.no_op:
         # §6a fails such a task in the signed tier: an empty table must not read as a pass here.
-        rows.append(("(contract)", False, "the contract declares no checks: nothing was verified"))
+        rows.append(("(contract)", False, "the contract declares no checks: nothing was verified", ""))
     return tuple(rows)
