@@ -393,3 +393,17 @@ def test_a_wrong_passphrase_is_named_as_one(tmp_path: Path, monkeypatch: pytest.
         load_signer(str(path))
     monkeypatch.setenv("RECEIPT_LEDGER_PASSPHRASE", "right horse battery")
     assert load_signer(str(path)).public_key_blob
+
+
+def test_commands_take_the_hash_prefix_that_tables_print(repo: Path) -> None:
+    setup_keys()
+    record_all()
+    full = run("seal", "T-1", "--key", "sealer").stdout.strip()
+    for prefix in (full[:15], full[7:19], full[:19] + "…"):  # blake3: and 8 digits, 12 bare, as a table cuts it
+        shown = run("show", prefix, "--json")
+        assert shown.exit_code == 0 and json.loads(shown.stdout)["entry"]["body_hash"] == full, (prefix, shown.output)
+        assert run("verify", prefix).exit_code == 0, prefix
+    missing = run("show", "blake3:00000000")
+    assert missing.exit_code == 2 and "no entry, record or receipt hash starts with 00000000" in missing.output
+    short = run("show", "blake3:1234567")
+    assert short.exit_code == 2 and "at least 8" in short.output

@@ -12,7 +12,7 @@ from .. import _api as lib
 from ._group import cli
 from ._options import _FILE, F, _AuditorArgs, _TrustArgs, auditor_option, json_option, key_option, trust_option
 from ._output import emit, exit_with, warn_if_unsafe
-from ._shared import _digest, _Group, _ledger, _ledger_opener, _policy, _repo, _signer, _source, _trust, _where
+from ._shared import _Group, _ledger, _ledger_opener, _policy, _repo, _resolved, _signer, _source, _trust, _where
 
 
 @cli.command()
@@ -25,7 +25,9 @@ def attach(ctx: click.Context, hash_text: str, rev: str | None, key_name: str | 
     candidate commit and on that commit's tree (refs/notes/receipts).
     """
     signer = _signer(key_name) if key_name else None
-    click.echo(lib.attach(_ledger(ctx), _repo(), _digest(hash_text), rev, checkpoint_signer=signer))
+    click.echo(
+        lib.attach(ledger := _ledger(ctx), _repo(), _resolved(ctx, hash_text, ledger), rev, checkpoint_signer=signer)
+    )
     click.echo("attached; share it with: ledger receipts push", err=True)
 
 

@@ -11,7 +11,7 @@ from .. import _api as lib
 from ._group import cli
 from ._options import json_option
 from ._output import emit
-from ._shared import _digest, _reader
+from ._shared import _reader, _resolved
 
 
 @cli.command()
@@ -22,7 +22,7 @@ from ._shared import _digest, _reader
 @click.pass_context
 def show(ctx: click.Context, hash_text: str, signed_bytes: bool, signature: bool, as_json: bool) -> None:
     """Show an entry, record or receipt (by record/receipt hash or entry hash)."""
-    stored = _reader(ctx).find(_digest(hash_text))
+    stored = _reader(ctx).find(_resolved(ctx, hash_text))
     if stored is None:
         raise lib.InputError("no entry with hash %s" % hash_text)
     if signed_bytes:

@@ -11,7 +11,7 @@ from .. import _api as lib
 from ._group import cli
 from ._options import _FILE, _TrustArgs, json_option, key_option, trust_option
 from ._output import emit, warn_if_unsafe, write_out
-from ._shared import _digest, _ledger, _reader, _signer, _trust
+from ._shared import _ledger, _reader, _resolved, _signer, _trust
 
 
 @cli.group()
@@ -84,7 +84,7 @@ def report(
     if hash_text is not None:
         if not as_html or from_text or to_text or as_csv or as_json:
             raise lib.InputError("a receipt's report is `ledger report HASH --html`")
-        write_out(output, lib.receipt_page(_reader(ctx), _digest(hash_text), _trust(ctx, trust)))
+        write_out(output, lib.receipt_page(_reader(ctx), _resolved(ctx, hash_text), _trust(ctx, trust)))
         return
     start, end = lib.period(None if as_html else from_text, to_text)
     if as_csv and as_json:

@@ -129,6 +129,23 @@ def _signer(name: str) -> Signer:
     return lib.load_signer(name, ask=_ask_passphrase)
 
 
+def _resolved(ctx: click.Context, text: str, ledger: lib.Ledger | None = None) -> Digest:
+    """A hash argument: whole, or the unique prefix a table printed (`Ledger.resolve`); a
+    whole one is taken as it is, without opening the ledger.
+    """
+    try:
+        return Digest.parse(text)
+    except ReceiptsError:
+        return (ledger or _reader(ctx)).resolve(text)
+
+
+def _receipt_arg(ctx: click.Context, text: str | None, bundle: Path | None) -> str | None:
+    """`verify`'s HASH: a prefix is resolved on the ledger (a bundle names its own receipt)."""
+    if text is None or bundle is not None:
+        return text
+    return str(_resolved(ctx, text))
+
+
 def _digest(text: str) -> Digest:
     try:
         return Digest.parse(text)

@@ -12,7 +12,7 @@ from .. import _api as lib
 from ._group import cli
 from ._options import _FILE, _TrustArgs, json_option, key_option, trust_option
 from ._output import emit, write_out
-from ._shared import _digest, _Group, _ledger, _read_text, _reader, _signer, _source, _trust, _where, _witnesses
+from ._shared import _Group, _ledger, _read_text, _reader, _resolved, _signer, _source, _trust, _where, _witnesses
 
 
 @cli.command()
@@ -42,7 +42,7 @@ def checkpoint(ctx: click.Context, key_name: str | None, show: bool, tsa_url: st
 @click.pass_context
 def prove(ctx: click.Context, hash_text: str) -> None:
     """An inclusion proof for an entry against the latest checkpoint, as a C2SP tlog-proof."""
-    click.echo(lib.prove_inclusion(_reader(ctx), _digest(hash_text)), nl=False)
+    click.echo(lib.prove_inclusion(_reader(ctx), _resolved(ctx, hash_text)), nl=False)
 
 
 @cli.command()

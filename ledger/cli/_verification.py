@@ -21,7 +21,7 @@ from ._options import (
     trust_option,
 )
 from ._output import emit, exit_with, progress, warn_if_unsafe
-from ._shared import _digest, _ledger, _policy, _reader, _readers, _signer, _trust, _where
+from ._shared import _ledger, _policy, _reader, _readers, _receipt_arg, _resolved, _signer, _trust, _where
 
 
 @cli.command("verify")
@@ -73,9 +73,8 @@ def verify_cmd(
 
     Exit 0 verified, 1 rejected, 2 cannot run.
     """
-    request = lib.VerifyRequest(
-        hash_text, chain, bundle, commit_rev, method, not skip_evidence, resume_path, save_state
-    )
+    receipt = _receipt_arg(ctx, hash_text, bundle)
+    request = lib.VerifyRequest(receipt, chain, bundle, commit_rev, method, not skip_evidence, resume_path, save_state)
     policy = _policy(trust, auditors, checkpoints, require_checkpoint=bundle is not None)
     root = _trust(ctx, trust, judges_candidate=commit_rev is not None)
     with progress(as_json, "verifying chain") as bar:
@@ -149,7 +148,7 @@ def export(
     signer = _signer(key_name) if key_name is not None else None
     root = _trust(ctx, trust) if request.verifies_here else None
     ledger = _reader(ctx) if fmt == "bundle" else _ledger(ctx)
-    wrote = lib.export_receipt(ledger, _digest(hash_text), request, signer, root)
+    wrote = lib.export_receipt(ledger, _resolved(ctx, hash_text, ledger), request, signer, root)
     if root is not None:
         warn_if_unsafe(root)
     click.echo(wrote, err=True)

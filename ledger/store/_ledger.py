@@ -12,6 +12,7 @@ that refers to them, so a crash leaves at worst an unreferenced blob.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
 import sqlite3
@@ -81,6 +82,7 @@ from ._sqlite import SqliteBackend, install_staged
 __all__ = ["Store", "Ledger", "Appended", "RecordRow", "LEDGER_DIRNAME", "find_ledger_dir"]
 
 LEDGER_DIRNAME = ".ledger"
+_HASH_PREFIX = re.compile(r"(?:blake3:)?([0-9a-f]{8,64})")
 _T = TypeVar("_T")
 _ATTEMPTS = 3  # whole write transactions tried when a shared store's connection drops before COMMIT
 # Only what is versioned with the code is let through: contracts, the shared store's
@@ -543,6 +545,38 @@ class Ledger:
             return self.reader.by_body_hash(digest) or self.reader.by_hash(digest)
         except CannotVerify as exc:
             raise StoreError(str(exc)) from None
+
+    def resolve(self, text: str) -> Digest:
+        """A hash as people give it: whole (``blake3:`` and 64 hex digits), or the unique
+        prefix of at least 8 hex digits that tables print (``blake3:`` optional, a trailing
+        ``…`` ignored), of an entry hash or a body hash (record, receipt).
+
+        Raises:
+            InputError: not a hash, no entry starts so, or several do (they are listed).
+        """
+        found = _HASH_PREFIX.fullmatch(text.strip().rstrip("…"))
+        if found is None:
+            raise InputError("a hash is blake3:<hex>, in full or by at least 8 of its first hex digits: %r" % text[:80])
+        prefix = found.group(1)
+        if len(prefix) == 64:
+            return Digest.parse("blake3:" + prefix)
+        low = bytes.fromhex(prefix[: len(prefix) // 2 * 2])
+        try:
+            rows = self.backend.sql(
+                "SELECT hash, body_hash FROM entries WHERE substr(hash, 1, ?) = ? OR substr(body_hash, 1, ?) = ?",
+                (len(low), low, len(low), low),
+            ).fetchall()
+        except self.backend.errors as exc:
+            raise StoreError("cannot read ledger database: %s" % exc) from None
+        matches = sorted({bytes(h).hex() for row in rows for h in row if bytes(h).hex().startswith(prefix)})
+        if not matches:
+            raise InputError("no entry, record or receipt hash starts with %s" % prefix)
+        if len(matches) > 1:
+            raise InputError(
+                "%s is ambiguous: it starts %s; give more digits"
+                % (prefix, ", ".join("blake3:" + m for m in matches[:10]))
+            )
+        return Digest.parse("blake3:" + matches[0])
 
     def receipt(self, digest: Digest) -> tuple[StoredEntry, LadderReceipt]:
         """The receipt with this hash (receipt hash or entry hash), or a clean refusal."""
