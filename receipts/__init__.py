@@ -144,6 +144,7 @@ if TYPE_CHECKING:
         TierRecord,
         Verdict,
         check_task_id,
+        utc_text,
     )
     from ._policy import AUTHOR_EVENTS, Eligibility, author_keys, derive_merge_eligible, latest_human_decisions
     from ._retention import TIMESTAMP_MEDIA_TYPE, CheckpointTimestamp, RetentionPolicy
@@ -323,6 +324,7 @@ __all__ = [
     "TierRecord",
     "Verdict",
     "check_task_id",
+    "utc_text",
     "armor",
     "body_hash",
     "body_kind",
@@ -515,6 +517,7 @@ _WHERE = {
     "TierRecord": "_model",
     "Verdict": "_model",
     "check_task_id": "_model",
+    "utc_text": "_model",
     "Eligibility": "_policy",
     "derive_merge_eligible": "_policy",
     "latest_human_decisions": "_policy",

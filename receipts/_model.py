@@ -21,6 +21,7 @@ __all__ = [
     "TierRecord",
     "TierEntry",
     "LadderReceipt",
+    "utc_text",
 ]
 
 FORMAT_VERSION = 1

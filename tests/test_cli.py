@@ -407,3 +407,15 @@ def test_commands_take_the_hash_prefix_that_tables_print(repo: Path) -> None:
     assert missing.exit_code == 2 and "no entry, record or receipt hash starts with 00000000" in missing.output
     short = run("show", "blake3:1234567")
     assert short.exit_code == 2 and "at least 8" in short.output
+
+
+def test_log_is_a_table_with_times_and_signers_by_name(repo: Path) -> None:
+    setup_keys()
+    res = run("log")
+    lines = res.stdout.splitlines()
+    assert res.exit_code == 0 and lines[0].split()[:3] == ["ENTRY", "TIME", "(UTC)"], res.stdout
+    genesis = lines[1].split()
+    assert genesis[0] == "0" and genesis[1].endswith("Z") and genesis[2] == "genesis" and genesis[5] == "admin"
+    assert any(line.split()[2] == "key_add" and "admin" in line for line in lines[2:])
+    rows = json.loads(run("log", "--json").stdout)
+    assert rows[0]["signer_name"] == "admin" and rows[0]["time_utc"] == genesis[1]

@@ -26,6 +26,7 @@ from receipts import (
     Tier,
     TierRecord,
     decision_method,
+    utc_text,
 )
 from verify import Trust, verify_receipt
 
@@ -223,7 +224,7 @@ def population_csv(rows: list[ChangeRow]) -> str:
         # Every cell may carry ledger text (a contract's author_model, a waiver's reason).
         cells = [
             row.receipt,
-            row.sealed_at,
+            utc_text(row.sealed_at),  # a spreadsheet shows a date, not an epoch
             row.task,
             row.commit or "",
             row.tree or "",
@@ -234,7 +235,7 @@ def population_csv(rows: list[ChangeRow]) -> str:
             tiers.get("judge", ""),
             tiers.get("human", ""),
             "; ".join(
-                "%s %s %s at %d (%s)" % (a["name"], a["key"], a["decision"], a["time"], a["method"])
+                "%s %s %s at %s (%s)" % (a["name"], a["key"], a["decision"], utc_text(a["time"]), a["method"])
                 for a in row.approvers
             ),
             "; ".join(row.waivers),

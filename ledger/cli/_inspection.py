@@ -58,12 +58,9 @@ def blob(ctx: click.Context, digest_text: str, full: bool, lines: int) -> None:
 @click.pass_context
 def log(ctx: click.Context, task: str | None, as_json: bool) -> None:
     """List the chain, oldest first."""
-    rows = lib.log_rows(_reader(ctx).entries(task=task))
-    emit(
-        as_json,
-        rows,
-        ["%5d  %-11s %-20s %s  %s" % (r["seq"], r["kind"], r["task"] or "-", r["hash"], r["summary"]) for r in rows],
-    )
+    ledger = _reader(ctx)
+    rows = lib.log_rows(ledger.entries(task=task), {s.key_id: s.spec.name for s in ledger.keyring()})
+    emit(as_json, rows, lib.log_lines(rows))
 
 
 # -- status and stats ------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import dataclasses
 import datetime
 import enum
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +25,7 @@ from receipts import (
     entry_signed_bytes,
     fingerprint,
     public_key_line,
+    utc_text,
 )
 from verify import ChainResult, Result, StoredEntry
 
@@ -302,8 +303,10 @@ def entry_document(stored: StoredEntry) -> dict[str, Any]:
     }
 
 
-def log_rows(entries: Iterable[StoredEntry]) -> list[dict[str, Any]]:
-    """One row per entry, oldest first, with a one-line summary of records and receipts."""
+def log_rows(entries: Iterable[StoredEntry], names: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """One row per entry, oldest first, with a one-line summary of records and receipts,
+    its time in ISO 8601 UTC, and its signer's name (``names``: key id to name).
+    """
     rows = []
     for stored in entries:
         entry = decode_entry(stored.entry)
@@ -322,14 +325,36 @@ def log_rows(entries: Iterable[StoredEntry]) -> list[dict[str, Any]]:
             {
                 "seq": entry.seq,
                 "time": entry.time,
+                "time_utc": utc_text(entry.time),
                 "kind": entry.kind.value,
                 "task": stored.task,
                 "hash": str(entry.body_hash),
                 "signer": entry.signer,
+                "signer_name": (names or {}).get(entry.signer),
                 "summary": summary,
             }
         )
     return rows
+
+
+def log_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """`ledger log` for a person: position, time, kind, task, the hash's prefix (which
+    `show` and `verify` take), who signed it, and what it says.
+    """
+    header = "%5s  %-20s %-11s %-14s %-19s %-10s %s" % ("ENTRY", "TIME (UTC)", "KIND", "TASK", "HASH", "SIGNER", "WHAT")
+    return [header] + [
+        "%5d  %-20s %-11s %-14s %-19s %-10s %s"
+        % (
+            r["seq"],
+            r["time_utc"],
+            r["kind"],
+            r["task"] or "-",
+            r["hash"][:19],
+            r["signer_name"] or r["signer"][:17],
+            r["summary"],
+        )
+        for r in rows
+    ]
 
 
 def keyring_rows(ring: Keyring) -> list[dict[str, Any]]:
