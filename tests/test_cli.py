@@ -419,3 +419,15 @@ def test_log_is_a_table_with_times_and_signers_by_name(repo: Path) -> None:
     assert any(line.split()[2] == "key_add" and "admin" in line for line in lines[2:])
     rows = json.loads(run("log", "--json").stdout)
     assert rows[0]["signer_name"] == "admin" and rows[0]["time_utc"] == genesis[1]
+
+
+def test_show_reads_as_text_with_the_time_and_the_signer_by_name(repo: Path) -> None:
+    setup_keys()
+    record_all()
+    receipt = run("seal", "T-1", "--key", "sealer").stdout.strip()
+    shown = run("show", receipt[:15])
+    lines = shown.stdout.splitlines()
+    assert shown.exit_code == 0 and lines[0].startswith("entry ") and "(receipt)" in lines[0], shown.stdout
+    assert lines[1].startswith("time ") and lines[1].endswith("Z")
+    assert lines[2].split()[1] == "sealer" and "body hash  %s" % receipt in shown.stdout
+    assert json.loads(run("show", receipt, "--json").stdout)["entry"]["body_hash"] == receipt

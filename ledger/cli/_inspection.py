@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 import click
@@ -22,7 +21,8 @@ from ._shared import _reader, _resolved
 @click.pass_context
 def show(ctx: click.Context, hash_text: str, signed_bytes: bool, signature: bool, as_json: bool) -> None:
     """Show an entry, record or receipt (by record/receipt hash or entry hash)."""
-    stored = _reader(ctx).find(_resolved(ctx, hash_text))
+    ledger = _reader(ctx)
+    stored = ledger.find(_resolved(ctx, hash_text, ledger))
     if stored is None:
         raise lib.InputError("no entry with hash %s" % hash_text)
     if signed_bytes:
@@ -31,7 +31,8 @@ def show(ctx: click.Context, hash_text: str, signed_bytes: bool, signature: bool
     elif signature:
         click.echo(lib.armored_signature(stored), nl=False)
     else:
-        click.echo(json.dumps(lib.entry_document(stored), indent=2, sort_keys=True))
+        names = {s.key_id: s.spec.name for s in ledger.keyring()}
+        emit(as_json, lib.entry_document(stored), lib.entry_lines(stored, names))
 
 
 @cli.command()

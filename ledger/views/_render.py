@@ -337,6 +337,23 @@ def log_rows(entries: Iterable[StoredEntry], names: Mapping[str, str] | None = N
     return rows
 
 
+def entry_lines(stored: StoredEntry, names: Mapping[str, str]) -> list[str]:
+    """`ledger show` for a person: the entry's place, time, signer by name and hashes, then
+    its body (times in it stay the signed integers; the header gives the entry's own).
+    """
+    doc = entry_document(stored)
+    entry = doc["entry"]
+    lines = [
+        "entry      %d (%s)" % (entry["seq"], entry["kind"]),
+        "time       %s" % utc_text(entry["time"]),
+        "signer     %s (%s)" % (names.get(entry["signer"], "unknown key"), entry["signer"]),
+        "hash       %s" % entry["hash"],
+        "body hash  %s" % entry["body_hash"],
+        "body:",
+    ]
+    return lines + ["  " + line for line in json.dumps(doc["body"], indent=2, sort_keys=True).splitlines()]
+
+
 def log_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
     """`ledger log` for a person: position, time, kind, task, the hash's prefix (which
     `show` and `verify` take), who signed it, and what it says.
