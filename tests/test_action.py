@@ -176,7 +176,11 @@ def test_the_action_runs_the_ladder_summarises_comments_once_and_gates(
     assert receipt.startswith("blake3:") and outputs["decision"] == "pass" and outputs["merge-eligible"] == "true"
     summary = (top / "runner" / "summary.md").read_text()
     assert "<!-- receipt-ledger:comment -->" in summary and "### receipt-ledger: TASK-1 **merge-eligible**" in summary
-    assert "| deterministic | yes | ✅ pass |" in summary and "**Gate on `%s`:** PASS" % head[:12] in summary
+    assert "| deterministic | yes | ✅ pass |" in summary and "**GATE PASS: %s " % head[:12] in summary
+    # What a reviewer reads: the goal, each check with its reason, who approved, and the
+    # command to re-check this very commit (not a placeholder).
+    assert "**Goal:** a test task" in summary and "| tests | ✅ pass | exit code 0 |" in summary, summary
+    assert "ledger verify --commit %s" % head in summary and "warning:" not in summary.split("**GATE")[0]
     # The keys were written for the run and removed after it.
     assert not list((top / "runner").glob("receipt-ledger-keys-*"))
     # The receipt went to the remote. A fresh clone verifies it, but no auditing witness has

@@ -258,3 +258,33 @@ def test_a_queue_receipt_without_approvals_does_not_turn_the_reviewed_tree_red(
         gated = run_cli("--dir", ".ledger", "gate", rev, "--audit-state", str(state), "--json", cwd=repo, env=env)
         doc = json.loads(gated.stdout)
         assert gated.returncode == 1 and "the newest receipt decides" in doc["reasons"][0], gated.stdout
+
+
+def test_the_comment_opens_with_the_decision_and_lists_failing_checks_first() -> None:
+    from ledger import pr_comment
+    from verify import Result
+
+    result = Result(
+        target="blake3:" + "a" * 64,
+        defects=(),
+        trust="pinned",
+        task_id="T-1",
+        candidate="blake3:" + "b" * 64,
+        derived_eligible=False,
+        eligibility_reasons=("1 of 2 required human approvals",),
+    )
+    manifest = {
+        "contract": {"goal": "friendlier greeting"},
+        "checks": [
+            {"id": "lint", "status": "pass", "reason": "exit code 0"},
+            {"id": "tests", "status": "fail", "reason": "exit code 1"},
+        ],
+        "decisions": [{"decision": "approve", "name": "alice", "method": "interactive", "time": 0, "note": "fine"}],
+    }
+    text = pr_comment(result, "blake3:" + "a" * 64, manifest, "c" * 40)
+    lines = text.splitlines()
+    assert lines[0] == "### receipt-ledger: T-1 **NOT merge-eligible**"
+    assert text.index("Not eligible because:") < text.index("**Goal:** friendlier greeting")
+    assert text.index("| tests | ❌ fail | exit code 1 |") < text.index("| lint | ✅ pass | exit code 0 |")
+    assert "- ✅ alice approved (interactive, 1970-01-01T00:00:00Z): fine" in lines
+    assert "ledger verify --commit " + "c" * 40 in lines

@@ -200,6 +200,7 @@ class ActionReport:
     annotations: list[str] = field(default_factory=list)
     receipt: str | None = None
     result: Result | None = None
+    manifest: dict[str, Any] | None = None  # the verified bundle's: checks, goal, decisions
     gated: GateResult | None = None
     comment: str | None = None
     notes: list[str] = field(default_factory=list)
@@ -406,10 +407,12 @@ def _gate_step(
     if report.receipt:
         with open_bundle(repo, report.receipt) as bundle:
             if bundle is not None:
-                from verify import BundleSource
+                from verify import BundleLayout, BundleSource
 
                 with BundleSource(bundle) as source:
                     report.result = verify_receipt(source, report.receipt, trust, Transparency(require_checkpoint=True))
+                    if report.result.ok:  # its renderings were re-derived and compared: the manifest is verified
+                        report.manifest = json.loads(source.read(BundleLayout.MANIFEST))
 
 
 def _tier(
@@ -459,13 +462,15 @@ def summary_markdown(report: ActionReport, event: GithubEvent) -> str:
     """The job summary and the pull-request comment: one table, the decision, how to re-check."""
     parts = [COMMENT_MARKER]
     if report.result is not None and report.receipt:
-        parts.append(pr_comment(report.result, report.receipt).rstrip("\n"))
+        parts.append(pr_comment(report.result, report.receipt, report.manifest, event.head_sha).rstrip("\n"))
     else:
         parts.append("### receipt-ledger: %s, no verified receipt yet" % markdown_text(report.task))
     if report.gated is not None:
         parts.append("")
-        parts.append("**Gate on `%s`:** %s" % (event.head_sha[:12], report.gated.decision.upper()))
-        parts += ["- %s" % markdown_text(line.strip()) for line in gate_lines(report.gated)[1:]]
+        # The same words as the log: GATE PASS, GATE FAIL.
+        said = gate_lines(report.gated)
+        parts.append("**%s**" % markdown_text(said[0]))
+        parts += ["- %s" % markdown_text(line.strip()) for line in said[1:]]
     for note in report.notes:
         parts.append("- note: %s" % markdown_text(note))
     return "\n".join(parts) + "\n"

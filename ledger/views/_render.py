@@ -235,40 +235,49 @@ def commit_lines(checks: Iterable[ReceiptCheck]) -> list[str]:
     return ["\n\n".join(blocks)]
 
 
-def pr_comment(result: Result, receipt_hash: str) -> str:
-    """Markdown for a pull-request comment: the ladder, the verdict, how to verify. Every
-    text from the ledger is escaped (`markdown_text`): GitHub renders HTML in comments.
+_MARK = {"pass": "✅", "fail": "❌", "skip": "⏭️", "missing": "❌", "review": "🟡", "retry": "🟡"}
+
+
+def pr_comment(
+    result: Result, receipt_hash: str, manifest: Mapping[str, Any] | None = None, commit: str | None = None
+) -> str:
+    """Markdown for a pull-request comment and the job summary, in the order a reviewer
+    reads: the decision and why, the task's goal, each check (failures first) with its
+    reason, the tiers, who approved, notes, and the commands to re-check ``commit``.
+    ``manifest`` is the verified bundle's (its renderings are re-derived by `verify`).
+    Every text from the ledger is escaped (`markdown_text`): GitHub renders HTML in comments.
     """
-    mark = {"pass": "✅", "fail": "❌", "skip": "⏭️", "missing": "❌", "review": "🟡", "retry": "🟡"}
     md = markdown_text
-    verdict = (
-        "merge-eligible"
-        if result.ok and result.derived_eligible
-        else ("NOT merge-eligible" if result.ok else "REJECTED by verification")
-    )
-    lines = [
-        "### receipt-ledger: %s **%s**" % (md(result.task_id or "?"), verdict),
-        "",
-        "| tier | required | status | signed by |",
-        "|---|---|---|---|",
+    doc = manifest or {}
+    lines = _comment_head(result)
+    goal = (doc.get("contract") or {}).get("goal")
+    if goal:
+        lines += ["", "**Goal:** %s" % md(goal)]
+    lines += _comment_checks(doc.get("checks") or [])
+    lines += ["", "| tier | required | status | signed by |", "|---|---|---|---|"]
+    lines += [
+        "| %s | %s | %s %s | %s |"
+        % (t.tier.value, "yes" if t.required else "no", _MARK.get(t.status, ""), md(t.status), md(t.signer or t.detail))
+        for t in result.tiers
     ]
-    for t in result.tiers:
-        lines.append(
-            "| %s | %s | %s %s | %s |"
+    decisions = doc.get("decisions") or []
+    if decisions:
+        lines += ["", "**Human decisions:**"] + [
+            "- %s %s %s (%s, %s)%s"
             % (
-                t.tier.value,
-                "yes" if t.required else "no",
-                mark.get(t.status, ""),
-                md(t.status),
-                md(t.signer or t.detail),
+                _MARK["pass"] if d.get("decision") == "approve" else _MARK["fail"],
+                md(str(d.get("name"))),
+                "approved" if d.get("decision") == "approve" else md(str(d.get("decision"))),
+                md(str(d.get("method"))),
+                utc_text(int(d["time"])) if isinstance(d.get("time"), int) else "?",
+                ": " + md(str(d["note"])) if d.get("note") else "",
             )
-        )
-    if result.eligibility_reasons:
-        lines += ["", "Not eligible because:"] + ["- %s" % md(r) for r in result.eligibility_reasons]
-    if result.defects:
-        lines += ["", "Verification defects:"] + ["- `%s` %s" % (d.code, md(d.message)) for d in result.defects]
-    for w in result.weakenings + result.waivers + result.stale:
-        lines.append("- note: %s" % md(w))
+            for d in decisions
+        ]
+    notes = [*("weakened contract: %s" % w for w in result.weakenings), *("waiver: %s" % w for w in result.waivers)]
+    notes += ["stale approval (not counted): %s" % w for w in result.stale]
+    if notes:
+        lines += ["", "**Notes:**"] + ["- %s" % md(n) for n in notes]
     lines += [
         "",
         "Receipt `%s`, candidate `%s`%s."
@@ -278,11 +287,45 @@ def pr_comment(result: Result, receipt_hash: str) -> str:
         "",
         "```sh",
         "ledger receipts fetch",
-        "ledger verify --commit <this pull request's head or merge commit>",
+        "ledger verify --commit %s" % (commit or "HEAD"),
         "```",
         "",
     ]
     return "\n".join(lines)
+
+
+def _comment_head(result: Result) -> list[str]:
+    """The decision, then each reason for it: what a reviewer reads first."""
+    md = markdown_text
+    verdict = (
+        "merge-eligible"
+        if result.ok and result.derived_eligible
+        else ("NOT merge-eligible" if result.ok else "REJECTED by verification")
+    )
+    lines = ["### receipt-ledger: %s **%s**" % (md(result.task_id or "?"), verdict)]
+    if result.defects:
+        lines += ["", "Verification found:"] + ["- `%s` %s" % (d.code, md(d.message)) for d in result.defects]
+    if result.eligibility_reasons:
+        lines += ["", "Not eligible because:"] + ["- %s" % md(r) for r in result.eligibility_reasons]
+    return lines
+
+
+def _comment_checks(checks: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The deterministic checks, failures first, each with its status and reason."""
+    if not checks:
+        return []
+    ordered = sorted(checks, key=lambda c: c.get("status") == "pass")
+    md = markdown_text
+    return ["", "| check | status | reason |", "|---|---|---|"] + [
+        "| %s | %s %s | %s |"
+        % (
+            md(str(c.get("id"))),
+            _MARK.get(str(c.get("status")), ""),
+            md(str(c.get("status"))),
+            md(str(c.get("reason"))),
+        )
+        for c in ordered
+    ]
 
 
 def entry_document(stored: StoredEntry) -> dict[str, Any]:
