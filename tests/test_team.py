@@ -118,16 +118,20 @@ def test_four_machines_share_one_ledger_and_an_auditor_verifies_a_mirror(pg_url:
     # Three more machines, each with its own SSH key, which the admin adds by public key only.
     agent, alice, bob = (Machine(tmp_path, name, remote) for name in ("agent", "alice", "bob"))
     private = {}
-    for machine, roles in ((agent, ("agent", "deterministic")), (alice, ("human",)), (bob, ("human",))):
+    for machine, roles in ((agent, ("agent",)), (alice, ("human",)), (bob, ("human",))):
         private[machine.name], public = machine.ssh_key()
         ci.ledger("keys", "add", machine.name, str(public), *[x for role in roles for x in ("--role", role)])
 
-    # The agent changes the code, claims, and runs the checks on its own machine.
+    # The agent changes the code and claims; the signed checks run in CI, never with the
+    # agent's key (docs/agents.md), so the agent's key has no deterministic role.
     (agent.clone / "a.txt").write_text("two\n")
     agent.git("commit", "-qam", "T-1: say two")
     agent.git("push", "-q", "origin", "HEAD:main")
     agent.ledger("claim", "T-1", "--key", str(private["agent"]))
-    agent.ledger("check", "T-1", "--key", str(private["agent"]))
+    refused = run_cli("check", "T-1", "--key", str(private["agent"]), cwd=agent.clone, env=agent.env)
+    assert refused.returncode == 2 and "has no deterministic role" in refused.stderr, refused.stderr
+    ci.git("pull", "-q", "origin", "main")
+    ci.ledger("check", "T-1", "--key", "ci")
 
     # Two reviewers approve from their laptops: each approval lands in the one shared chain.
     for reviewer in (alice, bob):
