@@ -5,6 +5,7 @@ kept as test artifacts (LEDGER_TEST_ARTIFACTS, default test-artifacts/)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import zipfile
@@ -90,6 +91,10 @@ def test_a_merge_eligible_receipt_reads_as_one_and_hostile_text_stays_text(brows
     context, page, requested = _read(browser, unpacked, "eligible")
     try:
         assert page.inner_text("#decision").startswith("MERGE-ELIGIBLE")
+        # At 1280 px (a laptop) nothing runs off the page: no sideways scrolling.
+        page.set_viewport_size({"width": 1280, "height": 800})
+        wide = page.evaluate("document.documentElement.scrollWidth")
+        assert wide <= 1280, "the page is %d px wide at a 1280 px window" % wide
         assert _links_resolve(page, unpacked) >= 5
         assert requested == [(unpacked / "report.html").as_uri()]  # nothing fetched: self-contained
         text = page.inner_text("body")
@@ -150,3 +155,17 @@ def test_one_receipts_page_from_the_ledger(tmp_path: Path) -> None:
     assert "MERGE-ELIGIBLE" in page and "<a href" not in page  # no bundle beside it: evidence named, not linked
     bad = run_cli("--dir", str(s.root), "report", s.receipt, "--trust", ADMIN_ID)
     assert bad.returncode == 2 and "report HASH --html" in bad.stderr
+
+
+def test_a_tier_with_too_few_approvals_does_not_read_as_a_pass(tmp_path: Path) -> None:
+    # The page agrees with itself: the banner's reason and the tiers table say the same.
+    from verify import report_html
+
+    manifest = json.loads((_bundle(tmp_path, {}) / "manifest.json").read_text())
+    manifest["merge_eligible"] = False
+    manifest["verification"]["merge_eligible_derived"] = False
+    manifest["verification"]["not_eligible_because"] = ["1 of 2 required human approvals"]
+    page = report_html(manifest)
+    human = page[page.index("<tr><td>human</td>") :].split("</tr>")[0]
+    assert "<td class=missing>pass (1 of 2 approvals)</td>" in human, human
+    assert "1 of 2 required human approvals" in page[: page.index("<h2>")]  # the banner

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import html
+import re
 from typing import Any
 
 __all__ = ["report_html", "decision_sentence"]
@@ -17,14 +18,14 @@ _CSS = """
 :root{--ok:#0a6b2d;--bad:#a3131b;--warn:#8a5a00;--line:#c8c8c8;--muted:#555}
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;max-width:72em;padding:1.5em;color:#111}
 h1{font-size:1.5em;margin:.2em 0}h2{font-size:1.15em;margin:1.6em 0 .5em;border-bottom:1px solid var(--line)}
-table{border-collapse:collapse;width:100%;margin:.3em 0}th,td{border:1px solid var(--line);padding:.3em .5em;text-align:left;vertical-align:top}
+table{border-collapse:collapse;width:100%;margin:.3em 0}th,td{border:1px solid var(--line);padding:.3em .5em;text-align:left;vertical-align:top;overflow-wrap:anywhere}
 th{background:#f2f2f2}code{font-size:.85em;word-break:break-all}.muted{color:var(--muted)}
 .banner{padding:.8em 1em;border-radius:6px;font-size:1.15em;font-weight:600;margin:1em 0}
 .banner.ok{background:#e3f4e8;border:2px solid var(--ok);color:var(--ok)}
 .banner.bad{background:#fbe5e6;border:2px solid var(--bad);color:var(--bad)}
 .pass,.approve{color:var(--ok);font-weight:600}.fail,.missing,.reject{color:var(--bad);font-weight:600}
 .skip,.review,.retry,.unrecorded{color:var(--warn);font-weight:600}
-dl{display:grid;grid-template-columns:max-content 1fr;gap:.2em 1em;margin:.3em 0}dt{font-weight:600}dd{margin:0}
+dl{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:.2em 1em;margin:.3em 0}dt{font-weight:600}dd{margin:0;overflow-wrap:anywhere}
 @media print{body{max-width:none;padding:0;font-size:11pt}a{color:inherit;text-decoration:none}
 a[href]:after{content:" (" attr(href) ")";font-size:.8em;color:var(--muted)}h2{break-after:avoid}tr{break-inside:avoid}
 .banner{border-width:3px}}
@@ -120,7 +121,7 @@ def report_html(m: dict[str, Any], links: bool = True) -> str:
         signers,
         verification,
         ("<h3>Defects</h3><ul>%s</ul>" % defects) if defects else "",
-        ("<h3>Warnings</h3><ul>%s</ul>" % warnings) if warnings else "",
+        ("<h3>Notes from verification</h3><ul>%s</ul>" % warnings) if warnings else "",
         evidence,
     )
 
@@ -152,15 +153,26 @@ def _candidate_and_contract(m: dict[str, Any]) -> tuple[str, str]:
     return candidate, contract_dl
 
 
+def _approvals_short(reasons: list[str]) -> str | None:
+    """The shortfall ("1 of 2 approvals") when the receipt lacks approvals (the rule's own reason), else None."""
+    for reason in reasons:
+        found = re.fullmatch(r"(\d+) of (\d+) required human approvals", reason)
+        if found:
+            return "%s of %s approvals" % found.groups()
+    return None
+
+
 def _ladder_rows(m: dict[str, Any], links: bool, redacted: set[tuple[str, str]]) -> tuple[str, str, str]:
     """The tiers', the checks' and the human decisions' table rows."""
+    short = _approvals_short(m["verification"]["not_eligible_because"])
     tiers = "".join(
         "<tr><td>%s</td><td>%s</td><td class=%s>%s</td><td>%s</td><td>%s</td></tr>"
         % (
             _e(t["tier"]),
             "yes" if t["required"] else "no",
-            _e(t["status"]),
-            _e(t["status"]),
+            _e("missing" if short and t["tier"] == "human" else t["status"]),
+            # One approval among too few is no human pass: the row says how many.
+            _e("%s (%s)" % (t["status"], short) if short and t["tier"] == "human" else t["status"]),
             _e(t.get("derived") or ""),
             _e(t["signer"] or t["detail"]),
         )
