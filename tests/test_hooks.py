@@ -521,3 +521,15 @@ def test_a_failing_stop_shows_the_agent_the_failing_tests_own_output(box: Box) -
     reason = json.loads(res.stdout)["reason"]
     assert "- tests: exit code 1; its last output:" in reason, reason
     assert "    FAILED test_app.py::test_greeting - AssertionError: hi != Hello" in reason, reason
+
+
+def test_the_trace_chains_on_from_its_last_line_however_long(box: Box) -> None:
+    # A hook reads only the trace's last line (not the whole session) to chain the next:
+    # a line far longer than one read, and the line after it, still chain and count.
+    cwd = str(box.repo)
+    big = {"file_path": cwd + "/app.py", "content": "x = 1\n" * 20000}
+    for _ in range(3):
+        res = box.hook("post-tool-use", payload("claude-code", "post-tool-use", cwd=cwd, tool="Write", tool_input=big))
+        assert res.returncode == 0, res.stderr
+    rows = box.trace()  # checks every line's prev against the SHA-256 of the line before
+    assert [row["seq"] for row in rows] == [1, 2, 3] and len(rows) == 3

@@ -214,27 +214,59 @@ def _redacted(value: Any, secret_names: tuple[str, ...], environ: Mapping[str, s
 
 def _append(where: _Where, row: dict[str, Any]) -> int:
     """Append one line to the session's hash-chained trace (under a lock: an agent may run
-    tools in parallel); the line's step number.
+    tools in parallel); the line's step number. Only the trace's last line is read: a hook
+    runs on every tool call, and a long session must not make each one slower.
     """
     import fcntl
 
     where.trace.parent.mkdir(parents=True, exist_ok=True)
     with open(where.trace, "a+b") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
-        handle.seek(0)
-        lines = handle.read().splitlines()
-        prev = _sha256(lines[-1]) if lines else _ZERO
-        line = json.dumps({**row, "seq": len(lines) + 1, "prev": prev}, sort_keys=True, separators=(",", ":"))
+        last = _last_line(handle)
+        prev = _sha256(last) if last is not None else _ZERO
+        seq = _seq_after(handle, last)
+        line = json.dumps({**row, "seq": seq, "prev": prev}, sort_keys=True, separators=(",", ":"))
         handle.write(line.encode() + b"\n")
         handle.flush()
         os.fsync(handle.fileno())
-        return len(lines) + 1
+        return seq
+
+
+def _last_line(handle: Any) -> bytes | None:
+    """The file's last line (without its newline), read from the end; None when empty."""
+    end = handle.seek(0, os.SEEK_END)
+    size = 4096
+    while end:
+        start = max(0, end - size)
+        handle.seek(start)
+        body = handle.read(end - start).rstrip(b"\n")
+        cut = body.rfind(b"\n")
+        if cut >= 0 or start == 0:
+            return body[cut + 1 :] if body else None
+        size *= 4
+    return None
+
+
+def _seq_after(handle: Any, last: bytes | None) -> int:
+    """The next step number: one after the last line's own ``seq``; a last line that does
+    not say (a damaged trace) is counted the slow way, as the whole file's lines.
+    """
+    if last is None:
+        return 1
+    try:
+        seq = json.loads(last)["seq"]
+        if isinstance(seq, int) and not isinstance(seq, bool):
+            return seq + 1
+    except (ValueError, KeyError, TypeError):
+        pass
+    handle.seek(0)
+    return len(handle.read().splitlines()) + 1
 
 
 def _steps(where: _Where) -> int:
     try:
         with open(where.trace, "rb") as handle:
-            return sum(1 for line in handle if line.strip())
+            return _seq_after(handle, _last_line(handle)) - 1
     except FileNotFoundError:
         return 0
 
