@@ -46,7 +46,7 @@ from verify import (
 )
 
 from .._errors import InputError
-from ..ladder._evidence import evidence_json
+from ..ladder._evidence import copy_blob, evidence_json
 from ..store._ledger import Ledger
 
 __all__ = ["export_bundle", "final_status", "receipt_page"]
@@ -248,13 +248,7 @@ def _write_zip(ledger: Ledger, members: dict[str, bytes | Digest], out: Path) ->
                 content = members[name]
                 with zf.open(_member(name), "w", force_zip64=isinstance(content, Digest)) as dst:
                     if isinstance(content, Digest):
-                        # Streamed from whichever store holds it: never whole in memory.
-                        src = ledger.reader.open_blob(content)
-                        if src is None:
-                            raise InputError("evidence blob %s vanished from the blob store" % content)
-                        with src:
-                            while chunk := src.read(1 << 20):
-                                dst.write(chunk)
+                        copy_blob(ledger, content, dst)  # streamed: never whole in memory
                     else:
                         dst.write(content)
         tmp.replace(out)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 from receipts import SNAPSHOT_FORMAT, Digest, EvidenceReader, LadderReceipt, Tier, TierRecord
 from verify import SMALL_BLOB, CannotVerify, evidence_reader, read_blob, read_evidence
@@ -88,7 +88,7 @@ def candidate_snapshot(
 _PREFIX = re.compile(r"blake3:([0-9a-f]{8,64})")
 
 
-def copy_blob(store: Store, digest: Digest, out: BinaryIO) -> None:
+def copy_blob(store: Store, digest: Digest, out: IO[bytes]) -> None:
     """Stream a stored blob to ``out`` whole (`InputError` if it is not stored)."""
     handle = store.reader.open_blob(digest)
     if handle is None:
