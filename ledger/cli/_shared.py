@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sqlite3
 import sys
 from collections.abc import Callable, Sequence
@@ -129,19 +130,25 @@ def _signer(name: str) -> Signer:
     return lib.load_signer(name, ask=_ask_passphrase)
 
 
+# What a table prints of a hash: blake3: (optional) and at least 8 of its hex digits, maybe cut with "…".
+_PREFIX = re.compile(r"(?:blake3:)?[0-9a-f]{8,63}…?")
+
+
 def _resolved(ctx: click.Context, text: str, ledger: lib.Ledger | None = None) -> Digest:
     """A hash argument: whole, or the unique prefix a table printed (`Ledger.resolve`); a
-    whole one is taken as it is, without opening the ledger.
+    whole one is taken as it is, without opening the ledger, and anything else is refused
+    with the digest's own message.
     """
-    try:
-        return Digest.parse(text)
-    except ReceiptsError:
+    if _PREFIX.fullmatch(text.strip()):
         return (ledger or _reader(ctx)).resolve(text)
+    return _digest(text)
 
 
 def _receipt_arg(ctx: click.Context, text: str | None, bundle: Path | None) -> str | None:
-    """`verify`'s HASH: a prefix is resolved on the ledger (a bundle names its own receipt)."""
-    if text is None or bundle is not None:
+    """`verify`'s HASH: a prefix is resolved on the ledger; anything else goes to the
+    verifier as given (it says what a hash must be); a bundle names its own receipt.
+    """
+    if text is None or bundle is not None or not _PREFIX.fullmatch(text.strip()):
         return text
     return str(_resolved(ctx, text))
 
