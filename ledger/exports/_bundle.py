@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ from verify import (
 )
 
 from .._errors import InputError
+from .._files import fsync_dir
 from ..ladder._evidence import copy_blob, evidence_json
 from ..store._ledger import Ledger
 
@@ -251,7 +253,10 @@ def _write_zip(ledger: Ledger, members: dict[str, bytes | Digest], out: Path) ->
                         copy_blob(ledger, content, dst)  # streamed: never whole in memory
                     else:
                         dst.write(content)
+        with tmp.open("rb") as written:
+            os.fsync(written.fileno())  # the bundle's bytes are on disk before its name is
         tmp.replace(out)
+        fsync_dir(out.parent)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise InputError("cannot write bundle %s: %s" % (out, exc)) from None
