@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ._quickschema import quick_errors
 from ._toolpolicy import ToolPolicy, thaw
 
 __all__ = [
@@ -57,6 +58,17 @@ def written_path(tool: str, args: Any, root: str = "") -> str | None:
     return path
 
 
+def _schema_problem(schema: Any, args: Any) -> str | None:
+    """The first way ``args`` fails ``schema``, or None when they pass."""
+    quick = quick_errors(schema, args)
+    if quick is not None:
+        return quick[0] if quick else None
+    import jsonschema  # a schema beyond the quick subset pays for the full compiler
+
+    errors = sorted(jsonschema.validators.validator_for(schema)(schema).iter_errors(args), key=str)
+    return errors[0].message if errors else None
+
+
 def decide_tool_call(
     policy: ToolPolicy, step: int, tool: str, args: Any, protected: Sequence[str] = (), root: str = ""
 ) -> ToolDecision:
@@ -73,12 +85,9 @@ def decide_tool_call(
     elif policy.max_steps is not None and step > policy.max_steps:
         decision, reason = REJECTED, "step %d is over the limit of %d" % (step, policy.max_steps)
     elif schema is not None:
-        import jsonschema  # only a contract with argument schemas pays for the compiler
-
-        plain = thaw(schema)
-        errors = sorted(jsonschema.validators.validator_for(plain)(plain).iter_errors(args), key=str)
-        if errors:
-            decision, reason = REJECTED, "arguments fail the %s schema: %s" % (tool, errors[0].message)
+        problem = _schema_problem(thaw(schema), args)
+        if problem is not None:
+            decision, reason = REJECTED, "arguments fail the %s schema: %s" % (tool, problem)
     if decision == APPROVED and protected:
         path = written_path(tool, args, root)
         hit = next((g for g in protected if path is not None and fnmatch.fnmatchcase(path, g)), None)
