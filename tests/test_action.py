@@ -170,6 +170,11 @@ def test_the_action_runs_the_ladder_summarises_comments_once_and_gates(
     first = _action(workspace, env)
     assert first.returncode == 0, first.stdout + first.stderr
     assert first.stdout.startswith("GATE PASS: %s" % head[:12])
+    # The log is not silent while the ladder runs: each tier says it started and how it ended.
+    for step in ("check", "judge", "seal"):
+        assert "receipt-ledger: %s TASK-1 on %s ..." % (step, head[:12]) in first.stderr, first.stderr
+        assert "receipt-ledger: %s exited 0" % step in first.stderr, first.stderr
+    assert "merge_eligible=true" in first.stderr
 
     outputs = dict(line.split("=", 1) for line in (top / "runner" / "output").read_text().splitlines())
     receipt = outputs["receipt"]

@@ -364,7 +364,14 @@ def _run_tiers(
                     "%s skipped: no %s key (secrets are not given to forked pull requests)" % (step, role)
                 )
                 continue
+            # Progress for the job's log while the ladder runs (stdout stays the gate's decision).
+            print(
+                "receipt-ledger: %s %s on %s ..." % (step, report.task, event.head_sha[:12]),
+                file=sys.stderr,
+                flush=True,
+            )
             _tier(step, report, repo, event, child, written[role], runner)
+            print("receipt-ledger: %s exited %d" % (step, report.tier_exits.get(step, -1)), file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(keys, ignore_errors=True)
 
@@ -451,6 +458,8 @@ def _tier(
             report.notes.append("seal failed: %s" % (sealed.stderr.strip().splitlines() or ["?"])[-1])
             return
         report.receipt = sealed.stdout.strip()
+        for line in sealed.stderr.strip().splitlines():  # the seal's own words: eligible or why not
+            print("receipt-ledger: %s" % line, file=sys.stderr, flush=True)
         attached = runner(["attach", report.receipt, "--key", key, "--commit", event.head_sha], child, repo)
         if attached.returncode != 0:
             report.notes.append("attach failed: %s" % (attached.stderr.strip().splitlines() or ["?"])[-1])
