@@ -186,6 +186,7 @@ def test_the_action_runs_the_ladder_summarises_comments_once_and_gates(
     # command to re-check this very commit (not a placeholder).
     assert "**Goal:** a test task" in summary and "| tests | ✅ pass | exit code 0 |" in summary, summary
     assert "ledger verify --commit %s" % head in summary and "warning:" not in summary.split("**GATE")[0]
+    assert "**Judge:** pass: accepted at confidence" in summary, summary  # its reasoning, in a line
     # The keys were written for the run and removed after it.
     assert not list((top / "runner").glob("receipt-ledger-keys-*"))
     # The receipt went to the remote. A fresh clone verifies it, but no auditing witness has

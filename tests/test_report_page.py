@@ -106,6 +106,8 @@ def test_a_merge_eligible_receipt_reads_as_one_and_hostile_text_stays_text(brows
         assert "ledger verify --bundle" in text and "a test task" in text  # how to re-check; the goal
         rows = page.inner_text("table:below(h2:text('Approvals and rejections'))")
         assert "alice" in rows and "bob" in rows and "scripted" in rows
+        judge = page.inner_text("tr:has(td:text-is('judge'))")
+        assert "pass: accepted at confidence" in judge, judge  # the judge's reasoning is shown
     finally:
         context.close()
     # And with scripts on, the hostile comment still does nothing.

@@ -173,7 +173,12 @@ def _ladder_rows(m: dict[str, Any], links: bool, redacted: set[tuple[str, str]])
             _e("missing" if short and t["tier"] == "human" else t["status"]),
             # One approval among too few is no human pass: the row says how many.
             _e("%s (%s)" % (t["status"], short) if short and t["tier"] == "human" else t["status"]),
-            _e(t.get("derived") or ""),
+            # What the evidence entails, and why: the judge's reasoning, the failing checks.
+            _e(
+                "%s: %s" % (t["derived"], t["reason"])
+                if t.get("derived") and t.get("reason")
+                else t.get("derived") or ""
+            ),
             _e(t["signer"] or t["detail"]),
         )
         for t in m["tiers"]

@@ -31,7 +31,8 @@ class Defect:
 class TierLine:
     """One record of the receipt's ladder as the verifier found it. ``status`` is what the
     record claims (a verdict, "skip" or "missing"); ``derived`` is the verdict its stored
-    evidence entails, for the tiers whose verdict is re-derived (deterministic, judge).
+    evidence entails, for the tiers whose verdict is re-derived (deterministic, judge);
+    ``reason`` is why, in the rule's words (the judge's reasoning, the failing checks).
     """
 
     tier: Tier
@@ -41,6 +42,7 @@ class TierLine:
     signer: str | None
     detail: str
     derived: str | None = None
+    reason: str | None = None
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -48,6 +50,7 @@ class TierLine:
             "required": self.required,
             "status": self.status,
             "derived": self.derived,
+            "reason": self.reason,
             "record": self.record,
             "signer": self.signer,
             "detail": self.detail,

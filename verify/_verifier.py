@@ -410,6 +410,7 @@ def _step5_records(walk: Walk, source: Source, receipt: LadderReceipt, receipt_e
                     label,
                     "%d evidence item(s)" % len(rec.evidence),
                     derived,
+                    checked.reason,
                 )
             )
     return out
@@ -441,6 +442,7 @@ class _RecordCheck:
     derived: str | None
     defects: tuple[Defect, ...] = ()
     warnings: tuple[str, ...] = ()
+    reason: str | None = None  # why the evidence entails ``derived``, in the rule's words
 
 
 def _check_record(
@@ -470,7 +472,9 @@ def _check_record(
             entailed = _deterministic_entailed(walk, source, receipt, entry, rec, contract)
         else:
             entailed = _judge_entailed(source, entry, rec, contract)
-    return _RecordCheck(entailed.derived, (*defects, *entailed.defects), (*warnings, *entailed.warnings))
+    return _RecordCheck(
+        entailed.derived, (*defects, *entailed.defects), (*warnings, *entailed.warnings), entailed.reason
+    )
 
 
 def _binding_defects(receipt: LadderReceipt, tier: Tier, entry: Entry, rec: TierRecord) -> list[Defect]:
@@ -500,9 +504,9 @@ def _human_entailed(source: Source, entry: Entry, rec: TierRecord) -> _RecordChe
     # 5h. A human verdict is what its decision document says, by the key that signed it.
     human, why = derive_human(rec, entry.signer, evidence_reader(source))
     if human is rec.verdict:
-        return _RecordCheck(human.value)
+        return _RecordCheck(human.value, reason=why)
     message = "the human record says %s but its decision entails %s: %s" % (rec.verdict, human, why)
-    return _RecordCheck(human.value, (Defect("verdict-not-entailed", message, entry.seq),))
+    return _RecordCheck(human.value, (Defect("verdict-not-entailed", message, entry.seq),), reason=why)
 
 
 def _deterministic_entailed(
@@ -530,7 +534,8 @@ def _deterministic_entailed(
             "; ".join(outcome.reasons) or "all checks passed",
         )
         defects.append(Defect("verdict-not-entailed", why, seq))
-    return _RecordCheck(outcome.verdict.value, tuple(defects), outcome.warnings)
+    why = "; ".join(outcome.reasons) or "every check passed"
+    return _RecordCheck(outcome.verdict.value, tuple(defects), outcome.warnings, why)
 
 
 def _judge_entailed(source: Source, entry: Entry, rec: TierRecord, contract: Contract) -> _RecordCheck:
@@ -539,14 +544,14 @@ def _judge_entailed(source: Source, entry: Entry, rec: TierRecord, contract: Con
     if (judged.verdict is Verdict.PASS) == (rec.verdict is Verdict.PASS) and (
         rec.verdict is not Verdict.PASS or rec.confidence_bp == judged.confidence_bp
     ):
-        return _RecordCheck(judged.verdict.value)
+        return _RecordCheck(judged.verdict.value, reason=judged.reason)
     why = "the judge record says %s (confidence %s) but its stored replies entail %s: %s" % (
         rec.verdict,
         rec.confidence_bp,
         judged.verdict,
         judged.reason,
     )
-    return _RecordCheck(judged.verdict.value, (Defect("verdict-not-entailed", why, entry.seq),))
+    return _RecordCheck(judged.verdict.value, (Defect("verdict-not-entailed", why, entry.seq),), reason=judged.reason)
 
 
 def _evidence_defects(

@@ -260,6 +260,9 @@ def pr_comment(
         % (t.tier.value, "yes" if t.required else "no", _MARK.get(t.status, ""), md(t.status), md(t.signer or t.detail))
         for t in result.tiers
     ]
+    judged = [t for t in result.tiers if t.tier.value == "judge" and t.reason]
+    if judged:
+        lines += ["", "**Judge:** %s: %s" % (md(judged[-1].derived or judged[-1].status), md(judged[-1].reason or ""))]
     decisions = doc.get("decisions") or []
     if decisions:
         lines += ["", "**Human decisions:**"] + [
