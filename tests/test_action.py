@@ -187,6 +187,17 @@ def test_the_action_runs_the_ladder_summarises_comments_once_and_gates(
     assert "**Goal:** a test task" in summary and "| tests | ✅ pass | exit code 0 |" in summary, summary
     assert "ledger verify --commit %s" % head in summary and "warning:" not in summary.split("**GATE")[0]
     assert "**Judge:** pass: accepted at confidence" in summary, summary  # its reasoning, in a line
+    # The gate's decision is recorded in the ledger (signed with the seal key), where the
+    # population of changes shows it.
+    events = [
+        json.loads(ok("--dir", str(top / "dev" / ".ledger"), "show", row["hash"], "--json", cwd=top, env=GIT_ENV))[
+            "body"
+        ]
+        for row in json.loads(ok("--dir", str(top / "dev" / ".ledger"), "log", "--json", cwd=top, env=GIT_ENV))
+        if row["kind"] == "event"
+    ]
+    decided = [e for e in events if e["type"] == "gate_decision"]
+    assert decided and dict(decided[-1]["fields"])["decision"] == "pass", events
     # The keys were written for the run and removed after it.
     assert not list((top / "runner").glob("receipt-ledger-keys-*"))
     # The receipt went to the remote. A fresh clone verifies it, but no auditing witness has

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from receipts import ReceiptsError, parse_contract
+from receipts import ReceiptsError, Signer, parse_contract
 from verify import Result, Transparency, verify_receipt
 from verify.postgres import redact_url
 
@@ -39,7 +39,9 @@ from .._layout import DEFAULT_TASK_PATTERN, contract_path, find_task, task_patte
 from ..git._commands import run_git
 from ..git._notes import open_bundle
 from ..git._sync import fetch_receipts, push_receipts
+from ..keys._key_files import load_signer
 from ..keys._trust import branch_store, resolve_auditors, resolve_trust
+from ..store._ledger import Ledger
 from ..views._render import gate_lines, pr_comment
 from ._gate import GateResult, gate
 
@@ -336,18 +338,20 @@ def run_action(env: Mapping[str, str], repo: Path, runner: Runner = _run_ledger)
         raise InputError("cannot fetch the target branch %s from %s" % (event.base_ref, remote))
     fetch_receipts(repo, remote)
     store = _store(env, repo, trust_ref)
-    _run_tiers(env, repo, event, report, store, runner)
+    sealer = _run_tiers(env, repo, event, report, store, runner)
     if "gate" in report.steps:
-        _gate_step(env, repo, event, report, trust_ref, store)
+        _gate_step(env, repo, event, report, trust_ref, store, sealer)
     _publish(env, event, report)
     return report
 
 
 def _run_tiers(
     env: Mapping[str, str], repo: Path, event: GithubEvent, report: ActionReport, store: str | None, runner: Runner
-) -> None:
+) -> Signer | None:
     """Check, judge and seal, each with its own key from the secrets, written to a private
     folder that is removed whatever happens; a step without its key is skipped, and says so.
+    Returns the seal key, loaded before its file goes, for the gate to record its decision
+    (None without one).
     """
     keys = Path(env.get("RUNNER_TEMP") or "/tmp") / ("receipt-ledger-keys-" + secrets.token_hex(6))
     child = {k: v for k, v in env.items() if not k.endswith("_KEY") or not k.startswith("LEDGER_")}
@@ -372,15 +376,23 @@ def _run_tiers(
             )
             _tier(step, report, repo, event, child, written[role], runner)
             print("receipt-ledger: %s exited %d" % (step, report.tier_exits.get(step, -1)), file=sys.stderr, flush=True)
+        return load_signer(str(keys / written["seal"])) if "seal" in written and "gate" in report.steps else None
     finally:
         shutil.rmtree(keys, ignore_errors=True)
 
 
 def _gate_step(
-    env: Mapping[str, str], repo: Path, event: GithubEvent, report: ActionReport, trust_ref: str, store: str | None
+    env: Mapping[str, str],
+    repo: Path,
+    event: GithubEvent,
+    report: ActionReport,
+    trust_ref: str,
+    store: str | None,
+    sealer: Signer | None = None,
 ) -> None:
-    """Gate the pull request's head under the target branch's trust, then verify the deciding
-    receipt's bundle for the summary.
+    """Gate the pull request's head under the target branch's trust, recording the decision
+    in the ledger with the seal key when there is one (the population shows it), then verify
+    the deciding receipt's bundle for the summary.
     """
     trust = resolve_trust(
         explicit=env.get("LEDGER_TRUST", "").strip() or None,
@@ -399,16 +411,24 @@ def _gate_step(
     # The runner reaches the store the tiers wrote to: where no auditing witness has
     # cosigned yet, the gate audits its chain itself (a full audit unless the state is kept).
     ledger_dir = Path(env["LEDGER_DIR"]) if env.get("LEDGER_DIR") else repo / ".ledger"
-    report.gated = gate(
-        repo,
-        event.head_sha,
-        trust,
-        transparency=Transparency(auditors=auditors, audited_quorum=quorum),
-        open_ledger=lambda: open_source(ledger_dir, store),
-        audit_state=Path(
-            env.get("LEDGER_AUDIT_STATE") or Path(env.get("RUNNER_TEMP") or "/tmp") / "receipt-ledger-audit-state.json"
-        ),
-    )
+    recorder = (Ledger.open(ledger_dir, store=store), sealer) if sealer is not None else None
+    try:
+        report.gated = gate(
+            repo,
+            event.head_sha,
+            trust,
+            transparency=Transparency(auditors=auditors, audited_quorum=quorum),
+            open_ledger=lambda: open_source(ledger_dir, store),
+            audit_state=Path(
+                env.get("LEDGER_AUDIT_STATE")
+                or Path(env.get("RUNNER_TEMP") or "/tmp") / "receipt-ledger-audit-state.json"
+            ),
+            recorder=recorder,
+            task=report.task,
+        )
+    finally:
+        if recorder is not None:
+            recorder[0].close()
     if report.gated.receipt and report.receipt is None:
         report.receipt = report.gated.receipt
     if report.receipt:
