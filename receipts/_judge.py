@@ -28,6 +28,7 @@ __all__ = [
     "sample_outcome",
     "attempt_outcome",
     "derive_judge",
+    "new_judge_run",
 ]
 
 JUDGE_RUN_FORMAT = "receipt-ledger/judge-run/v1"
@@ -161,6 +162,36 @@ def attempt_outcome(samples: Sequence[SampleOutcome]) -> SampleOutcome:
                 verdict, confidence, "%d of %d samples: %s" % (len(votes), len(samples), votes[0].reason)
             )
     return SampleOutcome(Verdict.REVIEW, confidence, "no majority among %d samples" % len(samples))
+
+
+def new_judge_run(
+    contract: Contract,
+    *,
+    skipped: str | None,
+    prior_attempts: int,
+    backend: str,
+    endpoint: str | None,
+    model: str,
+    diff_chars: int,
+    samples: int,
+) -> dict[str, Any]:
+    """The judge run's document (format.md §6b) before any attempt: the writer's half of
+    the document `derive_judge` below reads. The runner appends each attempt's samples to
+    its ``attempts`` list.
+    """
+    return {
+        "format": JUDGE_RUN_FORMAT,
+        "skipped": skipped,
+        "prior_attempts": prior_attempts,
+        "max_retries": contract.judge.max_retries,
+        "backend": backend,
+        "endpoint": endpoint,
+        "model": model,
+        "diff_truncated": diff_chars > contract.judge.max_diff_chars,
+        "diff_chars": diff_chars,
+        "attempts": [],
+        "samples": samples,
+    }
 
 
 def derive_judge(run: Mapping[str, Any], replies: Mapping[str, bytes], contract: Contract) -> SampleOutcome:

@@ -34,6 +34,7 @@ from receipts import (
     Verdict,
     config_hash,
     derive_judge,
+    new_judge_run,
 )
 
 from .._errors import InputError
@@ -243,20 +244,18 @@ class _Kept:
 def _run_document(
     contract: Contract, endpoint: Endpoint | str, *, skipped: str | None, prior: int, diff: str, samples: int
 ) -> dict[str, Any]:
-    """The judge run's document (format.md §6b) before any attempt is made."""
-    return {
-        "format": JUDGE_RUN_FORMAT,
-        "skipped": skipped,
-        "prior_attempts": prior,
-        "max_retries": contract.judge.max_retries,
-        "backend": endpoint.backend if isinstance(endpoint, Endpoint) else "none",
-        "endpoint": endpoint.url if isinstance(endpoint, Endpoint) else None,
-        "model": endpoint.model if isinstance(endpoint, Endpoint) else "none",
-        "diff_truncated": len(diff) > contract.judge.max_diff_chars,
-        "diff_chars": len(diff),
-        "attempts": [],
-        "samples": samples,
-    }
+    """The judge run's document before any attempt is made (`receipts.new_judge_run`)."""
+    reached = endpoint if isinstance(endpoint, Endpoint) else None
+    return new_judge_run(
+        contract,
+        skipped=skipped,
+        prior_attempts=prior,
+        backend=reached.backend if reached else "none",
+        endpoint=reached.url if reached else None,
+        model=reached.model if reached else "none",
+        diff_chars=len(diff),
+        samples=samples,
+    )
 
 
 def _ask_sample(
