@@ -337,6 +337,14 @@ def test_a_merge_group_event_gates_the_queue_commit(
     assert res.returncode == 0, res.stdout + res.stderr
     assert "via its tree" in res.stdout
     assert github.requests == []  # a merge group has no pull-request comment
+    # The default run in a queue is the gate alone; with the secrets but no ledger on the
+    # runner it still gates by the receipts in git, and says its decision was not recorded.
+    bare = {k: v for k, v in env.items() if k != "LEDGER_RUN"}
+    bare.update(_keys(top), LEDGER_DIR=str(top / "no-ledger"))
+    res = _action(workspace, bare)
+    assert res.returncode == 0 and "via its tree" in res.stdout, res.stdout + res.stderr
+    summary = (top / "runner" / "summary.md").read_text()
+    assert "- note: the gate's decision was not recorded: no ledger at" in summary, summary
 
 
 def test_the_keys_exist_only_while_the_tiers_run_and_only_for_the_owner(

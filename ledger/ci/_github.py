@@ -33,7 +33,7 @@ from verify import Result, Transparency, verify_receipt
 from verify.postgres import redact_url
 
 from .._config import open_source, shared_store
-from .._errors import InputError
+from .._errors import InputError, LedgerError
 from .._escape import markdown_text
 from .._layout import DEFAULT_TASK_PATTERN, contract_path, find_task, task_pattern
 from ..git._commands import run_git
@@ -411,7 +411,7 @@ def _gate_step(
     # The runner reaches the store the tiers wrote to: where no auditing witness has
     # cosigned yet, the gate audits its chain itself (a full audit unless the state is kept).
     ledger_dir = Path(env["LEDGER_DIR"]) if env.get("LEDGER_DIR") else repo / ".ledger"
-    recorder = (Ledger.open(ledger_dir, store=store), sealer) if sealer is not None else None
+    recorder = _recorder(ledger_dir, store, sealer, report)
     try:
         report.gated = gate(
             repo,
@@ -440,6 +440,23 @@ def _gate_step(
                     report.result = verify_receipt(source, report.receipt, trust, Transparency(require_checkpoint=True))
                     if report.result.ok:  # its renderings were re-derived and compared: the manifest is verified
                         report.manifest = json.loads(source.read(BundleLayout.MANIFEST))
+
+
+def _recorder(
+    ledger_dir: Path, store: str | None, sealer: Signer | None, report: ActionReport
+) -> tuple[Ledger, Signer] | None:
+    """Where the gate records its decision: the ledger the tiers append to, with the seal
+    key. A job without either (a queue's gate-only run on a runner with no ledger) gates
+    all the same and says the decision was not recorded: the record is for the population,
+    the decision comes from the receipts in git.
+    """
+    if sealer is None:
+        return None
+    try:
+        return Ledger.open(ledger_dir, store=store), sealer
+    except LedgerError as exc:
+        report.notes.append("the gate's decision was not recorded: %s" % exc)
+        return None
 
 
 def _tier(
