@@ -120,7 +120,7 @@ if TYPE_CHECKING:
         task_state,
     )
     from .store._init import Initialised, init_ledger
-    from .store._ledger import LEDGER_DIRNAME, Appended, Ledger, RecordRow, Store, find_ledger_dir
+    from .store._ledger import LEDGER_DIRNAME, Appended, Ledger, RecordRow, Store, find_ledger_dir, hash_prefix
     from .store._mirror import PullResult, pull
     from .store._repair import HeadRepair, repair_head
     from .store._retention import PruneReport, prune, set_retention
@@ -165,6 +165,7 @@ __all__ = [
     "RecordRow",
     "LEDGER_DIRNAME",
     "find_ledger_dir",
+    "hash_prefix",
     "shared_store",
     "open_source",
     "write_store_config",
@@ -429,6 +430,7 @@ _WHERE = {
     "RecordRow": "store._ledger",
     "LEDGER_DIRNAME": "store._ledger",
     "find_ledger_dir": "store._ledger",
+    "hash_prefix": "store._ledger",
     "shared_store": "_config",
     "open_source": "_config",
     "write_store_config": "_config",

@@ -147,7 +147,14 @@ if TYPE_CHECKING:
         check_task_id,
         utc_text,
     )
-    from ._policy import AUTHOR_EVENTS, Eligibility, author_keys, derive_merge_eligible, latest_human_decisions
+    from ._policy import (
+        AUTHOR_EVENTS,
+        Eligibility,
+        approvals_shortfall,
+        author_keys,
+        derive_merge_eligible,
+        latest_human_decisions,
+    )
     from ._retention import TIMESTAMP_MEDIA_TYPE, CheckpointTimestamp, RetentionPolicy
     from ._sshsig import (
         Ed25519Signer,
@@ -342,6 +349,7 @@ __all__ = [
     "decode_receipt",
     "decode_tier_record",
     "derive_merge_eligible",
+    "approvals_shortfall",
     "domain_hash",
     "encode_body",
     "encode_entry",
@@ -523,6 +531,7 @@ _WHERE = {
     "utc_text": "_model",
     "Eligibility": "_policy",
     "derive_merge_eligible": "_policy",
+    "approvals_shortfall": "_policy",
     "latest_human_decisions": "_policy",
     "author_keys": "_policy",
     "AUTHOR_EVENTS": "_policy",

@@ -2,16 +2,38 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ._digest import Digest
 from ._model import LADDER, Tier, TierEntry, TierRecord, Verdict
 
-__all__ = ["Eligibility", "derive_merge_eligible", "latest_human_decisions", "author_keys", "AUTHOR_EVENTS"]
+__all__ = [
+    "Eligibility",
+    "approvals_shortfall",
+    "derive_merge_eligible",
+    "latest_human_decisions",
+    "author_keys",
+    "AUTHOR_EVENTS",
+]
 
 # The events only the change's author signs: its claim, its tool-call trace, its session's end.
 AUTHOR_EVENTS = ("answer_proposed", "trace", "model_stopped")
+
+
+_SHORTFALL = "%d of %d required human approvals"
+
+
+def approvals_shortfall(reasons: Sequence[str]) -> tuple[int, int] | None:
+    """The (given, required) approvals when ``reasons`` (`Eligibility.reasons`) say the
+    receipt lacks approvals, else None: the reader of the reason this module writes.
+    """
+    for reason in reasons:
+        found = re.fullmatch(r"(\d+) of (\d+) required human approvals", reason)
+        if found:
+            return int(found.group(1)), int(found.group(2))
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +117,7 @@ def derive_merge_eligible(
                 by = " by %s" % signer if tier is Tier.HUMAN and signer else ""
                 reasons.append("tier %s verdict is %s%s" % (tier, record.verdict, by))
         if tier is Tier.HUMAN and len(approvers) < max(human_approvals, 1):
-            reasons.append("%d of %d required human approvals" % (len(approvers), max(human_approvals, 1)))
+            reasons.append(_SHORTFALL % (len(approvers), max(human_approvals, 1)))
             reasons += discounted
     return Eligibility(eligible=not reasons, reasons=tuple(reasons))
 

@@ -78,6 +78,7 @@ def test_the_same_human_approving_twice_counts_once(env: tuple[Path, Ledger]) ->
     vote(env, contract, run.record.input_hash, "alice", True)
     receipt, result = sealed(env, run.record.input_hash)
     assert not receipt.merge_eligible and "1 of 2 required human approvals" in result.eligibility_reasons
+    assert r.approvals_shortfall(result.eligibility_reasons) == (1, 2)  # the rule's reason, read back
     vote(env, contract, run.record.input_hash, "bob", True)
     receipt, _ = sealed(env, run.record.input_hash)
     assert receipt.merge_eligible and len(receipt.entry(r.Tier.HUMAN).records) == 2  # type: ignore[union-attr]

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import datetime
 import html
-import re
 from typing import Any
+
+from receipts import approvals_shortfall
 
 __all__ = ["report_html", "decision_sentence"]
 
@@ -154,12 +155,9 @@ def _candidate_and_contract(m: dict[str, Any]) -> tuple[str, str]:
 
 
 def _approvals_short(reasons: list[str]) -> str | None:
-    """The shortfall ("1 of 2 approvals") when the receipt lacks approvals (the rule's own reason), else None."""
-    for reason in reasons:
-        found = re.fullmatch(r"(\d+) of (\d+) required human approvals", reason)
-        if found:
-            return "%s of %s approvals" % found.groups()
-    return None
+    """The shortfall ("1 of 2 approvals") when the receipt lacks approvals, else None."""
+    found = approvals_shortfall(reasons)
+    return "%d of %d approvals" % found if found else None
 
 
 def _ladder_rows(m: dict[str, Any], links: bool, redacted: set[tuple[str, str]]) -> tuple[str, str, str]:

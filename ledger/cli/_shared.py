@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import sqlite3
 import sys
 from collections.abc import Callable, Sequence
@@ -130,8 +129,10 @@ def _signer(name: str) -> Signer:
     return lib.load_signer(name, ask=_ask_passphrase)
 
 
-# What a table prints of a hash: blake3: (optional) and at least 8 of its hex digits, maybe cut with "…".
-_PREFIX = re.compile(r"(?:blake3:)?[0-9a-f]{8,63}…?")
+def _is_prefix(text: str) -> bool:
+    """Whether ``text`` is a hash's prefix as a table prints it (not a whole hash)."""
+    prefix = lib.hash_prefix(text)
+    return prefix is not None and len(prefix) < 64
 
 
 def _resolved(ctx: click.Context, text: str, ledger: lib.Ledger | None = None) -> Digest:
@@ -139,7 +140,7 @@ def _resolved(ctx: click.Context, text: str, ledger: lib.Ledger | None = None) -
     whole one is taken as it is, without opening the ledger, and anything else is refused
     with the digest's own message.
     """
-    if _PREFIX.fullmatch(text.strip()):
+    if _is_prefix(text):
         return (ledger or _reader(ctx)).resolve(text)
     return _digest(text)
 
@@ -148,7 +149,7 @@ def _receipt_arg(ctx: click.Context, text: str | None, bundle: Path | None) -> s
     """`verify`'s HASH: a prefix is resolved on the ledger; anything else goes to the
     verifier as given (it says what a hash must be); a bundle names its own receipt.
     """
-    if text is None or bundle is not None or not _PREFIX.fullmatch(text.strip()):
+    if text is None or bundle is not None or not _is_prefix(text):
         return text
     return str(_resolved(ctx, text))
 

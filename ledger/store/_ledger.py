@@ -79,10 +79,20 @@ from ..keys._trust import write_trust_file
 from ._backend import Backend
 from ._sqlite import SqliteBackend, install_staged
 
-__all__ = ["Store", "Ledger", "Appended", "RecordRow", "LEDGER_DIRNAME", "find_ledger_dir"]
+__all__ = ["Store", "Ledger", "Appended", "RecordRow", "LEDGER_DIRNAME", "find_ledger_dir", "hash_prefix"]
 
 LEDGER_DIRNAME = ".ledger"
 _HASH_PREFIX = re.compile(r"(?:blake3:)?([0-9a-f]{8,64})")
+
+
+def hash_prefix(text: str) -> str | None:
+    """The hex digits of a hash as people give it (``blake3:`` optional, at least 8 digits,
+    a trailing ``…`` as tables cut it), or None for text of another form.
+    """
+    found = _HASH_PREFIX.fullmatch(text.strip().rstrip("…"))
+    return found.group(1) if found else None
+
+
 _T = TypeVar("_T")
 _ATTEMPTS = 3  # whole write transactions tried when a shared store's connection drops before COMMIT
 # Only what is versioned with the code is let through: contracts, the shared store's
@@ -554,10 +564,9 @@ class Ledger:
         Raises:
             InputError: not a hash, no entry starts so, or several do (they are listed).
         """
-        found = _HASH_PREFIX.fullmatch(text.strip().rstrip("…"))
-        if found is None:
+        prefix = hash_prefix(text)
+        if prefix is None:
             raise InputError("a hash is blake3:<hex>, in full or by at least 8 of its first hex digits: %r" % text[:80])
-        prefix = found.group(1)
         if len(prefix) == 64:
             return Digest.parse("blake3:" + prefix)
         low = bytes.fromhex(prefix[: len(prefix) // 2 * 2])
