@@ -39,11 +39,39 @@ _KNOWN = frozenset(
 )
 
 
+def _well_formed(schema: dict[str, Any]) -> bool:
+    """Whether each keyword's value has the shape the keyword needs (anything else goes to
+    `jsonschema`, which says what it makes of it).
+    """
+    kinds = schema.get("type", "string")
+    if not (isinstance(kinds, str) or (isinstance(kinds, list) and all(isinstance(k, str) for k in kinds))):
+        return False
+    if not (
+        isinstance(schema.get("required", []), list) and all(isinstance(n, str) for n in schema.get("required", []))
+    ):
+        return False
+    if not isinstance(schema.get("enum", []), list) or not isinstance(schema.get("pattern", ""), str):
+        return False
+    counts = ("minLength", "maxLength", "minItems", "maxItems")
+    if any(not isinstance(schema.get(k, 0), int) or isinstance(schema.get(k), bool) for k in counts):
+        return False
+    bounds = ("minimum", "maximum")
+    if any(not isinstance(schema.get(k, 0), int | float) or isinstance(schema.get(k), bool) for k in bounds):
+        return False
+    try:
+        re.compile(schema.get("pattern", ""))
+    except re.error:
+        return False
+    return True
+
+
 def _covered(schema: Any) -> bool:
-    """Whether every keyword of ``schema`` and its subschemas is one this module judges."""
+    """Whether every keyword of ``schema`` and its subschemas is one this module judges,
+    each with a value of the shape it needs.
+    """
     if isinstance(schema, bool):
         return True
-    if not isinstance(schema, dict) or set(schema) - _KNOWN:
+    if not isinstance(schema, dict) or set(schema) - _KNOWN or not _well_formed(schema):
         return False
     subs = [*schema.get("properties", {}).values()] if isinstance(schema.get("properties", {}), dict) else [None]
     for key in ("additionalProperties", "items", "not"):

@@ -66,3 +66,15 @@ def test_a_keyword_it_does_not_judge_goes_to_jsonschema() -> None:
     assert quick_errors({"type": "object", "anyOf": [{"required": ["a"]}]}, {}) is None
     assert quick_errors({"properties": {"a": {"$ref": "#"}}}, {}) is None
     assert quick_errors({"type": "object", "required": ["command"]}, {}) == ["'command' is a required property"]
+
+
+def test_a_malformed_keyword_is_left_to_jsonschema_not_guessed() -> None:
+    for schema in (
+        {"required": "command"},
+        {"enum": 5},
+        {"pattern": "([unclosed"},
+        {"minLength": "3"},
+        {"type": 7},
+        {"maximum": True},
+    ):
+        assert quick_errors(schema, {"command": "x"}) is None, schema
