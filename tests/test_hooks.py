@@ -533,3 +533,11 @@ def test_the_trace_chains_on_from_its_last_line_however_long(box: Box) -> None:
         assert res.returncode == 0, res.stderr
     rows = box.trace()  # checks every line's prev against the SHA-256 of the line before
     assert [row["seq"] for row in rows] == [1, 2, 3] and len(rows) == 3
+
+
+def test_a_broken_task_pattern_does_not_switch_the_gate_off(box: Box) -> None:
+    # The branch task-1 names TASK-1 by the default ids; a config.toml whose task_pattern
+    # is not a regular expression must not leave the hooks without a task (doing nothing).
+    (box.repo / ".ledger" / "config.toml").write_text('task_pattern = "([unclosed"\n')
+    decided = _write(box, str(box.repo), ".ledger/contracts/TASK-1.toml")
+    assert decided is not None and decided[0] == "deny", decided
