@@ -322,3 +322,44 @@ def test_an_auditing_witness_cosigns_only_what_a_chain_audit_passes(tmp_path: Pa
     # An old checkpoint is not what the audit reached: refused too.
     code, _, err = cosign(first.encode(), "--audit", str(tmp_path / "fresh.json"), "--trust", ADMIN_ID)
     assert code == 2 and ("not the ledger's newest" in err or "audit of the ledger failed" in err), err
+
+
+def test_a_witness_that_saw_the_newer_checkpoint_refuses_the_rollback(tmp_path: Path) -> None:
+    """Issue 22, case 10 for witnesses: once a witness has cosigned a checkpoint, the store
+    cannot go back behind it. Offering the older checkpoint again is refused, and so is a
+    checkpoint of the same size over a different newest entry (the newest entry and its
+    checkpoint deleted and replaced), for a plain witness and for an auditing one alike."""
+    s, first = checkpointed(tmp_path)
+    cosign = _witness(tmp_path, s.root)
+    audit = tmp_path / "audit-state.json"
+    audited = ("--audit", str(audit), "--trust", ADMIN_ID)
+    assert cosign(first.encode(), *audited)[0] == 0
+    ledger = Ledger.open(s.root)
+    ledger.append(
+        r.KeyAdd(r.KeySpec("newer", (r.Role.HUMAN,), seeded_signer("newer").public_key_blob)), SIGNERS["admin"]
+    )
+    newer = ledger.checkpoint(SIGNERS["sealer"])
+    ledger.close()
+    code, _, err = cosign(newer.encode(), *audited)
+    assert code == 0, err
+    code, _, err = cosign(first.encode())
+    assert code == 2 and "older than one this witness cosigned" in err, err
+    # The rollback: the newest entry and its checkpoint go; another entry takes its place.
+    conn = sqlite3.connect(s.root / "ledger.db")
+    with conn:
+        size = r.parse_checkpoint(newer.text).size
+        conn.execute("DELETE FROM entries WHERE seq = ?", (size - 1,))
+        conn.execute("DELETE FROM tree")
+        conn.execute("DELETE FROM checkpoints WHERE size = ?", (size,))
+    conn.close()
+    ledger = Ledger.open(s.root)
+    ledger.append(
+        r.KeyAdd(r.KeySpec("other", (r.Role.HUMAN,), seeded_signer("other").public_key_blob)), SIGNERS["admin"]
+    )
+    replacing = ledger.checkpoint(SIGNERS["sealer"])
+    ledger.close()
+    assert r.parse_checkpoint(replacing.text).size == size
+    code, _, err = cosign(replacing.encode())
+    assert code == 2 and "not consistent" in err, err
+    code, _, err = cosign(replacing.encode(), *audited)
+    assert code == 2 and "history-rewritten" in err, err
