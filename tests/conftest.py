@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from docs_as_written import Site
 
 import receipts as r
 from ledger import Appended, Ledger, add_key, decide, record_tier, run_deterministic, run_judge, seal_receipt
@@ -436,6 +437,24 @@ def pg_url(pg_server: str) -> Iterator[str]:
     finally:
         with psycopg.connect(pg_server, autocommit=True) as admin:
             admin.execute("DROP DATABASE IF EXISTS %s WITH (FORCE)" % name)
+
+
+@pytest.fixture
+def team_site(pg_server: str) -> Iterator[tuple[Site, str]]:
+    """Where docs/team.md's database and roles land on the test server (their names made
+    unique: roles are global to a cluster), dropped afterwards; yields the site and the
+    superuser's URL, with which the docs' SQL makes them."""
+    import psycopg
+
+    token = secrets.token_hex(4)
+    here = Site(database="rl_team_" + token, role_prefix="rl_team_" + token)
+    try:
+        yield here, pg_server
+    finally:
+        with psycopg.connect(pg_server, autocommit=True) as admin:
+            admin.execute("DROP DATABASE IF EXISTS %s WITH (FORCE)" % here.database)
+            for role in ("owner", "writer", "auditor"):
+                admin.execute("DROP ROLE IF EXISTS %s" % here.role(role))
 
 
 # -- receipts that travel with the code (test_travel, test_action) ------------------------------

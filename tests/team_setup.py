@@ -1,0 +1,131 @@
+"""A team's machines and the set-up of docs/team.md (§1 to §3), run as written: the
+server's roles, the shared ledger, the keys. `tests/test_team.py` continues with the
+docs' flow; `tests/test_team_day.py` with a day of pull requests through the action."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from docs_as_written import Site, blocks, run_shell
+
+from conftest import GIT_ENV, run_cli
+
+
+class Machine:
+    """One teammate's machine: a home of its own (its keys under ~/.config, its SSH keys
+    under ~/.ssh) and a clone of the team's repository, with the installed `ledger` on PATH."""
+
+    def __init__(self, tmp: Path, name: str, remote: Path) -> None:
+        self.name = name
+        self.home = tmp / ("home-" + name)
+        self.home.mkdir()
+        path = "%s%s%s" % (Path(sys.executable).parent, os.pathsep, os.environ.get("PATH", ""))
+        self.env = {**os.environ, **GIT_ENV, "HOME": str(self.home), "PATH": path}
+        for private in ("RECEIPT_LEDGER_KEYS", "LEDGER_STORE", "LEDGER_DIR", "XDG_CONFIG_HOME"):
+            self.env.pop(private, None)
+        self.keys = self.home / ".config" / "receipt-ledger" / "keys"
+        self.clone = self.home / "app"
+        self.git("clone", "-q", str(remote), str(self.clone), cwd=self.home)
+
+    def git(self, *args: str, cwd: Path | None = None) -> str:
+        done = subprocess.run(
+            ["git", *args], cwd=cwd or self.clone, env=self.env, check=True, capture_output=True, text=True
+        )
+        return done.stdout
+
+    def ledger(self, *args: str, code: int = 0) -> str:
+        res = run_cli(*args, cwd=self.clone, env=self.env)
+        assert res.returncode == code, "%s: ledger %s\n%s%s" % (self.name, " ".join(args), res.stdout, res.stderr)
+        assert "Traceback" not in res.stderr
+        return res.stdout
+
+    def runs(self, script: str, *, answer: str | None = None) -> str:
+        """A block (or paragraph) of the docs, as written, in this machine's clone."""
+        res = run_shell(script, self.clone, self.env, answer=answer)
+        assert res.returncode == 0, "%s ran:\n%s\nexit %d\n%s%s" % (
+            self.name,
+            script,
+            res.returncode,
+            res.stdout,
+            res.stderr,
+        )
+        assert "Traceback" not in res.stderr, res.stderr
+        return res.stdout
+
+    def ssh_key(self, file_name: str) -> Path:
+        """The teammate's own SSH key at ~/.ssh/FILE_NAME, made with OpenSSH, as they already
+        have one; returns the public half."""
+        private = self.home / ".ssh" / file_name
+        private.parent.mkdir(mode=0o700)
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", self.name, "-f", str(private)], check=True)
+        return private.with_suffix(".pub")
+
+
+def psql(url: str, sql: str) -> None:
+    """``sql`` through `psql`, statement by statement, stopping at the first error."""
+    done = subprocess.run(
+        ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", url], input=sql, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def seed(tmp: Path, files: dict[str, str]) -> Path:
+    """The team's repository before receipt-ledger (a bare remote whose main holds
+    ``files``: the code and the tasks' contracts); returns the remote."""
+    remote = tmp / "team.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
+    seeded = tmp / "seed"
+    subprocess.run(["git", "clone", "-q", str(remote), str(seeded)], check=True, capture_output=True)
+    for name, text in files.items():
+        (seeded / name).parent.mkdir(parents=True, exist_ok=True)
+        (seeded / name).write_text(text)
+    env = {**os.environ, **GIT_ENV}
+    for args in (("add", "-A"), ("commit", "-qm", "the code and its contracts"), ("push", "-q", "origin", "HEAD:main")):
+        subprocess.run(["git", *args], cwd=seeded, env=env, check=True, capture_output=True)
+    return remote
+
+
+@dataclass
+class Team:
+    """The machines after docs/team.md §1 to §3, and the store's addresses by role."""
+
+    site: Site
+    remote: Path
+    lead: Machine
+    ci: Machine
+    agent: Machine
+    alice: Machine
+    bob: Machine
+
+    def url(self, role: str) -> str:
+        return "postgresql://%s@%s/%s" % (self.site.role(role), self.site.host, self.site.database)
+
+
+def team_from_docs(tmp: Path, here: Site, superuser: str, files: dict[str, str]) -> Team:
+    """Run docs/team.md §1 to §3 as written: the server's roles (as its superuser), the
+    admin's `init` and commit, the owner's GRANTs, each teammate's SSH key handed to the
+    admin, and the admin's `keys` commands; CI's private key then moves to CI."""
+    remote = seed(tmp, files)
+    server, grants = blocks("team.md", "1.", "sql")
+    psql(superuser, here.apply(server.text))
+    lead = Machine(tmp, "lead", remote)
+    (create,) = blocks("team.md", "2.", "sh")
+    lead.runs(here.apply(create.text))
+    team = Team(here, remote, lead, *(Machine(tmp, name, remote) for name in ("ci", "agent", "alice", "bob")))
+    psql(team.url("owner"), here.apply(grants.text))
+    for machine, file_name in ((team.agent, "agent"), (team.alice, "id_ed25519"), (team.bob, "id_ed25519")):
+        (lead.home / (machine.name + ".pub")).write_bytes(machine.ssh_key(file_name).read_bytes())
+    (keys,) = blocks("team.md", "3.", "sh")
+    lead.runs(here.apply(keys.text))
+    team.ci.keys.mkdir(parents=True)
+    for half in ("ci", "ci.pub"):
+        (team.ci.keys / half).write_bytes((lead.keys / half).read_bytes())
+        (lead.keys / half).unlink()
+    (team.ci.keys / "ci").chmod(0o600)
+    for machine in (team.ci, team.agent, team.alice, team.bob):
+        machine.git("pull", "-q", "origin", "main")
+    return team
