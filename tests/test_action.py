@@ -8,85 +8,22 @@ from __future__ import annotations
 
 import json
 import subprocess
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from github_api import FakeGithub, serve
 
 from conftest import GIT_ENV, LEDGER, contract_bytes, fresh_clone, git, ok, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@dataclass
-class FakeGithub:
-    """Issue comments of one repository, served as GitHub's REST API serves them."""
-
-    comments: list[dict[str, Any]] = field(default_factory=list)
-    requests: list[tuple[str, str, dict[str, str], Any]] = field(default_factory=list)
-    url: str = ""
-    next_id: int = 1000
-    refuse_writes: bool = False  # as GitHub answers a forked pull request's read-only token
-
-
 @pytest.fixture
 def github() -> Iterator[FakeGithub]:
-    state = FakeGithub()
-
-    class Handler(BaseHTTPRequestHandler):
-        def _answer(self, code: int, doc: Any) -> None:
-            data = json.dumps(doc).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def _record(self) -> Any:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = json.loads(self.rfile.read(length)) if length else None
-            # Header names are case-insensitive: kept in lower case to compare.
-            state.requests.append((self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body))
-            return body
-
-        def do_GET(self) -> None:
-            self._record()
-            self._answer(200, state.comments if "page=1" in self.path else [])
-
-        def do_POST(self) -> None:
-            body = self._record()
-            if state.refuse_writes:
-                self._answer(403, {"message": "Resource not accessible by integration"})
-                return
-            state.next_id += 1
-            comment = {"id": state.next_id, "body": body["body"], "user": {"login": "github-actions[bot]"}}
-            state.comments.append(comment)
-            self._answer(201, comment)
-
-        def do_PATCH(self) -> None:
-            body = self._record()
-            cid = int(self.path.rsplit("/", 1)[1])
-            for comment in state.comments:
-                if comment["id"] == cid:
-                    comment["body"] = body["body"]
-                    self._answer(200, comment)
-                    return
-            self._answer(404, {"message": "Not Found"})
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    state.url = "http://127.0.0.1:%d" % server.server_address[1]
-    yield state
-    server.shutdown()
-    server.server_close()
+    with serve() as state:
+        yield state
 
 
 def _pull_request_event(path: Path, number: int, head_sha: str, head_ref: str, title: str) -> Path:
@@ -165,7 +102,9 @@ def test_the_action_runs_the_ladder_summarises_comments_once_and_gates(
     workspace, head = _checkout(top, "workspace", "task-1")
     event = _pull_request_event(top / "event.json", 7, head, "task-1", "Greet the receipts")
     # Someone else's comment that carries the marker: never to be edited by the action.
-    github.comments.append({"id": 1, "body": "<!-- receipt-ledger:comment --> fake PASS", "user": {"login": "mallory"}})
+    github.comments.append(
+        {"id": 1, "issue": 7, "body": "<!-- receipt-ledger:comment --> fake PASS", "user": {"login": "mallory"}}
+    )
     env = _actions_env(top, github, event, LEDGER_RUN="all", LEDGER_TASK="", **_keys(top))
     first = _action(workspace, env)
     assert first.returncode == 0, first.stdout + first.stderr
@@ -274,7 +213,14 @@ def test_bad_input_is_one_line_and_exit_2(world: tuple[Path, dict[str, str], str
     workspace, head = _checkout(top, "ws3", "task-1")
     (top / "push.json").write_text(json.dumps({"ref": "refs/heads/main"}))
     pushed = _action(workspace, {**_actions_env(top, github, top / "push.json"), "GITHUB_EVENT_NAME": "push"})
-    assert pushed.returncode == 2 and pushed.stderr.count("\n") == 1 and "not 'push'" in pushed.stderr
+    assert pushed.returncode == 2 and pushed.stderr.count("\n") == 1 and "lacks 'after'" in pushed.stderr
+    tagged = {"ref": "refs/tags/v1", "after": head}
+    (top / "push.json").write_text(json.dumps(tagged))
+    pushed = _action(workspace, {**_actions_env(top, github, top / "push.json"), "GITHUB_EVENT_NAME": "push"})
+    assert pushed.returncode == 2 and "gates pushes to a branch, not to refs/tags/v1" in pushed.stderr
+    (top / "issue.json").write_text(json.dumps({"action": "opened"}))
+    other = _action(workspace, {**_actions_env(top, github, top / "issue.json"), "GITHUB_EVENT_NAME": "issues"})
+    assert other.returncode == 2 and other.stderr.count("\n") == 1 and "not 'issues'" in other.stderr
     event = _pull_request_event(top / "event.json", 10, head, "no-task-here", "Nothing to see")
     untitled = _action(workspace, _actions_env(top, github, event))
     assert untitled.returncode == 2 and "no task id" in untitled.stderr and "Traceback" not in untitled.stderr

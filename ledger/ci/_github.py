@@ -58,6 +58,9 @@ __all__ = [
 ]
 
 STEPS = ("check", "judge", "seal", "gate")
+# Events whose commit is gated, never laddered, under `run: auto`; their task comes from
+# the commit's title (the merged pull request's), never from a branch name.
+_GATE_ONLY = ("merge_group", "push")
 COMMENT_MARKER = "<!-- receipt-ledger:comment -->"
 _FILE_CHECKS = ("path_exists", "file_contains", "schema_valid", "hash_stable")
 # The key names the action writes; each tier signs with its own role's key.
@@ -77,9 +80,13 @@ class GithubEvent:
 
 
 def parse_event(name: str, payload: Mapping[str, Any]) -> GithubEvent:
-    """The fields of a ``pull_request`` or ``merge_group`` event (`InputError` otherwise)."""
+    """The fields of a ``pull_request`` (or ``pull_request_review``: a review submitted
+    after the reviewers' approvals reruns the ladder), ``merge_group`` or ``push`` event
+    (`InputError` otherwise). A push is gated as the branch it landed on, which is then
+    also where the trust pin is read: branch protection made the merge pass the gate.
+    """
     try:
-        if name in ("pull_request", "pull_request_target"):
+        if name in ("pull_request", "pull_request_target", "pull_request_review"):
             pr = payload["pull_request"]
             return GithubEvent(
                 name,
@@ -102,9 +109,16 @@ def parse_event(name: str, payload: Mapping[str, Any]) -> GithubEvent:
                 str((group.get("head_commit") or {}).get("message") or "").split("\n", 1)[0]
                 + (" (#%s)" % number.group(1) if number else ""),
             )
+        if name == "push":
+            ref = str(payload["ref"])
+            if not ref.startswith("refs/heads/"):
+                raise InputError("the action gates pushes to a branch, not to %s" % ref)
+            branch = ref.removeprefix("refs/heads/")
+            message = str((payload.get("head_commit") or {}).get("message") or "")
+            return GithubEvent(name, str(payload["after"]), branch, branch, None, message.split("\n", 1)[0])
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError("the %s event payload lacks %s" % (name, exc)) from None
-    raise InputError("the action runs on pull_request and merge_group events, not %r" % name)
+    raise InputError("the action runs on pull_request, pull_request_review, merge_group and push events, not %r" % name)
 
 
 def task_from(event: GithubEvent, explicit: str, pattern: str = DEFAULT_TASK_PATTERN) -> str:
@@ -116,7 +130,7 @@ def task_from(event: GithubEvent, explicit: str, pattern: str = DEFAULT_TASK_PAT
     """
     if explicit:
         return explicit
-    texts = (event.title,) if event.name == "merge_group" else (event.head_ref, event.title)
+    texts = (event.title,) if event.name in _GATE_ONLY else (event.head_ref, event.title)
     for text in texts:
         found = find_task(text, pattern)
         if found:
@@ -217,10 +231,11 @@ class ActionReport:
 
 def _steps(text: str, event: str = "pull_request") -> tuple[str, ...]:
     """The steps the ``run`` input names; ``auto`` (the default) is every step on a pull
-    request and the gate alone in a merge queue, whose commit holds the reviewed tree.
+    request and the gate alone in a merge queue or on a push, whose commit holds a tree
+    that was reviewed (or nothing to seal).
     """
     if text.strip() in ("", "auto"):
-        return ("gate",) if event == "merge_group" else STEPS
+        return ("gate",) if event in _GATE_ONLY else STEPS
     asked = [s.strip() for s in text.split(",") if s.strip()] or ["all"]
     if "all" in asked:
         return STEPS
