@@ -29,7 +29,7 @@ if TYPE_CHECKING:
         uninstall_hooks,
     )
     from .agents._traces import TRACE_DECISIONS_FORMAT, ingest_trace, process_facts
-    from .audit._population import POPULATION_COLUMNS, ChangeRow, population, population_csv
+    from .audit._population import POPULATION_COLUMNS, ChangeRow, mark_reached, population, population_csv
     from .audit._stats import FamilyStats, family_of, parse_ks, stats
     from .audit._verification import Progress, Verified, VerifyRequest, comment_markdown, run_verify
     from .ci._gate import GATE_MODES, GateResult, ReceiptCheck, check_receipts, gate, gate_check, verify_commit
@@ -178,6 +178,7 @@ __all__ = [
     "timestamp_checkpoint",
     "prune",
     "PruneReport",
+    "mark_reached",
     "population",
     "population_csv",
     "csv_cell",
@@ -443,6 +444,7 @@ _WHERE = {
     "timestamp_checkpoint": "transparency._tsa",
     "prune": "store._retention",
     "PruneReport": "store._retention",
+    "mark_reached": "audit._population",
     "population": "audit._population",
     "population_csv": "audit._population",
     "csv_cell": "_escape",

@@ -6,9 +6,11 @@ row's receipt is verified first, against the caller's trust, and the row says so
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from receipts import (
@@ -30,11 +32,14 @@ from receipts import (
 )
 from verify import Trust, verify_receipt
 
+from .._errors import InputError
 from .._escape import csv_cell
+from ..git._commands import run_git
+from ..keys._trust import qualified_branch
 from ..ladder._evidence import evidence_json, snapshot_of
 from ..store._ledger import Ledger, RecordRow
 
-__all__ = ["ChangeRow", "population", "population_csv", "POPULATION_COLUMNS"]
+__all__ = ["ChangeRow", "mark_reached", "population", "population_csv", "POPULATION_COLUMNS"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +60,8 @@ class ChangeRow:
     merge_eligible: bool
     verified: bool
     defects: tuple[str, ...]
-    gate: str | None  # the latest gate decision recorded for the candidate, if any
+    gate: str | None  # the latest gate decision this receipt made, if any
+    reached: bool | None = None  # its change is on the target branch (None: not asked)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -74,6 +80,7 @@ class ChangeRow:
             "verified": self.verified,
             "defects": list(self.defects),
             "gate_decision": self.gate,
+            "reached_target": self.reached,
         }
 
 
@@ -95,14 +102,22 @@ POPULATION_COLUMNS = (
     "verified",
     "defects",
     "gate_decision",
+    "reached_target",
 )
 
 
 def population(
-    ledger: Ledger, trust: Trust, start: int, end: int, progress: Callable[[int], None] | None = None
+    ledger: Ledger,
+    trust: Trust,
+    start: int,
+    end: int,
+    progress: Callable[[int], None] | None = None,
+    *,
+    reached_on: tuple[Path, str] | None = None,
 ) -> list[ChangeRow]:
     """Every receipt sealed in [start, end) (Unix seconds, by the receipt's signed date),
-    in chain order, each verified against ``trust`` (by proof where a checkpoint covers it).
+    in chain order, each verified against ``trust`` (by proof where a checkpoint covers it),
+    and with ``reached_on`` (a repository and its target branch) marked by `mark_reached`.
     """
     rows = []
     names = {state.key_id: state.spec.name for state in ledger.keyring()}
@@ -114,7 +129,7 @@ def population(
         rows.append(_row(ledger, trust, Digest(stored.body_hash), body, names, task))
         if progress is not None:
             progress(1)
-    return rows
+    return rows if reached_on is None else mark_reached(rows, *reached_on)
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,8 +200,25 @@ def _row(
         merge_eligible=bool(result.derived_eligible) and result.ok,
         verified=result.ok,
         defects=tuple("%s: %s" % (d.code, d.message) for d in result.defects),
-        gate=_gate(task.gates, receipt),
+        gate=_gate(task.gates, digest, receipt),
     )
+
+
+def mark_reached(rows: list[ChangeRow], repo: Path, target: str) -> list[ChangeRow]:
+    """``rows``, each marked with whether its change reached the branch ``target``: its
+    commit, or a commit with its exact tree (a squash or rebase merge of the reviewed
+    tree), is in the branch's history. Which receipt let it through is the gate's
+    decision column; this one tells merged changes from abandoned ones and reruns.
+
+    Raises:
+        InputError: ``target`` is not a branch (`qualified_branch`) or names no commit.
+    """
+    full = qualified_branch(repo, target)
+    listed = run_git(repo, "log", "--format=%H %T", "--end-of-options", full, "--")
+    if listed.returncode != 0:
+        raise InputError("cannot read the history of %s: %s" % (full, listed.stderr.decode(errors="replace").strip()))
+    on_branch = set(listed.stdout.decode().split())
+    return [dataclasses.replace(row, reached=bool({row.commit, row.tree} & on_branch - {None})) for row in rows]
 
 
 def _decision(ledger: Ledger, record: TierRecord) -> dict[str, Any] | None:
@@ -205,11 +237,17 @@ def _author_model(ledger: Ledger, record: TierRecord) -> str | None:
     return None
 
 
-def _gate(gates: tuple[TaskEvent, ...], receipt: LadderReceipt) -> str | None:
-    """The latest gate decision recorded for the receipt's candidate, if any."""
+def _gate(gates: tuple[TaskEvent, ...], digest: Digest, receipt: LadderReceipt) -> str | None:
+    """The latest gate decision this receipt made: a decision names the receipt that
+    decided it (``decided_by``), which let the commit through or blocked it. A decision
+    recorded before that field existed names only the receipt that let it through, and
+    a block only its candidate: such a block is shown on none of the candidate's
+    receipts, since any of them may have decided it.
+    """
     decision = None
     for event in gates:
-        if event.candidate == receipt.input_hash:
+        decided_by = event.field("decided_by") or event.field("receipt")
+        if event.candidate == receipt.input_hash and decided_by == str(digest):
             decision = "%s (%s)" % (event.field("decision") or "?", event.field("mode") or "?")
     return decision
 
@@ -243,6 +281,7 @@ def population_csv(rows: list[ChangeRow]) -> str:
             "yes" if row.verified else "no",
             "; ".join(row.defects),
             row.gate or "",
+            "" if row.reached is None else "yes" if row.reached else "no",
         ]
         writer.writerow([csv_cell(str(cell)) for cell in cells])
     return out.getvalue()

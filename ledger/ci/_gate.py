@@ -241,6 +241,7 @@ class GateResult:
     mode: str = "enforce"
     checks: tuple[ReceiptCheck, ...] = ()
     trust: str = ""
+    decided_by: str | None = None  # the receipt that decided, whether it let the commit through or not
 
     @property
     def passed(self) -> bool:
@@ -351,6 +352,7 @@ def gate_check(
         mode,
         tuple(checks),
         _trust_label(trust),
+        newest.note.receipt if newest is not None else None,
     )
 
 
@@ -449,7 +451,13 @@ def gate(
             task_id,
             EventType.GATE_DECISION,
             result.candidate,
-            {"mode": mode, "decision": result.decision, "commit": result.commit, "receipt": result.receipt or ""},
+            {
+                "mode": mode,
+                "decision": result.decision,
+                "commit": result.commit,
+                "receipt": result.receipt or "",
+                "decided_by": result.decided_by or "",
+            },
         )
         if result.passed and mode == "enforce":
             record_event(

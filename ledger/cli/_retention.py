@@ -54,6 +54,10 @@ def prune_cmd(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
     emit(as_json, report.as_dict(), lines)
 
 
+def _in_this_repository(branch: str | None) -> tuple[Path, str] | None:
+    return (lib.git_root(Path.cwd()) or Path.cwd(), branch) if branch else None
+
+
 @cli.command()
 @click.argument("hash_text", metavar="[HASH]", required=False)
 @click.option("--from", "from_text", help="First day (UTC date, or an ISO 8601 time).")
@@ -61,6 +65,11 @@ def prune_cmd(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
 @click.option("--csv", "as_csv", is_flag=True, help="CSV with a header line, for a spreadsheet.")
 @click.option("--html", "as_html", is_flag=True, help="With HASH: the auditor's page for that receipt.")
 @click.option("-o", "--output", type=_FILE, help="With --html: write the page here instead of stdout.")
+@click.option(
+    "--reached",
+    metavar="BRANCH",
+    help="Mark each change whose commit, or a commit with its exact tree, is on BRANCH (e.g. origin/main).",
+)
 @trust_option
 @json_option
 @click.pass_context
@@ -72,6 +81,7 @@ def report(
     as_csv: bool,
     as_html: bool,
     output: Path | None,
+    reached: str | None,
     trust: _TrustArgs,
     as_json: bool,
 ) -> None:
@@ -90,7 +100,7 @@ def report(
     if as_csv and as_json:
         raise lib.InputError("choose --csv or --json")
     root = _trust(ctx, trust)
-    rows = lib.population(_reader(ctx), root, start, end)
+    rows = lib.population(_reader(ctx), root, start, end, reached_on=_in_this_repository(reached))
     if as_csv:
         warn_if_unsafe(root)
         click.echo(lib.population_csv(rows), nl=False)
