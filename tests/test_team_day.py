@@ -1,0 +1,375 @@
+"""A team's day, end to end, as GitHub and the agent run it (issue 24).
+
+The team is set up by docs/team.md as written (§1 to §3: PostgreSQL roles, the shared
+ledger, the keys) and its CI is the workflow of docs/ci.md, as written, run by
+`tests/actions_runner.py` the way a hosted runner runs it: a shallow checkout, our
+composite action's bash steps, real event payloads, the job summary and outputs, and a
+GitHub REST API stand-in on 127.0.0.1 that keeps the pull requests' comments.
+
+The day: the agent works on T-1 in Claude Code, whose installed Stop hook (run from
+`.claude/settings.json` with Claude Code's payload) blocks until the failing test is
+repaired; two pull requests run the ladder and block until both reviewers approve from
+their own clones, when the submitted review reruns it; CI reruns a job; the merge queue
+gates each queue commit (one PR behind main is refused until brought up to date and
+reviewed again); one PR is squash-merged and one rebase-merged, and each push to main is
+gated; a newcomer's fresh clone gates main; the auditor pulls a mirror, verifies the
+chain, reads the population and exports a bundle that verifies."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from actions_runner import JobRun, Runner, run_job
+from docs_as_written import Site, blocks
+from github_api import FakeGithub, serve
+from team_setup import Machine, Team, team_from_docs
+
+from conftest import judge_table
+
+PY = json.dumps(sys.executable)
+TEST_A = """import sys
+said = open("a.txt").read().strip()
+print("collected 1 item")
+if said != "two":
+    print("FAILED test_a.py::test_says_two - AssertionError: %r != 'two'" % said)
+    sys.exit(1)
+print("1 passed")
+"""
+
+
+def _contract(task: str, path: str, literal: str, tests: str) -> str:
+    return """version = 1
+task = "%s"
+goal = "%s says %s"
+owned_files = ["%s"]
+
+[policy]
+required_tiers = ["deterministic", "judge", "human"]
+human_approvals = 2
+
+%s
+[[checks]]
+id = "says-%s"
+type = "file_contains"
+path = "%s"
+literal = "%s"
+
+[[checks]]
+id = "tests"
+type = "test_passes"
+command = [%s, "-c", %s]
+""" % (task, path, literal, path, judge_table("accept", "0.9"), literal, path, literal, PY, json.dumps(tests))
+
+
+FILES = {
+    "a.txt": "one\n",
+    "b.txt": "one\n",
+    "test_a.py": TEST_A,
+    ".ledger/contracts/T-1.toml": _contract("T-1", "a.txt", "two", "exec(open('test_a.py').read())"),
+    ".ledger/contracts/T-2.toml": _contract("T-2", "b.txt", "three", "print('1 passed')"),
+}
+
+
+@dataclass
+class PullRequest:
+    number: int
+    title: str
+    branch: str
+    head: str = ""
+
+
+@dataclass
+class Day:
+    """The team, its GitHub (the remote and the API stand-in) and the docs' workflow."""
+
+    tmp: Path
+    team: Team
+    github: FakeGithub
+    workflow: str
+    runs: int = 0
+
+    @property
+    def remote(self) -> str:
+        return "file://%s" % self.team.remote
+
+    def job(self, event_name: str, event: dict[str, Any], attempt: int = 1) -> JobRun:
+        """One run of the docs' workflow's job on a fresh runner."""
+        self.runs += 1
+        key = (self.team.ci.keys / "ci").read_text()
+        secrets = {"LEDGER_CI_KEY": key, "LEDGER_JUDGE_KEY": key, "LEDGER_SEAL_KEY": key, "LEDGER_DB_PASSWORD": ""}
+        runner = Runner(
+            self.tmp / ("runner-%d" % self.runs),
+            self.remote,
+            event_name,
+            {**event, "repository": REPOSITORY, "sender": {"login": "agent-bot"}},
+            secrets,
+            self.github.url,
+            run_attempt=attempt,
+        )
+        return run_job(runner, self.workflow)
+
+    def comments(self) -> list[str]:
+        return [c["body"] for c in self.github.comments]
+
+
+REPOSITORY = {"full_name": "acme/app", "default_branch": "main"}
+
+
+def _pr_payload(pr: PullRequest, action: str = "synchronize") -> dict[str, Any]:
+    return {
+        "action": action,
+        "number": pr.number,
+        "pull_request": {
+            "number": pr.number,
+            "title": pr.title,
+            "state": "open",
+            "head": {"ref": pr.branch, "sha": pr.head, "repo": {"full_name": "acme/app"}},
+            "base": {"ref": "main", "sha": "0" * 40, "repo": {"full_name": "acme/app"}},
+            "merge_commit_sha": None,
+            "user": {"login": "agent-bot"},
+        },
+    }
+
+
+def _review_payload(pr: PullRequest, reviewer: str) -> dict[str, Any]:
+    doc = _pr_payload(pr, "submitted")
+    doc["review"] = {"state": "approved", "user": {"login": reviewer}, "commit_id": pr.head, "body": "ledger approve"}
+    return doc
+
+
+def _queue_payload(pr: PullRequest, sha: str, tree: str, message: str) -> dict[str, Any]:
+    return {
+        "action": "checks_requested",
+        "merge_group": {
+            "head_sha": sha,
+            "head_ref": "refs/heads/gh-readonly-queue/main/pr-%d-%s" % (pr.number, pr.head),
+            "base_sha": "0" * 40,
+            "base_ref": "refs/heads/main",
+            "head_commit": {"id": sha, "tree_id": tree, "message": message},
+        },
+    }
+
+
+def _push_payload(before: str, after: str, tree: str, message: str) -> dict[str, Any]:
+    return {
+        "ref": "refs/heads/main",
+        "before": before,
+        "after": after,
+        "created": False,
+        "forced": False,
+        "base_ref": None,
+        "head_commit": {"id": after, "tree_id": tree, "message": message},
+        "pusher": {"name": "github"},
+    }
+
+
+@pytest.fixture
+def day(team_site: tuple[Site, str], tmp_path: Path) -> Iterator[Day]:
+    here, superuser = team_site
+    team = team_from_docs(tmp_path, here, superuser, FILES)
+    # GitHub serves any commit of the repository by its id, as checkout asks for it.
+    subprocess.run(["git", "-C", str(team.remote), "config", "uploadpack.allowAnySHA1InWant", "true"], check=True)
+    (workflow,) = blocks("ci.md", "The GitHub Action", "yaml")
+    with serve() as github:
+        yield Day(tmp_path, team, github, workflow.text)
+
+
+def _claude_code_stop(agent: Machine) -> subprocess.CompletedProcess[str]:
+    """Claude Code's Stop: the installed command from .claude/settings.json, run by a shell
+    in the project with the event's payload on stdin."""
+    settings = json.loads((agent.clone / ".claude" / "settings.json").read_text())
+    (command,) = [h["command"] for group in settings["hooks"]["Stop"] for h in group["hooks"]]
+    payload = {
+        "session_id": "day-1",
+        "transcript_path": str(agent.home / "transcript.jsonl"),
+        "cwd": str(agent.clone),
+        "permission_mode": "default",
+        "hook_event_name": "Stop",
+        "stop_hook_active": False,
+    }
+    env = {**agent.env, "CLAUDE_PROJECT_DIR": str(agent.clone), "LEDGER_AGENT_KEY": str(agent.home / ".ssh" / "agent")}
+    return subprocess.run(
+        ["sh", "-c", command], input=json.dumps(payload), cwd=agent.clone, env=env, capture_output=True, text=True
+    )
+
+
+def _approve(reviewer: Machine, pr: PullRequest, task: str) -> None:
+    """A reviewer reads the pull request in their own clone and approves its exact head."""
+    reviewer.git("fetch", "-q", "origin", pr.branch)
+    reviewer.git("checkout", "-q", "--detach", pr.head)
+    reviewer.runs("ledger approve %s --key ~/.ssh/id_ed25519 --yes --comment 'read the diff'" % task)
+
+
+def _decided(run: JobRun, decision: str) -> None:
+    assert run.outputs["decision"] == decision, run.log + run.summary
+    assert run.success == (decision == "pass"), run.log
+
+
+def _queue_commit(team: Team, pr: PullRequest) -> tuple[str, str, str]:
+    """What the merge queue makes: main merged with the pull request's head, pushed to its
+    own branch; returns the commit, its tree and its message."""
+    lead = team.lead
+    lead.git("fetch", "-q", "origin", "main", pr.branch)
+    lead.git("checkout", "-q", "--detach", "origin/main")
+    message = "Merge pull request #%d from acme/%s\n\n%s" % (pr.number, pr.branch, pr.title)
+    lead.git("merge", "-q", "--no-ff", "-m", message, pr.head)
+    sha = lead.git("rev-parse", "HEAD").strip()
+    lead.git("push", "-q", "origin", "HEAD:refs/heads/gh-readonly-queue/main/pr-%d-%s" % (pr.number, pr.head))
+    return sha, lead.git("rev-parse", "HEAD^{tree}").strip(), message
+
+
+def _merge(team: Team, pr: PullRequest, how: str) -> tuple[str, str, str, str]:
+    """GitHub's squash or rebase merge of ``pr`` into main (a new commit with the pull
+    request's tree on top of main); returns before, after, tree and message."""
+    lead = team.lead
+    lead.git("fetch", "-q", "origin", "main", pr.branch)
+    before = lead.git("rev-parse", "origin/main").strip()
+    lead.git("checkout", "-q", "--detach", "origin/main")
+    if how == "squash":
+        lead.git("merge", "-q", "--squash", pr.head)
+        message = "%s (#%d)" % (pr.title, pr.number)
+        lead.git("commit", "-qm", message)
+    else:
+        lead.git("cherry-pick", pr.head)  # a rebase merge re-commits each commit on main
+        message = lead.git("log", "-1", "--format=%B").strip()
+    lead.git("push", "-q", "origin", "HEAD:main")
+    after = lead.git("rev-parse", "HEAD").strip()
+    return before, after, lead.git("rev-parse", "HEAD^{tree}").strip(), message
+
+
+def _open_pr(agent: Machine, pr: PullRequest, path: str, text: str) -> None:
+    agent.git("fetch", "-q", "origin", "main")
+    agent.git("checkout", "-q", "-B", pr.branch, "origin/main")
+    (agent.clone / path).write_text(text)
+    agent.git("commit", "-qam", pr.title)
+    agent.git("push", "-q", "-f", "origin", pr.branch)
+    pr.head = agent.git("rev-parse", "HEAD").strip()
+
+
+def test_a_teams_day_from_the_agents_loop_to_the_audit(day: Day) -> None:
+    team = day.team
+    agent = team.agent
+    pr7 = PullRequest(7, "T-1: a.txt says two", "T-1-say-two")
+    pr8 = PullRequest(8, "T-2: b.txt says three", "T-2-say-three")
+
+    # 1. The agent, in Claude Code with the hooks installed: its Stop is blocked while the
+    # test fails, with the test's own output, and lets it stop once repaired.
+    agent.git("checkout", "-q", "-b", pr7.branch)
+    agent.runs("ledger hook install --agent claude-code")
+    (agent.clone / ".git" / "info" / "exclude").write_text(".claude/\n")
+    (agent.clone / "a.txt").write_text("too\n")
+    blocked = _claude_code_stop(agent)
+    assert blocked.returncode == 0 and json.loads(blocked.stdout)["decision"] == "block", (
+        blocked.stdout + blocked.stderr
+    )
+    assert "FAILED test_a.py::test_says_two - AssertionError: 'too' != 'two'" in json.loads(blocked.stdout)["reason"]
+    (agent.clone / "a.txt").write_text("two\n")
+    stopped = _claude_code_stop(agent)
+    assert stopped.returncode == 0 and "block" not in stopped.stdout, stopped.stdout + stopped.stderr
+    _open_pr(agent, pr7, "a.txt", "two\n")
+
+    # 2. Its pull request: CI runs the ladder, and the gate blocks for want of approvals,
+    # saying so first in the one comment and in the summary.
+    run = day.job("pull_request", _pr_payload(pr7, "opened"))
+    _decided(run, "block")
+    assert run.outputs["receipt"].startswith("blake3:") and run.outputs["merge-eligible"] == "false"
+    assert "GATE FAIL" in run.summary and "no human record for this candidate" in run.summary, run.summary
+    (comment,) = day.comments()
+    assert "GATE FAIL" in comment and "T-1" in comment and ("verify --commit %s" % pr7.head) in comment
+
+    # 3. Both reviewers approve from their clones; the submitted review reruns the ladder.
+    for reviewer in (team.alice, team.bob):
+        _approve(reviewer, pr7, "T-1")
+    run = day.job("pull_request_review", _review_payload(pr7, "bob"))
+    _decided(run, "pass")
+    assert run.outputs["merge-eligible"] == "true"
+    (comment,) = day.comments()  # the same comment, now saying it passed
+    assert "GATE PASS" in comment and "alice" in comment and "bob" in comment, comment
+
+    # 4. CI reruns the job: a rerun on the approved candidate stays green.
+    _decided(day.job("pull_request", _pr_payload(pr7), attempt=2), "pass")
+
+    # 5. The second task, from another branch of main, to approval.
+    _open_pr(agent, pr8, "b.txt", "three\n")
+    _decided(day.job("pull_request", _pr_payload(pr8, "opened")), "block")
+    for reviewer in (team.alice, team.bob):
+        _approve(reviewer, pr8, "T-2")
+    _decided(day.job("pull_request_review", _review_payload(pr8, "alice")), "pass")
+    assert len(day.comments()) == 2  # one per pull request
+
+    # 6. The merge queue takes PR 7 (its tree is the reviewed tree): gate-only, it passes;
+    # then PR 7 is squash-merged and the push to main is gated again.
+    sha, tree, message = _queue_commit(team, pr7)
+    _decided(day.job("merge_group", _queue_payload(pr7, sha, tree, message)), "pass")
+    before, after, tree, message = _merge(team, pr7, "squash")
+    _decided(day.job("push", _push_payload(before, after, tree, message)), "pass")
+
+    # 7. PR 8 is now behind main: the queue's commit holds a tree nobody reviewed, and is
+    # refused. Brought up to date, it is a new candidate: reviewed again, it passes.
+    sha, tree, message = _queue_commit(team, pr8)
+    behind = day.job("merge_group", _queue_payload(pr8, sha, tree, message))
+    _decided(behind, "block")
+    agent.git("fetch", "-q", "origin", "main")
+    agent.git("checkout", "-q", pr8.branch)
+    agent.git("rebase", "-q", "origin/main")
+    agent.git("push", "-q", "-f", "origin", pr8.branch)
+    pr8.head = agent.git("rev-parse", "HEAD").strip()
+    _decided(day.job("pull_request", _pr_payload(pr8)), "block")  # the approvals were of the old head
+    for reviewer in (team.alice, team.bob):
+        _approve(reviewer, pr8, "T-2")
+    _decided(day.job("pull_request_review", _review_payload(pr8, "bob")), "pass")
+    sha, tree, message = _queue_commit(team, pr8)
+    _decided(day.job("merge_group", _queue_payload(pr8, sha, tree, message)), "pass")
+    before, after, tree, message = _merge(team, pr8, "rebase")
+    _decided(day.job("push", _push_payload(before, after, tree, message)), "pass")
+
+    # 8. A newcomer's fresh clone gates main: the receipts came with the code.
+    newcomer = Machine(day.tmp, "newcomer", team.remote)
+    newcomer.runs("ledger receipts fetch")
+    audit_state = newcomer.home / "audit.json"
+    newcomer.ledger("--store", team.url("writer"), "gate", "HEAD", "--audit-state", str(audit_state))
+
+    # 9. The auditor: a mirror through the read-only role, the chain, the population, a bundle.
+    _audit(day, Machine(day.tmp, "auditor", team.remote), after)
+
+
+def _csv(text: str) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def _audit(day: Day, auditor: Machine, main: str) -> None:
+    auditor.ledger("pull", "--from", day.team.url("auditor"), "--to", "mirror")
+    trust = ("--trust", ".ledger/allowed_signers")
+    auditor.ledger("--dir", "mirror", "verify", "--chain", *trust)
+    period = ("--from", "2000-01-01", "--to", "2100-01-01")
+    population = auditor.ledger("--dir", "mirror", "report", "--csv", *period, "--reached", "origin/main")
+    rows = [(r["task"], r["merge_eligible"], r["gate_decision"], r["reached_target"]) for r in _csv(population)]
+    # Each receipt with the decision it made, and whether its change reached main: PR 7's
+    # first (blocked), approved and rerun receipts, all merged by squash; PR 8's receipts
+    # of its first head (never merged) and of its head brought up to date (rebase-merged).
+    assert rows == [
+        ("T-1", "no", "block (enforce)", "yes"),
+        ("T-1", "yes", "pass (enforce)", "yes"),
+        ("T-1", "yes", "pass (enforce)", "yes"),
+        ("T-2", "no", "block (enforce)", "no"),
+        ("T-2", "yes", "pass (enforce)", "no"),
+        ("T-2", "no", "block (enforce)", "yes"),
+        ("T-2", "yes", "pass (enforce)", "yes"),
+    ], population
+    auditor.ledger("receipts", "fetch")
+    checks = json.loads(auditor.ledger("verify", "--commit", main, "--json"))
+    assert [c["match"] for c in checks] == ["tree", "tree"]  # PR 8's two receipts of this tree
+    (receipt,) = [c["receipt"] for c in checks if c["result"]["merge_eligible_derived"]]
+    auditor.ledger("--dir", "mirror", "export", receipt, "-o", "bundle.zip")
+    auditor.ledger("verify", "--bundle", "bundle.zip", *trust)
+    assert not os.path.exists(auditor.keys)
