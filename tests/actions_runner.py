@@ -11,7 +11,10 @@ It reads the workflow (from `docs/ci.md`, as written) and our `action.yml`, eval
   `bash --noprofile --norc -eo pipefail FILE` with the step's `env:`, a fresh
   `$GITHUB_OUTPUT` file per step (outputs read back in both of its syntaxes), the job's
   `$GITHUB_STEP_SUMMARY`, `if: always()` honoured and any other step skipped after a
-  failure; the action's outputs evaluated from its steps' outputs.
+  failure; the action's outputs evaluated from its steps' outputs;
+- `actions/upload-artifact@SHA` in the composite action: the file kept under the run's
+  artifacts (`<top>/../artifacts/REPO/RUN/NAME/`), refused when the name exists on the run
+  unless `overwrite` (a rerun uploads again into the same run).
 
 One step is not run: "Install receipt-ledger" (a venv and a `pip install` of the action's
 folder, which needs a package index, and tests never reach the network). Its script is
@@ -62,6 +65,8 @@ class JobRun:
     steps: list[StepRun]
     summary: str
     outputs: dict[str, str]
+    run_id: int
+    artifacts: Path  # where this run's artifacts are kept, by name
 
     @property
     def log(self) -> str:
@@ -81,6 +86,7 @@ class Runner:
     repository: str = "acme/app"
     token: str = "ghs_test-token"
     run_attempt: int = 1
+    run_id: int = 4242
     extra_env: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -109,7 +115,7 @@ class Runner:
                 "GITHUB_API_URL": self.api_url,
                 "GITHUB_SERVER_URL": "https://github.com",
                 "GITHUB_SHA": self._sha(),
-                "GITHUB_RUN_ID": "4242",
+                "GITHUB_RUN_ID": str(self.run_id),
                 "GITHUB_RUN_ATTEMPT": str(self.run_attempt),
                 "GITHUB_STEP_SUMMARY": str(self.summary_path),
                 "RUNNER_TEMP": str(self.temp),
@@ -144,6 +150,11 @@ class Runner:
             "steps": {k: {"outputs": dict(v)} for k, v in steps.items()},
             "inputs": dict(inputs),
         }
+
+
+def _scalar(value: Any) -> str:
+    """A YAML value as the runner hands it to a step: a string (booleans in lower case)."""
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
 def evaluate(text: str, contexts: Mapping[str, Any]) -> str:
@@ -198,7 +209,7 @@ def run_job(runner: Runner, workflow: str, job: str = "ladder") -> JobRun:
         uses = str(step.get("uses", ""))
         assert _PINNED.match(uses), "a step uses an action not pinned by its commit: %r" % uses
         context = runner.contexts({}, {})
-        given = {k: evaluate(str(v), context) for k, v in (step.get("with") or {}).items()}
+        given = {k: evaluate(_scalar(v), context) for k, v in (step.get("with") or {}).items()}
         if uses.startswith("actions/checkout@"):
             steps.append(_checkout(runner, given))
         elif uses.split("@")[0].endswith("/receipt-ledger"):
@@ -209,7 +220,8 @@ def run_job(runner: Runner, workflow: str, job: str = "ladder") -> JobRun:
         failed = failed or any(s.code != 0 for s in steps)
         if failed:
             break
-    return JobRun(not failed, steps, runner.summary_path.read_text(), outputs)
+    kept = runner.top.parent / "artifacts" / runner.repository / str(runner.run_id)
+    return JobRun(not failed, steps, runner.summary_path.read_text(), outputs, runner.run_id, kept)
 
 
 def _checkout(runner: Runner, given: Mapping[str, str]) -> StepRun:
@@ -243,13 +255,15 @@ def _composite(runner: Runner, given: Mapping[str, str]) -> tuple[list[StepRun],
     failed = False
     for step in action["runs"]["steps"]:
         context = runner.contexts(step_outputs, inputs)
-        condition = str(step.get("if", "success()"))
-        assert condition in ("success()", "always()"), "this runner does not evaluate if: %r" % condition
-        if failed and condition != "always()":
+        if not _condition(str(step.get("if", "success()")), context, failed):
             ran.append(StepRun(step["name"], False))
             continue
+        if "uses" in step:
+            ran.append(_upload_artifact(runner, str(step["uses"]), step.get("with") or {}, context))
+            failed = failed or ran[-1].code != 0
+            continue
         assert step.get("shell") == "bash", "a composite step without shell: bash"
-        env = {k: evaluate(str(v), context) for k, v in (step.get("env") or {}).items()}
+        env = {k: evaluate(_scalar(v), context) for k, v in (step.get("env") or {}).items()}
         script = str(step["run"])
         if step["name"] == "Install receipt-ledger":
             ran.append(_provide_install(runner, script))
@@ -260,6 +274,40 @@ def _composite(runner: Runner, given: Mapping[str, str]) -> tuple[list[StepRun],
         failed = failed or result.code != 0
     context = runner.contexts(step_outputs, inputs)
     return ran, {name: evaluate(str(spec["value"]), context) for name, spec in action["outputs"].items()}
+
+
+def _condition(text: str, contexts: Mapping[str, Any], failed: bool) -> bool:
+    """An ``if:`` made of ``&&``-joined terms: ``success()``, ``always()``, ``failure()``,
+    or a comparison of a context value with a string literal (``==``, ``!=``). Without a
+    status function, GitHub adds ``success()``."""
+    terms = [t.strip() for t in text.split("&&")]
+    status = [t for t in terms if t in ("success()", "always()", "failure()")]
+    verdict = {"success()": not failed, "always()": True, "failure()": failed}[status[0] if status else "success()"]
+    for term in terms:
+        if term in status:
+            continue
+        match = re.fullmatch(r"(\S+)\s*(==|!=)\s*'([^']*)'", term)
+        assert match, "this runner does not evaluate the condition %r" % term
+        value = str(_operand(match.group(1), contexts) or "")
+        verdict = verdict and ((value == match.group(3)) == (match.group(2) == "=="))
+    return verdict
+
+
+def _upload_artifact(runner: Runner, uses: str, given: Mapping[str, Any], contexts: Mapping[str, Any]) -> StepRun:
+    """actions/upload-artifact v4: the files at ``path`` kept under the artifact's ``name``
+    (in ``top/artifacts``), replacing an earlier one only with ``overwrite``."""
+    assert _PINNED.match(uses) and uses.startswith("actions/upload-artifact@"), "unknown action %r" % uses
+    inputs = {k: evaluate(_scalar(v), contexts) for k, v in given.items()}
+    source = Path(inputs["path"])
+    kept = runner.top.parent / "artifacts" / runner.repository / str(runner.run_id) / inputs["name"]
+    if kept.exists() and inputs.get("overwrite") != "true":
+        return StepRun("upload-artifact", True, 1, "an artifact with this name already exists on the run\n")
+    if not source.is_file():
+        code = 1 if inputs.get("if-no-files-found", "warn") == "error" else 0
+        return StepRun("upload-artifact", True, code, "no files were found at %s\n" % source)
+    kept.mkdir(parents=True, exist_ok=True)
+    (kept / source.name).write_bytes(source.read_bytes())
+    return StepRun("upload-artifact", True, 0, "uploaded %s\n" % source.name)
 
 
 def _provide_install(runner: Runner, script: str) -> StepRun:

@@ -102,9 +102,11 @@ class Day:
     def remote(self) -> str:
         return "file://%s" % self.team.remote
 
-    def job(self, event_name: str, event: dict[str, Any], attempt: int = 1) -> JobRun:
-        """One run of the docs' workflow's job on a fresh runner."""
+    def job(self, event_name: str, event: dict[str, Any], rerun: JobRun | None = None) -> JobRun:
+        """One run of the docs' workflow's job on a fresh runner (or another attempt of
+        the ``rerun`` run: the same run id, the next attempt)."""
         self.runs += 1
+        run_id, attempt = (rerun.run_id, 2) if rerun else (1000 + self.runs, 1)
         key = (self.team.ci.keys / "ci").read_text()
         secrets = {"LEDGER_CI_KEY": key, "LEDGER_JUDGE_KEY": key, "LEDGER_SEAL_KEY": key, "LEDGER_DB_PASSWORD": ""}
         runner = Runner(
@@ -115,6 +117,7 @@ class Day:
             secrets,
             self.github.url,
             run_attempt=attempt,
+            run_id=run_id,
         )
         return run_job(runner, self.workflow)
 
@@ -296,8 +299,16 @@ def test_a_teams_day_from_the_agents_loop_to_the_audit(day: Day) -> None:
     (comment,) = day.comments()  # the same comment, now saying it passed
     assert "GATE PASS" in comment and "alice" in comment and "bob" in comment, comment
 
-    # 4. CI reruns the job: a rerun on the approved candidate stays green.
-    _decided(day.job("pull_request", _pr_payload(pr7), attempt=2), "pass")
+    # The page an auditor reads is the run's artifact, linked from the summary and comment.
+    link = "`receipt-ledger-report` artifact of [this run](https://github.com/acme/app/actions/runs/%d)" % run.run_id
+    assert link in run.summary and link in comment, run.summary
+    page = (run.artifacts / "receipt-ledger-report" / "report.html").read_text()
+    assert run.outputs["receipt"] in page and "alice" in page, page[:2000]
+
+    # 4. CI reruns the job: a rerun on the approved candidate stays green, its page replaced.
+    rerun = day.job("pull_request", _pr_payload(pr7), rerun=run)
+    _decided(rerun, "pass")
+    assert rerun.outputs["receipt"] in (run.artifacts / "receipt-ledger-report" / "report.html").read_text()
 
     # 5. The second task, from another branch of main, to approval.
     _open_pr(agent, pr8, "b.txt", "three\n")

@@ -35,6 +35,7 @@ from verify.postgres import redact_url
 from .._config import open_source, shared_store
 from .._errors import InputError, LedgerError
 from .._escape import markdown_text
+from .._files import write_atomic
 from .._layout import DEFAULT_TASK_PATTERN, contract_path, find_task, task_pattern
 from ..git._commands import run_git
 from ..git._notes import open_bundle
@@ -220,6 +221,8 @@ class ActionReport:
     gated: GateResult | None = None
     comment: str | None = None
     notes: list[str] = field(default_factory=list)
+    page: Path | None = None  # the verified bundle's report.html, for the workflow artifact
+    run_url: str = ""  # the workflow run's page, where the artifact is listed
 
     @property
     def ok(self) -> bool:
@@ -453,8 +456,30 @@ def _gate_step(
 
                 with BundleSource(bundle) as source:
                     report.result = verify_receipt(source, report.receipt, trust, Transparency(require_checkpoint=True))
-                    if report.result.ok:  # its renderings were re-derived and compared: the manifest is verified
+                    if report.result.ok:  # its renderings were re-derived and compared: both are verified
                         report.manifest = json.loads(source.read(BundleLayout.MANIFEST))
+                        report.page = _keep_page(env, source.read(BundleLayout.REPORT_HTML))
+
+
+# The action's upload step takes the page from here (action.yml); one per job.
+REPORT_ARTIFACT = "receipt-ledger-report"
+
+
+def _keep_page(env: Mapping[str, str], page: bytes) -> Path | None:
+    """The report page written where the action's upload step finds it, on a runner."""
+    if not env.get("RUNNER_TEMP"):
+        return None
+    path = Path(env["RUNNER_TEMP"]) / REPORT_ARTIFACT / "report.html"
+    path.parent.mkdir(exist_ok=True)
+    write_atomic(path, page)
+    return path
+
+
+def _run_url(env: Mapping[str, str]) -> str:
+    parts = [env.get(k, "") for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID")]
+    if not all(parts):
+        return ""
+    return "%s/%s/actions/runs/%s" % tuple(parts)
 
 
 def _recorder(
@@ -532,12 +557,19 @@ def summary_markdown(report: ActionReport, event: GithubEvent) -> str:
         said = gate_lines(report.gated)
         parts.append("**%s**" % markdown_text(said[0]))
         parts += ["- %s" % markdown_text(line.strip()) for line in said[1:]]
+    if report.page is not None and report.run_url:
+        parts.append("")
+        parts.append(
+            "The auditor's page for this receipt: the `%s` artifact of [this run](%s)."
+            % (REPORT_ARTIFACT, markdown_text(report.run_url))
+        )
     for note in report.notes:
         parts.append("- note: %s" % markdown_text(note))
     return "\n".join(parts) + "\n"
 
 
 def _publish(env: Mapping[str, str], event: GithubEvent, report: ActionReport) -> None:
+    report.run_url = _run_url(env)
     for line in report.annotations:
         print(line)
     markdown = summary_markdown(report, event)
@@ -550,6 +582,7 @@ def _publish(env: Mapping[str, str], event: GithubEvent, report: ActionReport) -
             out.write("receipt=%s\n" % (report.receipt or ""))
             out.write("decision=%s\n" % (report.gated.decision if report.gated else "not-run"))
             out.write("merge-eligible=%s\n" % str(eligible).lower())
+            out.write("report=%s\n" % (report.page or ""))
     token = env.get("GITHUB_TOKEN", "")
     if event.number is not None and token and env.get("LEDGER_COMMENT", "true") != "false":
         api = GithubApi(env.get("GITHUB_API_URL", "https://api.github.com"), env.get("GITHUB_REPOSITORY", ""), token)
