@@ -322,6 +322,7 @@ def test_advisory_mode_on_a_failing_task_records_would_block(tmp_path: Path) -> 
     shown = json.loads(run_cli("show", log[-1]["hash"], "--json", cwd=repo, env=keys).stdout)
     assert shown["body"]["fields"] == [
         ["commit", git(repo, "rev-parse", "HEAD")],
+        ["decided_by", ""],  # no receipt decided: none is attached
         ["decision", "would-block"],
         ["mode", "advisory"],
         ["receipt", ""],
