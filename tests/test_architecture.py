@@ -5,6 +5,8 @@ are checked by .ci/run.)"""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,6 +74,25 @@ def test_every_public_library_name_resolves() -> None:
     assert set(_api._WHERE) == set(ledger.__all__)
     missing = [name for name in ledger.__all__ if getattr(ledger, name, None) is None]
     assert not missing, missing
+
+
+def test_every_public_verifier_name_resolves_and_loads_on_first_use() -> None:
+    # verify's names load lazily (its __init__), so that a writer's start does not pay for
+    # the whole verifier; each name must still be there, from the module the table says.
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, verify; assert 'verify._verifier' not in sys.modules, 'eager';"
+            "from verify import LedgerSource; assert 'verify._verifier' not in sys.modules, 'eager';"
+            "missing = [n for n in verify.__all__ if getattr(verify, n, None) is None];"
+            "assert not missing and set(verify._WHERE) == set(verify.__all__), missing",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
 
 
 def test_packages_use_each_other_through_public_names() -> None:

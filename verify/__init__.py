@@ -6,21 +6,34 @@ receipt, `verify_chain` for a whole ledger. Both take a `Trust`: a pinned `Trust
 or `UnsafeTrustOnFirstUse`, named for what it is and never a default.
 """
 
-from ._bundle import BundleSource
-from ._errors import CannotVerify, NoLedger, VerifyError
-from ._escape import csv_cell, markdown_text, terminal_text
-from ._evidence import SMALL_BLOB, evidence_reader, read_blob, read_evidence
-from ._layout import BundleLayout
-from ._manifest import BUNDLE_FORMAT, ManifestClaims, Redaction
-from ._policy import Transparency, WitnessKey
-from ._rendering import RENDERINGS, bundle_manifest, final_status, listed_records, report_html
-from ._result import ChainResult, Defect, Finding, Result, TierLine, VerificationFailed
-from ._source import KEYRING_KIND_NAMES, LedgerSource, Source, StoredEntry, keyring_changes
-from ._state import AUDIT_STATE_FORMAT, AuditState
-from ._trust import Trust, TrustRoot, UnsafeTrustOnFirstUse, parse_allowed_signers
-from ._tsa import tsa_roots
-from ._verifier import METHODS, audited_entry, bundle_renderings, verify_chain, verify_receipt, verify_receipt_strict
-from .postgres import PostgresSource
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._bundle import BundleSource
+    from ._errors import CannotVerify, NoLedger, VerifyError
+    from ._escape import csv_cell, markdown_text, terminal_text
+    from ._evidence import SMALL_BLOB, evidence_reader, read_blob, read_evidence
+    from ._layout import BundleLayout
+    from ._manifest import BUNDLE_FORMAT, ManifestClaims, Redaction
+    from ._policy import Transparency, WitnessKey
+    from ._rendering import RENDERINGS, bundle_manifest, final_status, listed_records, report_html
+    from ._result import ChainResult, Defect, Finding, Result, TierLine, VerificationFailed
+    from ._source import KEYRING_KIND_NAMES, LedgerSource, Source, StoredEntry, keyring_changes
+    from ._state import AUDIT_STATE_FORMAT, AuditState
+    from ._trust import Trust, TrustRoot, UnsafeTrustOnFirstUse, parse_allowed_signers
+    from ._tsa import tsa_roots
+    from ._verifier import (
+        METHODS,
+        audited_entry,
+        bundle_renderings,
+        verify_chain,
+        verify_receipt,
+        verify_receipt_strict,
+    )
+    from .postgres import PostgresSource
 
 __all__ = [
     # entry points
@@ -77,3 +90,70 @@ __all__ = [
     "NoLedger",
     "VerificationFailed",
 ]
+
+# The names of __all__, each with the module that holds it; they load on first use
+# (PEP 562), so that a writer needing one source or one error does not pay for the
+# bundle reader, the renderings and the verifier on every start (the agent's hooks run
+# on every tool call).
+_WHERE = {
+    "BundleSource": "_bundle",
+    "CannotVerify": "_errors",
+    "NoLedger": "_errors",
+    "VerifyError": "_errors",
+    "csv_cell": "_escape",
+    "markdown_text": "_escape",
+    "terminal_text": "_escape",
+    "SMALL_BLOB": "_evidence",
+    "evidence_reader": "_evidence",
+    "read_blob": "_evidence",
+    "read_evidence": "_evidence",
+    "BundleLayout": "_layout",
+    "BUNDLE_FORMAT": "_manifest",
+    "ManifestClaims": "_manifest",
+    "Redaction": "_manifest",
+    "Transparency": "_policy",
+    "WitnessKey": "_policy",
+    "RENDERINGS": "_rendering",
+    "bundle_manifest": "_rendering",
+    "final_status": "_rendering",
+    "listed_records": "_rendering",
+    "report_html": "_rendering",
+    "ChainResult": "_result",
+    "Defect": "_result",
+    "Finding": "_result",
+    "Result": "_result",
+    "TierLine": "_result",
+    "VerificationFailed": "_result",
+    "KEYRING_KIND_NAMES": "_source",
+    "LedgerSource": "_source",
+    "Source": "_source",
+    "StoredEntry": "_source",
+    "keyring_changes": "_source",
+    "AUDIT_STATE_FORMAT": "_state",
+    "AuditState": "_state",
+    "Trust": "_trust",
+    "TrustRoot": "_trust",
+    "UnsafeTrustOnFirstUse": "_trust",
+    "parse_allowed_signers": "_trust",
+    "tsa_roots": "_tsa",
+    "METHODS": "_verifier",
+    "audited_entry": "_verifier",
+    "bundle_renderings": "_verifier",
+    "verify_chain": "_verifier",
+    "verify_receipt": "_verifier",
+    "verify_receipt_strict": "_verifier",
+    "PostgresSource": "postgres",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError("module 'verify' has no attribute %r" % name)
+    value = getattr(importlib.import_module("." + module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from receipts import (
     Digest,
@@ -20,12 +21,14 @@ from receipts import (
     Tier,
     decode_as,
 )
-from verify import Trust, verify_receipt
 
 from .. import _clock
 from .._environment import environment_digest
 from .._errors import InputError
 from ..store._ledger import Appended, Ledger, Store
+
+if TYPE_CHECKING:
+    from verify import Trust
 
 __all__ = ["append_event", "record_event", "task_events", "begin_effect", "end_effect", "verified_receipt"]
 
@@ -82,6 +85,8 @@ def verified_receipt(ledger: Ledger, task: str, trust: Trust) -> tuple[LadderRec
     for stored in reversed(list(ledger.entries(task=task))):
         if stored.kind == EntryKind.RECEIPT.value:
             receipt_hash = str(Digest(stored.body_hash))
+            from verify import verify_receipt  # the verifier loads only where a receipt is checked
+
             res = verify_receipt(ledger.reader, receipt_hash, trust)
             return (decode_as(LadderReceipt, stored.body), receipt_hash) if res.ok and res.derived_eligible else None
     return None
