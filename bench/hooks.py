@@ -1,6 +1,7 @@
-"""The agent hooks' start-up: whole-process wall time of `ledger hook pre-tool-use` and
-`ledger hook post-tool-use` on a realistic payload and contract, as a ratio to
-`python -c pass` measured in the same run, the three interleaved and repeated.
+"""The agent hooks' start-up: whole-process wall time of `ledger hook EVENT` for every
+event Claude Code sends (PreToolUse and PostToolUse for an Edit and a Bash call,
+SessionStart, Stop, SubagentStop, SessionEnd) on a realistic payload and contract, as a
+ratio to `python -c pass` measured in the same run, all interleaved and repeated.
 
 The hooks run on every tool call an agent makes, so their start-up is the product.
 Target (issue 14): at most 2.5 times the floor at the median. Bytecode caches are
@@ -27,7 +28,6 @@ task = "TASK-1"
 goal = "greet people"
 kind = "code"
 owned_files = ["greet.py"]
-evidence_required = ["tests"]
 protected_paths = ["secrets/*", ".ledger/contracts/*"]
 secret_env = ["DEPLOY_TOKEN"]
 
@@ -43,10 +43,20 @@ type = "object"
 required = ["command"]
 
 [[checks]]
-id = "tests"
-type = "test_passes"
-command = ["python3", "-c", "print('1 passed')"]
+id = "greets"
+type = "file_contains"
+path = "greet.py"
+literal = "Hello"
 """
+
+
+# What Claude Code adds to the common fields for the events without a tool call.
+_LIFECYCLE: dict[str, dict[str, object]] = {
+    "SessionStart": {"source": "startup"},
+    "Stop": {"stop_hook_active": False},
+    "SubagentStop": {"stop_hook_active": False},
+    "SessionEnd": {"reason": "exit"},
+}
 
 
 def _payload(repo: Path, event: str, tool: str = "Edit") -> bytes:
@@ -63,6 +73,10 @@ def _payload(repo: Path, event: str, tool: str = "Edit") -> bytes:
         "tool_use_id": "toolu_01BenchBenchBenchBench",
     }
     doc["tool_name"] = tool
+    if event not in ("PreToolUse", "PostToolUse"):
+        for name in ("tool_name", "tool_input", "tool_use_id"):
+            del doc[name]
+        doc.update(_LIFECYCLE[event])
     if event == "PostToolUse":
         doc["tool_response"] = (
             {"filePath": str(repo / "greet.py"), "success": True}
@@ -83,7 +97,14 @@ def main() -> None:
         (repo / ".ledger" / "contracts").mkdir(parents=True)
         subprocess.run(["git", "init", "-q", "-b", "task-1", str(repo)], check=True)
         (repo / ".ledger" / "contracts" / "TASK-1.toml").write_text(CONTRACT)
-        (repo / "greet.py").write_text("def greet(n):\n    return 'hi ' + n\n")
+        (repo / "greet.py").write_text("def greet(n):\n    return 'Hello ' + n\n")
+        # The agent's box: its ledger and its only key (claims are signed and appended).
+        env["RECEIPT_LEDGER_KEYS"] = str(Path(tmp) / "keys")
+        for setup in (["init"], ["keys", "generate", "agent", "--role", "agent"]):
+            subprocess.run([ledger_cmd, *setup], cwd=repo, env=env, check=True, capture_output=True)
+        who = ["-c", "user.name=bench", "-c", "user.email=bench@example.invalid"]
+        for git in (["add", "-A"], [*who, "commit", "-qm", "TASK-1: greet with Hello"]):
+            subprocess.run(["git", *git], cwd=repo, env=env, check=True, capture_output=True)
         cases = {
             "python -c pass": ([sys.executable, "-c", "pass"], b""),
             # The least any hook that reads a JSON payload and a TOML contract imports.
@@ -93,6 +114,12 @@ def main() -> None:
             # A Bash call is checked against the contract's argument schema for Bash.
             "hook pre-tool-use Bash": ([ledger_cmd, "hook", "pre-tool-use"], _payload(repo, "PreToolUse", "Bash")),
             "hook post-tool-use Bash": ([ledger_cmd, "hook", "post-tool-use"], _payload(repo, "PostToolUse", "Bash")),
+            "hook session-start": ([ledger_cmd, "hook", "session-start"], _payload(repo, "SessionStart")),
+            # Stop runs the contract's checks (here one that reads a file: the check's own
+            # cost is the check's, not the hook's) and records the claim, signed, in the ledger.
+            "hook stop": ([ledger_cmd, "hook", "stop"], _payload(repo, "Stop")),
+            "hook subagent-stop": ([ledger_cmd, "hook", "subagent-stop"], _payload(repo, "SubagentStop")),
+            "hook session-end": ([ledger_cmd, "hook", "session-end"], _payload(repo, "SessionEnd")),
         }
         for command, data in cases.values():  # warm the bytecode caches and the page cache
             subprocess.run(command, input=data, cwd=repo, env=env, capture_output=True, check=True)
@@ -102,8 +129,8 @@ def main() -> None:
                 started = time.perf_counter()
                 done = subprocess.run(command, input=data, cwd=repo, env=env, capture_output=True)
                 times[name].append(time.perf_counter() - started)
-                if done.returncode != 0 or (name.startswith("hook pre-tool-use") and done.stdout):
-                    raise SystemExit("%s did not allow the call: %r %r" % (name, done.stdout, done.stderr))
+                if done.returncode != 0 or (name.startswith(("hook pre-tool-use", "hook stop")) and done.stdout):
+                    raise SystemExit("%s did not allow it: %r %r" % (name, done.stdout, done.stderr))
         floor = statistics.median(times["python -c pass"])
         print("hook start-up, %d interleaved rounds (median wall time; ratio to python -c pass):" % args.rounds)
         for name, values in times.items():
