@@ -321,3 +321,39 @@ def test_the_keys_exist_only_while_the_tiers_run_and_only_for_the_owner(
     assert seen == [("check", 0o700, {"ci": 0o600, "judge": 0o600, "sealer": 0o600})]
     assert report.tier_exits == {"check": 0} and report.gated is None
     assert not list((top / "runner").glob("receipt-ledger-keys-*"))
+
+
+def test_a_push_is_judged_under_the_pin_the_branch_held_before_it(
+    world: tuple[Path, dict[str, str], str], github: FakeGithub
+) -> None:
+    """Mallory pushes straight to main (a gap in branch protection) a commit that adds her
+    admin key to .ledger/allowed_signers and carries a receipt from her own ledger. The
+    push's gate reads the pin from main as it was before the push, never from the pushed
+    commit: trusting it would pass her receipt (test_travel shows that it verifies under
+    her key). A push that creates the branch has no earlier pin: bad input."""
+    from test_travel import _mallorys_pull_request
+
+    top, _, _ = world
+
+    def add_her_key(pr: Path, hers: Path) -> None:
+        pinned = pr / ".ledger" / "allowed_signers"
+        pinned.write_text(pinned.read_text() + (hers / "allowed_signers").read_text())
+
+    ci, head, receipt = _mallorys_pull_request(top, "7", add_her_key, "TASK-1: greet, and trust my key")
+    before = git(ci, "rev-parse", "origin/main")
+    git(ci, "push", "-q", "origin", "HEAD:main")
+    workspace, pushed = _checkout(top, "ws-push", "main")
+    assert pushed == head
+    event = {"ref": "refs/heads/main", "before": before, "after": head, "head_commit": {"message": "TASK-1: greet"}}
+    (top / "push.json").write_text(json.dumps(event))
+    env = {
+        **_actions_env(top, github, top / "push.json", LEDGER_DIR=str(top / "evil7" / "ledger")),
+        "GITHUB_EVENT_NAME": "push",
+    }
+    res = _action(workspace, env)
+    assert res.returncode == 1 and "GATE FAIL" in res.stdout and receipt not in res.stdout.split("GATE FAIL")[0]
+    assert "decision=block" in (top / "runner" / "output").read_text()
+    created = {**event, "before": "0" * 40}
+    (top / "push.json").write_text(json.dumps(created))
+    res = _action(workspace, env)
+    assert res.returncode == 2 and "no earlier pin" in res.stderr and res.stderr.count("\n") == 1, res.stderr

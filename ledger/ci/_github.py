@@ -78,13 +78,15 @@ class GithubEvent:
     head_ref: str = ""
     number: int | None = None  # the pull request, when there is one
     title: str = ""
+    before: str = ""  # a push's: the branch's commit before it, whose pin judges it
 
 
 def parse_event(name: str, payload: Mapping[str, Any]) -> GithubEvent:
     """The fields of a ``pull_request`` (or ``pull_request_review``: a review submitted
     after the reviewers' approvals reruns the ladder), ``merge_group`` or ``push`` event
-    (`InputError` otherwise). A push is gated as the branch it landed on, which is then
-    also where the trust pin is read: branch protection made the merge pass the gate.
+    (`InputError` otherwise). A push is gated on the branch it landed on, under the pin
+    that branch held before it (``before``): the pushed commit is the candidate, and a
+    candidate never supplies its own trust.
     """
     try:
         if name in ("pull_request", "pull_request_target", "pull_request_review"):
@@ -116,7 +118,8 @@ def parse_event(name: str, payload: Mapping[str, Any]) -> GithubEvent:
                 raise InputError("the action gates pushes to a branch, not to %s" % ref)
             branch = ref.removeprefix("refs/heads/")
             message = str((payload.get("head_commit") or {}).get("message") or "")
-            return GithubEvent(name, str(payload["after"]), branch, branch, None, message.split("\n", 1)[0])
+            title = message.split("\n", 1)[0]
+            return GithubEvent(name, str(payload["after"]), branch, branch, None, title, str(payload["before"]))
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError("the %s event payload lacks %s" % (name, exc)) from None
     raise InputError("the action runs on pull_request, pull_request_review, merge_group and push events, not %r" % name)
@@ -343,17 +346,7 @@ def run_action(env: Mapping[str, str], repo: Path, runner: Runner = _run_ledger)
     )
     remote = env.get("LEDGER_REMOTE", "origin")
     trust_ref = env.get("LEDGER_TRUST_REF", "").strip() or "%s/%s" % (remote, event.base_ref)
-    # Checkout brings neither the target branch (where the trust pin is) nor the receipt refs.
-    fetched = run_git(
-        repo,
-        "fetch",
-        "--quiet",
-        "--no-tags",
-        remote,
-        "+refs/heads/%s:refs/remotes/%s/%s" % (event.base_ref, remote, event.base_ref),
-    )
-    if fetched.returncode != 0:
-        raise InputError("cannot fetch the target branch %s from %s" % (event.base_ref, remote))
+    _fetch_target(repo, remote, event)
     fetch_receipts(repo, remote)
     store = _store(env, repo, trust_ref)
     sealer = _run_tiers(env, repo, event, report, store, runner)
@@ -361,6 +354,29 @@ def run_action(env: Mapping[str, str], repo: Path, runner: Runner = _run_ledger)
         _gate_step(env, repo, event, report, trust_ref, store, sealer)
     _publish(env, event, report)
     return report
+
+
+def _fetch_target(repo: Path, remote: str, event: GithubEvent) -> None:
+    """The target branch (where the trust pin is), which checkout does not bring. After a
+    push the branch holds the pushed commit itself: it is taken as it was before the push.
+    """
+    target = "refs/remotes/%s/%s" % (remote, event.base_ref)
+    if event.name != "push":
+        fetched = run_git(repo, "fetch", "--quiet", "--no-tags", remote, "+refs/heads/%s:%s" % (event.base_ref, target))
+        if fetched.returncode != 0:
+            raise InputError("cannot fetch the target branch %s from %s" % (event.base_ref, remote))
+        return
+    if not re.fullmatch("[0-9a-f]{40}", event.before) or event.before == "0" * 40:
+        raise InputError(
+            "the push created %s: there is no earlier pin to judge it by (gate it in its pull request)" % event.base_ref
+        )
+    # In a shallow checkout (actions/checkout's default) one commit is enough.
+    shallow = run_git(repo, "rev-parse", "--is-shallow-repository").stdout.strip() == b"true"
+    fetched = run_git(repo, "fetch", "--quiet", "--no-tags", *(["--depth=1"] if shallow else []), remote, event.before)
+    if fetched.returncode != 0 or run_git(repo, "update-ref", target, event.before).returncode != 0:
+        raise InputError(
+            "cannot fetch %s as it was before the push (%s) from %s" % (event.base_ref, event.before, remote)
+        )
 
 
 def _run_tiers(
