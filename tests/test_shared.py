@@ -734,3 +734,38 @@ def test_the_documented_roles_let_writers_append_and_auditors_only_read(pg_url: 
         with psycopg.connect(pg_url.rsplit("/", 1)[0] + "/test", autocommit=True) as server:
             for role in (writer, auditor):
                 server.execute("DROP ROLE IF EXISTS %s" % role)
+
+
+def test_the_writer_reads_ahead_in_one_round_trip_and_still_checks_every_row(pg_url: str, tmp_path: Path) -> None:
+    """On the shared store an append reads the head, the task's newest row, the rows other
+    writers added since and the Merkle frontier in one pipeline under the lock
+    (`locked_reads`). The rows are checked as when read one query at a time: a rejection
+    another writer appended and hid from the task index (the triggers off, as the
+    database's owner can) stops the long-lived writer's next append, of any task, and a
+    fresh writer's, naming the row; nothing is written."""
+    shared(pg_url, tmp_path).close()
+    first, second = Ledger.open(tmp_path, store=pg_url), Ledger.open(tmp_path, store=pg_url)
+    read_ahead: list[int] = []
+    fetch = first.backend.locked_reads
+
+    def counted(task: str | None, after: int) -> Any:
+        reads = fetch(task, after)
+        read_ahead.append(-1 if reads is None else len(reads.rows))
+        return reads
+
+    first.backend.locked_reads = counted  # type: ignore[method-assign]
+    for _ in range(3):
+        filler_record(first, "TASK-1")
+    hidden = filler_record(second, "TASK-1", r.Verdict.FAIL).seq
+    filler_record(second, "TASK-2")
+    with psycopg.connect(pg_url, autocommit=True) as owner:
+        owner.execute("ALTER TABLE entries DISABLE TRIGGER USER")
+        owner.execute("UPDATE entries SET task = NULL WHERE seq = %s", (hidden,))
+    before = seqs(pg_url)
+    for writer, task in ((first, "TASK-2"), (first, "TASK-1"), (Ledger.open(tmp_path, store=pg_url), "TASK-1")):
+        with pytest.raises(StoreError, match="entry %d: the ledger's index disagrees" % hidden):
+            filler_record(writer, task)
+    assert read_ahead[3] == 2  # the second writer's two rows came with the first writer's reads
+    assert seqs(pg_url) == before
+    first.close()
+    second.close()

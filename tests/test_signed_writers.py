@@ -151,3 +151,22 @@ def test_a_long_lived_writer_still_checks_rows_another_writer_added(tmp_path: Pa
         decide(first, r.Verdict.PASS)
     first.close()
     second.close()
+
+
+def test_a_writer_that_appends_another_task_still_checks_the_rows_it_passes(tmp_path: Path) -> None:
+    """A long-lived writer appending to TASK-2 passes over a TASK-1 rejection another writer
+    added and hid from the task index: it checks that row then (the rows it counts as
+    checked are one run without a gap), so neither this append nor its next TASK-1 one
+    signs past the rejection. It used to count every row below the head as checked."""
+    s = build_sample(tmp_path)
+    first, second = Ledger.open(s.root), Ledger.open(s.root)
+    for _ in range(2):
+        filler_record(first, "TASK-1", r.Verdict.PASS, r.Tier.JUDGE, "judge", s.contract)
+    hidden = filler_record(second, "TASK-1", r.Verdict.FAIL, r.Tier.JUDGE, "judge", s.contract).seq
+    filler_record(second, "TASK-2", r.Verdict.PASS, r.Tier.JUDGE, "judge", s.contract)
+    _sql(s.root, "UPDATE entries SET task = NULL WHERE seq = ?", hidden)
+    for task in ("TASK-2", "TASK-1"):
+        with pytest.raises(StoreError, match="entry %d: the ledger's index disagrees" % hidden):
+            filler_record(first, task, r.Verdict.PASS, r.Tier.JUDGE, "judge", s.contract)
+    first.close()
+    second.close()

@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Protocol
+from typing import Any, BinaryIO, ClassVar, Protocol
 
 from receipts import (
     KEYRING_KINDS,
@@ -59,6 +59,10 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class StoredEntry:
+    """One row of the entries table (docs/format.md §7): the signed bytes and the index
+    columns beside them, which are lookup aids only.
+    """
+
     seq: int
     hash: bytes
     kind: str
@@ -67,27 +71,36 @@ class StoredEntry:
     entry: bytes
     body: bytes
 
+    COLUMNS: ClassVar[str] = "seq, hash, kind, body_hash, task, entry, body"
+    """The columns a query selects for `from_row`, in its order."""
 
-_COLUMNS = "seq, hash, kind, body_hash, task, entry, body"
+    @classmethod
+    def from_row(cls, row: tuple[object, ...]) -> StoredEntry:
+        """A row selected as `COLUMNS`, its column types checked.
+
+        Raises:
+            CannotVerify: a column has the wrong type.
+        """
+        seq, h, kind, bh, task, entry, body = row
+        if not (
+            isinstance(seq, int)
+            and isinstance(h, bytes)
+            and isinstance(kind, str)
+            and isinstance(bh, bytes)
+            and (task is None or isinstance(task, str))
+            and isinstance(entry, bytes)
+            and isinstance(body, bytes)
+        ):
+            raise CannotVerify("ledger database row %r has columns of the wrong type" % (seq,))
+        return cls(seq, h, kind, bh, task, entry, body)
+
+
+_COLUMNS = StoredEntry.COLUMNS
+_entry_row = StoredEntry.from_row
 
 
 def _row(row: tuple[object, ...] | None) -> StoredEntry | None:
     return None if row is None else _entry_row(row)
-
-
-def _entry_row(row: tuple[object, ...]) -> StoredEntry:
-    seq, h, kind, bh, task, entry, body = row
-    if not (
-        isinstance(seq, int)
-        and isinstance(h, bytes)
-        and isinstance(kind, str)
-        and isinstance(bh, bytes)
-        and (task is None or isinstance(task, str))
-        and isinstance(entry, bytes)
-        and isinstance(body, bytes)
-    ):
-        raise CannotVerify("ledger database row %r has columns of the wrong type" % (seq,))
-    return StoredEntry(seq, h, kind, bh, task, entry, body)
 
 
 class Source(Protocol):

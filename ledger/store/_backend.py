@@ -7,13 +7,28 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
 from receipts import Digest
-from verify import LedgerSource
+from verify import LedgerSource, StoredEntry
 
-__all__ = ["Backend"]
+__all__ = ["Backend", "LockedReads"]
+
+
+@dataclass(frozen=True, slots=True)
+class LockedReads:
+    """What an append reads under the sequencer, fetched at once (`Backend.locked_reads`).
+    Lookups only: the writer checks every row's bytes as it does a row read alone.
+    """
+
+    head: StoredEntry | None
+    task: str | None
+    task_newest: StoredEntry | None  # the newest row whose task column is ``task``
+    after: int
+    rows: tuple[StoredEntry, ...]  # the rows with seq > after, in order, at most a page
+    frontier: tuple[tuple[int, int, bytes], ...]  # tree nodes (level, index, hash) the next leaf needs
 
 
 class Backend(Protocol):
@@ -79,6 +94,18 @@ class Backend(Protocol):
         """Remove what writers that died mid-blob left behind; returns what was removed.
 
         It MUST NOT touch a live writer's temporary files.
+        """
+        ...
+
+    def locked_reads(self, task: str | None, after: int) -> LockedReads | None:
+        """Inside `write`: the head, ``task``'s newest row by its index column, the rows after
+        seq ``after`` (a page of them) and the stored tree nodes the next leaf's left
+        siblings may be, read in that transaction.
+
+        A driver whose every query is a round trip SHOULD read them at once (the sequencer
+        is held meanwhile); one whose queries are cheap MAY return None, and the writer
+        then reads them one query at a time. It MUST NOT return rows of another
+        transaction's view.
         """
         ...
 

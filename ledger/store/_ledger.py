@@ -11,6 +11,7 @@ that refers to them, so a crash leaves at worst an unreferenced blob.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
@@ -21,7 +22,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Protocol, TypeVar
+from typing import Any, BinaryIO, Protocol, TypeVar, cast
 
 from receipts import (
     KEYRING_KINDS,
@@ -76,7 +77,7 @@ from .. import _clock
 from .._errors import CommitUnknown, InputError, NotCommitted, StoreError
 from ..git._commands import git_root
 from ..keys._trust import write_trust_file
-from ._backend import Backend
+from ._backend import Backend, LockedReads
 from ._sqlite import SqliteBackend, install_staged
 
 __all__ = ["Store", "Ledger", "Appended", "RecordRow", "LEDGER_DIRNAME", "find_ledger_dir", "hash_prefix"]
@@ -98,6 +99,40 @@ _ATTEMPTS = 3  # whole write transactions tried when a shared store's connection
 # Only what is versioned with the code is let through: contracts, the shared store's
 # address and this file; the chain, the evidence and private state are not.
 GITIGNORE = "*\n!.gitignore\n!config.toml\n!allowed_signers\n!auditing-witnesses\n!contracts/\n!contracts/**\n"
+
+
+class _ReadAhead:
+    """The reader during one append: the questions `LockedReads` holds the answers to are
+    answered from it, exactly as the queries would answer them in that transaction, and
+    every other question goes to the reader. The rows are the same; only the round trips
+    differ.
+    """
+
+    def __init__(self, reader: LedgerSource, reads: LockedReads) -> None:
+        self._reader, self._reads = reader, reads
+        self._frontier = {(level, idx): h for level, idx, h in reads.frontier}
+
+    def head(self) -> StoredEntry | None:
+        return self._reads.head
+
+    def newest_of_task(self, task: str, upto: int, kind: str | None = None) -> StoredEntry | None:
+        head = self._reads.head
+        if kind is None and task == self._reads.task and head is not None and upto >= head.seq:
+            return self._reads.task_newest  # nothing lies above the head
+        return self._reader.newest_of_task(task, upto, kind)
+
+    def entries_between(self, start: int, stop: int, page: int = 5000) -> Iterator[StoredEntry]:
+        held = [row for row in self._reads.rows if start <= row.seq < stop]
+        if [row.seq for row in held] == list(range(start, stop)):
+            return iter(held)
+        return self._reader.entries_between(start, stop, page)
+
+    def tree_node(self, level: int, index: int) -> bytes | None:
+        found = self._frontier.get((level, index))
+        return found if found is not None else self._reader.tree_node(level, index)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._reader, name)
 
 
 @dataclass(slots=True)
@@ -268,9 +303,10 @@ class Ledger:
         self.store = store  # the shared store's URL, or None for the local one
         self._ring_cache: tuple[Digest, Keyring] | None = None
         self._task_cache: dict[str, tuple[bytes, list[StoredEntry]]] = {}  # by the head it was read at
-        # Rows up to here had their index columns checked against their bytes by this
-        # process (`_task_head_row`), so a task's newest entry is found by the index below it.
-        self._checked_upto = -1
+        # The rows [low, high] had their index columns checked against their bytes by this
+        # process (`_task_head_row`), or are its own; empty while high < low. Only a run
+        # of rows checked without a gap lets the index answer for all of them.
+        self._checked = (0, -1)
         # The head this process last committed (seq, hash, time, ring): its own bytes, which
         # the next append need not decode again.
         self._committed: tuple[int, bytes, int, Digest | None] | None = None
@@ -530,14 +566,25 @@ class Ledger:
             head = self.reader.newest_of_task(task, upto)
             if head is None:
                 return None
-            if head.seq > self._checked_upto:
-                self.checked(head)
-            for stored in self.reader.entries_between(max(head.seq, self._checked_upto) + 1, upto + 1):
-                self.checked(stored)
+            low, high = self._checked
+            if high < low:  # nothing checked yet
+                self._check_rows(head.seq, upto)
+                self._checked = (head.seq, upto)
+                return head
+            # The checked rows stay one run [low, high]: below it the rows from the task's
+            # newest on, above it everything new (a gap above it included).
+            if head.seq < low:
+                self._check_rows(head.seq, low - 1)
+            if upto > high:
+                self._check_rows(high + 1, upto)
+            self._checked = (min(low, head.seq), max(high, upto))
         except CannotVerify as exc:
             raise StoreError(str(exc)) from None
-        self._checked_upto = max(self._checked_upto, upto)
         return head
+
+    def _check_rows(self, first: int, last: int) -> None:
+        for stored in self.reader.entries_between(first, last + 1):
+            self.checked(stored)
 
     def entries(self, task: str | None = None) -> Iterator[StoredEntry]:
         """Every entry in chain order, or a task's (`task_entries`: from signed data)."""
@@ -761,23 +808,45 @@ class Ledger:
     def _append(self, body: Body, signer: Signer, seq: int | None, prev: Digest | None, now: int | None) -> Appended:
         with self.backend.write():
             if seq is None:
-                cursor, ring = self._head(_task_of(body))
+                with self._reading_ahead(_task_of(body)):
+                    cursor, ring = self._head(_task_of(body))
+                    start = cursor.seq
+                    appended = self._append_locked(body, signer, ring, cursor)
             elif not isinstance(body, Genesis) or now is None:
                 raise StoreError("only a genesis entry is appended at a position of the caller's choosing")
             else:
                 cursor, ring = _Cursor(-1, None, now, None, {}), Keyring.from_genesis(body)
-            start = cursor.seq
-            appended = self._append_locked(body, signer, ring, cursor)
+                start = cursor.seq
+                appended = self._append_locked(body, signer, ring, cursor)
             self._flush(cursor)
         self._wrote(start, cursor)
         return appended
+
+    @contextlib.contextmanager
+    def _reading_ahead(self, task: str | None) -> Iterator[None]:
+        """Inside the write transaction: what the append will read, fetched at once where
+        the driver can (`Backend.locked_reads`), answers the reader's questions meanwhile.
+        """
+        reads = self.backend.locked_reads(task, max(self._checked[1], -1))
+        if reads is None:
+            yield
+            return
+        plain = self.reader
+        self.reader = cast(LedgerSource, _ReadAhead(plain, reads))
+        try:
+            yield
+        finally:
+            self.reader = plain
 
     def _wrote(self, start: int, cursor: _Cursor) -> None:
         """After a commit: the rows after ``start`` are this writer's own, so they count as
         checked when everything before them was, and the new head is known.
         """
-        if self._checked_upto >= start:
-            self._checked_upto = max(self._checked_upto, cursor.seq)
+        low, high = self._checked
+        if start == -1:  # it wrote the genesis: every row is its own
+            self._checked = (0, cursor.seq)
+        elif low <= high and high >= start:
+            self._checked = (low, max(high, cursor.seq))
         if cursor.prev is not None:
             self._committed = (cursor.seq, cursor.prev.value, cursor.time, cursor.ring)
 
