@@ -146,13 +146,15 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError("module 'verify' has no attribute %r" % name)
-    value = getattr(importlib.import_module("." + module, __name__), name)
-    globals()[name] = value
-    return value
+if not TYPE_CHECKING:  # type checkers see the imports above, and so still catch a misspelt name
+
+    def __getattr__(name: str) -> Any:
+        module = _WHERE.get(name)
+        if module is None:
+            raise AttributeError("module 'verify' has no attribute %r" % name)
+        value = getattr(importlib.import_module("." + module, __name__), name)
+        globals()[name] = value
+        return value
 
 
 def __dir__() -> list[str]:
