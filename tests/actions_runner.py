@@ -114,7 +114,7 @@ class Runner:
                 "GITHUB_REPOSITORY": self.repository,
                 "GITHUB_API_URL": self.api_url,
                 "GITHUB_SERVER_URL": "https://github.com",
-                "GITHUB_SHA": self._sha(),
+                "GITHUB_SHA": self.sha(),
                 "GITHUB_RUN_ID": str(self.run_id),
                 "GITHUB_RUN_ATTEMPT": str(self.run_attempt),
                 "GITHUB_STEP_SUMMARY": str(self.summary_path),
@@ -126,19 +126,20 @@ class Runner:
         env.update(self.extra_env)
         return env
 
-    def _sha(self) -> str:
+    def sha(self) -> str:
+        """GITHUB_SHA: the commit the event is about (a pull request's head here)."""
         if self.event_name == "push":
             return str(self.event["after"])
         if self.event_name == "merge_group":
             return str(self.event["merge_group"]["head_sha"])
-        return str(self.event["pull_request"]["merge_commit_sha"] or self.event["pull_request"]["head"]["sha"])
+        return str(self.event["pull_request"].get("merge_commit_sha") or self.event["pull_request"]["head"]["sha"])
 
     def contexts(self, steps: Mapping[str, Mapping[str, str]], inputs: Mapping[str, str]) -> dict[str, Any]:
         return {
             "github": {
                 "event": self.event,
                 "event_name": self.event_name,
-                "sha": self._sha(),
+                "sha": self.sha(),
                 "token": self.token,
                 "repository": self.repository,
                 "workspace": str(self.workspace),
@@ -202,6 +203,12 @@ def run_job(runner: Runner, workflow: str, job: str = "ladder") -> JobRun:
     """Run ``job`` of the workflow text ``workflow`` for ``runner``'s event."""
     spec = workflow_job(workflow, job)
     assert runner.event_name in spec["on"], "the workflow does not run on %s" % runner.event_name
+    trigger = spec["on"][runner.event_name] or {}
+    if "types" in trigger:
+        assert runner.event.get("action") in trigger["types"], "the workflow does not run on this activity type"
+    if "branches" in trigger and runner.event_name == "push":
+        branch = str(runner.event["ref"]).removeprefix("refs/heads/")
+        assert branch in trigger["branches"], "the workflow does not run on pushes to %s" % branch
     outputs: dict[str, str] = {}
     steps: list[StepRun] = []
     failed = False
@@ -225,7 +232,7 @@ def run_job(runner: Runner, workflow: str, job: str = "ladder") -> JobRun:
 
 
 def _checkout(runner: Runner, given: Mapping[str, str]) -> StepRun:
-    ref = given.get("ref") or runner._sha()
+    ref = given.get("ref") or runner.sha()
     script = [
         ["git", "init", "-q", str(runner.workspace)],
         ["git", "remote", "add", "origin", runner.remote],
