@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from .agents._traces import TRACE_DECISIONS_FORMAT, ingest_trace, process_facts
     from .audit._population import POPULATION_COLUMNS, ChangeRow, mark_reached, population, population_csv
     from .audit._stats import FamilyStats, family_of, parse_ks, stats
-    from .audit._verification import Progress, Verified, VerifyRequest, comment_markdown, run_verify
+    from .audit._verification import Progress, Verified, VerifyRequest, receipt_comment, run_verify
     from .ci._gate import GATE_MODES, GateResult, ReceiptCheck, check_receipts, gate, gate_check, verify_commit
     from .ci._github import (
         COMMENT_MARKER,
@@ -200,7 +200,6 @@ __all__ = [
     "Verified",
     "Progress",
     "run_verify",
-    "comment_markdown",
     "Initialised",
     "init_ledger",
     "choose_admin",
@@ -293,6 +292,7 @@ __all__ = [
     "verify_commit",
     # exports and witnessing
     "export_bundle",
+    "receipt_comment",
     "receipt_page",
     "repair_head",
     "HeadRepair",
@@ -397,7 +397,6 @@ _WHERE = {
     "seal": "ladder._records",
     "Sealed": "ladder._records",
     "append_tier_record": "ladder._records",
-    "comment_markdown": "audit._verification",
     "stats_lines": "views._render",
     "parse_ks": "audit._stats",
     "blob_preview": "ladder._evidence",
@@ -528,6 +527,7 @@ _WHERE = {
     "verify_commit": "ci._gate",
     "export_bundle": "exports._bundle",
     "final_status": "exports._bundle",
+    "receipt_comment": "audit._verification",
     "receipt_page": "exports._bundle",
     "repair_head": "store._repair",
     "HeadRepair": "store._repair",

@@ -14,15 +14,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from receipts import Digest
 from verify import AuditState, BundleSource, LedgerSource, Transparency, Trust, verify_chain, verify_receipt
 
 from .._config import read_bounded
 from .._errors import InputError
 from .._files import write_text_atomic
 from ..ci._gate import OpenLedger, verify_commit
+from ..exports._bundle import manifest_on_ledger
+from ..store._ledger import Ledger
 from ..views._render import chain_lines, commit_lines, pr_comment, verify_lines
 
-__all__ = ["VerifyRequest", "Verified", "Progress", "run_verify", "comment_markdown"]
+__all__ = ["VerifyRequest", "Verified", "Progress", "receipt_comment", "run_verify"]
 
 
 class Progress(Protocol):
@@ -140,8 +143,11 @@ def _audit(
     return Verified(result.ok, result.as_dict(), tuple(chain_lines(result, state_file)))
 
 
-def comment_markdown(open_source: Callable[[], LedgerSource], receipt: str, trust: Trust) -> str:
-    """A pull-request comment on the receipt, verified on the ledger against ``trust``."""
-    with open_source() as source:
-        result = verify_receipt(source, receipt, trust)
-    return pr_comment(result, receipt)
+def receipt_comment(ledger: Ledger, receipt_digest: Digest, trust: Trust) -> str:
+    """`ledger pr-comment HASH`: the comment the action writes (the decision and why, the
+    goal, each check, the tiers, who approved), for one receipt on the ledger. The checks
+    and the goal are shown only when the receipt verifies, as the action shows them only
+    from a verified bundle.
+    """
+    manifest, result, receipt_hash = manifest_on_ledger(ledger, receipt_digest, trust)
+    return pr_comment(result, receipt_hash, manifest if result.ok else None)

@@ -12,7 +12,7 @@ from .. import _api as lib
 from ._group import cli
 from ._options import _FILE, F, _AuditorArgs, _TrustArgs, auditor_option, json_option, key_option, trust_option
 from ._output import emit, exit_with, warn_if_unsafe
-from ._shared import _Group, _ledger, _ledger_opener, _policy, _repo, _resolved, _signer, _source, _trust, _where
+from ._shared import _Group, _ledger, _ledger_opener, _policy, _reader, _repo, _resolved, _signer, _trust, _where
 
 
 @cli.command()
@@ -150,8 +150,10 @@ def _gate_opener(ctx: click.Context, audit_state: Path | None) -> Any:
 @trust_option
 @click.pass_context
 def pr_comment_cmd(ctx: click.Context, hash_text: str, trust: _TrustArgs) -> None:
-    """Markdown for a pull-request comment: the ladder, the verdict, how to verify."""
+    """Markdown for a pull-request comment, as the GitHub Action writes it: the decision
+    and why, the goal, each check (failures first), the tiers, who approved, how to verify.
+    """
     root = _trust(ctx, trust)
-    comment = lib.comment_markdown(lambda: _source(ctx), hash_text, root)
+    comment = lib.receipt_comment(_reader(ctx), _resolved(ctx, hash_text), root)
     warn_if_unsafe(root)
     click.echo(comment, nl=False)

@@ -34,6 +34,7 @@ from verify import (
     BundleSource,
     CannotVerify,
     Redaction,
+    Result,
     StoredEntry,
     Trust,
     bundle_manifest,
@@ -51,7 +52,7 @@ from .._files import fsync_dir
 from ..ladder._evidence import copy_blob, evidence_json
 from ..store._ledger import Ledger
 
-__all__ = ["export_bundle", "final_status", "receipt_page"]
+__all__ = ["export_bundle", "final_status", "manifest_on_ledger", "receipt_page"]
 
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 
@@ -156,9 +157,9 @@ def _redactions(records: dict[str, tuple[TierRecord, str]], names: Sequence[str]
     return sorted(chosen, key=lambda r: (r.tier, r.check))
 
 
-def receipt_page(ledger: Ledger, receipt_digest: Digest, trust: Trust) -> str:
-    """`ledger report HASH --html`: the page a bundle carries, for one receipt on the
-    ledger, verified against the caller's ``trust``; evidence is named, not linked.
+def manifest_on_ledger(ledger: Ledger, receipt_digest: Digest, trust: Trust) -> tuple[dict[str, Any], Result, str]:
+    """The manifest a bundle of this receipt would carry, read on the ledger, with the
+    verifier's result against the caller's ``trust`` and the receipt's hash.
     """
     stored, _ = ledger.receipt(receipt_digest)
     receipt_hash = str(Digest(stored.body_hash))
@@ -172,6 +173,14 @@ def receipt_page(ledger: Ledger, receipt_digest: Digest, trust: Trust) -> str:
         covering[-1].encode() if covering else None,
         (),
     )
+    return manifest, result, receipt_hash
+
+
+def receipt_page(ledger: Ledger, receipt_digest: Digest, trust: Trust) -> str:
+    """`ledger report HASH --html`: the page a bundle carries, for one receipt on the
+    ledger, verified against the caller's ``trust``; evidence is named, not linked.
+    """
+    manifest, _, _ = manifest_on_ledger(ledger, receipt_digest, trust)
     return report_html(manifest, links=False)
 
 
