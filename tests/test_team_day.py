@@ -377,6 +377,16 @@ def _audit(day: Day, auditor: Machine, main: str) -> None:
         ("T-2", "no", "block (enforce)", "yes"),
         ("T-2", "yes", "pass (enforce)", "yes"),
     ], population
+    readable = auditor.ledger("--dir", "mirror", "report", *period, "--reached", "origin/main").splitlines()
+    assert [line.split("eligible=")[1].split("  ")[0] for line in readable[:-1]] == [
+        "no verified=yes gate=block merged",
+        "yes verified=yes gate=pass merged",
+        "yes verified=yes gate=pass merged",
+        "no verified=yes gate=block not-merged",
+        "yes verified=yes gate=pass not-merged",
+        "no verified=yes gate=block merged",
+        "yes verified=yes gate=pass merged",
+    ], readable
     auditor.ledger("receipts", "fetch")
     checks = json.loads(auditor.ledger("verify", "--commit", main, "--json"))
     assert [c["match"] for c in checks] == ["tree", "tree"]  # PR 8's two receipts of this tree

@@ -551,9 +551,12 @@ def appended_document(name: str, appended: Appended, body: object) -> dict[str, 
 
 
 def population_lines(rows: Sequence[ChangeRow], from_text: str, to_text: str) -> list[str]:
-    """`ledger report --from --to`: one line per sealed receipt, then the count."""
+    """`ledger report --from --to`: one line per sealed receipt (with the gate's decision
+    it made, and whether its change reached the branch when `--reached` asked), then the count.
+    """
+    reached = {None: "", True: " merged", False: " not-merged"}
     lines = [
-        "%s  %s  %-16s %-12s eligible=%s verified=%s  %s"
+        "%s  %s  %-16s %-12s eligible=%s verified=%s gate=%s%s  %s"
         % (
             datetime.datetime.fromtimestamp(row.sealed_at, datetime.UTC).strftime("%Y-%m-%d %H:%M"),
             row.receipt[:19] + "…",
@@ -561,6 +564,8 @@ def population_lines(rows: Sequence[ChangeRow], from_text: str, to_text: str) ->
             (row.commit or "-")[:12],
             "yes" if row.merge_eligible else "no",
             "yes" if row.verified else "NO",
+            (row.gate or "-").split(" ", 1)[0],
+            reached[row.reached],
             ", ".join("%s (%s)" % (a["name"], a["method"]) for a in row.approvers) or "no approvers",
         )
         for row in rows
