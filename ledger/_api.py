@@ -6,8 +6,9 @@ where a `ledger/` directory in the working directory shadows the package name).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from receipts import lazy_names
 
 if TYPE_CHECKING:
     from ._clock import frozen_clock, parse_when, period
@@ -600,14 +601,4 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError("module 'ledger' has no attribute %r" % name)
-    value = getattr(importlib.import_module("." + module, __package__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_names("ledger", _WHERE, __all__, globals())

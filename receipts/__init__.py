@@ -7,8 +7,9 @@ cold `ledger verify`) imports only the modules it needs.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ._lazy import lazy_names
 
 if TYPE_CHECKING:
     from ._allowed_signers import AllowedSigner, allowed_signers_text, parse_allowed_signers
@@ -187,6 +188,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "lazy_names",
     "WEAKENING_RULES",
     "HUMAN_DECISION_FORMAT",
     "HumanDecision",
@@ -375,6 +377,7 @@ __all__ = [
 ]
 
 _WHERE = {
+    "lazy_names": "_lazy",
     "AllowedSigner": "_allowed_signers",
     "allowed_signers_text": "_allowed_signers",
     "parse_allowed_signers": "_allowed_signers",
@@ -564,15 +567,4 @@ _WHERE = {
 
 
 if not TYPE_CHECKING:  # type checkers see the imports above, and so still catch a misspelt name
-
-    def __getattr__(name: str) -> Any:
-        module = _WHERE.get(name)
-        if module is None:
-            raise AttributeError("module 'receipts' has no attribute %r" % name)
-        value = getattr(importlib.import_module("." + module, __name__), name)
-        globals()[name] = value
-        return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+    __getattr__, __dir__ = lazy_names(__name__, _WHERE, __all__, globals())

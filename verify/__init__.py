@@ -8,8 +8,9 @@ or `UnsafeTrustOnFirstUse`, named for what it is and never a default.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from receipts import lazy_names
 
 if TYPE_CHECKING:
     from ._bundle import BundleSource
@@ -147,15 +148,4 @@ _WHERE = {
 
 
 if not TYPE_CHECKING:  # type checkers see the imports above, and so still catch a misspelt name
-
-    def __getattr__(name: str) -> Any:
-        module = _WHERE.get(name)
-        if module is None:
-            raise AttributeError("module 'verify' has no attribute %r" % name)
-        value = getattr(importlib.import_module("." + module, __name__), name)
-        globals()[name] = value
-        return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+    __getattr__, __dir__ = lazy_names(__name__, _WHERE, __all__, globals())

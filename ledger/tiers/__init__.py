@@ -8,8 +8,9 @@ happened as evidence, and appends a signed tier record.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from receipts import lazy_names
 
 if TYPE_CHECKING:
     from ._deterministic import CheckRun, run_advisory, run_deterministic
@@ -31,11 +32,4 @@ _WHERE = {
 
 
 if not TYPE_CHECKING:  # type checkers see the imports above
-
-    def __getattr__(name: str) -> Any:
-        module = _WHERE.get(name)
-        if module is None:
-            raise AttributeError("module 'ledger.tiers' has no attribute %r" % name)
-        value = getattr(importlib.import_module("." + module, __name__), name)
-        globals()[name] = value
-        return value
+    __getattr__, __dir__ = lazy_names(__name__, _WHERE, __all__, globals())
