@@ -470,19 +470,11 @@ def test_the_installed_hook_fails_closed_where_ledger_cannot_be_run(box: Box, tm
         {"session_id": "s1", "hook_event_name": "PreToolUse", "tool_name": "Read", "cwd": str(box.repo)}
     )
     off_path = {**box.env, "PATH": str(tmp_path / "empty-bin")}  # `ledger` is not on it
-    installed = subprocess.run(
-        ["/bin/sh", "-c", hook_command("pre-tool-use")],
-        input=payload,
-        cwd=box.repo,
-        env=off_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert installed.returncode == 0, installed.stderr  # the absolute interpreter needs no PATH
-    for runner in ("ledger", shlex.quote(str(tmp_path / "gone" / "python")) + " -m ledger"):
-        broken = subprocess.run(
-            ["/bin/sh", "-c", hook_command("pre-tool-use", runner=runner)],
+
+    def run_installed(command: str) -> subprocess.CompletedProcess[str]:
+        """The hook command as the agent runs it: through a shell, the payload on stdin."""
+        return subprocess.run(
+            ["/bin/sh", "-c", command],
             input=payload,
             cwd=box.repo,
             env=off_path,
@@ -490,6 +482,11 @@ def test_the_installed_hook_fails_closed_where_ledger_cannot_be_run(box: Box, tm
             text=True,
             timeout=60,
         )
+
+    installed = run_installed(hook_command("pre-tool-use"))
+    assert installed.returncode == 0, installed.stderr  # the absolute interpreter needs no PATH
+    for runner in ("ledger", shlex.quote(str(tmp_path / "gone" / "python")) + " -m ledger"):
+        broken = run_installed(hook_command("pre-tool-use", runner=runner))
         assert broken.returncode == 2 and "blocking until it can" in broken.stderr, (runner, broken.stderr)
 
 

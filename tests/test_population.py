@@ -92,3 +92,8 @@ def test_the_cli_writes_csv_and_json_an_auditor_can_load(env: tuple[Path, Ledger
     for bad in (("--from", "last tuesday", "--to", "2027-01-31"), ("--from", "2027-02-01", "--to", "2027-01-01")):
         res = run_cli(*base, *bad)
         assert res.returncode == 2 and res.stderr.count("\n") == 1 and "Traceback" not in res.stderr, res.stderr
+    # --reached takes a branch: a moving name or a tag is refused, as is a branch with no history.
+    period = ("--from", "2027-01-01", "--to", "2027-01-31", "--csv")
+    for branch, said in (("HEAD", "--reached takes a branch"), ("no-such-branch", "cannot read the history")):
+        res = run_cli(*base, *period, "--reached", branch)
+        assert res.returncode == 2 and res.stderr.count("\n") == 1 and said in res.stderr, res.stderr

@@ -95,12 +95,8 @@ class StoredEntry:
         return cls(seq, h, kind, bh, task, entry, body)
 
 
-_COLUMNS = StoredEntry.COLUMNS
-_entry_row = StoredEntry.from_row
-
-
 def _row(row: tuple[object, ...] | None) -> StoredEntry | None:
-    return None if row is None else _entry_row(row)
+    return None if row is None else StoredEntry.from_row(row)
 
 
 class Source(Protocol):
@@ -244,16 +240,18 @@ class LedgerSource:
         return _row(next(iter(self._rows(sql, args)), None))
 
     def by_seq(self, seq: int) -> StoredEntry | None:
-        return self._one("SELECT %s FROM entries WHERE seq = ?" % _COLUMNS, (seq,))
+        return self._one("SELECT %s FROM entries WHERE seq = ?" % StoredEntry.COLUMNS, (seq,))
 
     def by_hash(self, digest: Digest) -> StoredEntry | None:
-        return self._one("SELECT %s FROM entries WHERE hash = ?" % _COLUMNS, (digest.value,))
+        return self._one("SELECT %s FROM entries WHERE hash = ?" % StoredEntry.COLUMNS, (digest.value,))
 
     def by_body_hash(self, digest: Digest) -> StoredEntry | None:
-        return self._one("SELECT %s FROM entries WHERE body_hash = ? ORDER BY seq LIMIT 1" % _COLUMNS, (digest.value,))
+        return self._one(
+            "SELECT %s FROM entries WHERE body_hash = ? ORDER BY seq LIMIT 1" % StoredEntry.COLUMNS, (digest.value,)
+        )
 
     def head(self) -> StoredEntry | None:
-        return self._one("SELECT %s FROM entries ORDER BY seq DESC LIMIT 1" % _COLUMNS, ())
+        return self._one("SELECT %s FROM entries ORDER BY seq DESC LIMIT 1" % StoredEntry.COLUMNS, ())
 
     def newest_of_task(self, task: str, upto: int, kind: str | None = None) -> StoredEntry | None:
         """The newest entry whose ``task`` column (and ``kind``, if given) match, at or below
@@ -264,7 +262,7 @@ class LedgerSource:
             sql, args = "task = ? AND seq <= ?", (task, upto)
         else:
             sql, args = "task = ? AND kind = ? AND seq <= ?", (task, kind, upto)
-        return self._one("SELECT %s FROM entries WHERE %s ORDER BY seq DESC LIMIT 1" % (_COLUMNS, sql), args)
+        return self._one("SELECT %s FROM entries WHERE %s ORDER BY seq DESC LIMIT 1" % (StoredEntry.COLUMNS, sql), args)
 
     def count(self) -> int:
         # seq runs 0..n-1 without gaps (verify checks it), so the newest seq is the count,
@@ -293,9 +291,12 @@ class LedgerSource:
         if task is not None:
             where.append("task = ?")
             args.append(task)
-        sql = "SELECT %s FROM entries %s ORDER BY seq" % (_COLUMNS, ("WHERE " + " AND ".join(where)) if where else "")
+        sql = "SELECT %s FROM entries %s ORDER BY seq" % (
+            StoredEntry.COLUMNS,
+            ("WHERE " + " AND ".join(where)) if where else "",
+        )
         for row in self._rows(sql, tuple(args)):
-            yield _entry_row(row)
+            yield StoredEntry.from_row(row)
 
     def entries_between(self, start: int, stop: int, page: int = 5000) -> Iterator[StoredEntry]:
         """Entries with start <= seq < stop in order, a page at a time: memory stays bounded
@@ -304,14 +305,14 @@ class LedgerSource:
         while start < stop:
             rows = list(
                 self._rows(
-                    "SELECT %s FROM entries WHERE seq >= ? AND seq < ? ORDER BY seq LIMIT ?" % _COLUMNS,
+                    "SELECT %s FROM entries WHERE seq >= ? AND seq < ? ORDER BY seq LIMIT ?" % StoredEntry.COLUMNS,
                     (start, stop, page),
                 )
             )
             if not rows:
                 return
             for row in rows:
-                yield _entry_row(row)
+                yield StoredEntry.from_row(row)
             start = int(rows[-1][0]) + 1
 
     def redacted(self, digest: Digest) -> bool:

@@ -213,12 +213,16 @@ def mark_reached(rows: list[ChangeRow], repo: Path, target: str) -> list[ChangeR
     Raises:
         InputError: ``target`` is not a branch (`qualified_branch`) or names no commit.
     """
-    full = qualified_branch(repo, target)
+    try:
+        full = qualified_branch(repo, target)
+    except InputError:
+        raise InputError("--reached takes a branch (main, origin/main, refs/heads/...), not %r" % target) from None
     listed = run_git(repo, "log", "--format=%H %T", "--end-of-options", full, "--")
     if listed.returncode != 0:
-        raise InputError("cannot read the history of %s: %s" % (full, listed.stderr.decode(errors="replace").strip()))
+        said = listed.stderr.decode(errors="replace").strip().splitlines()
+        raise InputError("cannot read the history of %s: %s" % (full, said[0] if said else "git failed"))
     on_branch = set(listed.stdout.decode().split())
-    return [dataclasses.replace(row, reached=bool({row.commit, row.tree} & on_branch - {None})) for row in rows]
+    return [dataclasses.replace(row, reached=bool({row.commit, row.tree} & on_branch)) for row in rows]
 
 
 def _decision(ledger: Ledger, record: TierRecord) -> dict[str, Any] | None:

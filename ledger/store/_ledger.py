@@ -827,7 +827,7 @@ class Ledger:
         """Inside the write transaction: what the append will read, fetched at once where
         the driver can (`Backend.locked_reads`), answers the reader's questions meanwhile.
         """
-        reads = self.backend.locked_reads(task, max(self._checked[1], -1))
+        reads = self.backend.locked_reads(task, self._checked[1])
         if reads is None:
             yield
             return
