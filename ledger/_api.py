@@ -6,9 +6,9 @@ where a `ledger/` directory in the working directory shadows the package name).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from receipts import lazy_names
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (hooks import this)
 
 if TYPE_CHECKING:
     from ._clock import frozen_clock, parse_when, period

@@ -13,12 +13,12 @@ __all__ = ["main"]
 def main() -> None:
     args = sys.argv[1:]
     if len(args) == 2 and args[0] == "hook":
-        from .agents._hooks import EVENTS
+        from .agents._events import EVENTS
 
         if args[1] in EVENTS:
-            from .agents._hooks import main as hook_main
+            from .agents._resident import run
 
-            sys.exit(hook_main(args[1]))
+            sys.exit(run(args[1]))
     from .cli import main as cli_main
 
     cli_main()

@@ -7,9 +7,9 @@ cold `ledger verify`) imports only the modules it needs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ._lazy import lazy_names
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (hooks import this)
 
 if TYPE_CHECKING:
     from ._allowed_signers import AllowedSigner, allowed_signers_text, parse_allowed_signers

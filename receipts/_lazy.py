@@ -5,9 +5,10 @@ The one copy of the mechanism `receipts`, `verify`, `ledger` and `ledger.tiers` 
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Iterable, Mapping, MutableMapping
-from typing import Any
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (hooks import this)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping, MutableMapping
+    from typing import Any
 
 __all__ = ["lazy_names"]
 
@@ -32,6 +33,8 @@ def lazy_names(
         module = where.get(name)
         if module is None:
             raise AttributeError("module %r has no attribute %r" % (package, name))
+        import importlib
+
         value = getattr(importlib.import_module("." + module, package), name)
         space[name] = value
         return value

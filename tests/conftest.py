@@ -7,6 +7,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -20,6 +21,38 @@ from docs_as_written import Site
 
 import receipts as r
 from ledger import Appended, Ledger, add_key, decide, record_tier, run_deterministic, run_judge, seal_receipt
+
+# The hooks' resident process (ledger/agents/_resident.py): where its socket lives, and
+# whether a hook may, must or must not be answered by it.
+RUNTIME_ENV = "RECEIPT_LEDGER_RUNTIME_DIR"
+RESIDENT_ENV = "RECEIPT_LEDGER_RESIDENT"
+
+
+def stop_resident_servers(folder: Path) -> list[int]:
+    """Stop the resident hook servers whose sockets are in ``folder``; their process ids."""
+    stopped = []
+    for lock in folder.glob("*.sock.lock"):
+        text = lock.read_text().strip()
+        if text.isdigit():
+            try:
+                os.kill(int(text), signal.SIGTERM)
+                stopped.append(int(text))
+            except ProcessLookupError:
+                pass
+    return stopped
+
+
+@pytest.fixture(scope="session", autouse=True)
+def resident_hook_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Hooks start a resident server for the next call: the suite's live in a folder of
+    the suite's own, and are stopped when it ends.
+    """
+    folder = tmp_path_factory.mktemp("resident")
+    folder.chmod(0o700)
+    os.environ[RUNTIME_ENV] = str(folder)
+    yield folder
+    stop_resident_servers(folder)
+
 
 KEY_NAMES = ("admin", "ci", "judge", "alice", "bob", "sealer", "agent", "mallory")
 ROLES = {

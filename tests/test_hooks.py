@@ -11,13 +11,26 @@ import os
 import shlex
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import GIT_ENV, LEDGER, contract_bytes, git, make_repo, run_cli
+from conftest import (
+    GIT_ENV,
+    LEDGER,
+    RESIDENT_ENV,
+    RUNTIME_ENV,
+    contract_bytes,
+    git,
+    make_repo,
+    run_cli,
+    stop_resident_servers,
+)
 from ledger import folds_case, hook_command, project_relative
+from ledger.agents._events import EVENTS
 
 VECTORS = Path(__file__).parent / "vectors" / "hooks"
 TOOLS = """
@@ -310,9 +323,17 @@ def test_the_shipped_plugin_calls_the_same_commands_install_writes(tmp_path: Pat
     written = tmp_path / "settings.json"
     install_hooks(written, "claude-code")
     shipped = json.loads((plugin_dir() / "hooks" / "hooks.json").read_text())
-    # The same commands, run through `ledger` on PATH instead of this interpreter's path.
-    runner = json.dumps(shlex.quote(sys.executable) + " -m ledger")[1:-1]
-    assert shipped["hooks"] == json.loads(written.read_text().replace(runner, "ledger"))["hooks"]
+    # The same events, matchers and time-outs; each command runs through `ledger` on PATH
+    # instead of this interpreter's path.
+    installed = json.loads(written.read_text())["hooks"]
+    assert shipped["hooks"].keys() == installed.keys()
+    for name, groups in installed.items():
+        event = next(e for e, n in EVENTS.items() if n == name)
+        for group in groups:
+            for handler in group["hooks"]:
+                assert handler["command"] == hook_command(event)
+                handler["command"] = hook_command(event, runner="ledger")
+    assert shipped["hooks"] == installed
     assert json.loads((plugin_dir() / ".claude-plugin" / "plugin.json").read_text())["name"] == "receipt-ledger"
 
 
@@ -538,3 +559,163 @@ def test_a_broken_task_pattern_does_not_switch_the_gate_off(box: Box) -> None:
     (box.repo / ".ledger" / "config.toml").write_text('task_pattern = "([unclosed"\n')
     decided = _write(box, str(box.repo), ".ledger/contracts/TASK-1.toml")
     assert decided is not None and decided[0] == "deny", decided
+
+
+# -- the resident process (ledger/agents/_resident.py) ------------------------------------------
+
+
+@pytest.fixture
+def resident(tmp_path: Path) -> Iterator[Path]:
+    """A runtime folder of this test's own for the resident server; stopped at the end."""
+    folder = tmp_path / "run"
+    folder.mkdir(mode=0o700)
+    yield folder
+    stop_resident_servers(folder)
+
+
+def _listening(folder: Path) -> Path:
+    """The server's socket once the server listens (it is renamed into place only then)."""
+    for _ in range(2400):  # a bound for a broken build, not a timing: a server is up in well under a second
+        found = sorted(folder.glob("hooks-*.sock"))
+        if found:
+            return found[0]
+        time.sleep(0.05)
+    raise AssertionError("no resident hook server came up in %s" % folder)
+
+
+def _started(box: Box, folder: Path) -> None:
+    """Start the server as the first hook of a session does: it answers in its own process,
+    then starts one (a PreToolUse writes nothing, so the box is as it was)."""
+    first = box.hook(
+        "pre-tool-use",
+        payload("claude-code", "pre-tool-use", cwd=str(box.repo), tool="Read", tool_input={"file_path": "x"}),
+        **{RUNTIME_ENV: str(folder)},
+    )
+    assert first.returncode == 0 and first.stdout == "", first.stderr
+    _listening(folder)
+
+
+def test_the_resident_process_answers_every_event_as_the_hook_itself_would(tmp_path: Path, resident: Path) -> None:
+    # Two agents' boxes, the same day: one's hooks do their own work, the other's must be
+    # answered by the resident server (`require`: a hook it cannot answer fails closed).
+    boxes = {mode: Box(tmp_path / ("box-" + mode)) for mode in ("0", "require")}
+    _started(boxes["require"], resident)
+
+    def both(event: str, **fill: Any) -> str:
+        seen = []
+        for mode, box in boxes.items():
+            doc = payload("claude-code", event, cwd=str(box.repo), **fill)
+            res = box.hook(event, doc, **{RESIDENT_ENV: mode, RUNTIME_ENV: str(resident)})
+            seen.append((res.returncode, res.stdout.replace(str(box.repo), "<repo>"), res.stderr))
+        assert seen[0] == seen[1], (event, seen)
+        return seen[0][1] + seen[0][2]
+
+    assert "task TASK-1" in both("session-start")
+    assert both("pre-tool-use", tool="Read", tool_input={"file_path": "app.py"}) == ""
+    assert "is denied" in both("pre-tool-use", tool="WebFetch", tool_input={"url": "https://example.com"})
+    assert "protected" in both("pre-tool-use", tool="Write", tool_input={"file_path": ".ledger/ledger.db"})
+    both("post-tool-use", tool="Bash", tool_input={"command": "echo $DEPLOY_TOKEN"})
+    assert "says-fixed: no match in app.py" in both("stop")
+    for box in boxes.values():
+        (box.repo / "app.py").write_text("print('fixed')\n")
+        git(box.repo, "commit", "-qam", "TASK-1: fixed")
+    assert "claim recorded; the checks pass" in both("stop", stop_hook_active=True)
+    assert "stored as evidence" in both("session-end")
+    # What each did to its box is the same: the trace, with the secret redacted, and the claims.
+    traces = [box.trace() for box in boxes.values()]
+    assert [[row.get("tool") for row in t] for t in traces] == [[row.get("tool") for row in traces[0]]] * 2
+    assert any(row.get("tool") == "Bash" for row in traces[0]) and "tok-8c1f55e0a9d2" not in json.dumps(traces)
+    kinds = [[(e["type"], dict(e["fields"]).get("outcome")) for e in box.events()] for box in boxes.values()]
+    assert (
+        kinds[0]
+        == kinds[1]
+        == [("answer_proposed", "blocked"), ("answer_proposed", "stopped"), ("model_stopped", None)]
+    )
+
+
+def test_a_request_the_resident_process_took_and_never_answered_fails_closed(box: Box, resident: Path) -> None:
+    # The check kills the process answering the hook: the server's child, after it said it
+    # had taken the request. The hook must not do the work again, nor let the agent stop.
+    killer = "import os, signal; os.kill(os.getppid(), signal.SIGKILL)"
+    (box.repo / ".ledger" / "contracts" / "TASK-1.toml").write_bytes(contract_bytes(command=killer))
+    _started(box, resident)
+    res = box.hook("stop", payload("claude-code", "stop", cwd=str(box.repo)), **{RUNTIME_ENV: str(resident)})
+    assert res.returncode == 0, res.stderr
+    answer = json.loads(res.stdout)
+    assert answer["decision"] == "block"
+    assert "could not evaluate Stop: the resident hook process ended without an answer" in answer["reason"]
+    assert [e for e in box.events() if e["type"] == "answer_proposed"] == []  # not done twice
+    denied = box.hook(
+        "pre-tool-use",
+        payload("claude-code", "pre-tool-use", cwd=str(box.repo), tool="Read", tool_input={"file_path": "x"}),
+        **{RUNTIME_ENV: str(resident), RESIDENT_ENV: "require"},
+    )
+    assert _decision(denied) is None  # the server itself lives on: one child died
+
+
+def test_the_work_of_a_hook_dies_with_the_hook(box: Box, resident: Path) -> None:
+    # The agent kills a hook that runs too long: the server's child and the check it
+    # started must go with it, not finish later and record a claim nobody waited for.
+    pid_file = box.repo.parent / "check.pid"
+    sleeper = "import os, pathlib, time; pathlib.Path(%r).write_text(str(os.getpid())); time.sleep(3600)" % str(
+        pid_file
+    )
+    contract = contract_bytes(command=sleeper).replace(b"check_timeout_s = 20", b"check_timeout_s = 3600")
+    (box.repo / ".ledger" / "contracts" / "TASK-1.toml").write_bytes(contract.replace(b"= 60\n", b"= 7200\n", 1))
+    _started(box, resident)
+    hook = subprocess.Popen(
+        [*LEDGER, "hook", "stop"],
+        stdin=subprocess.PIPE,
+        cwd=box.repo,
+        env={**os.environ, **box.env, RUNTIME_ENV: str(resident), RESIDENT_ENV: "require"},
+    )
+    assert hook.stdin is not None
+    hook.stdin.write(json.dumps(payload("claude-code", "stop", cwd=str(box.repo))).encode())
+    hook.stdin.close()
+    for _ in range(2400):  # until the check runs (a bound, not a timing)
+        if pid_file.exists() and pid_file.read_text():
+            break
+        time.sleep(0.05)
+    check = int(pid_file.read_text())
+    hook.kill()
+    hook.wait()
+    for _ in range(2400):  # until the check is gone; without the watch it sleeps an hour
+        if not Path("/proc/%d" % check).exists() or "Z" in Path("/proc/%d/stat" % check).read_text().split()[2]:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("the check outlived the hook that started it")
+    assert [e for e in box.events() if e["type"] == "answer_proposed"] == []
+
+
+def test_where_the_resident_process_cannot_be_trusted_the_hook_does_its_own_work(box: Box, tmp_path: Path) -> None:
+    doc = payload("claude-code", "pre-tool-use", cwd=str(box.repo), tool="WebFetch", tool_input={"url": "u"})
+    # A runtime folder others may write: nobody's socket in it is believed.
+    open_folder = tmp_path / "open"
+    open_folder.mkdir()
+    open_folder.chmod(0o777)
+    here = box.hook("pre-tool-use", doc, **{RUNTIME_ENV: str(open_folder)})
+    assert _decision(here) == ("deny", "receipt-ledger: tool WebFetch is denied")
+    assert list(open_folder.iterdir()) == []  # and no server was started there
+    required = box.hook("pre-tool-use", doc, **{RUNTIME_ENV: str(open_folder), RESIDENT_ENV: "require"})
+    assert _decision(required) == (
+        "deny",
+        "receipt-ledger: could not evaluate PreToolUse: no resident hook process answered (RECEIPT_LEDGER_RESIDENT=require)",
+    )
+    # Switched off: no server, ever.
+    off = tmp_path / "off"
+    off.mkdir(mode=0o700)
+    assert _decision(box.hook("pre-tool-use", doc, **{RUNTIME_ENV: str(off), RESIDENT_ENV: "0"}))[0] == "deny"  # type: ignore[index]
+    assert list(off.iterdir()) == []
+
+
+def test_a_resident_process_started_from_other_code_answers_nobody_else(box: Box, resident: Path) -> None:
+    _started(box, resident)
+    doc = payload("claude-code", "pre-tool-use", cwd=str(box.repo), tool="WebFetch", tool_input={"url": "u"})
+    # Another PYTHONPATH could import another `ledger`: the server declines, the hook works alone.
+    other = {RUNTIME_ENV: str(resident), "PYTHONPATH": os.pathsep.join([str(box.repo), *sys.path[1:]])}
+    assert _decision(box.hook("pre-tool-use", doc, **other)) == ("deny", "receipt-ledger: tool WebFetch is denied")
+    refused = _decision(box.hook("pre-tool-use", doc, **other, **{RESIDENT_ENV: "require"}))
+    assert refused is not None and "no resident hook process answered" in refused[1]
+    same = _decision(box.hook("pre-tool-use", doc, **{RUNTIME_ENV: str(resident), RESIDENT_ENV: "require"}))
+    assert same == ("deny", "receipt-ledger: tool WebFetch is denied")

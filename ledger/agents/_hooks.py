@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._layout import CONTRACTS_DIR, DEFAULT_TASK_PATTERN, contract_path, find_task, task_pattern
+from ._events import EVENTS
 
 if TYPE_CHECKING:
     from receipts import Contract, ToolPolicy
@@ -39,6 +40,9 @@ __all__ = [
     "HookAnswer",
     "run_hook",
     "main",
+    "answer_for",
+    "closed_answer",
+    "warm",
     "task_in",
     "select_task",
     "folds_case",
@@ -47,14 +51,6 @@ __all__ = [
     "CURRENT_TASK",
 ]
 
-EVENTS = {
-    "session-start": "SessionStart",
-    "pre-tool-use": "PreToolUse",
-    "post-tool-use": "PostToolUse",
-    "stop": "Stop",
-    "subagent-stop": "SubagentStop",
-    "session-end": "SessionEnd",
-}
 TRACE_DIR = "traces"
 STATE_DIR = "hooks"
 CURRENT_TASK = "current-task"
@@ -652,25 +648,71 @@ def run_hook(event: str, raw: bytes, environ: Mapping[str, str], cwd: Path | Non
     return _session_end(where, payload)
 
 
-def main(event: str, environ: Mapping[str, str] | None = None) -> int:
-    """`ledger hook EVENT`: the payload from stdin, the answer to stdout and stderr. A hook
-    that fails unexpectedly still answers: a PreToolUse is denied, a Stop blocked.
+def closed_answer(event: str, reason: str) -> HookAnswer:
+    """The answer of a hook that could not evaluate ``event``: it fails closed. A tool
+    call is denied and a stop blocked (both say why); the other events exit 1.
     """
-    raw = sys.stdin.buffer.read()
+    said = "receipt-ledger could not evaluate %s: %s" % (EVENTS[event], reason)
+    if event == "pre-tool-use":
+        return _permission("deny", said[len("receipt-ledger ") :])
+    if event in ("stop", "subagent-stop"):
+        return HookAnswer(0, json.dumps({"decision": "block", "reason": said}) + "\n")
+    return HookAnswer(1, "", said + "\n")
+
+
+def answer_for(event: str, raw: bytes, environ: Mapping[str, str]) -> HookAnswer:
+    """`run_hook` that never raises: a hook that fails unexpectedly still answers, closed."""
     try:
-        answer = run_hook(event, raw, os.environ if environ is None else environ)
+        return run_hook(event, raw, environ)
     except Exception as exc:  # never a traceback into the agent's loop
-        reason = "receipt-ledger could not evaluate %s: %s" % (
-            EVENTS[event],
-            (str(exc).splitlines() or [type(exc).__name__])[0],
-        )
-        if event == "pre-tool-use":
-            answer = _permission("deny", reason)
-        elif event in ("stop", "subagent-stop"):
-            answer = HookAnswer(0, json.dumps({"decision": "block", "reason": reason}) + "\n")
-        else:
-            answer = HookAnswer(1, "", reason + "\n")
+        return closed_answer(event, (str(exc).splitlines() or [type(exc).__name__])[0])
+
+
+def main(event: str, environ: Mapping[str, str] | None = None) -> int:
+    """`ledger hook EVENT` in this process: the payload from stdin, the answer to stdout
+    and stderr, the exit code returned.
+    """
+    answer = answer_for(event, sys.stdin.buffer.read(), os.environ if environ is None else environ)
     sys.stdout.write(answer.stdout)
     sys.stderr.write(answer.stderr)
     sys.stdout.flush()
     return answer.code
+
+
+def warm() -> None:
+    """Import what the hooks import where they use it: the resident process
+    (`_resident`) loads these once, so that no hook it answers pays for them.
+    """
+    import contextlib
+    import fcntl
+    import hashlib
+    import io
+    import tempfile
+
+    from cryptography.hazmat.primitives.serialization import ssh
+
+    import receipts
+
+    from .._config import shared_store
+    from .._files import write_atomic
+    from ..git._commands import resolve_candidate
+    from ..keys._key_files import load_signer
+    from ..keys._ssh_agent import AgentSigner
+    from ..ladder._events import record_event
+    from ..ladder._status import status_report
+    from ..store._ledger import Ledger
+    from ..tiers._deterministic import run_advisory
+    from ..tiers._redact import Redactor
+    from ..views._render import status_lines
+
+    del fcntl, hashlib, io, tempfile, ssh, AgentSigner, shared_store, write_atomic, resolve_candidate, load_signer
+    del record_event, status_report, Ledger, run_advisory, Redactor, status_lines
+    task_in("", DEFAULT_TASK_PATTERN)  # the compiled pattern is kept in `re`'s cache
+    for name in ("Contract", "ContractError", "EventType", "ToolPolicy", "decide_tool_call", "parse_contract"):
+        getattr(receipts, name)
+    for name in ("tool_rules", "WRITE_TOOLS", "REJECTED", "REQUIRES_HUMAN"):
+        getattr(receipts, name)
+    with contextlib.suppress(ImportError):  # the shared store's driver, when installed
+        import psycopg
+
+        del psycopg

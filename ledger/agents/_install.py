@@ -48,6 +48,13 @@ _TIMEOUTS = {"stop": 600, "subagent-stop": 600, "session-end": 60}
 _DEFAULT_TIMEOUT = 30
 
 
+# What the installed command runs: `ledger`'s entry point, by this interpreter's absolute
+# path. `-P` keeps the project's own directory off the import path (run with `-m` or `-c`,
+# Python would put it first, and a `ledger.py` the agent writes there would answer its own
+# hooks); `-c` rather than `-m` spares every tool call the import of `runpy`.
+_ENTRY = "from ledger._entry import main; main()"
+
+
 def hook_command(event: str, runner: str | None = None) -> str:
     """The shell command an agent runs for ``event``, failing closed. ``runner`` is how
     ``ledger`` is run: by default this interpreter by its absolute path (an agent's PATH
@@ -56,8 +63,10 @@ def hook_command(event: str, runner: str | None = None) -> str:
     cannot run at all (126, 127: not found, moved, removed) exits 2 instead: the gate stays
     shut and says why, rather than silently letting the agent through.
     """
-    run = runner if runner is not None else shlex.quote(sys.executable) + " -m ledger"
-    said = "receipt-ledger: cannot run %s: blocking until it can (ledger hook install)" % run.replace("'", "")
+    run = runner if runner is not None else "%s -P -c %s" % (shlex.quote(sys.executable), shlex.quote(_ENTRY))
+    said = "receipt-ledger: cannot run %s: blocking until it can (ledger hook install)" % (
+        runner or "ledger with " + sys.executable
+    ).replace("'", "")
     return "%s hook %s; rc=$?; if [ $rc -eq 126 ] || [ $rc -eq 127 ]; then echo '%s' >&2; exit 2; fi; exit $rc" % (
         run,
         event,
@@ -108,11 +117,9 @@ def _write(path: Path, doc: dict[str, Any]) -> None:
 
 
 def _ours(handler: Any) -> bool:
-    # The bare form of earlier releases, and the fail-closed form of `hook_command`.
-    return (
-        isinstance(handler, dict)
-        and re.search(r"(^| )ledger hook [a-z-]+", str(handler.get("command", ""))) is not None
-    )
+    # The bare form of earlier releases, `python -m ledger hook`, and `hook_command`'s form.
+    command = str(handler.get("command", "")) if isinstance(handler, dict) else ""
+    return re.search(r"(^| )ledger hook [a-z-]+|%s' hook [a-z-]+" % re.escape(_ENTRY), command) is not None
 
 
 @dataclass(frozen=True, slots=True)

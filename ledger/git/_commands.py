@@ -103,9 +103,14 @@ def git_root(cwd: Path) -> Path | None:
 
 def resolve_commit(rev: str, cwd: Path) -> dict[str, str]:
     """The candidate fields of a revision: its commit id and tree id (both immutable)."""
-    commit = git_text(cwd, "rev-parse", "--verify", "--end-of-options", rev + "^{commit}")
-    tree = git_text(cwd, "rev-parse", "--verify", "--end-of-options", commit + "^{tree}")
-    return {"commit": commit, "tree": tree}
+    # One git process for both (a Stop hook pays for each): a revision that names no
+    # commit fails on its first name, as --verify would.
+    if rev.startswith("-"):  # no revision starts with a dash; an option would
+        raise InputError("not a revision: %r" % rev)
+    found = git_text(cwd, "rev-parse", rev + "^{commit}", rev + "^{commit}^{tree}").split()
+    if len(found) != 2:
+        raise InputError("git rev-parse %s: expected a commit and its tree, got %r" % (rev, found))
+    return {"commit": found[0], "tree": found[1]}
 
 
 def resolve_candidate(spec: str, cwd: Path) -> Digest:

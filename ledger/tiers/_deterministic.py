@@ -38,7 +38,7 @@ from ..ladder._contracts import register_contract
 from ..ladder._records import append_tier_record
 from ..store._ledger import Appended, Store
 from ._redact import Redactor
-from ._signals import Context, evaluate
+from ._signals import READ_ONLY_TYPES, Context, evaluate
 from ._snapshot import Snapshot, remember_check_outputs, take_snapshot, untracked
 
 __all__ = ["CheckRun", "run_deterministic", "RUNNER_NAME"]
@@ -216,7 +216,9 @@ def run_advisory(
         environ=env,
     )
     rows = []
-    before = untracked(repo)
+    # Only a command leaves files behind: a contract of file checks is spared two `git status`.
+    watched = any(check.type not in READ_ONLY_TYPES for check in contract.checks)
+    before = untracked(repo) if watched else None
     for check in contract.checks:
         evaluated = evaluate(ctx, check)
         result = json.loads(json.dumps(evaluated.result))
@@ -224,7 +226,8 @@ def run_advisory(
         if not ok and waived and check.id in waived:
             ok, why = True, "waived: %s" % waived[check.id]
         rows.append((check.id, ok, why, "" if ok else _output_tail(sink, evaluated.refs, check.id)))
-    remember_check_outputs(repo, before)
+    if before is not None:
+        remember_check_outputs(repo, before)
     if not contract.checks and not contract.no_op:
         # §6a fails such a task in the signed tier: an empty table must not read as a pass here.
         rows.append(("(contract)", False, "the contract declares no checks: nothing was verified", ""))

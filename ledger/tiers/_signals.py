@@ -28,7 +28,13 @@ from ..store._ledger import Store
 from ._redact import Redactor
 from ._snapshot import worktree_roots
 
-__all__ = ["Context", "Evaluated", "evaluate"]
+__all__ = ["READ_ONLY_TYPES", "RUNNING_GROUPS", "Context", "Evaluated", "evaluate"]
+
+# The process groups of the checks running in this process (each runs in a session of its
+# own): whoever answers a hook kills them when the agent gives up on it (agents/_resident.py).
+RUNNING_GROUPS: set[int] = set()
+# The check types that read files and run nothing: they cannot leave files behind.
+READ_ONLY_TYPES = frozenset({"path_exists", "file_contains", "schema_valid"})
 
 _GLOB = re.compile(r"[*?\[]")
 _MAX_MATCHES = 100
@@ -161,6 +167,7 @@ def _run(
                 facts["error"] = "%s: %s" % (argv[0], exc.strerror or exc)
                 proc = None
             if proc is not None:
+                RUNNING_GROUPS.add(proc.pid)
                 try:
                     facts["exit_code"] = proc.wait(timeout=max(timeout, 0.001))
                 except subprocess.TimeoutExpired:
@@ -171,6 +178,8 @@ def _run(
                     except ProcessLookupError:
                         pass
                     proc.wait()
+                finally:
+                    RUNNING_GROUPS.discard(proc.pid)
         facts["duration_ms"] = int((time.monotonic() - started) * 1000)
         streams, redactions = {}, []
         for name, path in (("stdout", stdout), ("stderr", stderr)):
