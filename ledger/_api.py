@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from ._escape import csv_cell, markdown_text, terminal_text
     from ._files import write_text_atomic
     from ._layout import DEFAULT_TASK_PATTERN, contract_path, find_task, task_pattern
+    from .agents._events import HOOK_EVENTS
     from .agents._hooks import HookAnswer, folds_case, project_relative, run_hook, task_in
     from .agents._install import (
         HookInstall,
@@ -384,6 +385,7 @@ __all__ = [
     "HookInstall",
     "run_hook",
     "HookAnswer",
+    "HOOK_EVENTS",
     "task_in",
     "plugin_dir",
 ]
@@ -596,6 +598,7 @@ _WHERE = {
     "HookInstall": "agents._install",
     "run_hook": "agents._hooks",
     "HookAnswer": "agents._hooks",
+    "HOOK_EVENTS": "agents._events",
     "task_in": "agents._hooks",
     "plugin_dir": "agents._install",
 }

@@ -13,7 +13,7 @@ __all__ = ["main"]
 def main() -> None:
     args = sys.argv[1:]
     if len(args) == 2 and args[0] == "hook":
-        from .agents._events import EVENTS
+        from .agents._events import HOOK_EVENTS as EVENTS
 
         if args[1] in EVENTS:
             from .agents._resident import run

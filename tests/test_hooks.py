@@ -29,8 +29,7 @@ from conftest import (
     run_cli,
     stop_resident_servers,
 )
-from ledger import folds_case, hook_command, project_relative
-from ledger.agents._events import EVENTS
+from ledger import HOOK_EVENTS, folds_case, hook_command, project_relative
 
 VECTORS = Path(__file__).parent / "vectors" / "hooks"
 TOOLS = """
@@ -88,6 +87,11 @@ class Box:
 
     def hook(
         self, event: str, doc: dict[str, Any] | bytes, run_in: Path | None = None, **env: str
+    ) -> subprocess.CompletedProcess[str]:
+        return self.hook_in(event, doc, run_in, env)
+
+    def hook_in(
+        self, event: str, doc: dict[str, Any] | bytes, run_in: Path | None, env: dict[str, str]
     ) -> subprocess.CompletedProcess[str]:
         """Run the hook as the harness does: in the project (or ``run_in``), the payload on stdin."""
         data = doc if isinstance(doc, bytes) else json.dumps(doc).encode()
@@ -328,7 +332,7 @@ def test_the_shipped_plugin_calls_the_same_commands_install_writes(tmp_path: Pat
     installed = json.loads(written.read_text())["hooks"]
     assert shipped["hooks"].keys() == installed.keys()
     for name, groups in installed.items():
-        event = next(e for e, n in EVENTS.items() if n == name)
+        event = next(e for e, n in HOOK_EVENTS.items() if n == name)
         for group in groups:
             for handler in group["hooks"]:
                 assert handler["command"] == hook_command(event)
@@ -586,10 +590,11 @@ def _listening(folder: Path) -> Path:
 def _started(box: Box, folder: Path) -> None:
     """Start the server as the first hook of a session does: it answers in its own process,
     then starts one (a PreToolUse writes nothing, so the box is as it was)."""
-    first = box.hook(
+    first = box.hook_in(
         "pre-tool-use",
         payload("claude-code", "pre-tool-use", cwd=str(box.repo), tool="Read", tool_input={"file_path": "x"}),
-        **{RUNTIME_ENV: str(folder)},
+        None,
+        {RUNTIME_ENV: str(folder)},
     )
     assert first.returncode == 0 and first.stdout == "", first.stderr
     _listening(folder)
@@ -605,7 +610,7 @@ def test_the_resident_process_answers_every_event_as_the_hook_itself_would(tmp_p
         seen = []
         for mode, box in boxes.items():
             doc = payload("claude-code", event, cwd=str(box.repo), **fill)
-            res = box.hook(event, doc, **{RESIDENT_ENV: mode, RUNTIME_ENV: str(resident)})
+            res = box.hook_in(event, doc, None, {RESIDENT_ENV: mode, RUNTIME_ENV: str(resident)})
             seen.append((res.returncode, res.stdout.replace(str(box.repo), "<repo>"), res.stderr))
         assert seen[0] == seen[1], (event, seen)
         return seen[0][1] + seen[0][2]
@@ -639,16 +644,17 @@ def test_a_request_the_resident_process_took_and_never_answered_fails_closed(box
     killer = "import os, signal; os.kill(os.getppid(), signal.SIGKILL)"
     (box.repo / ".ledger" / "contracts" / "TASK-1.toml").write_bytes(contract_bytes(command=killer))
     _started(box, resident)
-    res = box.hook("stop", payload("claude-code", "stop", cwd=str(box.repo)), **{RUNTIME_ENV: str(resident)})
+    res = box.hook_in("stop", payload("claude-code", "stop", cwd=str(box.repo)), None, {RUNTIME_ENV: str(resident)})
     assert res.returncode == 0, res.stderr
     answer = json.loads(res.stdout)
     assert answer["decision"] == "block"
     assert "could not evaluate Stop: the resident hook process ended without an answer" in answer["reason"]
     assert [e for e in box.events() if e["type"] == "answer_proposed"] == []  # not done twice
-    denied = box.hook(
+    denied = box.hook_in(
         "pre-tool-use",
         payload("claude-code", "pre-tool-use", cwd=str(box.repo), tool="Read", tool_input={"file_path": "x"}),
-        **{RUNTIME_ENV: str(resident), RESIDENT_ENV: "require"},
+        None,
+        {RUNTIME_ENV: str(resident), RESIDENT_ENV: "require"},
     )
     assert _decision(denied) is None  # the server itself lives on: one child died
 
@@ -694,10 +700,10 @@ def test_where_the_resident_process_cannot_be_trusted_the_hook_does_its_own_work
     open_folder = tmp_path / "open"
     open_folder.mkdir()
     open_folder.chmod(0o777)
-    here = box.hook("pre-tool-use", doc, **{RUNTIME_ENV: str(open_folder)})
+    here = box.hook_in("pre-tool-use", doc, None, {RUNTIME_ENV: str(open_folder)})
     assert _decision(here) == ("deny", "receipt-ledger: tool WebFetch is denied")
     assert list(open_folder.iterdir()) == []  # and no server was started there
-    required = box.hook("pre-tool-use", doc, **{RUNTIME_ENV: str(open_folder), RESIDENT_ENV: "require"})
+    required = box.hook_in("pre-tool-use", doc, None, {RUNTIME_ENV: str(open_folder), RESIDENT_ENV: "require"})
     assert _decision(required) == (
         "deny",
         "receipt-ledger: could not evaluate PreToolUse: no resident hook process answered (RECEIPT_LEDGER_RESIDENT=require)",
@@ -705,7 +711,8 @@ def test_where_the_resident_process_cannot_be_trusted_the_hook_does_its_own_work
     # Switched off: no server, ever.
     off = tmp_path / "off"
     off.mkdir(mode=0o700)
-    assert _decision(box.hook("pre-tool-use", doc, **{RUNTIME_ENV: str(off), RESIDENT_ENV: "0"}))[0] == "deny"  # type: ignore[index]
+    switched_off = _decision(box.hook_in("pre-tool-use", doc, None, {RUNTIME_ENV: str(off), RESIDENT_ENV: "0"}))
+    assert switched_off is not None and switched_off[0] == "deny"
     assert list(off.iterdir()) == []
 
 
@@ -714,8 +721,11 @@ def test_a_resident_process_started_from_other_code_answers_nobody_else(box: Box
     doc = payload("claude-code", "pre-tool-use", cwd=str(box.repo), tool="WebFetch", tool_input={"url": "u"})
     # Another PYTHONPATH could import another `ledger`: the server declines, the hook works alone.
     other = {RUNTIME_ENV: str(resident), "PYTHONPATH": os.pathsep.join([str(box.repo), *sys.path[1:]])}
-    assert _decision(box.hook("pre-tool-use", doc, **other)) == ("deny", "receipt-ledger: tool WebFetch is denied")
-    refused = _decision(box.hook("pre-tool-use", doc, **other, **{RESIDENT_ENV: "require"}))
+    assert _decision(box.hook_in("pre-tool-use", doc, None, other)) == (
+        "deny",
+        "receipt-ledger: tool WebFetch is denied",
+    )
+    refused = _decision(box.hook_in("pre-tool-use", doc, None, {**other, RESIDENT_ENV: "require"}))
     assert refused is not None and "no resident hook process answered" in refused[1]
-    same = _decision(box.hook("pre-tool-use", doc, **{RUNTIME_ENV: str(resident), RESIDENT_ENV: "require"}))
+    same = _decision(box.hook_in("pre-tool-use", doc, None, {RUNTIME_ENV: str(resident), RESIDENT_ENV: "require"}))
     assert same == ("deny", "receipt-ledger: tool WebFetch is denied")

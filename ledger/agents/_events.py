@@ -2,9 +2,9 @@
 its own because the entry point reads it on every tool call, before it imports anything.
 """
 
-__all__ = ["EVENTS"]
+__all__ = ["HOOK_EVENTS"]
 
-EVENTS = {
+HOOK_EVENTS = {
     "session-start": "SessionStart",
     "pre-tool-use": "PreToolUse",
     "post-tool-use": "PostToolUse",

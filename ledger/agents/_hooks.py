@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._layout import CONTRACTS_DIR, DEFAULT_TASK_PATTERN, contract_path, find_task, task_pattern
-from ._events import EVENTS
+from ._events import HOOK_EVENTS as EVENTS
 
 if TYPE_CHECKING:
     from receipts import Contract, ToolPolicy

@@ -37,7 +37,9 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import socket
     from collections.abc import Mapping
+    from pathlib import Path
 
     from ._hooks import HookAnswer
 
@@ -306,6 +308,47 @@ literal = "a"
 """
 
 
+def _scratch_project(tmp: Path, path: str) -> Path:
+    """A project in ``tmp`` with a contract, a commit, a ledger and an agent's key; the
+    process's environment and directory set for it (the caller restores them).
+    """
+    import subprocess
+
+    from receipts import Role
+
+    from ..keys._key_files import generate_key_file
+    from ..keys._keyring import add_key
+    from ..store._ledger import Ledger
+
+    repo, keys = tmp / "repo", tmp / "keys"
+    (repo / ".ledger" / "contracts").mkdir(parents=True)
+    keys.mkdir(mode=0o700)
+    (repo / ".ledger" / "contracts" / "TASK-1.toml").write_text(_REHEARSAL_CONTRACT)
+    (repo / "a.txt").write_text("a\n")
+    os.environ.clear()
+    os.environ.update(
+        PATH=path,
+        HOME=str(tmp),
+        RECEIPT_LEDGER_KEYS=str(keys),
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_AUTHOR_NAME="rehearsal",
+        GIT_AUTHOR_EMAIL="rehearsal@example.invalid",
+        GIT_COMMITTER_NAME="rehearsal",
+        GIT_COMMITTER_EMAIL="rehearsal@example.invalid",
+    )
+    os.chdir(repo)
+    for git in (["init", "-q", "-b", "task-1"], ["add", "-A"], ["commit", "-qm", "TASK-1: rehearsal"]):
+        subprocess.run(["git", *git], check=True, capture_output=True)
+    admin = generate_key_file(keys / "admin", "admin")
+    agent = generate_key_file(keys / "agent", "agent")
+    ledger = Ledger.create(repo / ".ledger", admin, "admin")
+    try:
+        add_key(ledger, admin, "agent", [Role.AGENT], agent.public_key_blob)
+    finally:
+        ledger.close()
+    return repo
+
+
 def _rehearse() -> None:
     """Answer every event once, on a scratch project in a temporary directory, so that
     what a first call sets up (compiled patterns, SQLite's and `cryptography`'s
@@ -314,47 +357,16 @@ def _rehearse() -> None:
     """
     import contextlib
     import json
-    import subprocess
     import tempfile
     from pathlib import Path
 
-    from receipts import Role
-
-    from ..keys._key_files import generate_key_file
-    from ..keys._keyring import add_key
-    from ..store._ledger import Ledger
-    from ._events import EVENTS
+    from ._events import HOOK_EVENTS as EVENTS
     from ._hooks import run_hook
 
     saved, here = dict(os.environ), os.getcwd()
     try:
         with tempfile.TemporaryDirectory(prefix="receipt-ledger-rehearsal-") as tmp:
-            repo, keys = Path(tmp) / "repo", Path(tmp) / "keys"
-            (repo / ".ledger" / "contracts").mkdir(parents=True)
-            keys.mkdir(mode=0o700)
-            (repo / ".ledger" / "contracts" / "TASK-1.toml").write_text(_REHEARSAL_CONTRACT)
-            (repo / "a.txt").write_text("a\n")
-            os.environ.clear()
-            os.environ.update(
-                PATH=saved.get("PATH", os.defpath),
-                HOME=tmp,
-                RECEIPT_LEDGER_KEYS=str(keys),
-                GIT_CONFIG_NOSYSTEM="1",
-                GIT_AUTHOR_NAME="rehearsal",
-                GIT_AUTHOR_EMAIL="rehearsal@example.invalid",
-                GIT_COMMITTER_NAME="rehearsal",
-                GIT_COMMITTER_EMAIL="rehearsal@example.invalid",
-            )
-            os.chdir(repo)
-            for git in (["init", "-q", "-b", "task-1"], ["add", "-A"], ["commit", "-qm", "TASK-1: rehearsal"]):
-                subprocess.run(["git", *git], check=True, capture_output=True)
-            admin = generate_key_file(keys / "admin", "admin")
-            agent = generate_key_file(keys / "agent", "agent")
-            ledger = Ledger.create(repo / ".ledger", admin, "admin")
-            try:
-                add_key(ledger, admin, "agent", [Role.AGENT], agent.public_key_blob)
-            finally:
-                ledger.close()
+            repo = _scratch_project(Path(tmp), saved.get("PATH", os.defpath))
             for event, name in EVENTS.items():
                 payload: dict[str, object] = {"session_id": "rehearsal", "cwd": str(repo), "hook_event_name": name}
                 if event.endswith("tool-use"):
@@ -370,6 +382,28 @@ def _rehearse() -> None:
             os.chdir(here)
 
 
+def _listen(path: str) -> tuple[socket.socket, int]:
+    """A socket listening on ``path`` (mode 0600), renamed into place only once it listens:
+    a client finds the old socket or a working one. The socket, and its inode (a later
+    server's replaces it, and this one then leaves the path alone).
+    """
+    import contextlib
+    import socket
+
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    fresh = "%s.%d" % (path, os.getpid())
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(fresh)
+    old = os.umask(0o177)
+    try:
+        listener.bind(fresh)
+    finally:
+        os.umask(old)
+    listener.listen(64)
+    os.replace(fresh, path)
+    return listener, os.stat(path).st_ino
+
+
 def serve(path: str) -> int:
     """Run the server on ``path`` until it has been idle for a while, its code changes on
     disk, or another server took the socket. Exits at once when one is running already.
@@ -377,10 +411,10 @@ def serve(path: str) -> int:
     Returns:
         The process's exit code.
     """
+    import contextlib
     import fcntl
     import gc
     import signal
-    import socket
 
     lock = open(os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600), "r+")  # held for life
     try:
@@ -401,18 +435,7 @@ def serve(path: str) -> int:
     gc.disable()
     gc.freeze()
     pythonpath = os.environ.get("PYTHONPATH", "")
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    fresh = "%s.%d" % (path, os.getpid())
-    with __import__("contextlib").suppress(FileNotFoundError):
-        os.unlink(fresh)
-    old = os.umask(0o177)
-    try:
-        listener.bind(fresh)
-    finally:
-        os.umask(old)
-    listener.listen(64)
-    os.replace(fresh, path)  # atomic: a client finds the old socket or this one
-    mine = os.stat(path).st_ino
+    listener, mine = _listen(path)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children reaped by the kernel
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stopped: the socket is removed on the way out
     listener.settimeout(_IDLE_SECONDS)
@@ -434,7 +457,7 @@ def serve(path: str) -> int:
                     lock.close()
                     _child(conn, verdict)  # never returns
     finally:
-        with __import__("contextlib").suppress(OSError):
+        with contextlib.suppress(OSError):
             if os.stat(path).st_ino == mine:
                 os.unlink(path)
 
