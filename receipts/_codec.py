@@ -7,6 +7,7 @@ that decode(encode(x)) == x and encode(decode(b)) == b for every accepted b.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -416,6 +417,19 @@ def decode_body(kind: EntryKind, data: bytes) -> Body:
     Raises:
         FormatError: the bytes are not the canonical encoding of a valid body of that kind.
     """
+    # The same row is often decoded by several readers in one process (a writer's check,
+    # then a task's state): bodies are frozen, so one decoding serves them all.
+    if type(data) is bytes:
+        return _decoded(kind, data)
+    return _decode_body(kind, data)
+
+
+@functools.lru_cache(maxsize=1024)
+def _decoded(kind: EntryKind, data: bytes) -> Body:
+    return _decode_body(kind, data)
+
+
+def _decode_body(kind: EntryKind, data: bytes) -> Body:
     if kind is EntryKind.TIER_RECORD:
         return decode_tier_record(data)
     if kind is EntryKind.RECEIPT:

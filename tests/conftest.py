@@ -28,17 +28,26 @@ RUNTIME_ENV = "RECEIPT_LEDGER_RUNTIME_DIR"
 RESIDENT_ENV = "RECEIPT_LEDGER_RESIDENT"
 
 
-def stop_resident_servers(folder: Path) -> list[int]:
-    """Stop the resident hook servers whose sockets are in ``folder``; their process ids."""
+def stop_resident_servers(folder: Path, ours_only: bool = False) -> list[int]:
+    """Stop the resident hook servers whose sockets are in ``folder`` (``ours_only``: those
+    this interpreter started, in a folder other runs share); their process ids.
+    """
     stopped = []
     for lock in folder.glob("*.sock.lock"):
         text = lock.read_text().strip()
-        if text.isdigit():
-            try:
-                os.kill(int(text), signal.SIGTERM)
-                stopped.append(int(text))
-            except ProcessLookupError:
-                pass
+        if not text.isdigit():
+            continue
+        try:
+            argv = Path("/proc/%s/cmdline" % text).read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"ledger.agents._resident" not in argv or (ours_only and argv[0] != os.fsencode(sys.executable)):
+            continue
+        try:
+            os.kill(int(text), signal.SIGTERM)
+            stopped.append(int(text))
+        except ProcessLookupError:
+            pass
     return stopped
 
 
@@ -52,6 +61,13 @@ def resident_hook_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     os.environ[RUNTIME_ENV] = str(folder)
     yield folder
     stop_resident_servers(folder)
+    # A test that builds its environment from nothing uses the default folder.
+    shared = [Path("/tmp/receipt-ledger-%d" % os.getuid())]
+    if os.environ.get("XDG_RUNTIME_DIR"):
+        shared.append(Path(os.environ["XDG_RUNTIME_DIR"]) / "receipt-ledger")
+    for default in shared:
+        if default.is_dir():
+            stop_resident_servers(default, ours_only=True)
 
 
 KEY_NAMES = ("admin", "ci", "judge", "alice", "bob", "sealer", "agent", "mallory")

@@ -121,6 +121,25 @@ def test_exactly_thirty_percent_does_not_alert(env: tuple[Path, Ledger]) -> None
     assert nudge(env[1], threshold=0.29).alert
 
 
+def test_the_nudge_reads_back_only_as_far_as_its_window_and_finds_every_run_after_it(
+    env: tuple[Path, Ledger],
+) -> None:
+    # A session's start computes the nudge: it reads from the newest entry back, a page of
+    # 500 at a time, until the window is full. Here the window's oldest claim lies more
+    # than a page back, and the run that verifies it comes after every claim.
+    first = check(env, contract_bytes(task="T-1"), task="T-1")
+    claim(env, "T-1", first.record.input_hash)
+    for _ in range(600):
+        record_event(env[1], SIGNERS["agent"], "T-1", r.EventType.MODEL_STOPPED, None)
+    for task in ("T-2", "T-3"):
+        claim(env, task, r.candidate_hash({"commit": "3" * 40, "tree": "4" * 40}))
+    check(env, contract_bytes(task="T-1"), task="T-1")  # verifies T-1's claim, after all three
+    n = nudge(env[1], window=3)
+    assert (n.claims, n.unverified, n.recent_unverified) == (3, 2, ("T-3", "T-2"))
+    assert (nudge(env[1], window=2).claims, nudge(env[1], window=2).unverified) == (2, 2)
+    assert nudge(env[1]).claims == 3  # a window larger than the ledger's claims: all of them
+
+
 # -- agent integrity -------------------------------------------------------------------------
 
 

@@ -438,30 +438,70 @@ def _open_ledger(where: _Where) -> Any:
     return Ledger.open(where.ledger_dir, store=shared_store(where.ledger_dir, where.environ.get("LEDGER_STORE")))
 
 
-def _record(where: _Where, kind: str, fields: dict[str, str], attachment: bytes | None) -> str:
-    """Append an agent-signed event (a claim or a stop); its entry number as text."""
-    import tempfile
+class _Candidate:
+    """The candidate HEAD names, resolved by git in a thread: a Stop starts it before its
+    checks run and reads it when it records the claim, so the git process runs beside the
+    checks instead of after them.
+    """
 
-    from receipts import EventType
+    def __init__(self, repo: Path) -> None:
+        import threading
 
-    from ..git._commands import resolve_candidate
-    from ..keys._key_files import load_signer
-    from ..ladder._events import record_event
+        self._found: list[Any] = []
+        self._thread = threading.Thread(target=self._resolve, args=(repo,), daemon=True)
+        self._thread.start()
 
-    signer = load_signer(where.environ.get("LEDGER_AGENT_KEY", "agent"))
-    ledger = _open_ledger(where)
-    try:
-        candidate = resolve_candidate("HEAD", where.repo) if kind == "claim" else None
+    def _resolve(self, repo: Path) -> None:
+        from ..git._commands import resolve_candidate
+
+        try:
+            self._found.append(resolve_candidate("HEAD", repo))
+        except Exception as exc:  # raised where the claim is recorded, and reported there
+            self._found.append(exc)
+
+    def result(self) -> Any:
+        self._thread.join()
+        if isinstance(self._found[0], Exception):
+            raise self._found[0]
+        return self._found[0]
+
+
+class _Recording:
+    """The agent's key loaded and the ledger opened, for one signed event. A Stop makes it
+    before its checks run, beside git resolving the candidate; a failure to load or open
+    is kept and raised by `record`, where a claim that cannot be recorded is reported.
+    """
+
+    def __init__(self, where: _Where) -> None:
+        from ..keys._key_files import load_signer
+
+        self.where, self.ledger, self.failure = where, None, None
+        try:
+            self.signer = load_signer(where.environ.get("LEDGER_AGENT_KEY", "agent"))
+            self.ledger = _open_ledger(where)
+        except Exception as exc:  # raised by record, and reported there
+            self.failure = exc
+
+    def record(self, kind: str, fields: dict[str, str], attachment: bytes | None, candidate: _Candidate | None) -> str:
+        """Append the agent-signed event (a claim, on ``candidate``, or a stop); its entry number as text."""
+        from receipts import EventType
+
+        from ..ladder._events import record_event
+
+        if self.failure is not None:
+            raise self.failure
+        if self.ledger is None:
+            raise _CannotEvaluate("the ledger is not open")
         etype = EventType.ANSWER_PROPOSED if kind == "claim" else EventType.MODEL_STOPPED
-        with tempfile.TemporaryDirectory(prefix="receipt-hook-") as tmp:
-            path = None
-            if attachment is not None:
-                path = Path(tmp) / "attachment"
-                path.write_bytes(attachment)
-            appended = record_event(ledger, signer, where.task, etype, candidate, fields, attachment=path)
+        claimed = candidate.result() if candidate is not None else None
+        appended = record_event(
+            self.ledger, self.signer, self.where.task, etype, claimed, fields, attachment=attachment
+        )
         return str(appended.seq)
-    finally:
-        ledger.close()
+
+    def close(self) -> None:
+        if self.ledger is not None:
+            self.ledger.close()
 
 
 def _stop(where: _Where, payload: dict[str, Any] | None, problem: str | None, event: str) -> HookAnswer:
@@ -474,25 +514,26 @@ def _stop(where: _Where, payload: dict[str, Any] | None, problem: str | None, ev
         # that never sets it must not get an endless loop.
         state["blocks"] = 0
     state["turn"] = turn
-    failing, verdict, budget = _advisory(where, problem)
-    blocks = int(state.get("blocks") or 0)
-    outcome = "stopped" if verdict == "pass" else ("blocked" if blocks < budget else "budget-spent")
-    fields = {
-        "session": where.session,
-        "hook": event,
-        "advisory": verdict,
-        "failing": str(len(failing)) if verdict == "fail" else "0",
-        "outcome": outcome,
-        "verified": "advisory-pass" if verdict == "pass" else "no",
-    }
-    attachment = _claim_context(payload or {}, state, fields)
+    # git resolves the candidate while the key loads, the ledger opens and the checks run.
+    candidate = _Candidate(where.repo)
+    recording = _Recording(where)
     try:
-        _record(where, "claim", fields, attachment)
-        recorded = None
-    except Exception as exc:  # a claim that cannot be recorded is itself a reason to keep going
-        recorded = "the claim could not be recorded: %s" % (str(exc).splitlines() or [type(exc).__name__])[0]
-        if outcome == "stopped":
-            failing, outcome = [("(hook)", recorded)], ("blocked" if blocks < budget else "budget-spent")
+        failing, verdict, budget = _advisory(where, problem)
+        blocks = int(state.get("blocks") or 0)
+        outcome = "stopped" if verdict == "pass" else ("blocked" if blocks < budget else "budget-spent")
+        fields = {
+            "session": where.session,
+            "hook": event,
+            "advisory": verdict,
+            "failing": str(len(failing)) if verdict == "fail" else "0",
+            "outcome": outcome,
+            "verified": "advisory-pass" if verdict == "pass" else "no",
+        }
+        recorded = _claimed(recording, fields, _claim_context(payload or {}, state, fields), candidate)
+    finally:
+        recording.close()
+    if recorded is not None and outcome == "stopped":  # an unrecorded claim is a reason to keep going
+        failing, outcome = [("(hook)", recorded)], ("blocked" if blocks < budget else "budget-spent")
     if outcome == "blocked":
         state["blocks"] = blocks + 1
         _save_state(where, state)
@@ -509,6 +550,17 @@ def _stop(where: _Where, payload: dict[str, Any] | None, problem: str | None, ev
         said = "the claim recorded as unverified" if recorded is None else recorded
         return HookAnswer(0, "", "receipt-ledger: repair budget of %d spent; stopping with %s\n" % (budget, said))
     return HookAnswer(0, "", "receipt-ledger: %s\n" % (recorded or "claim recorded; the checks pass (advisory)"))
+
+
+def _claimed(
+    recording: _Recording, fields: dict[str, str], attachment: bytes | None, candidate: _Candidate
+) -> str | None:
+    """Record the claim; None, or why it could not be recorded."""
+    try:
+        recording.record("claim", fields, attachment, candidate)
+    except Exception as exc:  # said to the agent, and the stop blocked while the budget lasts
+        return "the claim could not be recorded: %s" % (str(exc).splitlines() or [type(exc).__name__])[0]
+    return None
 
 
 def _advisory(where: _Where, problem: str | None) -> tuple[list[tuple[str, str]], str, int]:
@@ -593,10 +645,13 @@ def _session_end(where: _Where, payload: dict[str, Any] | None) -> HookAnswer:
         "calls": str(len(lines)),
         "trace_head": _sha256(lines[-1]) if lines else _ZERO,
     }
+    recording = _Recording(where)
     try:
-        _record(where, "stop", fields, data or None)
+        recording.record("stop", fields, data or None, None)
     except Exception as exc:
         return HookAnswer(1, "", "receipt-ledger: the session's trace was not recorded: %s\n" % exc)
+    finally:
+        recording.close()
     return HookAnswer(0, "", "receipt-ledger: the session's trace (%d calls) is stored as evidence\n" % len(lines))
 
 

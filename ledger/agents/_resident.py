@@ -414,6 +414,7 @@ def serve(path: str) -> int:
     import contextlib
     import fcntl
     import gc
+    import select
     import signal
 
     lock = open(os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600), "r+")  # held for life
@@ -438,28 +439,59 @@ def serve(path: str) -> int:
     listener, mine = _listen(path)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children reaped by the kernel
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stopped: the socket is removed on the way out
-    listener.settimeout(_IDLE_SECONDS)
+    news_r, news_w = os.pipe()  # a spare says it took a request (b"t") or found our code changed (b"s")
+    life_r, life_w = os.pipe()  # never written: its end tells a waiting spare that the server is gone
     try:
         while True:
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                return 0
-            with conn:
-                verdict = _admit(conn, files, pythonpath)
-                if verdict is None:
-                    continue
-                if isinstance(verdict, bytes):  # our code changed: the client starts a new server
-                    conn.sendall(_DECLINED + _frame(verdict))
-                    return 0
-                if os.fork() == 0:
-                    listener.close()
-                    lock.close()
-                    _child(conn, verdict)  # never returns
+            # One spare at a time waits for the next request, already forked and warm:
+            # neither the fork nor its first copy-on-write faults are paid by a hook.
+            if os.fork() == 0:
+                for fd in (news_r, life_w):
+                    os.close(fd)
+                lock.close()
+                _spare(listener, (news_w, life_r), files, pythonpath)  # never returns
+            ready = select.select([news_r], [], [], _IDLE_SECONDS)[0]
+            if not ready or os.read(news_r, 1) != b"t":
+                return 0  # idle, or our code changed
     finally:
         with contextlib.suppress(OSError):
             if os.stat(path).st_ino == mine:
-                os.unlink(path)
+                os.unlink(path)  # before the spare learns we are gone: no new client finds it
+
+
+def _spare(listener: socket.socket, pipes: tuple[int, int], files: dict[str, tuple[int, int]], pythonpath: str) -> None:
+    """A forked child that waits for one request, tells the server it took it (so that the
+    server forks the next spare) and answers it; it exits when the server does.
+    """
+    import gc
+    import select
+
+    news, life = pipes
+    try:
+        gc.unfreeze()
+        del gc.get_objects()[:]  # copy now the pages a request would write (reference counts)
+        gc.freeze()
+        while True:
+            ready = select.select([listener.fileno(), life], [], [])[0]
+            if life in ready:
+                os._exit(0)  # the server is gone
+            try:
+                conn, _ = listener.accept()
+            except OSError:  # the client gave up between the two calls
+                continue
+            break
+        os.write(news, b"t")
+        listener.close()
+        os.close(life)
+        verdict = _admit(conn, files, pythonpath)
+        if isinstance(verdict, bytes):  # our code changed: the client starts a new server
+            conn.sendall(_DECLINED + _frame(verdict))
+            os.write(news, b"s")
+        elif verdict is not None:
+            os.close(news)
+            _child(conn, verdict)  # never returns
+    finally:
+        os._exit(0)
 
 
 def _admit(conn: object, files: dict[str, tuple[int, int]], pythonpath: str) -> list[bytes] | bytes | None:

@@ -5,6 +5,7 @@ idempotency key and only for a verified, merge-eligible receipt of the exact can
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -57,14 +58,18 @@ def record_event(
     etype: EventType,
     candidate: Digest | None,
     fields: dict[str, str] | None = None,
-    attachment: Path | None = None,
+    attachment: Path | bytes | None = None,
 ) -> Appended:
-    """A claim, a model stop, a gate decision or a verified success. A claim's summary is
-    stored as evidence of what was claimed, never as evidence that it is true.
+    """A claim, a model stop, a gate decision or a verified success. A claim's summary (a
+    file, or its bytes) is stored as evidence of what was claimed, never as evidence that
+    it is true.
     """
     evidence = []
     if attachment is not None:
-        digest, size = store.put_blob_file(attachment)
+        if isinstance(attachment, bytes):
+            digest, size = store.put_blob_stream(io.BytesIO(attachment))
+        else:
+            digest, size = store.put_blob_file(attachment)
         evidence.append(EvidenceRef("summary", digest, size, "text/plain"))
     return append_event(store, signer, task, etype, candidate, fields or {}, evidence)
 

@@ -5,7 +5,9 @@ the same evidence reader `ledger verify` uses, so the two never disagree on it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from receipts import (
     Contract,
@@ -31,6 +33,9 @@ from receipts import (
 
 from .._errors import InputError
 from ..store._ledger import Store
+
+if TYPE_CHECKING:
+    from verify import StoredEntry
 from ._evidence import store_evidence_reader
 
 __all__ = ["DeterministicRun", "deterministic_runs", "task_state", "Nudge", "nudge", "StatusReport", "status_report"]
@@ -172,23 +177,36 @@ class Nudge:
         }
 
 
+def _newest_first(store: Store, page: int = 500) -> Iterator[StoredEntry]:
+    """The store's entries from the newest back, a page at a time."""
+    stop = store.reader.count()
+    while stop > 0:
+        start = max(0, stop - page)
+        yield from reversed(list(store.reader.entries_between(start, stop)))
+        stop = start
+
+
 def nudge(store: Store, window: int = 50, threshold: float = 0.3) -> Nudge:
     """Over the last ``window`` claims, the share with no deterministic run on the claimed
     candidate after the claim. Alert above ``threshold`` (strictly), with at least 3 claims.
     A Stop the hook blocked is a repair step, not a claim (`is_repair_step`).
     """
-    claims: list[tuple[int, str, str | None]] = []
+    newest_first: list[tuple[int, str, str | None]] = []
     runs: list[tuple[int, str, str]] = []
-    for stored in store.entries():
+    # From the newest entry back, only until the window is full: a session's start must not
+    # read a team's whole ledger. Every run after the oldest claim in it is read on the way.
+    for stored in _newest_first(store):
+        if len(newest_first) == window:
+            break
         if stored.kind == EntryKind.EVENT.value:
             ev = decode_as(TaskEvent, stored.body)
             if ev.type is EventType.ANSWER_PROPOSED and not is_repair_step(ev):
-                claims.append((stored.seq, ev.task_id, str(ev.candidate) if ev.candidate else None))
+                newest_first.append((stored.seq, ev.task_id, str(ev.candidate) if ev.candidate else None))
         elif stored.kind == EntryKind.TIER_RECORD.value:
             rec = decode_as(TierRecord, stored.body)
             if rec.tier is Tier.DETERMINISTIC:
                 runs.append((stored.seq, rec.task_id, str(rec.input_hash)))
-    recent = claims[-window:]
+    recent = newest_first[::-1]
     unverified = [
         (seq, task)
         for seq, task, cand in recent

@@ -158,7 +158,6 @@ _INDEX_DISAGREES = (
     " Run `ledger verify --chain` to see the damage"
 )
 _KEYRING_SEQS = "SELECT seq FROM entries WHERE kind IN (?, ?, ?) AND seq <= ? ORDER BY seq"
-_TASK_SEQS = "SELECT seq FROM entries WHERE task = ? ORDER BY seq"
 
 
 def _pointer(found: Digest | None, seq: int, name: str) -> Digest:
@@ -540,19 +539,27 @@ class Ledger:
         if cached is not None and cached[0] == bytes(head.hash):
             return cached[1]
         found = self._task_head_row(task, head.seq)
+        # The rows the index lists, read in one query: the walk takes each pointer's row from
+        # here (`checked` then recomputes its hash from its bytes) and asks the store for a row
+        # only when the index did not list it, which `_same_rows` then reports.
+        try:
+            listed = list(self.reader.iter_entries(upto=head.seq, task=task))
+        except CannotVerify as exc:
+            raise StoreError(str(exc)) from None
+        by_hash = {bytes(stored.hash): stored for stored in listed}
         chain: list[StoredEntry] = []
         while found is not None:
             entry, named = self.checked(found)
             if named != task:
                 raise StoreError(_INDEX_DISAGREES % (found.seq, "the task chain of %s names it" % task))
             chain.append(found)
-            found = None if entry.task_prev is None else self._by_hash(entry.task_prev, "tprev")
+            if entry.task_prev is None:
+                break
+            found = by_hash.get(entry.task_prev.value) or self._by_hash(entry.task_prev, "tprev")
         chain.reverse()
-        try:
-            indexed = [int(seq) for (seq,) in self.backend.sql(_TASK_SEQS, (task,)).fetchall()]
-        except self.backend.errors as exc:
-            raise StoreError("cannot read ledger database: %s" % exc) from None
-        _same_rows(indexed, [stored.seq for stored in chain], "the signed task chain of %s" % task)
+        _same_rows(
+            [stored.seq for stored in listed], [stored.seq for stored in chain], "the signed task chain of %s" % task
+        )
         self._task_cache[task] = (bytes(head.hash), chain)
         return chain
 
