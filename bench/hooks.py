@@ -123,7 +123,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=21)
     args = parser.parse_args()
-    from ledger import hook_command  # the command as installed for this interpreter
+    from ledger import HOOK_EVENTS, hook_command  # the command as installed for this interpreter
 
     ledger_cmd = shutil.which("ledger", path=str(Path(sys.executable).parent)) or "ledger"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -151,7 +151,7 @@ def main() -> None:
             name: (command, b"", env) for name, command in floor_cases.items()
         }
         for label, event, tool in _HOOKS:
-            name = EVENT_NAMES[event]
+            name = HOOK_EVENTS[event]
             for mode, value in _MODES.items():
                 command = ["/bin/sh", "-c", hook_command(event)]
                 cases["%s, %s" % (label, mode)] = (
@@ -183,14 +183,6 @@ def main() -> None:
 
 
 RESIDENT = "RECEIPT_LEDGER_RESIDENT"
-EVENT_NAMES = {
-    "session-start": "SessionStart",
-    "pre-tool-use": "PreToolUse",
-    "post-tool-use": "PostToolUse",
-    "stop": "Stop",
-    "subagent-stop": "SubagentStop",
-    "session-end": "SessionEnd",
-}
 
 
 def _allowed(name: str, done: subprocess.CompletedProcess[bytes]) -> None:

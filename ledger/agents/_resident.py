@@ -94,9 +94,9 @@ def _answer_bytes(answer: HookAnswer) -> bytes:
     return _frame(body)
 
 
-def _read_message(conn: object, first: bytes = b"") -> bytes | None:
+def _read_message(conn: object) -> bytes | None:
     """One length-prefixed message from ``conn``, or None when the peer closed early."""
-    data = first
+    data = b""
     while len(data) < 4:
         chunk = conn.recv(65536)  # type: ignore[attr-defined]
         if not chunk:
@@ -405,8 +405,8 @@ def _listen(path: str) -> tuple[socket.socket, int]:
 
 
 def serve(path: str) -> int:
-    """Run the server on ``path`` until it has been idle for a while, its code changes on
-    disk, or another server took the socket. Exits at once when one is running already.
+    """Run the server on ``path`` until it has been idle for a while or its code changes on
+    disk (or it is sent SIGTERM). Exits at once when one is running already (the lock).
 
     Returns:
         The process's exit code.
