@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -31,6 +32,7 @@ from conftest import (
 )
 from ledger import HOOK_EVENTS, folds_case, hook_command, project_relative
 
+ROOT = Path(__file__).resolve().parent.parent
 VECTORS = Path(__file__).parent / "vectors" / "hooks"
 TOOLS = """
 protected_paths = ["secrets/*", ".ledger/contracts/*"]
@@ -729,3 +731,31 @@ def test_a_resident_process_started_from_other_code_answers_nobody_else(box: Box
     assert refused is not None and "no resident hook process answered" in refused[1]
     same = _decision(box.hook_in("pre-tool-use", doc, None, {RUNTIME_ENV: str(resident), RESIDENT_ENV: "require"}))
     assert same == ("deny", "receipt-ledger: tool WebFetch is denied")
+
+
+def test_a_resident_process_whose_code_changed_steps_aside_for_a_new_one(
+    box: Box, resident: Path, tmp_path: Path
+) -> None:
+    # An upgrade replaces the package's files under a running server: it must not answer
+    # with the old code. A copy of the packages stands for the installation here.
+    src = tmp_path / "src"
+    for package in ("ledger", "receipts", "verify"):
+        shutil.copytree(ROOT / package, src / package, ignore=shutil.ignore_patterns("__pycache__"))
+    env = {RUNTIME_ENV: str(resident), "PYTHONPATH": str(src)}
+    doc = payload("claude-code", "pre-tool-use", cwd=str(box.repo), tool="WebFetch", tool_input={"url": "u"})
+    denied = ("deny", "receipt-ledger: tool WebFetch is denied")
+    assert _decision(box.hook_in("pre-tool-use", doc, None, env)) == denied  # starts the server
+    _listening(resident)
+    assert _decision(box.hook_in("pre-tool-use", doc, None, {**env, RESIDENT_ENV: "require"})) == denied
+    old = int(next(resident.glob("*.sock.lock")).read_text())
+    changed = src / "ledger" / "agents" / "_hooks.py"
+    os.utime(changed, ns=(changed.stat().st_atime_ns, changed.stat().st_mtime_ns + 10**9))
+    # The server declines, the hook answers itself and starts a new server.
+    assert _decision(box.hook_in("pre-tool-use", doc, None, env)) == denied
+    for _ in range(2400):  # until the new server listens (a bound, not a timing)
+        text = next(resident.glob("*.sock.lock")).read_text().strip()
+        if text.isdigit() and int(text) != old and list(resident.glob("hooks-*.sock")):
+            break
+        time.sleep(0.05)
+    assert not Path("/proc/%d" % old).exists() or "Z" in Path("/proc/%d/stat" % old).read_text().split()[2]
+    assert _decision(box.hook_in("pre-tool-use", doc, None, {**env, RESIDENT_ENV: "require"})) == denied
