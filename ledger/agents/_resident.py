@@ -53,6 +53,7 @@ _DECLINED = b"D"
 _STALE = b"stale"  # the server's code changed on disk: it is leaving, start a new one
 _IDLE_SECONDS = 900.0  # a server nobody has called for this long exits
 _READ_SECONDS = 10.0  # the most a server waits for a client's whole request
+_MAX_MESSAGE = 1 << 28  # 256 MiB: far beyond any payload an agent sends
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../ledger
 _OFF = ("0", "off", "no", "false")
 _REQUIRED = "require"  # only the server may answer: a hook it cannot answer fails closed (benchmarks, tests)
@@ -95,20 +96,24 @@ def _answer_bytes(answer: HookAnswer) -> bytes:
 
 
 def _read_message(conn: object) -> bytes | None:
-    """One length-prefixed message from ``conn``, or None when the peer closed early."""
-    data = b""
+    """One length-prefixed message from ``conn``, or None when the peer closed early or
+    announced more than `_MAX_MESSAGE`.
+    """
+    data = bytearray()
     while len(data) < 4:
         chunk = conn.recv(65536)  # type: ignore[attr-defined]
         if not chunk:
             return None
         data += chunk
     size = int.from_bytes(data[:4], "big")
+    if size > _MAX_MESSAGE:
+        return None
     while len(data) < 4 + size:
         chunk = conn.recv(max(65536, 4 + size - len(data)))  # type: ignore[attr-defined]
         if not chunk:
             return None
         data += chunk
-    return data[4 : 4 + size]
+    return bytes(data[4 : 4 + size])
 
 
 # -- where the socket lives -----------------------------------------------------------------
