@@ -4,6 +4,7 @@ docs' flow; `tests/test_team_day.py` with a day of pull requests through the act
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 
 from docs_as_written import Site, blocks, run_shell
 
-from conftest import GIT_ENV, run_cli
+from conftest import GIT_ENV, judge_table, run_cli
 
 
 class Machine:
@@ -129,3 +130,40 @@ def team_from_docs(tmp: Path, here: Site, superuser: str, files: dict[str, str])
     for machine in (team.ci, team.agent, team.alice, team.bob):
         machine.git("pull", "-q", "origin", "main")
     return team
+
+
+def team_contract(task: str, path: str, literal: str, tests: str) -> str:
+    """A contract the team's tests commit: two approvals, a file check and a test command
+    (``tests``, Python source run by this interpreter)."""
+    return """version = 1
+task = "%s"
+goal = "%s says %s"
+owned_files = ["%s"]
+
+[policy]
+required_tiers = ["deterministic", "judge", "human"]
+human_approvals = 2
+
+%s
+[[checks]]
+id = "says-%s"
+type = "file_contains"
+path = "%s"
+literal = "%s"
+
+[[checks]]
+id = "tests"
+type = "test_passes"
+command = [%s, "-c", %s]
+""" % (
+        task,
+        path,
+        literal,
+        path,
+        judge_table("accept", "0.9"),
+        literal,
+        path,
+        literal,
+        json.dumps(sys.executable),
+        json.dumps(tests),
+    )

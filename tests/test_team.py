@@ -7,36 +7,15 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from docs_as_written import Site, blocks, paragraphs, run_shell
-from team_setup import Machine, team_from_docs
+from team_setup import Machine, team_contract, team_from_docs
 
-from conftest import judge_table, run_cli
+from conftest import run_cli
 
-CONTRACT = """version = 1
-task = "T-1"
-goal = "a.txt says two"
-owned_files = ["a.txt"]
-
-[policy]
-required_tiers = ["deterministic", "judge", "human"]
-human_approvals = 2
-
-%s
-[[checks]]
-id = "says-two"
-type = "file_contains"
-path = "a.txt"
-literal = "two"
-
-[[checks]]
-id = "tests"
-type = "test_passes"
-command = [%s, "-c", "print('1 passed')"]
-""" % (judge_table("accept", "0.9"), json.dumps(sys.executable))
+CONTRACT = team_contract("T-1", "a.txt", "two", "print('1 passed')")
 
 
 def _witness_cosigns(tmp: Path, url: str, log_key: str) -> str:

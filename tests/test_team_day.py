@@ -22,7 +22,6 @@ import io
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,11 +31,8 @@ import pytest
 from actions_runner import JobRun, Runner, run_job
 from docs_as_written import Site, blocks
 from github_api import FakeGithub, serve
-from team_setup import Machine, Team, team_from_docs
+from team_setup import Machine, Team, team_contract, team_from_docs
 
-from conftest import judge_table
-
-PY = json.dumps(sys.executable)
 TEST_A = """import sys
 said = open("a.txt").read().strip()
 print("collected 1 item")
@@ -47,36 +43,12 @@ print("1 passed")
 """
 
 
-def _contract(task: str, path: str, literal: str, tests: str) -> str:
-    return """version = 1
-task = "%s"
-goal = "%s says %s"
-owned_files = ["%s"]
-
-[policy]
-required_tiers = ["deterministic", "judge", "human"]
-human_approvals = 2
-
-%s
-[[checks]]
-id = "says-%s"
-type = "file_contains"
-path = "%s"
-literal = "%s"
-
-[[checks]]
-id = "tests"
-type = "test_passes"
-command = [%s, "-c", %s]
-""" % (task, path, literal, path, judge_table("accept", "0.9"), literal, path, literal, PY, json.dumps(tests))
-
-
 FILES = {
     "a.txt": "one\n",
     "b.txt": "one\n",
     "test_a.py": TEST_A,
-    ".ledger/contracts/T-1.toml": _contract("T-1", "a.txt", "two", "exec(open('test_a.py').read())"),
-    ".ledger/contracts/T-2.toml": _contract("T-2", "b.txt", "three", "print('1 passed')"),
+    ".ledger/contracts/T-1.toml": team_contract("T-1", "a.txt", "two", "exec(open('test_a.py').read())"),
+    ".ledger/contracts/T-2.toml": team_contract("T-2", "b.txt", "three", "print('1 passed')"),
 }
 
 

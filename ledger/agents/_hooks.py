@@ -763,9 +763,10 @@ def warm() -> None:
     del fcntl, hashlib, io, tempfile, ssh, AgentSigner, shared_store, write_atomic, resolve_candidate, load_signer
     del record_event, status_report, Ledger, run_advisory, Redactor, status_lines
     task_in("", DEFAULT_TASK_PATTERN)  # the compiled pattern is kept in `re`'s cache
-    for name in ("Contract", "ContractError", "EventType", "ToolPolicy", "decide_tool_call", "parse_contract"):
-        getattr(receipts, name)
-    for name in ("tool_rules", "WRITE_TOOLS", "REJECTED", "REQUIRES_HUMAN"):
+    for name in (
+        *("Contract", "ContractError", "EventType", "ToolPolicy", "decide_tool_call", "parse_contract"),
+        *("tool_rules", "WRITE_TOOLS", "REJECTED", "REQUIRES_HUMAN"),
+    ):
         getattr(receipts, name)
     with contextlib.suppress(ImportError):  # the shared store's driver, when installed
         import psycopg

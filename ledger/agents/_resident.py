@@ -494,14 +494,17 @@ def _spare(listener: socket.socket, pipes: tuple[int, int], files: dict[str, tup
             os.write(news, b"s")
         elif verdict is not None:
             os.close(news)
-            _child(conn, verdict)  # never returns
+            _child(conn, *verdict)  # never returns
     finally:
         os._exit(0)
 
 
-def _admit(conn: object, files: dict[str, tuple[int, int]], pythonpath: str) -> list[bytes] | bytes | None:
-    """The request's fields when this server may answer it; ``_STALE`` when its code
-    changed; None when the client is turned away (it then does the work itself).
+def _admit(
+    conn: object, files: dict[str, tuple[int, int]], pythonpath: str
+) -> tuple[list[bytes], dict[bytes, bytes]] | bytes | None:
+    """The request's fields and the client's environment when this server may answer it;
+    ``_STALE`` when its code changed; None when the client is turned away (it then does
+    the work itself).
     """
     if _peer_uid(conn) != os.getuid():
         return None
@@ -525,10 +528,10 @@ def _admit(conn: object, files: dict[str, tuple[int, int]], pythonpath: str) -> 
         conn.sendall(_DECLINED + _frame(b"other code"))  # type: ignore[attr-defined]
         return None
     conn.settimeout(None)  # type: ignore[attr-defined]
-    return fields
+    return fields, environ
 
 
-def _child(conn: object, fields: list[bytes]) -> None:
+def _child(conn: object, fields: list[bytes], environ: dict[bytes, bytes]) -> None:
     """Answer one request as the client would have answered it itself, then exit."""
     import contextlib
     import signal
@@ -544,10 +547,7 @@ def _child(conn: object, fields: list[bytes]) -> None:
         conn.sendall(_ACCEPTED)  # type: ignore[attr-defined]
         event, cwd, umask = fields[1].decode(), fields[2], int(fields[3])
         os.environb.clear()
-        for item in fields[6].split(b"\0"):
-            name, eq, value = item.partition(b"=")
-            if eq:
-                os.environb[name] = value
+        os.environb.update(environ)
         os.chdir(cwd)
         os.umask(umask)
 
