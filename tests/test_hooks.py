@@ -30,7 +30,7 @@ from conftest import (
     run_cli,
     stop_resident_servers,
 )
-from ledger import HOOK_EVENTS, folds_case, hook_command, project_relative
+from ledger import HOOK_EVENTS, folds_case, hook_command, project_relative, run_hook
 
 ROOT = Path(__file__).resolve().parent.parent
 VECTORS = Path(__file__).parent / "vectors" / "hooks"
@@ -638,6 +638,42 @@ def test_the_resident_process_answers_every_event_as_the_hook_itself_would(tmp_p
         == kinds[1]
         == [("answer_proposed", "blocked"), ("answer_proposed", "stopped"), ("model_stopped", None)]
     )
+
+
+def test_a_stop_answers_once_its_claim_is_committed_and_closes_the_ledger_after(
+    box: Box, resident: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The agent waits for the answer, not for the ledger's close; but the close must still
+    # happen, whoever answered. SQLite's last close checkpoints the write-ahead log and
+    # removes it: the log's file is there exactly while a writer has the ledger open.
+    wal = box.repo / ".ledger" / "ledger.db-wal"
+
+    def claims() -> int:
+        return len([e for e in box.events() if e["type"] == "answer_proposed"])
+
+    doc = payload("claude-code", "stop", cwd=str(box.repo))
+    own = box.hook_in("stop", doc, None, {RESIDENT_ENV: "0"})
+    assert json.loads(own.stdout)["decision"] == "block"
+    assert not wal.exists()  # the hook's own process closed it before it exited
+    assert claims() == 1
+    _started(box, resident)
+    answered = box.hook_in("stop", doc, None, {RUNTIME_ENV: str(resident), RESIDENT_ENV: "require"})
+    assert json.loads(answered.stdout)["decision"] == "block"
+    # The hook has left with the answer; the server's child closes the ledger after it
+    # (the watch that kills a child whose client left must spare one that has answered).
+    for _ in range(2400):  # a bound for a broken build, not a timing
+        if not wal.exists():
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("the resident child answered and never closed the ledger")
+    assert claims() == 2
+    # The library's call returns with all of its work done.
+    for name, value in box.env.items():
+        monkeypatch.setenv(name, value)
+    answer = run_hook("stop", json.dumps(doc).encode(), os.environ, box.repo)
+    assert json.loads(answer.stdout)["decision"] == "block" and answer.then is None
+    assert not wal.exists() and claims() == 3
 
 
 def test_a_request_the_resident_process_took_and_never_answered_fails_closed(box: Box, resident: Path) -> None:

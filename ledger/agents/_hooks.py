@@ -19,13 +19,14 @@ PreToolUse needs, and everything else where it is used.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -41,6 +42,7 @@ __all__ = [
     "run_hook",
     "main",
     "answer_for",
+    "finish",
     "closed_answer",
     "warm",
     "task_in",
@@ -61,11 +63,15 @@ _T = TypeVar("_T")
 
 @dataclass(frozen=True, slots=True)
 class HookAnswer:
-    """What the agent reads back: the exit code, and what to print on stdout and stderr."""
+    """What the agent reads back: the exit code, and what to print on stdout and stderr;
+    ``then``, work the agent need not wait for (closing the ledger once the claim is
+    committed), which whoever delivers the answer runs after delivering it (`finish`).
+    """
 
     code: int = 0
     stdout: str = ""
     stderr: str = ""
+    then: Callable[[], None] | None = field(default=None, compare=False, repr=False)
 
 
 class _CannotEvaluate(Exception):
@@ -431,11 +437,12 @@ def _save_state(where: _Where, state: dict[str, Any]) -> None:
     write_atomic(where.state_file, json.dumps(state, sort_keys=True).encode("utf-8"))
 
 
-def _open_ledger(where: _Where) -> Any:
+def _open_ledger(where: _Where, read_only: bool = False) -> Any:
     from .._config import shared_store
     from ..store._ledger import Ledger
 
-    return Ledger.open(where.ledger_dir, store=shared_store(where.ledger_dir, where.environ.get("LEDGER_STORE")))
+    store = shared_store(where.ledger_dir, where.environ.get("LEDGER_STORE"))
+    return Ledger.open(where.ledger_dir, read_only=read_only, store=store)
 
 
 class _Candidate:
@@ -530,8 +537,20 @@ def _stop(where: _Where, payload: dict[str, Any] | None, problem: str | None, ev
             "verified": "advisory-pass" if verdict == "pass" else "no",
         }
         recorded = _claimed(recording, fields, _claim_context(payload or {}, state, fields), candidate)
-    finally:
+        return _stop_answer(where, state, (failing, outcome, recorded, blocks, budget), recording.close)
+    except BaseException:
         recording.close()
+        raise
+
+
+def _stop_answer(
+    where: _Where,
+    state: dict[str, Any],
+    decided: tuple[list[tuple[str, str]], str, str | None, int, int],
+    then: Callable[[], None],
+) -> HookAnswer:
+    """The Stop's answer from its checks and its recorded claim, the repair count saved."""
+    failing, outcome, recorded, blocks, budget = decided
     if recorded is not None and outcome == "stopped":  # an unrecorded claim is a reason to keep going
         failing, outcome = [("(hook)", recorded)], ("blocked" if blocks < budget else "budget-spent")
     if outcome == "blocked":
@@ -543,13 +562,15 @@ def _stop(where: _Where, payload: dict[str, Any] | None, problem: str | None, ev
             "Fix them, then stop again. (Advisory: the signed checks still run in CI.)"
             % (where.task, len(failing), blocks + 1, budget, table)
         )
-        return HookAnswer(0, json.dumps({"decision": "block", "reason": reason}) + "\n")
+        return HookAnswer(0, json.dumps({"decision": "block", "reason": reason}) + "\n", then=then)
     state["blocks"] = 0
     _save_state(where, state)
     if outcome == "budget-spent":
         said = "the claim recorded as unverified" if recorded is None else recorded
-        return HookAnswer(0, "", "receipt-ledger: repair budget of %d spent; stopping with %s\n" % (budget, said))
-    return HookAnswer(0, "", "receipt-ledger: %s\n" % (recorded or "claim recorded; the checks pass (advisory)"))
+        return HookAnswer(
+            0, "", "receipt-ledger: repair budget of %d spent; stopping with %s\n" % (budget, said), then=then
+        )
+    return HookAnswer(0, "", "receipt-ledger: %s\n" % (recorded or "claim recorded; the checks pass (advisory)"), then)
 
 
 def _claimed(
@@ -613,24 +634,26 @@ def _claim_context(payload: dict[str, Any], state: dict[str, Any], fields: dict[
 def _session_start(where: _Where, payload: dict[str, Any] | None) -> HookAnswer:
     state = _state(where)
     model = (payload or {}).get("model")
-    if isinstance(model, str) and model:
+    if isinstance(model, str) and model and state.get("model") != model:
         state["model"] = model
-    _save_state(where, state)
+        _save_state(where, state)
     from ..ladder._status import status_report
     from ..views._render import status_lines
 
+    ledger = None
     try:
-        ledger = _open_ledger(where)
-        try:
-            lines = status_lines(status_report(ledger, where.task))
-        finally:
-            ledger.close()
+        ledger = _open_ledger(where, read_only=True)
+        lines = status_lines(status_report(ledger, where.task))
     except Exception as exc:  # the agent starts either way, told why there is no status
         lines = ["the ledger cannot be read: %s" % (str(exc).splitlines() or [type(exc).__name__])[0]]
+    except BaseException:
+        if ledger is not None:
+            ledger.close()
+        raise
     text = "receipt-ledger: task %s. Its status, from the chain:\n%s\n" % (where.task, "\n".join(lines))
     text += "Your claim of done is checked against the contract's checks when you stop.\n"
     doc = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
-    return HookAnswer(0, json.dumps(doc) + "\n")
+    return HookAnswer(0, json.dumps(doc) + "\n", then=None if ledger is None else ledger.close)
 
 
 def _session_end(where: _Where, payload: dict[str, Any] | None) -> HookAnswer:
@@ -649,16 +672,36 @@ def _session_end(where: _Where, payload: dict[str, Any] | None) -> HookAnswer:
     try:
         recording.record("stop", fields, data or None, None)
     except Exception as exc:
-        return HookAnswer(1, "", "receipt-ledger: the session's trace was not recorded: %s\n" % exc)
-    finally:
         recording.close()
-    return HookAnswer(0, "", "receipt-ledger: the session's trace (%d calls) is stored as evidence\n" % len(lines))
+        return HookAnswer(1, "", "receipt-ledger: the session's trace was not recorded: %s\n" % exc)
+    except BaseException:
+        recording.close()
+        raise
+    said = "receipt-ledger: the session's trace (%d calls) is stored as evidence\n" % len(lines)
+    return HookAnswer(0, "", said, recording.close)
 
 
 def run_hook(event: str, raw: bytes, environ: Mapping[str, str], cwd: Path | None = None) -> HookAnswer:
     """One hook invocation: ``event`` (a key of `EVENTS`), the payload's bytes, the
-    environment. Never raises for a bad payload: the answer says why.
+    environment. Never raises for a bad payload: the answer says why. Returns when all of
+    its work is done (its ``then`` already run).
     """
+    answer = _answer(event, raw, environ, cwd)
+    finish(answer)
+    return HookAnswer(answer.code, answer.stdout, answer.stderr)
+
+
+def finish(answer: HookAnswer) -> None:
+    """Run the work ``answer`` left for after its delivery. Nothing the agent was told
+    depends on it (the claim is committed before the answer exists), so a failure here
+    changes no answer.
+    """
+    if answer.then is not None:
+        with contextlib.suppress(Exception):  # closing a committed ledger: nothing to tell anyone
+            answer.then()
+
+
+def _answer(event: str, raw: bytes, environ: Mapping[str, str], cwd: Path | None = None) -> HookAnswer:
     name = EVENTS[event]
     payload: dict[str, Any] | None = None
     problem = None
@@ -716,9 +759,11 @@ def closed_answer(event: str, reason: str) -> HookAnswer:
 
 
 def answer_for(event: str, raw: bytes, environ: Mapping[str, str]) -> HookAnswer:
-    """`run_hook` that never raises: a hook that fails unexpectedly still answers, closed."""
+    """`run_hook` that never raises (a hook that fails unexpectedly still answers, closed),
+    and that leaves the answer's ``then`` to the caller, to run after delivering it.
+    """
     try:
-        return run_hook(event, raw, environ)
+        return _answer(event, raw, environ)
     except Exception as exc:  # never a traceback into the agent's loop
         return closed_answer(event, (str(exc).splitlines() or [type(exc).__name__])[0])
 
@@ -731,6 +776,7 @@ def main(event: str, environ: Mapping[str, str] | None = None) -> int:
     sys.stdout.write(answer.stdout)
     sys.stderr.write(answer.stderr)
     sys.stdout.flush()
+    finish(answer)
     return answer.code
 
 

@@ -241,10 +241,11 @@ class _Here:
         if self.required:
             code = _closed(self.event, "no resident hook process answered (%s=%s)" % (RESIDENT_ENV, _REQUIRED))
         else:
-            from ._hooks import answer_for
+            from ._hooks import answer_for, finish
 
             answer = answer_for(self.event, self.raw, os.environ)
             code = _emit(answer.code, answer.stdout, answer.stderr)
+            finish(answer)
         if spawn is not None:
             sys.stderr.flush()
             _start_server(spawn)
@@ -551,22 +552,30 @@ def _child(conn: object, fields: list[bytes], environ: dict[bytes, bytes]) -> No
         os.chdir(cwd)
         os.umask(umask)
 
+        answered = threading.Event()
+
         def watch() -> None:
             # The client never writes again: end of stream means it is gone (killed by the
-            # agent's timeout, say), and so must be this child and the checks it started.
+            # agent's timeout, say), and so must be this child and the checks it started;
+            # unless it left with the answer, and what is left is the answer's `then`.
             try:
                 conn.recv(1)  # type: ignore[attr-defined]
             except OSError:
                 pass
+            if answered.is_set():
+                return
             for group in list(RUNNING_GROUPS):
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(group, signal.SIGKILL)
             os.killpg(0, signal.SIGKILL)
 
         threading.Thread(target=watch, daemon=True).start()
-        from ._hooks import answer_for
+        from ._hooks import answer_for, finish
 
-        conn.sendall(_answer_bytes(answer_for(event, fields[7], os.environ)))  # type: ignore[attr-defined]
+        answer = answer_for(event, fields[7], os.environ)
+        answered.set()  # before sending: the client may leave as soon as it has read it
+        conn.sendall(_answer_bytes(answer))  # type: ignore[attr-defined]
+        finish(answer)
         code = 0
     finally:
         os._exit(code)
