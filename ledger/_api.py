@@ -67,6 +67,7 @@ if TYPE_CHECKING:
         vsa_statement,
     )
     from .git._commands import git_root, resolve_candidate, resolve_commit
+    from .git._loose import head_candidate
     from .git._notes import (
         BUNDLE_REFS,
         NOTES_REF,
@@ -241,6 +242,7 @@ __all__ = [
     "git_root",
     "resolve_commit",
     "resolve_candidate",
+    "head_candidate",
     # the ladder: records, the tier runners, receipts
     "Evidence",
     "record_tier",
@@ -484,6 +486,7 @@ _WHERE = {
     "git_root": "git._commands",
     "resolve_commit": "git._commands",
     "resolve_candidate": "git._commands",
+    "head_candidate": "git._loose",
     "Evidence": "ladder._records",
     "record_tier": "ladder._records",
     "seal_receipt": "ladder._records",

@@ -30,13 +30,15 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
+def write_atomic(path: Path, data: bytes, mode: int | None = None, durable: bool = True) -> None:
     """Replace ``path`` with ``data`` all at once, creating its directory if needed.
 
     Args:
         path: the file to replace or create.
         data: its new contents.
         mode: the permission bits to give it (default: the temporary file's, 0600).
+        durable: flush it to the disk before returning (False: a power loss may undo the
+            replacement, or leave the file empty; a reader must treat that as no file).
 
     Raises:
         OSError: it could not be written; the old file, if any, is untouched.
@@ -49,12 +51,14 @@ def write_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
             out.flush()
             if mode is not None:
                 os.fchmod(out.fileno(), mode)
-            os.fsync(out.fileno())
+            if durable:
+                os.fsync(out.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)
 
 
 def write_text_atomic(path: Path, text: str) -> None:

@@ -434,7 +434,10 @@ def _state(where: _Where) -> dict[str, Any]:
 def _save_state(where: _Where, state: dict[str, Any]) -> None:
     from .._files import write_atomic
 
-    write_atomic(where.state_file, json.dumps(state, sort_keys=True).encode("utf-8"))
+    # Not flushed to the disk: a power loss may only reset the repair count (more repair
+    # rounds, never fewer blocks) and the model
+    # (`_state` reads a missing or empty file as none), and every Stop pays for a flush.
+    write_atomic(where.state_file, json.dumps(state, sort_keys=True).encode("utf-8"), durable=False)
 
 
 def _open_ledger(where: _Where, read_only: bool = False) -> Any:
@@ -459,10 +462,14 @@ class _Candidate:
         self._thread.start()
 
     def _resolve(self, repo: Path) -> None:
+        from receipts import candidate_hash
+
         from ..git._commands import resolve_candidate
+        from ..git._loose import head_candidate
 
         try:
-            self._found.append(resolve_candidate("HEAD", repo))
+            fields = head_candidate(repo, os.environ)
+            self._found.append(resolve_candidate("HEAD", repo) if fields is None else candidate_hash(fields))
         except Exception as exc:  # raised where the claim is recorded, and reported there
             self._found.append(exc)
 
@@ -797,6 +804,7 @@ def warm() -> None:
     from .._config import shared_store
     from .._files import write_atomic
     from ..git._commands import resolve_candidate
+    from ..git._loose import head_candidate
     from ..keys._key_files import load_signer
     from ..keys._ssh_agent import AgentSigner
     from ..ladder._events import record_event
@@ -807,6 +815,7 @@ def warm() -> None:
     from ..views._render import status_lines
 
     del fcntl, hashlib, io, tempfile, ssh, AgentSigner, shared_store, write_atomic, resolve_candidate, load_signer
+    del head_candidate
     del record_event, status_report, Ledger, run_advisory, Redactor, status_lines
     task_in("", DEFAULT_TASK_PATTERN)  # the compiled pattern is kept in `re`'s cache
     for name in (
