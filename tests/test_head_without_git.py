@@ -37,7 +37,9 @@ def test_a_packed_ref_and_a_detached_head_are_read_and_packed_objects_go_to_git(
 
 def test_what_git_could_read_differently_is_left_to_git(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
+    assert head_candidate(repo, {"GIT_SSL_CAINFO": "/etc/ssl/ca.pem", "GIT_AUTHOR_NAME": "a"}) == _gits(repo)
     assert head_candidate(repo, {"GIT_DIR": str(tmp_path / "elsewhere")}) is None
+    assert head_candidate(repo, {"GIT_CONFIG_PARAMETERS": "'core.userepl'='x'"}) is None
     assert head_candidate(repo, {"GIT_REPLACE_REF_BASE": "refs/mine/"}) is None
     # A replace ref makes git read another commit in its place.
     head, other = git(repo, "rev-parse", "HEAD"), git(repo, "rev-parse", "HEAD~1")

@@ -3,10 +3,11 @@ Stop hook names its candidate on every stop, and a git process is most of what t
 
 Only the plainest case is read here, and anything else is left to git (None): a
 repository whose ``.git`` is a folder owned by this user, no ``GIT_*`` variable in the
-environment, no replace refs, grafts or reftable, HEAD on a branch whose ref is a loose
-file or a line of ``packed-refs`` (or detached at a commit), and the commit a loose
-object. The object's bytes are hashed and must give its id, so what is read is the
-commit git would read; an id of another length (SHA-256 repositories) goes to git.
+environment that could change what git reads, no replace refs, grafts or reftable, HEAD
+on a branch whose ref is a loose file or a line of ``packed-refs`` (or detached at a
+commit), and the commit a loose object. The object's bytes are hashed and must give its
+id, so what is read is the commit git would read; an id of another length (SHA-256
+repositories) goes to git.
 """
 
 from __future__ import annotations
@@ -20,6 +21,12 @@ from pathlib import Path
 
 __all__ = ["head_candidate"]
 
+# Variables git reads that cannot change which commit HEAD names or what it holds (the
+# network, identities, editors, tracing); any other GIT_* variable sends the reading to git.
+_HARMLESS = (
+    *("GIT_SSL_", "GIT_HTTP_", "GIT_PROXY_", "GIT_SSH", "GIT_ASKPASS", "GIT_TERMINAL_PROMPT"),
+    *("GIT_AUTHOR_", "GIT_COMMITTER_", "GIT_EDITOR", "GIT_SEQUENCE_EDITOR", "GIT_PAGER", "GIT_TRACE"),
+)
 _SHA1 = re.compile(rb"[0-9a-f]{40}")
 _BRANCH = re.compile(rb"ref: (refs/heads/[^\s]+)\n?")
 
@@ -28,7 +35,7 @@ def head_candidate(repo: Path, environ: Mapping[str, str]) -> dict[str, str] | N
     """The candidate fields of HEAD in the work tree ``repo`` (its commit and tree ids, as
     `resolve_commit` gives them), or None when git must be asked.
     """
-    if any(name.startswith("GIT_") for name in environ):
+    if any(name.startswith("GIT_") and not name.startswith(_HARMLESS) for name in environ):
         return None
     dot = repo / ".git"
     try:
