@@ -6,6 +6,7 @@ Parsing takes bytes (no I/O), so the auditor can read contracts out of the ledge
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,6 +52,10 @@ class Check:
     id: str
     type: str
     params: tuple[tuple[str, Any], ...]
+    # Run by a Stop hook that has a time budget (``[hooks] stop_budget_s``); the others wait
+    # for CI. It shapes the agent's loop only (the signed tier runs every check), so a
+    # revision that changes it is not a weakening.
+    fast: bool = dataclasses.field(default=False, compare=False)
 
     def param(self, name: str, default: Any = None) -> Any:
         return dict(self.params).get(name, default)
@@ -102,6 +107,9 @@ class Contract:
     # Separation of duties: an approval by a key that claimed or authored the change (it
     # signed the task's claim, trace or session-end events) does not count.
     independent_approvers: bool = False
+    # The Stop hook's time budget: it runs the checks marked fast within it and defers the
+    # rest to CI. None: every check, each within its own timeout.
+    stop_budget_s: int | None = None
 
     @property
     def no_op(self) -> bool:
@@ -133,8 +141,9 @@ def _check(r: _Reader, raw: Any, i: int) -> Check:
     if _CHECK_ID.fullmatch(cid) is None:
         raise r.fail("must be 1-64 characters of [A-Za-z0-9._-]", "id", "checks", i)
     ctype = _get(r, raw, "type", str, tname="checks", index=i)
+    fast = _get(r, raw, "fast", bool, False, tname="checks", index=i)
     # An unknown type is kept, not refused: the runner records it as a fail with a reason.
-    params = {k: v for k, v in raw.items() if k not in ("id", "type")}
+    params = {k: v for k, v in raw.items() if k not in ("id", "type", "fast")}
     if ctype in _CHECK_FIELDS:
         required, optional = _CHECK_FIELDS[ctype]
         # A misspelt field first: "comand" is what the author wrote, "command" what is missing.
@@ -158,7 +167,7 @@ def _check(r: _Reader, raw: Any, i: int) -> Check:
                 raise r.fail(
                     "must be a non-empty list of strings (or a string with shell = true)", "command", "checks", i
                 )
-    return Check(cid, ctype, _freeze(params))
+    return Check(cid, ctype, _freeze(params), fast)
 
 
 def _tiers(r: _Reader, policy: dict[str, Any]) -> tuple[Tier, ...]:
@@ -205,8 +214,19 @@ _CONTRACT_FIELDS = frozenset(
         "judge",
         "protected_paths",
         "tools",
+        "hooks",
     }
 )
+_HOOKS_FIELDS = frozenset({"stop_budget_s"})
+
+
+def _stop_budget(r: _Reader, hooks: dict[str, Any]) -> int | None:
+    for name in sorted(hooks.keys() - _HOOKS_FIELDS):
+        raise r.fail("is not a hooks setting" + _nearest(name, _HOOKS_FIELDS), name, "hooks")
+    budget: int | None = _get(r, hooks, "stop_budget_s", int, None, tname="hooks")
+    if budget is not None and budget < 1:
+        raise r.fail("must be at least 1", "stop_budget_s", "hooks")
+    return budget
 
 
 def _declared_checks(r: _Reader, doc: dict[str, Any]) -> tuple[Check, ...]:
@@ -308,6 +328,7 @@ def parse_contract(data: bytes, source: str = "contract") -> Contract:
         repair_attempts=_positive(r, budgets, "repair_attempts", 5),
         no_progress_after=_positive(r, budgets, "no_progress_after", 3),
         independent_approvers=independent,
+        stop_budget_s=_stop_budget(r, _get(r, doc, "hooks", dict, {})),
     )
 
 

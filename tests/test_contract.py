@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from docs_as_written import blocks
 
 import receipts as r
 
@@ -190,6 +191,25 @@ def test_tightening_is_not_weakening() -> None:
         repair_attempts=1,
     )
     assert r.weakenings(BASE, tighter) == ()
+
+
+def test_the_agents_loop_settings_are_not_weakenings() -> None:
+    # They choose what the Stop hook runs in the agent's loop; the signed tier runs every
+    # check whatever they say, so loosening them lowers no bar.
+    assert BASE.checks, "the base contract needs a check for this test"
+    looser = dataclasses.replace(
+        BASE, stop_budget_s=1, checks=tuple(dataclasses.replace(c, fast=not c.fast) for c in BASE.checks)
+    )
+    assert r.weakenings(BASE, looser) == ()
+    changed = dataclasses.replace(BASE, checks=tuple(dataclasses.replace(c, id=c.id + "x") for c in BASE.checks))
+    assert r.weakenings(BASE, changed) != ()  # while any other change to a check still is
+
+
+def test_the_stop_budget_of_the_docs_parses_as_they_say() -> None:
+    (example,) = blocks("agents.md", "The repair loop", "toml")
+    contract = r.parse_contract(b'task = "T-1"\n' + example.text.encode())
+    assert contract.stop_budget_s == 30
+    assert [(check.id, check.fast) for check in contract.checks] == [("lint", True)]
 
 
 @pytest.mark.parametrize(

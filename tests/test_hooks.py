@@ -640,6 +640,54 @@ def test_the_resident_process_answers_every_event_as_the_hook_itself_would(tmp_p
     )
 
 
+def _budgeted(box: Box, budget: int, tests_command: str, tests_fast: bool) -> None:
+    """The box's contract with a Stop budget: its `tests` check runs ``tests_command``
+    (marked fast or not) beside the fast file check `says-fixed`."""
+    contract = contract_bytes(command=tests_command, extra=CHECK + "fast = true\n")
+    contract = contract.replace(
+        b"check_timeout_s = 20\ntotal_timeout_s = 60", b"check_timeout_s = 300\ntotal_timeout_s = 600"
+    )
+    marked = b"fast = true\n" if tests_fast else b""
+    contract = contract.replace(b'type = "test_passes"\n', b'type = "test_passes"\n' + marked)
+    contract += b"\n[hooks]\nstop_budget_s = %d\n" % budget
+    (box.repo / ".ledger" / "contracts" / "TASK-1.toml").write_bytes(contract)
+
+
+def test_a_stop_with_a_time_budget_runs_the_fast_checks_and_leaves_the_rest_to_ci(box: Box) -> None:
+    # A 120-second suite and a 30-second budget: the Stop runs the fast check only, and the
+    # agent is told what waits for CI instead of being held for two minutes.
+    started = box.repo.parent / "suite-started"
+    suite = "import pathlib, time; pathlib.Path(%r).write_text('x'); time.sleep(120)" % str(started)
+    _budgeted(box, 30, suite, tests_fast=False)
+    doc = payload("claude-code", "stop", cwd=str(box.repo))
+    failing = box.hook("stop", doc)
+    reason = json.loads(failing.stdout)["reason"]  # the fast check fails: a repair step, as ever
+    assert "says-fixed: no match in app.py" in reason and "Deferred to CI: tests (not marked fast)." in reason
+    (box.repo / "app.py").write_text("print('fixed')\n")
+    git(box.repo, "commit", "-qam", "TASK-1: fixed")
+    stopped = box.hook("stop", {**doc, "stop_hook_active": True})
+    assert stopped.returncode == 0 and stopped.stdout == "", stopped.stdout  # not blocked
+    assert stopped.stderr == (
+        "receipt-ledger: claim recorded; the 1 check(s) run pass (advisory). Deferred to CI: tests (not marked fast).\n"
+    )
+    assert not started.exists()  # the slow suite never ran in the agent's loop
+    claim = dict([e for e in box.events() if e["type"] == "answer_proposed"][-1]["fields"])
+    assert (claim["advisory"], claim["deferred"], claim["outcome"], claim["verified"]) == (
+        "deferred",
+        "1",
+        "stopped",
+        "no",  # a deferred check is not an advisory pass
+    )
+    # A check marked fast that outlives the budget is stopped at it and deferred, not failed.
+    _budgeted(box, 2, "import time; time.sleep(3600)", tests_fast=True)
+    cut = box.hook("stop", doc)
+    assert cut.returncode == 0 and cut.stdout == "", cut.stdout
+    assert cut.stderr == (
+        "receipt-ledger: claim recorded; the 1 check(s) run pass (advisory)."
+        " Deferred to CI: tests (did not finish within the Stop's budget of 2 s).\n"
+    )
+
+
 def test_a_stop_answers_once_its_claim_is_committed_and_closes_the_ledger_after(
     box: Box, resident: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -532,19 +532,22 @@ def _stop(where: _Where, payload: dict[str, Any] | None, problem: str | None, ev
     candidate = _Candidate(where.repo)
     recording = _Recording(where)
     try:
-        failing, verdict, budget = _advisory(where, problem)
+        advice = _advisory(where, problem)
         blocks = int(state.get("blocks") or 0)
-        outcome = "stopped" if verdict == "pass" else ("blocked" if blocks < budget else "budget-spent")
+        stops = advice.verdict in ("pass", "deferred")
+        outcome = "stopped" if stops else ("blocked" if blocks < advice.repairs else "budget-spent")
         fields = {
             "session": where.session,
             "hook": event,
-            "advisory": verdict,
-            "failing": str(len(failing)) if verdict == "fail" else "0",
+            "advisory": advice.verdict,
+            "failing": str(len(advice.failing)) if advice.verdict == "fail" else "0",
             "outcome": outcome,
-            "verified": "advisory-pass" if verdict == "pass" else "no",
+            "verified": "advisory-pass" if advice.verdict == "pass" else "no",
         }
+        if advice.deferred:
+            fields["deferred"] = str(len(advice.deferred))
         recorded = _claimed(recording, fields, _claim_context(payload or {}, state, fields), candidate)
-        return _stop_answer(where, state, (failing, outcome, recorded, blocks, budget), recording.close)
+        return _stop_answer(where, state, advice, (outcome, recorded, blocks), recording.close)
     except BaseException:
         recording.close()
         raise
@@ -553,13 +556,20 @@ def _stop(where: _Where, payload: dict[str, Any] | None, problem: str | None, ev
 def _stop_answer(
     where: _Where,
     state: dict[str, Any],
-    decided: tuple[list[tuple[str, str]], str, str | None, int, int],
+    advice: _Advice,
+    decided: tuple[str, str | None, int],
     then: Callable[[], None],
 ) -> HookAnswer:
     """The Stop's answer from its checks and its recorded claim, the repair count saved."""
-    failing, outcome, recorded, blocks, budget = decided
+    outcome, recorded, blocks = decided
+    failing, budget = advice.failing, advice.repairs
+    later = (
+        "Deferred to CI: %s." % "; ".join("%s (%s)" % (check, why) for check, why in advice.deferred)
+        if advice.deferred
+        else ""
+    )
     if recorded is not None and outcome == "stopped":  # an unrecorded claim is a reason to keep going
-        failing, outcome = [("(hook)", recorded)], ("blocked" if blocks < budget else "budget-spent")
+        failing, outcome = (("(hook)", recorded),), ("blocked" if blocks < budget else "budget-spent")
     if outcome == "blocked":
         state["blocks"] = blocks + 1
         _save_state(where, state)
@@ -569,14 +579,17 @@ def _stop_answer(
             "Fix them, then stop again. (Advisory: the signed checks still run in CI.)"
             % (where.task, len(failing), blocks + 1, budget, table)
         )
+        reason += "\n" + later if later else ""
         return HookAnswer(0, json.dumps({"decision": "block", "reason": reason}) + "\n", then=then)
     state["blocks"] = 0
     _save_state(where, state)
     if outcome == "budget-spent":
         said = "the claim recorded as unverified" if recorded is None else recorded
-        return HookAnswer(
-            0, "", "receipt-ledger: repair budget of %d spent; stopping with %s\n" % (budget, said), then=then
-        )
+        said = "receipt-ledger: repair budget of %d spent; stopping with %s\n" % (budget, said)
+        return HookAnswer(0, "", said + (later + "\n" if later else ""), then=then)
+    if later:
+        what = "the %d check(s) run pass (advisory)" % advice.ran if advice.ran else "no check ran within the budget"
+        return HookAnswer(0, "", "receipt-ledger: claim recorded; %s. %s\n" % (what, later), then)
     return HookAnswer(0, "", "receipt-ledger: %s\n" % (recorded or "claim recorded; the checks pass (advisory)"), then)
 
 
@@ -591,26 +604,36 @@ def _claimed(
     return None
 
 
-def _advisory(where: _Where, problem: str | None) -> tuple[list[tuple[str, str]], str, int]:
-    """Run the contract's checks unsigned: the failing checks with why, the verdict (pass,
-    fail or unevaluated) and the repair budget.
-    """
-    budget = 5
+@dataclass(frozen=True, slots=True)
+class _Advice:
+    """The Stop's unsigned run of the contract's checks."""
+
+    failing: tuple[tuple[str, str], ...]  # (check id, why), for the agent
+    verdict: str  # pass, fail, unevaluated, or deferred (nothing failed, some left to CI)
+    repairs: int  # the contract's repair budget
+    deferred: tuple[tuple[str, str], ...] = ()  # (check id, why) left to CI by the time budget
+    ran: int = 0  # how many checks ran
+
+
+def _advisory(where: _Where, problem: str | None) -> _Advice:
+    """Run the contract's checks unsigned, within its Stop budget when it sets one."""
+    repairs = 5
     try:
         if problem is not None:
             raise _CannotEvaluate(problem)
         contract = _contract(where)
         if contract is None:
             raise _CannotEvaluate("no contract for %s in %s" % (where.task, where.ledger_dir / CONTRACTS_DIR))
-        budget = contract.repair_attempts
-        from ..tiers._deterministic import run_advisory
+        repairs = contract.repair_attempts
+        from ..tiers._deterministic import run_in_loop
 
-        rows = run_advisory(where.repo, contract, environ=dict(where.environ))
-        failing = [(check, _with_output(why, tail)) for check, ok, why, tail in rows if not ok]
-        return failing, "fail" if failing else "pass", budget
+        run = run_in_loop(where.repo, contract, environ=dict(where.environ), budget_s=contract.stop_budget_s)
+        failing = tuple((check, _with_output(why, tail)) for check, ok, why, tail in run.rows if not ok)
+        verdict = "fail" if failing else ("deferred" if run.deferred else "pass")
+        return _Advice(failing, verdict, repairs, run.deferred, len(run.rows))
     except Exception as exc:  # a check runner that breaks is a reason to keep going, within the budget
         why = "cannot evaluate: %s" % (str(exc).splitlines() or [type(exc).__name__])[0]
-        return [("(hook)", why)], "unevaluated", budget
+        return _Advice((("(hook)", why),), "unevaluated", repairs)
 
 
 def _with_output(why: str, tail: str) -> str:
@@ -810,13 +833,13 @@ def warm() -> None:
     from ..ladder._events import record_event
     from ..ladder._status import status_report
     from ..store._ledger import Ledger
-    from ..tiers._deterministic import run_advisory
+    from ..tiers._deterministic import run_in_loop
     from ..tiers._redact import Redactor
     from ..views._render import status_lines
 
     del fcntl, hashlib, io, tempfile, ssh, AgentSigner, shared_store, write_atomic, resolve_candidate, load_signer
     del head_candidate
-    del record_event, status_report, Ledger, run_advisory, Redactor, status_lines
+    del record_event, status_report, Ledger, run_in_loop, Redactor, status_lines
     task_in("", DEFAULT_TASK_PATTERN)  # the compiled pattern is kept in `re`'s cache
     for name in (
         *("Contract", "ContractError", "EventType", "ToolPolicy", "decide_tool_call", "parse_contract"),

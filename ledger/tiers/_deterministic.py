@@ -41,7 +41,7 @@ from ._redact import Redactor
 from ._signals import READ_ONLY_TYPES, Context, evaluate
 from ._snapshot import Snapshot, remember_check_outputs, take_snapshot, untracked
 
-__all__ = ["CheckRun", "run_deterministic", "RUNNER_NAME"]
+__all__ = ["CheckRun", "LoopRun", "run_deterministic", "run_advisory", "run_in_loop", "RUNNER_NAME"]
 
 RUNNER_NAME = "receipt-ledger deterministic runner"
 
@@ -205,23 +205,69 @@ def run_advisory(
     last lines a failing check printed); a failing check that ``waived`` names passes, with
     the waiver as its reason.
     """
+    return run_in_loop(repo, contract, waived, environ, budget_s=None).rows
+
+
+@dataclass(frozen=True, slots=True)
+class LoopRun:
+    """What the agent's loop ran (`run_in_loop`): the rows of `run_advisory`, and the
+    checks left to CI with why.
+    """
+
+    rows: tuple[tuple[str, bool, str, str], ...]
+    deferred: tuple[tuple[str, str], ...]
+
+
+def run_in_loop(
+    repo: Path,
+    contract: Contract,
+    waived: Mapping[str, str] | None = None,
+    environ: dict[str, str] | None = None,
+    budget_s: float | None = None,
+) -> LoopRun:
+    """`run_advisory` within a time budget: with ``budget_s``, only the checks marked fast
+    run, all of them within it; the others, and a fast one the budget cut short or left
+    no time for, are deferred to CI (never failed for it).
+
+    Args:
+        repo: the working tree.
+        contract: the task's contract.
+        waived: check ids to their waivers' reasons.
+        environ: the environment the checks run in (default: this process's).
+        budget_s: the Stop's budget in seconds (``[hooks] stop_budget_s``), or None.
+
+    Returns:
+        The rows of the checks run and the deferred checks.
+    """
     env = dict(os.environ if environ is None else environ)
     sink = _Discard()
+    limit = float(contract.total_timeout_s) if budget_s is None else min(float(contract.total_timeout_s), budget_s)
     ctx = Context(
         repo=repo,
         contract=contract,
         store=cast(Store, sink),
         redactor=Redactor(contract.secret_env, env),
-        deadline=time.monotonic() + contract.total_timeout_s,
+        deadline=time.monotonic() + limit,
         environ=env,
     )
+    chosen = [c for c in contract.checks if budget_s is None or c.fast]
+    if budget_s is not None:  # the checks that read files first: the budget is not spent before them
+        chosen.sort(key=lambda c: c.type not in READ_ONLY_TYPES)
+    deferred = [(c.id, "not marked fast") for c in contract.checks if budget_s is not None and not c.fast]
     rows = []
     # Only a command leaves files behind: a contract of file checks is spared two `git status`.
-    watched = any(check.type not in READ_ONLY_TYPES for check in contract.checks)
+    watched = any(check.type not in READ_ONLY_TYPES for check in chosen)
     before = untracked(repo) if watched else None
-    for check in contract.checks:
+    spent = "" if budget_s is None else "the Stop's budget of %g s" % budget_s
+    for check in chosen:
+        if budget_s is not None and ctx.deadline - time.monotonic() <= 0:
+            deferred.append((check.id, "no time left within %s" % spent))
+            continue
         evaluated = evaluate(ctx, check)
         result = json.loads(json.dumps(evaluated.result))
+        if budget_s is not None and _cut_short(result):
+            deferred.append((check.id, "did not finish within %s" % spent))
+            continue
         ok, why = derive_check(check, result)
         if not ok and waived and check.id in waived:
             ok, why = True, "waived: %s" % waived[check.id]
@@ -231,4 +277,11 @@ def run_advisory(
     if not contract.checks and not contract.no_op:
         # §6a fails such a task in the signed tier: an empty table must not read as a pass here.
         rows.append(("(contract)", False, "the contract declares no checks: nothing was verified", ""))
-    return tuple(rows)
+    return LoopRun(tuple(rows), tuple(deferred))
+
+
+def _cut_short(result: dict[str, Any]) -> bool:
+    """A command of the check was stopped at its time limit (the budget is one)."""
+    facts = result.get("facts") or {}
+    runs = [facts, *(facts.get("builds") or [])]
+    return any(isinstance(run, dict) and run.get("timed_out") is True for run in runs)
