@@ -56,6 +56,10 @@ class Check:
     # for CI. It shapes the agent's loop only (the signed tier runs every check), so a
     # revision that changes it is not a weakening.
     fast: bool = dataclasses.field(default=False, compare=False)
+    # A check known to be flaky is run ``runs`` times and passes when ``min_passes`` of them
+    # pass (default: all); every attempt is kept as evidence (docs/format.md §6a).
+    runs: int = 1
+    min_passes: int = 1
 
     def param(self, name: str, default: Any = None) -> Any:
         return dict(self.params).get(name, default)
@@ -124,6 +128,10 @@ class Contract:
 
 _BUDGET_FIELDS = {"check_timeout_s", "total_timeout_s", "repair_attempts", "no_progress_after"}
 
+# Fields every check may hold, whatever its type; the rest are its type's (``params``).
+_COMMON_CHECK_FIELDS = frozenset({"id", "type", "fast", "runs", "min_passes"})
+MAX_RUNS = 20
+
 _CHECK_FIELDS = {
     "path_exists": ({"path"}, set()),
     "test_passes": ({"command"}, {"timeout_s", "shell", "env"}),
@@ -142,8 +150,9 @@ def _check(r: _Reader, raw: Any, i: int) -> Check:
         raise r.fail("must be 1-64 characters of [A-Za-z0-9._-]", "id", "checks", i)
     ctype = _get(r, raw, "type", str, tname="checks", index=i)
     fast = _get(r, raw, "fast", bool, False, tname="checks", index=i)
+    runs, min_passes = _runs(r, raw, i)
     # An unknown type is kept, not refused: the runner records it as a fail with a reason.
-    params = {k: v for k, v in raw.items() if k not in ("id", "type", "fast")}
+    params = {k: v for k, v in raw.items() if k not in _COMMON_CHECK_FIELDS}
     if ctype in _CHECK_FIELDS:
         required, optional = _CHECK_FIELDS[ctype]
         # A misspelt field first: "comand" is what the author wrote, "command" what is missing.
@@ -167,7 +176,18 @@ def _check(r: _Reader, raw: Any, i: int) -> Check:
                 raise r.fail(
                     "must be a non-empty list of strings (or a string with shell = true)", "command", "checks", i
                 )
-    return Check(cid, ctype, _freeze(params), fast)
+    return Check(cid, ctype, _freeze(params), fast, runs, min_passes)
+
+
+def _runs(r: _Reader, raw: dict[str, Any], i: int) -> tuple[int, int]:
+    """A check's ``runs`` and ``min_passes`` (default: all of them)."""
+    runs: int = _get(r, raw, "runs", int, 1, tname="checks", index=i)
+    if not 1 <= runs <= MAX_RUNS:
+        raise r.fail("must be 1 to %d" % MAX_RUNS, "runs", "checks", i)
+    min_passes: int = _get(r, raw, "min_passes", int, runs, tname="checks", index=i)
+    if not 1 <= min_passes <= runs:
+        raise r.fail("must be 1 to runs (%d)" % runs, "min_passes", "checks", i)
+    return runs, min_passes
 
 
 def _tiers(r: _Reader, policy: dict[str, Any]) -> tuple[Tier, ...]:

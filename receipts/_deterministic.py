@@ -27,6 +27,8 @@ __all__ = [
     "Outcome",
     "declared_params",
     "check_evidence_id",
+    "result_key",
+    "derive_attempts",
     "parse_evidence_json",
     "derive_check",
     "derive_deterministic",
@@ -56,6 +58,42 @@ class Outcome:
 
 def check_evidence_id(check_id: str) -> str:
     return "check:" + check_id
+
+
+def result_key(check: Check, attempt: int) -> str:
+    """Where attempt ``attempt`` (1-based) of ``check`` is kept among a record's results: the
+    check's id for a check run once, ``ID#N`` for each attempt of one run ``runs`` times
+    (a ``#`` never appears in a check id).
+    """
+    return check.id if check.runs == 1 else "%s#%d" % (check.id, attempt)
+
+
+def derive_attempts(check: Check, results: Mapping[str, Mapping[str, Any]]) -> tuple[bool, str, int]:
+    """Whether ``check`` passed, from the results of all its attempts: every attempt must be
+    recorded (one dropped fails the check) and ``min_passes`` of them pass. Returns
+    (passed, why, how many attempts passed).
+    """
+    if check.runs == 1:
+        ok, why = derive_check(check, results.get(check.id))
+        return ok, why, int(ok)
+    passes, missing, first_failure = 0, [], ""
+    for attempt in range(1, check.runs + 1):
+        result = results.get(result_key(check, attempt))
+        if result is None:
+            missing.append(str(attempt))
+            continue
+        ok, why = derive_check(check, result)
+        if ok and result.get("attempt") != attempt:
+            ok, why = False, "the recorded attempt is numbered %r" % (result.get("attempt"),)
+        passes += int(ok)
+        if not ok and not first_failure:
+            first_failure = "run %d: %s" % (attempt, why)
+    if missing:
+        return False, "attempt %s of %d not recorded" % (", ".join(missing), check.runs), passes
+    said = "passed %d of %d runs (needs %d)" % (passes, check.runs, check.min_passes)
+    if passes < check.min_passes:
+        return False, "%s; %s" % (said, first_failure), passes
+    return True, said if passes < check.runs else "", passes
 
 
 def declared_params(check: Check) -> dict[str, Any]:
@@ -203,16 +241,20 @@ def derive_deterministic(
     waived: list[str] = []
     passed: list[Check] = []
     for check in contract.checks:
-        ok, why = derive_check(check, results.get(check.id))
+        ok, why, passes = derive_attempts(check, results)
         if ok:
             passed.append(check)
+            if passes < check.runs:
+                warnings.append("%s is flaky: %s" % (check.id, why))
         elif waivers and check.id in waivers:
             waived.append(check.id)
             warnings.append("%s failed (%s) but is waived: %s" % (check.id, why, waivers[check.id]))
         else:
             reasons.append("%s: %s" % (check.id, why))
     reasons.extend(
-        "required evidence %s was not recorded" % item for item in contract.evidence_required if item not in results
+        "required evidence %s was not recorded" % item
+        for item in contract.evidence_required
+        if item not in results and not any(key.startswith(item + "#") for key in results)
     )
     # Integrity: the process, not only the result. These fail the tier whatever else passed.
     reasons.extend(_integrity_reasons(contract, snapshot))
@@ -305,7 +347,7 @@ def rederive_deterministic(
                 continue
             seen.add(check_id)
             doc = read(ref.digest, CHECK_RESULT_FORMAT)
-            if doc is not None and doc.get("id") == check_id:
+            if doc is not None and doc.get("id") == check_id.partition("#")[0]:
                 results[check_id] = doc
     if snapshot is not None and snapshot.get("candidate") != str(record.input_hash):
         return Outcome(

@@ -239,9 +239,25 @@ def filler_record(
     return appended
 
 
-def build_sample(tmp: Path, verdicts: dict[r.Tier, r.Verdict] | None = None, judge: str | None = None) -> Sample:
+def flaky_command(counter: Path, failing_run: int = 2) -> str:
+    """Python for a test that fails on its ``failing_run``-th run only (counted in ``counter``)."""
+    return (
+        "import pathlib, sys; p = pathlib.Path(%r); n = int(p.read_text()) + 1 if p.exists() else 1;"
+        " p.write_text(str(n)); print('run', n); sys.exit(1 if n == %d else 0)" % (str(counter), failing_run)
+    )
+
+
+def build_sample(
+    tmp: Path,
+    verdicts: dict[r.Tier, r.Verdict] | None = None,
+    judge: str | None = None,
+    command: str | None = None,
+    check_extra: str = "",
+) -> Sample:
     """A ledger with keys for every role, a real deterministic run on a real repository
-    (passing unless ``verdicts`` says FAIL), hand-made judge and human records, and a receipt."""
+    (passing unless ``verdicts`` says FAIL; its `tests` check runs ``command`` when given,
+    with ``check_extra`` lines added to the check), hand-made judge and human records, and
+    a receipt."""
     verdicts = verdicts or {t: r.Verdict.PASS for t in r.LADDER}
     root = tmp / "ledger"
     ev = tmp / "evidence"
@@ -250,9 +266,10 @@ def build_sample(tmp: Path, verdicts: dict[r.Tier, r.Verdict] | None = None, jud
     ledger = Ledger.create(root, SIGNERS["admin"], "admin")
     for name, role in ROLES.items():
         add_key(ledger, SIGNERS["admin"], name, [role], SIGNERS[name].public_key_blob)
-    command = "print('1 passed')" if verdicts[r.Tier.DETERMINISTIC] is r.Verdict.PASS else "raise SystemExit(1)"
+    if command is None:
+        command = "print('1 passed')" if verdicts[r.Tier.DETERMINISTIC] is r.Verdict.PASS else "raise SystemExit(1)"
     judge_mode = {r.Verdict.PASS: ("accept", "0.9"), r.Verdict.FAIL: ("reject", "0.9")}[verdicts[r.Tier.JUDGE]]
-    contract = contract_bytes(command=command, judge=judge or judge_table(*judge_mode))
+    contract = contract_bytes(command=command, judge=judge or judge_table(*judge_mode), extra=check_extra)
     run = run_deterministic(
         ledger, repo=repo, task_id=TASK, contract_bytes=contract, source="c.toml", signer=SIGNERS["ci"]
     )

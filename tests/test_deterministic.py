@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import receipts as r
-from conftest import ADMIN_ID, SIGNERS, contract_bytes, git, make_repo, run_cli, sign_decision
+from conftest import ADMIN_ID, SIGNERS, contract_bytes, flaky_command, git, make_repo, run_cli, sign_decision
 from ledger import (
     CheckRun,
     InputError,
@@ -443,3 +443,45 @@ def test_what_the_checks_create_does_not_make_the_next_check_dirty(env: tuple[Pa
     (repo / "notes.txt").write_text("the user's own new file\n")
     with pytest.raises(InputError, match="uncommitted changes"):
         check(ledger, repo, contract)
+
+
+def test_a_flaky_check_is_run_as_often_as_declared_and_every_attempt_is_kept(
+    env: tuple[Path, Ledger], tmp_path: Path
+) -> None:
+    # A test that fails one run in three: with runs = 3 the record keeps all three attempts,
+    # and the verdict follows the declared policy (all of them by default, or min_passes).
+    repo, ledger = env
+    flaky = flaky_command(tmp_path / "runs")
+    strict = check(ledger, repo, contract_bytes(command=flaky, extra="runs = 3\n"))
+    assert strict.outcome.verdict is r.Verdict.FAIL
+    assert "tests: passed 2 of 3 runs (needs 3); run 2: exit code 1" in strict.outcome.reasons, reasons(strict)
+    attempts = [e.check_id for e in strict.record.evidence if e.check_id.startswith("check:tests")]
+    assert attempts == [
+        *("check:tests#1:stdout", "check:tests#1:stderr", "check:tests#1"),
+        *("check:tests#2:stdout", "check:tests#2:stderr", "check:tests#2"),
+        *("check:tests#3:stdout", "check:tests#3:stderr", "check:tests#3"),
+    ]
+    assert blob(ledger, strict, "check:tests#2:stdout") == b"run 2\n"
+    assert json.loads(blob(ledger, strict, "check:tests#3"))["attempt"] == 3
+    (tmp_path / "runs").unlink()
+    lenient_contract = contract_bytes(command=flaky, extra="runs = 3\nmin_passes = 2\n")
+    register_contract(ledger, "TASK-1", lenient_contract, SIGNERS["admin"], "c.toml")  # fewer passes: a weakening
+    lenient = check(ledger, repo, lenient_contract)
+    assert lenient.outcome.verdict is r.Verdict.PASS, reasons(lenient)
+    assert "tests is flaky: passed 2 of 3 runs (needs 2)" in lenient.outcome.warnings
+    # The verifier's rule reads the same attempts; one dropped fails the check, whatever passed.
+    contract = r.parse_contract(lenient_contract)
+
+    def read(digest: r.Digest, fmt: str) -> dict[str, Any] | None:
+        return r.parse_evidence_json(ledger.blob_path(digest).read_bytes(), fmt)
+
+    assert r.rederive_deterministic(lenient.record, contract, read).verdict is r.Verdict.PASS
+    kept = tuple(e for e in lenient.record.evidence if e.check_id != "check:tests#3")
+    dropped = r.TierRecord(**{**_fields(lenient.record), "evidence": kept, "evidence_hash": r.evidence_list_hash(kept)})
+    outcome = r.rederive_deterministic(dropped, contract, read)
+    assert outcome.verdict is r.Verdict.FAIL
+    assert "tests: attempt 3 of 3 not recorded" in outcome.reasons
+
+
+def _fields(record: r.TierRecord) -> dict[str, Any]:
+    return {name: getattr(record, name) for name in record.__dataclass_fields__}

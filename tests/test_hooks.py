@@ -25,6 +25,7 @@ from conftest import (
     RESIDENT_ENV,
     RUNTIME_ENV,
     contract_bytes,
+    flaky_command,
     git,
     make_repo,
     run_cli,
@@ -686,6 +687,24 @@ def test_a_stop_with_a_time_budget_runs_the_fast_checks_and_leaves_the_rest_to_c
         "receipt-ledger: claim recorded; the 1 check(s) run pass (advisory)."
         " Deferred to CI: tests (did not finish within the Stop's budget of 2 s).\n"
     )
+
+
+def test_a_check_declared_flaky_does_not_block_the_loop_on_one_failure(box: Box) -> None:
+    counter = box.repo.parent / "runs"
+    contract = contract_bytes(command=flaky_command(counter, failing_run=1), extra="runs = 3\nmin_passes = 2\n")
+    (box.repo / ".ledger" / "contracts" / "TASK-1.toml").write_bytes(contract)
+    doc = payload("claude-code", "stop", cwd=str(box.repo))
+    stopped = box.hook("stop", doc)
+    assert stopped.returncode == 0 and stopped.stdout == "", stopped.stdout  # one failure in three: not blocked
+    assert counter.read_text() == "3"
+    # Where every run must pass, the first failure decides: no need to run the rest.
+    counter.unlink()
+    (box.repo / ".ledger" / "contracts" / "TASK-1.toml").write_bytes(
+        contract_bytes(command=flaky_command(counter, failing_run=1), extra="runs = 3\n")
+    )
+    blocked = json.loads(box.hook("stop", {**doc, "stop_hook_active": True}).stdout)
+    assert blocked["decision"] == "block" and "- tests: run 1 of 3: exit code 1" in blocked["reason"]
+    assert counter.read_text() == "1"
 
 
 def test_a_stop_answers_once_its_claim_is_committed_and_closes_the_ledger_after(

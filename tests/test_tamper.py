@@ -22,6 +22,7 @@ from conftest import (
     Sample,
     build_sample,
     find_row,
+    flaky_command,
     judge_table,
     read_rows,
     run_cli,
@@ -483,12 +484,14 @@ def _claim_pass(
     tmp: Path,
     tier: r.Tier = r.Tier.DETERMINISTIC,
     forge_evidence: Callable[[Sample, r.TierRecord], tuple[r.EvidenceRef, ...]] | None = None,
+    command: str | None = None,
+    check_extra: str = "",
 ) -> Sample:
     """A failing record of ``tier`` re-signed by its own key as a pass (its evidence kept,
     or forged), and the receipt re-sealed as eligible: only re-derivation can catch it."""
     verdicts = {t: r.Verdict.PASS for t in r.LADDER}
     verdicts[tier] = r.Verdict.FAIL
-    s = build_sample(tmp, verdicts=verdicts)
+    s = build_sample(tmp, verdicts=verdicts, command=command, check_extra=check_extra)
     rows = read_rows(s.root)
     i = find_row(rows, s.records[tier])
     rec = _record_body(rows, i)
@@ -537,6 +540,17 @@ def _echo_pass(tmp: Path) -> Sample:
         return tuple(out)
 
     return _claim_pass(tmp, forge_evidence=forge)
+
+
+@mutation("check-attempt-dropped")
+def _attempt_dropped(tmp: Path) -> Sample:
+    # A check run three times failed once; the record keeps the two passing attempts only.
+    def forge(s: Sample, rec: r.TierRecord) -> tuple[r.EvidenceRef, ...]:
+        dropped = tuple(ref for ref in rec.evidence if not ref.check_id.startswith("check:tests#2"))
+        assert len(dropped) < len(rec.evidence)
+        return dropped
+
+    return _claim_pass(tmp, forge_evidence=forge, command=flaky_command(tmp / "runs"), check_extra="runs = 3\n")
 
 
 def _blob(s: Sample, digest: r.Digest) -> Path:

@@ -257,6 +257,10 @@ def test_a_teams_day_from_the_agents_loop_to_the_audit(day: Day) -> None:
     # saying so first in the one comment and in the summary.
     run = day.job("pull_request", _pr_payload(pr7, "opened"))
     _decided(run, "block")
+    # Blocked for want of approvals, not because a tier could not run (once seen under load:
+    # a receipt listing no record at all; the job's log then says which step failed).
+    for step in ("check", "judge", "seal"):
+        assert "receipt-ledger: %s exited 0" % step in run.log, run.log
     assert run.outputs["receipt"].startswith("blake3:") and run.outputs["merge-eligible"] == "false"
     assert "GATE FAIL" in run.summary and "no human record for this candidate" in run.summary, run.summary
     (comment,) = day.comments()

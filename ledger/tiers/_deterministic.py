@@ -17,6 +17,7 @@ from typing import Any, BinaryIO, cast
 from receipts import (
     CHECK_RESULT_MEDIA_TYPE,
     SNAPSHOT_MEDIA_TYPE,
+    Check,
     Contract,
     Digest,
     EvidenceRef,
@@ -28,8 +29,10 @@ from receipts import (
     check_evidence_id,
     config_hash,
     content_digest,
+    derive_attempts,
     derive_check,
     derive_deterministic,
+    result_key,
 )
 
 from .. import _clock
@@ -147,14 +150,25 @@ def _run_checks(
     results: dict[str, dict[str, Any]] = {}
     rows = []
     for check in ctx.contract.checks:
-        if on_check is not None:
-            on_check(check.id)
-        evaluated = evaluate(ctx, check)
-        refs.extend(evaluated.refs)
-        ref, stored = _put_json(ctx.store, evaluated.result, check_evidence_id(check.id), CHECK_RESULT_MEDIA_TYPE)
-        refs.append(ref)
-        results[check.id] = stored
-        ok, why = derive_check(check, stored)
+        for attempt in range(1, check.runs + 1):
+            if on_check is not None:
+                on_check(check.id if check.runs == 1 else "%s (run %d of %d)" % (check.id, attempt, check.runs))
+            key = result_key(check, attempt)
+            evaluated = evaluate(ctx, check)
+            if check.runs > 1:  # each attempt's own evidence: check:ID#N and check:ID#N:stdout, ...
+                evaluated.result["attempt"] = attempt
+                own = "check:%s:" % check.id
+                evaluated.refs = [
+                    dataclasses.replace(ref, check_id="check:%s:%s" % (key, ref.check_id[len(own) :]))
+                    if ref.check_id.startswith(own)
+                    else ref
+                    for ref in evaluated.refs
+                ]
+            refs.extend(evaluated.refs)
+            ref, stored = _put_json(ctx.store, evaluated.result, check_evidence_id(key), CHECK_RESULT_MEDIA_TYPE)
+            refs.append(ref)
+            results[key] = stored
+        ok, why, _ = derive_attempts(check, results)
         rows.append((check.id, "pass" if ok else "fail", why, str(ref.digest)))
     return results, rows
 
@@ -263,21 +277,45 @@ def run_in_loop(
         if budget_s is not None and ctx.deadline - time.monotonic() <= 0:
             deferred.append((check.id, "no time left within %s" % spent))
             continue
-        evaluated = evaluate(ctx, check)
-        result = json.loads(json.dumps(evaluated.result))
-        if budget_s is not None and _cut_short(result):
+        attempts = _attempts_in_loop(ctx, check, sink, budget_s is not None)
+        if attempts is None:
             deferred.append((check.id, "did not finish within %s" % spent))
             continue
-        ok, why = derive_check(check, result)
+        ok, why, tail = attempts
         if not ok and waived and check.id in waived:
             ok, why = True, "waived: %s" % waived[check.id]
-        rows.append((check.id, ok, why, "" if ok else _output_tail(sink, evaluated.refs, check.id)))
+        rows.append((check.id, ok, why, "" if ok else tail))
     if before is not None:
         remember_check_outputs(repo, before)
     if not contract.checks and not contract.no_op:
         # §6a fails such a task in the signed tier: an empty table must not read as a pass here.
         rows.append(("(contract)", False, "the contract declares no checks: nothing was verified", ""))
     return LoopRun(tuple(rows), tuple(deferred))
+
+
+def _attempts_in_loop(ctx: Context, check: Check, sink: _Discard, budgeted: bool) -> tuple[bool, str, str] | None:
+    """Run ``check`` as often as it takes to decide it under its ``runs`` and ``min_passes``
+    (once for most checks): (passed, why, the output of its last failure). None when a
+    budgeted run was cut short.
+    """
+    passes, failures, why, tail = 0, 0, "", ""
+    for attempt in range(1, check.runs + 1):
+        evaluated = evaluate(ctx, check)
+        result = json.loads(json.dumps(evaluated.result))
+        if budgeted and _cut_short(result):
+            return None
+        ok, said = derive_check(check, result)
+        if ok:
+            passes += 1
+        else:
+            failures += 1
+            why = said if check.runs == 1 else "run %d of %d: %s" % (attempt, check.runs, said)
+            tail = _output_tail(sink, evaluated.refs, check.id)
+        if passes >= check.min_passes:
+            return True, "" if not failures else "passed %d of %d runs" % (passes, attempt), ""
+        if failures > check.runs - check.min_passes:
+            break
+    return False, why, tail
 
 
 def _cut_short(result: dict[str, Any]) -> bool:
