@@ -114,6 +114,11 @@ class Contract:
     # The Stop hook's time budget: it runs the checks marked fast within it and defers the
     # rest to CI. None: every check, each within its own timeout.
     stop_budget_s: int | None = None
+    # The deterministic tier must run in a clean room (``ledger check --clean-room``): a
+    # fresh checkout of the candidate with the protected paths and ``test_files`` restored
+    # from the base revision (docs/format.md §6a).
+    clean_room: bool = False
+    test_files: tuple[str, ...] = ()
 
     @property
     def no_op(self) -> bool:
@@ -235,7 +240,11 @@ _CONTRACT_FIELDS = frozenset(
         "protected_paths",
         "tools",
         "hooks",
+        "test_files",
     }
+)
+_POLICY_FIELDS = frozenset(
+    {"required_tiers", "judge_threshold", "human_approvals", "independent_approvers", "clean_room"}
 )
 _HOOKS_FIELDS = frozenset({"stop_budget_s"})
 
@@ -260,6 +269,9 @@ def _declared_checks(r: _Reader, doc: dict[str, Any]) -> tuple[Check, ...]:
 
 def _policy(r: _Reader, policy: dict[str, Any]) -> tuple[float, int, bool]:
     """The policy table's judge threshold, required approvals and independence rule."""
+    # A misspelt policy field would otherwise fall back to its default, silently: a lower bar.
+    for name in sorted(policy.keys() - _POLICY_FIELDS):
+        raise r.fail("is not a policy field" + _nearest(name, _POLICY_FIELDS), name, "policy")
     threshold = _get(r, policy, "judge_threshold", (int, float), 0.7, tname="policy")
     if not 0 <= threshold <= 1:
         raise r.fail("must be between 0 and 1", "judge_threshold", "policy")
@@ -349,6 +361,8 @@ def parse_contract(data: bytes, source: str = "contract") -> Contract:
         no_progress_after=_positive(r, budgets, "no_progress_after", 3),
         independent_approvers=independent,
         stop_budget_s=_stop_budget(r, _get(r, doc, "hooks", dict, {})),
+        clean_room=_get(r, policy, "clean_room", bool, False, tname="policy"),
+        test_files=_strings(r, doc, "test_files"),
     )
 
 
@@ -474,6 +488,13 @@ WEAKENING_RULES: tuple[tuple[str, Callable[[Contract, Contract], list[str]]], ..
         lambda o, n: _lowered(o.judge_threshold_bp, n.judge_threshold_bp, "judge threshold (basis points)"),
     ),
     ("human-approvals-lowered", lambda o, n: _lowered(o.human_approvals, n.human_approvals, "human approvals")),
+    (
+        "clean-room-dropped",
+        lambda o, n: (
+            ["the deterministic tier no longer has to run in a clean room"] if o.clean_room and not n.clean_room else []
+        ),
+    ),
+    ("test-file-dropped", lambda o, n: _dropped(o.test_files, n.test_files, "test file (restored in a clean room)")),
     (
         "independent-approvers-dropped",
         lambda o, n: (

@@ -258,6 +258,9 @@ def derive_deterministic(
     )
     # Integrity: the process, not only the result. These fail the tier whatever else passed.
     reasons.extend(_integrity_reasons(contract, snapshot))
+    room_reasons, room_warnings = _clean_room_findings(contract, snapshot)
+    reasons.extend(room_reasons)
+    warnings.extend(room_warnings)
     if str(snapshot.get("base_source", "")).startswith("fallback:"):
         warnings.append("the diff base fell back to HEAD~1: no main branch was found to compare with (pass --base)")
     attribution_reasons, attribution_warnings = _attribution_findings(contract, snapshot, passed)
@@ -287,6 +290,43 @@ def _integrity_reasons(contract: Contract, snapshot: Mapping[str, Any]) -> list[
     if unapproved:
         reasons.append("integrity: %d tool call(s) needed a human approval that was not recorded" % unapproved)
     return reasons
+
+
+def _clean_room_findings(contract: Contract, snapshot: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """Whether the checks ran where the contract says, and the clean room did its job: every
+    changed file the protected paths or test files match was restored from the base (or is
+    new, with nothing to restore).
+    """
+    room = snapshot.get("clean_room")
+    if room is None:
+        required = contract.clean_room
+        return (
+            ["the contract requires a clean-room run; these checks ran in the working tree"] if required else []
+        ), []
+    if not isinstance(room, dict):
+        return ["the clean room's record is malformed"], []
+    restored, kept_new, changed = room.get("restored"), room.get("kept_new"), snapshot.get("changed_files")
+    lists = (restored, kept_new, changed)
+    if (
+        not all(isinstance(v, list) and all(isinstance(p, str) for p in v) for v in lists)
+        or not isinstance(room.get("network_cut"), bool)
+        or not isinstance(room.get("network"), str)
+    ):
+        return ["the clean room's record is malformed"], []
+    assert isinstance(restored, list) and isinstance(kept_new, list) and isinstance(changed, list)
+    if room.get("base") != snapshot.get("base"):
+        return ["the clean room restored from %s, not from the base %s" % (room.get("base"), snapshot.get("base"))], []
+    import fnmatch
+
+    globs = (*contract.protected_paths, *contract.test_files)
+    covered = set(restored) | set(kept_new)
+    reasons = [
+        "clean room: %s changed but was not restored from the base" % path
+        for path in changed
+        if path not in covered and any(fnmatch.fnmatchcase(path, g) for g in globs)
+    ]
+    warnings = [] if room["network_cut"] else ["the clean room's network was %s" % room["network"]]
+    return reasons, warnings
 
 
 def _attribution_findings(

@@ -253,11 +253,13 @@ def build_sample(
     judge: str | None = None,
     command: str | None = None,
     check_extra: str = "",
+    top: str = "",
+    clean_room: bool = False,
 ) -> Sample:
     """A ledger with keys for every role, a real deterministic run on a real repository
     (passing unless ``verdicts`` says FAIL; its `tests` check runs ``command`` when given,
-    with ``check_extra`` lines added to the check), hand-made judge and human records, and
-    a receipt."""
+    with ``check_extra`` lines added to the check, ``top`` lines at the contract's top, in a
+    clean room when asked), hand-made judge and human records, and a receipt."""
     verdicts = verdicts or {t: r.Verdict.PASS for t in r.LADDER}
     root = tmp / "ledger"
     ev = tmp / "evidence"
@@ -269,9 +271,15 @@ def build_sample(
     if command is None:
         command = "print('1 passed')" if verdicts[r.Tier.DETERMINISTIC] is r.Verdict.PASS else "raise SystemExit(1)"
     judge_mode = {r.Verdict.PASS: ("accept", "0.9"), r.Verdict.FAIL: ("reject", "0.9")}[verdicts[r.Tier.JUDGE]]
-    contract = contract_bytes(command=command, judge=judge or judge_table(*judge_mode), extra=check_extra)
+    contract = contract_bytes(command=command, judge=judge or judge_table(*judge_mode), extra=check_extra, top=top)
     run = run_deterministic(
-        ledger, repo=repo, task_id=TASK, contract_bytes=contract, source="c.toml", signer=SIGNERS["ci"]
+        ledger,
+        repo=repo,
+        task_id=TASK,
+        contract_bytes=contract,
+        source="c.toml",
+        signer=SIGNERS["ci"],
+        clean_room=clean_room,
     )
     assert run.outcome.verdict is verdicts[r.Tier.DETERMINISTIC], run.outcome
     records = {r.Tier.DETERMINISTIC: run.appended.body_hash}

@@ -124,6 +124,8 @@ BASE = dataclasses.replace(
     ),
     repair_attempts=3,
     no_progress_after=2,
+    clean_room=True,
+    test_files=("tests/*",),
 )
 J, T = BASE.judge, BASE.tools
 # One revision per rule of ADR 0017, each lowering the bar in exactly the way the rule names.
@@ -155,6 +157,8 @@ WEAKER = {
     "repair-budget-raised": dataclasses.replace(BASE, repair_attempts=9),
     "no-progress-budget-raised": dataclasses.replace(BASE, no_progress_after=9),
     "independent-approvers-dropped": dataclasses.replace(BASE, independent_approvers=False),
+    "clean-room-dropped": dataclasses.replace(BASE, clean_room=False),
+    "test-file-dropped": dataclasses.replace(BASE, test_files=()),
 }
 RULES = dict(r.WEAKENING_RULES)
 

@@ -553,6 +553,34 @@ def _attempt_dropped(tmp: Path) -> Sample:
     return _claim_pass(tmp, forge_evidence=forge, command=flaky_command(tmp / "runs"), check_extra="runs = 3\n")
 
 
+@mutation("clean-room-file-left-unlisted")
+def _room_unlisted(tmp: Path) -> Sample:
+    # The runner re-signs its own record with a clean room that no longer accounts for a
+    # changed file the contract's test_files match.
+    s = build_sample(tmp, clean_room=True, top='test_files = ["app.py"]\n')
+    rows = read_rows(s.root)
+    i = find_row(rows, s.records[r.Tier.DETERMINISTIC])
+    rec = _record_body(rows, i)
+    out = []
+    for ref in rec.evidence:
+        if ref.check_id == "snapshot":
+            doc = json.loads(_blob(s, ref.digest).read_bytes())
+            assert doc["clean_room"]["kept_new"] == ["app.py"]
+            doc["clean_room"]["kept_new"] = []
+            data = json.dumps(doc, sort_keys=True, indent=1).encode()
+            digest = r.content_digest(data)
+            _blob(s, digest).parent.mkdir(exist_ok=True)
+            _blob(s, digest).write_bytes(data)
+            ref = r.EvidenceRef(ref.check_id, digest, len(data), ref.media_type)
+        out.append(ref)
+    evidence = tuple(out)
+    forged = dataclasses.replace(rec, evidence=evidence, evidence_hash=r.evidence_list_hash(evidence))
+    _replace_body(rows, i, forged)
+    s.receipt = _retarget_receipt(rows, s.records[r.Tier.DETERMINISTIC], r.tier_record_hash(forged))
+    write_rows(s.root, rows, resign_from=i)
+    return s
+
+
 def _blob(s: Sample, digest: r.Digest) -> Path:
     return s.root / "blobs" / digest.hex[:2] / digest.hex
 

@@ -109,6 +109,11 @@ def seal(
 @key_option("Deterministic-role key")
 @click.option("--base", help="Revision the candidate is compared against (default: merge-base with main, else HEAD~1).")
 @click.option("--allow-dirty", is_flag=True, help="Include uncommitted changes in the snapshot instead of refusing.")
+@click.option(
+    "--clean-room",
+    is_flag=True,
+    help="Run the checks in a fresh checkout of the candidate, protected paths and test files restored from the base.",
+)
 @json_option
 @click.pass_context
 def check(
@@ -118,6 +123,7 @@ def check(
     key_name: str,
     base: str | None,
     allow_dirty: bool,
+    clean_room: bool,
     as_json: bool,
 ) -> None:
     """Run the deterministic tier: evaluate the contract's checks on the candidate.
@@ -136,6 +142,7 @@ def check(
         base=base,
         allow_dirty=allow_dirty,
         on_check=(lambda cid: click.echo("running %s ..." % cid, err=True)) if show else None,
+        clean_room=clean_room,
     )
     emit(as_json, lib.check_document(run), lib.check_lines(run))
     exit_with(run.outcome.verdict is Verdict.PASS)

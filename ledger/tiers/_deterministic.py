@@ -4,6 +4,7 @@ contract, store what happened as evidence, and seal a signed tier record.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import json
@@ -36,10 +37,12 @@ from receipts import (
 )
 
 from .. import _clock
+from .._errors import InputError
 from ..agents._traces import process_facts
 from ..ladder._contracts import register_contract
 from ..ladder._records import append_tier_record
 from ..store._ledger import Appended, Store
+from ._clean_room import clean_room as _clean_room
 from ._redact import Redactor
 from ._signals import READ_ONLY_TYPES, Context, evaluate
 from ._snapshot import Snapshot, remember_check_outputs, take_snapshot, untracked
@@ -78,31 +81,42 @@ def run_deterministic(
     allow_dirty: bool = False,
     environ: dict[str, str] | None = None,
     on_check: Callable[[str], None] | None = None,
+    clean_room: bool = False,
 ) -> CheckRun:
     """The deterministic tier on ``repo``'s HEAD: register the contract (a weakening needs an
     admin), snapshot the candidate (dirty trees refused unless ``allow_dirty``), run every
     check for real, store the snapshot, diff and each check's result as evidence, and
     append a record whose verdict is the §6a rule applied to that evidence. Raises
     `InputError` on a bad contract, a dirty tree or a git failure; a failing check is a
-    FAIL verdict, not an error. Returns the record, its entry and the table of checks.
+    FAIL verdict, not an error. With ``clean_room`` (or a contract whose policy requires
+    it) the checks run in a clean room (`_clean_room`), and the snapshot says what it did.
+    Returns the record, its entry and the table of checks.
     """
     contract, contract_entry = register_contract(store, task_id, contract_bytes, signer, source)
     subtasks = _subtasks(store, contract)
     snapshot = take_snapshot(repo, contract, base=base, allow_dirty=allow_dirty, subtasks=subtasks)
     snapshot = dataclasses.replace(snapshot, process=process_facts(store, task_id, contract, snapshot.candidate))
-    refs, snap_doc = _put_snapshot(store, snapshot)
     env = dict(os.environ if environ is None else environ)
-    ctx = Context(
-        repo=repo,
-        contract=contract,
-        store=store,
-        redactor=Redactor(contract.secret_env, env),
-        deadline=time.monotonic() + contract.total_timeout_s,
-        environ=env,
-    )
-    before = untracked(repo)
-    results, rows = _run_checks(ctx, refs, on_check)
-    remember_check_outputs(repo, before)
+    in_room = clean_room or contract.clean_room
+    if in_room and snapshot.dirty is not None:
+        raise InputError("a clean room runs the committed candidate: commit the changes, or leave out --allow-dirty")
+    with _clean_room(repo, contract, snapshot.commit, snapshot.base) if in_room else contextlib.nullcontext() as room:
+        if room is not None:
+            snapshot = dataclasses.replace(snapshot, clean_room=room.document())
+        refs, snap_doc = _put_snapshot(store, snapshot)
+        ctx = Context(
+            repo=repo if room is None else room.folder,
+            contract=contract,
+            store=store,
+            redactor=Redactor(contract.secret_env, env),
+            deadline=time.monotonic() + contract.total_timeout_s,
+            environ=env,
+            command_prefix=() if room is None else room.command_prefix,
+        )
+        before = untracked(ctx.repo)
+        results, rows = _run_checks(ctx, refs, on_check)
+        if room is None:  # a clean room's leftovers go with it
+            remember_check_outputs(repo, before)
     now = _clock.now()
     waived = {
         w.check_id: w.describe(seq, signer)

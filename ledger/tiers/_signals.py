@@ -48,6 +48,7 @@ class Context:
     redactor: Redactor
     deadline: float
     environ: dict[str, str]
+    command_prefix: tuple[str, ...] = ()  # what every check command runs under (a clean room's network cut)
     _worktrees: list[Path] | None = None
 
     def worktrees(self) -> list[Path]:
@@ -140,7 +141,7 @@ def _store_stream(
 def _run(
     ctx: Context, check: Check, command: Any, shell: bool, timeout: float, out: Evaluated, label: str
 ) -> dict[str, Any]:
-    argv = ["/bin/sh", "-c", command] if shell else list(command)
+    argv = [*ctx.command_prefix, *(["/bin/sh", "-c", command] if shell else list(command))]
     facts: dict[str, Any] = {
         "command": command,
         "shell": shell,

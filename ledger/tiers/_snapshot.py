@@ -49,6 +49,7 @@ class Snapshot:
     changed: tuple[str, ...] = ()
     process: dict[str, object] | None = None
     base_source: str = ""
+    clean_room: dict[str, object] | None = None  # what the clean room did (`_clean_room`), when the checks ran in one
 
     def document(self, diff_digest: Digest, dirty_digest: Digest | None) -> dict[str, object]:
         return {
@@ -65,6 +66,7 @@ class Snapshot:
             "subtasks": list(self.subtasks),
             "changed_files": list(self.changed),
             **({"process": self.process} if self.process is not None else {}),
+            **({"clean_room": self.clean_room} if self.clean_room is not None else {}),
         }
 
 

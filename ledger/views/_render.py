@@ -440,7 +440,13 @@ def check_lines(run: CheckRun) -> list[str]:
     lines = ["  %-20s %-6s %-22s %s" % ("CHECK", "RESULT", "EVIDENCE", "REASON")]
     # The table shows a prefix (`ledger blob` takes it); --json gives the whole digest.
     lines += ["  %-20s %-6s %-22s %s" % (cid, status, digest[:19], why[:120]) for cid, status, why, digest in run.rows]
-    lines += ["attribution: %s" % run.snapshot.strength] + ["fail: %s" % why for why in run.outcome.reasons]
+    lines += ["attribution: %s" % run.snapshot.strength]
+    room = run.snapshot.clean_room
+    if room is not None:
+        paths = room.get("restored")
+        restored = ", ".join(str(p) for p in paths) if isinstance(paths, list) and paths else "nothing"
+        lines += ["clean room: restored from %s: %s; network %s" % (room.get("base"), restored, room.get("network"))]
+    lines += ["fail: %s" % why for why in run.outcome.reasons]
     lines += ["warning: %s" % w for w in run.outcome.warnings]
     lines += ["deterministic %s: record %s" % (run.outcome.verdict.value.upper(), run.appended.body_hash)]
     return lines
@@ -456,6 +462,7 @@ def check_document(run: CheckRun) -> dict[str, Any]:
         "warnings": list(run.outcome.warnings),
         "checks": [{"id": c, "result": s, "reason": why, "evidence": d} for c, s, why, d in run.rows],
         "attribution": {"strength": run.snapshot.strength, "commits": list(run.snapshot.commits)},
+        "clean_room": run.snapshot.clean_room,
     }
 
 
