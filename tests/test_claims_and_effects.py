@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import receipts as r
-from conftest import GIT_ENV, SIGNERS, contract_bytes, git, make_repo, run_cli, sign_decision
+from conftest import GIT_ENV, SIGNERS, contract_bytes, flaky_command, git, make_repo, run_cli, sign_decision
 from ledger import (
     CheckRun,
     InputError,
@@ -23,6 +23,7 @@ from ledger import (
     run_judge,
     seal_receipt,
     stats,
+    stats_lines,
     task_state,
 )
 from verify import TrustRoot
@@ -371,6 +372,17 @@ def test_stats_pass_at_k_and_pass_power_k(env: tuple[Path, Ledger]) -> None:
     (few,) = [s.as_dict() for s in stats(ledger, "FIX", min_trials=6)]
     assert "too few trials" in few["note"] and "pass@1" not in few
     assert row["time_ms"]["deterministic"] is not None and row["time_ms"]["judge"] is not None
+
+
+def test_stats_show_pass_power_k_per_check_from_every_recorded_run(env: tuple[Path, Ledger], tmp_path: Path) -> None:
+    # A check run three times that failed once, in one trial, and passed once in another.
+    _, ledger = env
+    flaky = contract_bytes(task="F@1", command=flaky_command(tmp_path / "runs"), extra="runs = 3\n")
+    check(env, flaky, task="F@1")
+    check(env, contract_bytes(task="F@2"), task="F@2")
+    (row,) = stats(ledger, "F", ks=(1, 2), min_trials=1)
+    assert row.as_dict()["checks"] == {"tests": {"runs": 4, "passes": 3, "pass^1": 0.75, "pass^2": 0.5}}
+    assert "  check tests: 3 of 4 runs passed  pass^1=0.750  pass^2=0.500" in stats_lines([row])[0]
 
 
 def test_stats_time_every_kind_of_check(env: tuple[Path, Ledger]) -> None:

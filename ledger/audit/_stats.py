@@ -11,14 +11,41 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from receipts import CHECK_RESULT_FORMAT, JUDGE_RUN_FORMAT, Digest, EntryKind, ReceiptsError, TierRecord
+from receipts import (
+    CHECK_RESULT_FORMAT,
+    CHECK_RESULT_MEDIA_TYPE,
+    JUDGE_RUN_FORMAT,
+    Contract,
+    Digest,
+    EntryKind,
+    ReceiptsError,
+    Tier,
+    TierRecord,
+    derive_check,
+)
 from verify import verify_receipt
 
 from .._errors import InputError
 from ..ladder._evidence import evidence_bytes, evidence_json
 from ..store._ledger import Ledger
 
-__all__ = ["FamilyStats", "family_of", "stats"]
+__all__ = ["FamilyStats", "CheckStats", "family_of", "stats"]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckStats:
+    """One check of a family, over every run of it the deterministic records hold (each
+    attempt of a check run ``runs`` times counts): how often it passed, and pass^k, the
+    chance that k runs in a row all pass, estimated as C(passes, k) / C(runs, k).
+    """
+
+    check: str
+    runs: int
+    passes: int
+    pass_all: tuple[tuple[int, float], ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"runs": self.runs, "passes": self.passes, **{"pass^%d" % k: v for k, v in self.pass_all}}
 
 
 def family_of(task: str) -> str:
@@ -59,6 +86,7 @@ class FamilyStats:
     pass_all: tuple[tuple[int, float], ...] = ()
     time_ms: dict[str, int | None] = field(default_factory=dict)
     judge_tokens_per_run: int | None = None
+    checks: tuple[CheckStats, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         row: dict[str, Any] = {"family": self.family, "trials": self.trials, "successes": self.successes}
@@ -72,7 +100,26 @@ class FamilyStats:
                 row["pass^%d" % k] = every
         row["time_ms"] = dict(self.time_ms)
         row["cost"] = {"judge_tokens_per_run": self.judge_tokens_per_run}
+        row["checks"] = {c.check: c.as_dict() for c in self.checks}
         return row
+
+
+def _check_runs(ledger: Ledger, record: TierRecord, contract: Contract | None, tally: dict[str, list[int]]) -> None:
+    """Add each run of each check of one deterministic record to ``tally`` (check id: [runs,
+    passes]), each judged by the rule of the contract the record names (none: not counted).
+    """
+    if contract is None or record.tier is not Tier.DETERMINISTIC:
+        return
+    for ref in record.evidence:
+        if not ref.check_id.startswith("check:") or ref.media_type != CHECK_RESULT_MEDIA_TYPE:
+            continue
+        check = contract.check(ref.check_id[6:].partition("#")[0])
+        if check is None:
+            continue
+        ok, _ = derive_check(check, evidence_json(ledger, ref.digest, CHECK_RESULT_FORMAT))
+        counts = tally.setdefault(check.id, [0, 0])
+        counts[0] += 1
+        counts[1] += int(ok)
 
 
 def _reply_tokens(ledger: Ledger, reply: object) -> int | None:
@@ -113,6 +160,24 @@ def _timings(ledger: Ledger, record: TierRecord, timings: dict[str, list[int]], 
         timings["deterministic"].append(sum(ms for ms in check_ms if ms is not None))
 
 
+def _contracts(ledger: Ledger, task: str) -> dict[Digest, Contract]:
+    """The task's contract revisions that parse, by config hash (verify reports the others)."""
+    found = {}
+    for _, revision in ledger.contract_revisions(task):
+        try:
+            found[revision.config_hash] = revision.parse()
+        except ReceiptsError:
+            continue
+    return found
+
+
+def _per_check(tally: dict[str, list[int]], ks: Sequence[int]) -> tuple[CheckStats, ...]:
+    return tuple(
+        CheckStats(cid, runs, passes, tuple((k, round(_comb(passes, k) / _comb(runs, k), 4)) for k in ks if k <= runs))
+        for cid, (runs, passes) in sorted(tally.items())
+    )
+
+
 def parse_ks(text: str) -> tuple[int, ...]:
     """``--k``'s comma-separated whole numbers (`InputError` otherwise)."""
     try:
@@ -135,15 +200,19 @@ def stats(ledger: Ledger, prefix: str = "", ks: Sequence[int] = (1, 5), min_tria
         successes = 0
         timings: dict[str, list[int]] = {"deterministic": [], "judge": []}
         judge_tokens: list[int] = []  # per judge run, only where every reply reported its usage
+        tally: dict[str, list[int]] = {}
         for task in trials:
+            contracts = _contracts(ledger, task)
             receipts = [s for s in ledger.entries(task=task) if s.kind == EntryKind.RECEIPT.value]
             if receipts:
                 res = verify_receipt(ledger.reader, str(Digest(receipts[-1].body_hash)), trust)
                 successes += bool(res.ok and res.derived_eligible)
             for row in ledger.records_for(task):
                 _timings(ledger, row.record, timings, judge_tokens)
+                _check_runs(ledger, row.record, contracts.get(row.record.config_hash), tally)
         n, c = len(trials), successes
         time_ms = {tier: _mean(v) for tier, v in timings.items()}
+        checks = _per_check(tally, ks)
         if n < min_trials:
             out.append(
                 FamilyStats(
@@ -153,6 +222,7 @@ def stats(ledger: Ledger, prefix: str = "", ks: Sequence[int] = (1, 5), min_tria
                     note="too few trials for a meaningful figure (%d < %d)" % (n, min_trials),
                     time_ms=time_ms,
                     judge_tokens_per_run=_mean(judge_tokens),
+                    checks=checks,
                 )
             )
             continue
@@ -168,6 +238,7 @@ def stats(ledger: Ledger, prefix: str = "", ks: Sequence[int] = (1, 5), min_tria
                 pass_all=tuple((k, round(_comb(c, k) / _comb(n, k), 4)) for k in ks if k <= n),
                 time_ms=time_ms,
                 judge_tokens_per_run=_mean(judge_tokens),
+                checks=checks,
             )
         )
     return out

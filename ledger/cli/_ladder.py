@@ -103,6 +103,11 @@ def seal(
     emit_appended(as_json, "receipt", sealed.appended, sealed.receipt, lib.sealed_line(task, sealed))
 
 
+def _shows_progress(as_json: bool) -> bool:
+    """Progress lines go to a terminal, never into --json's stream or a log's noise."""
+    return sys.stderr.isatty() and not as_json
+
+
 @cli.command()
 @click.argument("task")
 @contract_option
@@ -131,7 +136,6 @@ def check(
     Exit 0 if the tier passed, 1 if it failed.
     """
     source, data = _required_contract(ctx, task, contract_path)
-    show = sys.stderr.isatty() and not as_json
     run = lib.run_deterministic(
         _ledger(ctx),
         repo=_repo(),
@@ -141,7 +145,7 @@ def check(
         signer=_signer(key_name),
         base=base,
         allow_dirty=allow_dirty,
-        on_check=(lambda cid: click.echo("running %s ..." % cid, err=True)) if show else None,
+        on_check=(lambda cid: click.echo("running %s ..." % cid, err=True)) if _shows_progress(as_json) else None,
         clean_room=clean_room,
     )
     emit(as_json, lib.check_document(run), lib.check_lines(run))

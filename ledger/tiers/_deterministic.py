@@ -97,26 +97,9 @@ def run_deterministic(
     snapshot = take_snapshot(repo, contract, base=base, allow_dirty=allow_dirty, subtasks=subtasks)
     snapshot = dataclasses.replace(snapshot, process=process_facts(store, task_id, contract, snapshot.candidate))
     env = dict(os.environ if environ is None else environ)
-    in_room = clean_room or contract.clean_room
-    if in_room and snapshot.dirty is not None:
-        raise InputError("a clean room runs the committed candidate: commit the changes, or leave out --allow-dirty")
-    with _clean_room(repo, contract, snapshot.commit, snapshot.base) if in_room else contextlib.nullcontext() as room:
-        if room is not None:
-            snapshot = dataclasses.replace(snapshot, clean_room=room.document())
-        refs, snap_doc = _put_snapshot(store, snapshot)
-        ctx = Context(
-            repo=repo if room is None else room.folder,
-            contract=contract,
-            store=store,
-            redactor=Redactor(contract.secret_env, env),
-            deadline=time.monotonic() + contract.total_timeout_s,
-            environ=env,
-            command_prefix=() if room is None else room.command_prefix,
-        )
-        before = untracked(ctx.repo)
-        results, rows = _run_checks(ctx, refs, on_check)
-        if room is None:  # a clean room's leftovers go with it
-            remember_check_outputs(repo, before)
+    snapshot, refs, snap_doc, results, rows = _evaluated(
+        store, repo, contract, snapshot, env, on_check, clean_room or contract.clean_room
+    )
     now = _clock.now()
     waived = {
         w.check_id: w.describe(seq, signer)
@@ -137,6 +120,41 @@ def run_deterministic(
         created=now,
     )
     return CheckRun(record, appended, outcome, tuple(rows), snapshot, contract_entry)
+
+
+def _evaluated(
+    store: Store,
+    repo: Path,
+    contract: Contract,
+    snapshot: Snapshot,
+    env: dict[str, str],
+    on_check: Callable[[str], None] | None,
+    in_room: bool,
+) -> tuple[Snapshot, list[EvidenceRef], dict[str, Any], dict[str, dict[str, Any]], list[tuple[str, str, str, str]]]:
+    """Store the snapshot and run every check, in the working tree or in a clean room (which
+    the snapshot then describes): the snapshot, the evidence refs, the snapshot document as
+    stored, the results by evidence key and the table of checks.
+    """
+    if in_room and snapshot.dirty is not None:
+        raise InputError("a clean room runs the committed candidate: commit the changes, or leave out --allow-dirty")
+    with _clean_room(repo, contract, snapshot.commit, snapshot.base) if in_room else contextlib.nullcontext() as room:
+        if room is not None:
+            snapshot = dataclasses.replace(snapshot, clean_room=room.document())
+        refs, snap_doc = _put_snapshot(store, snapshot)
+        ctx = Context(
+            repo=repo if room is None else room.folder,
+            contract=contract,
+            store=store,
+            redactor=Redactor(contract.secret_env, env),
+            deadline=time.monotonic() + contract.total_timeout_s,
+            environ=env,
+            command_prefix=() if room is None else room.command_prefix,
+        )
+        before = untracked(ctx.repo)
+        results, rows = _run_checks(ctx, refs, on_check)
+        if room is None:  # a clean room's leftovers go with it
+            remember_check_outputs(repo, before)
+    return snapshot, refs, snap_doc, results, rows
 
 
 def _put_snapshot(store: Store, snapshot: Snapshot) -> tuple[list[EvidenceRef], dict[str, Any]]:

@@ -484,16 +484,24 @@ def stats_lines(rows: Sequence[FamilyStats]) -> list[str]:
             _shown(row.time_ms.get("judge"), " ms"),
             _shown(row.judge_tokens_per_run),
         )
+        per_check = "".join(
+            "\n  check %s: %d of %d runs passed%s"
+            % (c.check, c.passes, c.runs, "".join("  pass^%d=%.3f" % kv for kv in c.pass_all))
+            for c in row.checks
+        )
         if row.note is not None:
-            lines.append("%-24s n=%d successes=%d: %s\n%s" % (row.family, row.trials, row.successes, row.note, costs))
+            lines.append(
+                "%-24s n=%d successes=%d: %s\n%s%s"
+                % (row.family, row.trials, row.successes, row.note, costs, per_check)
+            )
             continue
         figures = "  ".join(
             "pass@%d=%.3f  pass^%d=%.3f" % (*at, *every) for at, every in zip(row.pass_at, row.pass_all, strict=True)
         )
         low, high = row.success_rate_95ci or (0.0, 1.0)
         lines.append(
-            "%-24s n=%d successes=%d rate=%.3f (95%% CI %.3f-%.3f)  %s\n%s"
-            % (row.family, row.trials, row.successes, row.success_rate or 0.0, low, high, figures, costs)
+            "%-24s n=%d successes=%d rate=%.3f (95%% CI %.3f-%.3f)  %s\n%s%s"
+            % (row.family, row.trials, row.successes, row.success_rate or 0.0, low, high, figures, costs, per_check)
         )
     return lines
 
