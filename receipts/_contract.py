@@ -489,13 +489,6 @@ WEAKENING_RULES: tuple[tuple[str, Callable[[Contract, Contract], list[str]]], ..
     ),
     ("human-approvals-lowered", lambda o, n: _lowered(o.human_approvals, n.human_approvals, "human approvals")),
     (
-        "clean-room-dropped",
-        lambda o, n: (
-            ["the deterministic tier no longer has to run in a clean room"] if o.clean_room and not n.clean_room else []
-        ),
-    ),
-    ("test-file-dropped", lambda o, n: _dropped(o.test_files, n.test_files, "test file (restored in a clean room)")),
-    (
         "independent-approvers-dropped",
         lambda o, n: (
             ["approvers no longer have to differ from the keys that claimed or authored the change"]
@@ -503,6 +496,13 @@ WEAKENING_RULES: tuple[tuple[str, Callable[[Contract, Contract], list[str]]], ..
             else []
         ),
     ),
+    (
+        "clean-room-dropped",
+        lambda o, n: (
+            ["the deterministic tier no longer has to run in a clean room"] if o.clean_room and not n.clean_room else []
+        ),
+    ),
+    ("test-file-dropped", lambda o, n: _dropped(o.test_files, n.test_files, "test file (restored in a clean room)")),
     (
         "no-op-kind",
         lambda o, n: (
