@@ -531,11 +531,7 @@ def _echo_pass(tmp: Path) -> Sample:
                 doc = json.loads(_blob(s, ref.digest).read_bytes())
                 doc["declared"]["command"] = doc["facts"]["command"] = ["echo", "PASS"]
                 doc["facts"]["exit_code"] = 0
-                data = json.dumps(doc, sort_keys=True, indent=1).encode()
-                digest = r.content_digest(data)
-                _blob(s, digest).parent.mkdir(exist_ok=True)
-                _blob(s, digest).write_bytes(data)
-                ref = r.EvidenceRef(ref.check_id, digest, len(data), ref.media_type)
+                ref = _stored_as(s, ref, doc)
             out.append(ref)
         return tuple(out)
 
@@ -567,11 +563,7 @@ def _room_unlisted(tmp: Path) -> Sample:
             doc = json.loads(_blob(s, ref.digest).read_bytes())
             assert doc["clean_room"]["kept_new"] == ["app.py"]
             doc["clean_room"]["kept_new"] = []
-            data = json.dumps(doc, sort_keys=True, indent=1).encode()
-            digest = r.content_digest(data)
-            _blob(s, digest).parent.mkdir(exist_ok=True)
-            _blob(s, digest).write_bytes(data)
-            ref = r.EvidenceRef(ref.check_id, digest, len(data), ref.media_type)
+            ref = _stored_as(s, ref, doc)
         out.append(ref)
     evidence = tuple(out)
     forged = dataclasses.replace(rec, evidence=evidence, evidence_hash=r.evidence_list_hash(evidence))
@@ -579,6 +571,15 @@ def _room_unlisted(tmp: Path) -> Sample:
     s.receipt = _retarget_receipt(rows, s.records[r.Tier.DETERMINISTIC], r.tier_record_hash(forged))
     write_rows(s.root, rows, resign_from=i)
     return s
+
+
+def _stored_as(s: Sample, ref: r.EvidenceRef, doc: dict[str, Any]) -> r.EvidenceRef:
+    """``doc`` stored as the runner stores JSON evidence, named as ``ref`` was."""
+    data = json.dumps(doc, sort_keys=True, indent=1).encode()
+    digest = r.content_digest(data)
+    _blob(s, digest).parent.mkdir(exist_ok=True)
+    _blob(s, digest).write_bytes(data)
+    return r.EvidenceRef(ref.check_id, digest, len(data), ref.media_type)
 
 
 def _blob(s: Sample, digest: r.Digest) -> Path:
