@@ -434,9 +434,9 @@ def _state(where: _Where) -> dict[str, Any]:
 def _save_state(where: _Where, state: dict[str, Any]) -> None:
     from .._files import write_atomic
 
-    # Not flushed to the disk: a power loss may only reset the repair count (more repair
-    # rounds, never fewer blocks) and the model
-    # (`_state` reads a missing or empty file as none), and every Stop pays for a flush.
+    # Not flushed to the disk, which every Stop would pay for: a power loss may only reset
+    # the repair count (more repair rounds, never fewer blocks) and the model, since
+    # `_state` reads a missing or empty file as none.
     write_atomic(where.state_file, json.dumps(state, sort_keys=True).encode("utf-8"), durable=False)
 
 
