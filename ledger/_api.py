@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         start_task,
         uninstall_hooks,
     )
+    from .agents._provenance import Provenance, add_provenance, task_provenance
     from .agents._traces import TRACE_DECISIONS_FORMAT, ingest_trace, process_facts
     from .audit._population import POPULATION_COLUMNS, ChangeRow, mark_reached, population, population_csv
     from .audit._stats import FamilyStats, family_of, parse_ks, stats
@@ -272,6 +273,10 @@ __all__ = [
     "TRACE_DECISIONS_FORMAT",
     "ingest_trace",
     "process_facts",
+    # the agents' provenance records
+    "Provenance",
+    "add_provenance",
+    "task_provenance",
     # status and the nudge
     "task_state",
     "deterministic_runs",
@@ -512,6 +517,9 @@ _WHERE = {
     "TRACE_DECISIONS_FORMAT": "agents._traces",
     "ingest_trace": "agents._traces",
     "process_facts": "agents._traces",
+    "Provenance": "agents._provenance",
+    "add_provenance": "agents._provenance",
+    "task_provenance": "agents._provenance",
     "task_state": "ladder._status",
     "deterministic_runs": "ladder._status",
     "DeterministicRun": "ladder._status",

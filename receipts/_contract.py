@@ -36,7 +36,15 @@ __all__ = [
 ]
 
 SIGNAL_TYPES = frozenset(
-    {"path_exists", "test_passes", "file_contains", "absence_verified", "schema_valid", "hash_stable"}
+    {
+        "path_exists",
+        "test_passes",
+        "file_contains",
+        "absence_verified",
+        "schema_valid",
+        "hash_stable",
+        "attribution_declared",
+    }
 )
 CONTRACT_KINDS = frozenset({"code", "research", "planning"})
 NO_OP_KINDS = frozenset({"research", "planning"})
@@ -144,6 +152,8 @@ _CHECK_FIELDS = {
     "absence_verified": (set(), {"literal", "regex", "path_glob", "paths"}),
     "schema_valid": ({"path", "schema"}, set()),
     "hash_stable": ({"path"}, {"digest", "command"}),
+    # Every added line declared by the agents' provenance records (§6d); ``paths`` narrows it.
+    "attribution_declared": (set(), {"paths"}),
 }
 
 

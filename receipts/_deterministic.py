@@ -17,6 +17,7 @@ from ._contract import Check, Contract, ToolPolicy, Waiver, thaw
 from ._digest import Digest
 from ._errors import FormatError
 from ._model import TierRecord, Verdict
+from ._provenance import PROVENANCE_FORMAT, declared_facts, undeclared
 
 __all__ = [
     "CHECK_RESULT_FORMAT",
@@ -179,6 +180,26 @@ def _hash_stable_facts(check: Check, facts: Mapping[str, Any]) -> tuple[bool, st
     return (digests[0] == digests[1]), "build digests %s" % ("match" if digests[0] == digests[1] else "differ")
 
 
+def _attribution_declared_facts(check: Check, facts: Mapping[str, Any]) -> tuple[bool, str]:
+    records = _fact(facts, "records", list)
+    unreadable = _fact(facts, "unreadable", list)
+    if unreadable:
+        return False, "provenance record(s) missing, altered or invalid: %s" % ", ".join(str(d) for d in unreadable)
+    if not records:
+        return False, "no provenance record was stored for this task (ledger evidence add)"
+    changed = _fact(facts, "changed", dict)
+    globs = check.param("paths")
+    if isinstance(globs, (list, tuple)):
+        import fnmatch
+
+        changed = {p: v for p, v in changed.items() if any(fnmatch.fnmatchcase(p, str(g)) for g in globs)}
+    missing = undeclared(changed, _fact(facts, "declared_ranges", dict), _fact(facts, "declared_files", list))
+    if missing:
+        shown = "; ".join(missing[:10]) + ("; and %d more file(s)" % (len(missing) - 10) if len(missing) > 10 else "")
+        return False, "changed lines no provenance record declares: %s" % shown
+    return True, "every added line of %d file(s) is declared by %d record(s)" % (len(changed), len(records))
+
+
 # Each signal type's rule: whether its recorded facts show a pass, and why.
 _FACT_RULES: Mapping[str, Callable[[Check, Mapping[str, Any]], tuple[bool, str]]] = {
     "path_exists": _path_exists_facts,
@@ -187,6 +208,7 @@ _FACT_RULES: Mapping[str, Callable[[Check, Mapping[str, Any]], tuple[bool, str]]
     "absence_verified": _absence_verified_facts,
     "schema_valid": _schema_valid_facts,
     "hash_stable": _hash_stable_facts,
+    "attribution_declared": _attribution_declared_facts,
 }
 
 
@@ -388,7 +410,7 @@ def rederive_deterministic(
             seen.add(check_id)
             doc = read(ref.digest, CHECK_RESULT_FORMAT)
             if doc is not None and doc.get("id") == check_id.partition("#")[0]:
-                results[check_id] = doc
+                results[check_id] = _provenance_reread(doc, read)
     if snapshot is not None and snapshot.get("candidate") != str(record.input_hash):
         return Outcome(
             Verdict.FAIL,
@@ -397,6 +419,25 @@ def rederive_deterministic(
             failed=tuple(c.id for c in contract.checks),
         )
     return derive_deterministic(contract, results, snapshot, waivers)
+
+
+def _provenance_reread(result: dict[str, Any], read: EvidenceReader) -> dict[str, Any]:
+    """An `attribution_declared` result with what its provenance records declare read again
+    from the stored records (§6d), not taken from the result: an altered record is caught.
+    """
+    facts = result.get("facts")
+    if result.get("type") != "attribution_declared" or not isinstance(facts, dict):
+        return result
+    records = facts.get("records")
+    if not isinstance(records, list) or not all(isinstance(d, str) for d in records):
+        return result
+    docs = []
+    for digest in records:
+        try:
+            docs.append((digest, read(Digest.parse(digest), PROVENANCE_FORMAT)))
+        except FormatError:
+            docs.append((digest, None))
+    return {**result, "facts": {**facts, **declared_facts(docs)}}
 
 
 def _protected_changes(contract: Contract, snapshot: Mapping[str, Any]) -> list[str]:

@@ -28,6 +28,7 @@ class EventType(enum.StrEnum):
     GATE_DECISION = "gate_decision"
     EFFECT_BEGIN = "effect_begin"
     EFFECT_RESULT = "effect_result"  # confirmed, failed or unknown; a confirm is effect_committed
+    PROVENANCE = "provenance"  # an agent's own record of what it wrote (Agent Trace, git-ai, Entire)
 
 
 class EffectOutcome(enum.StrEnum):
@@ -44,6 +45,8 @@ EVENT_ROLES: dict[EventType, Role] = {
     EventType.GATE_DECISION: Role.SEAL,
     EventType.EFFECT_BEGIN: Role.SEAL,
     EventType.EFFECT_RESULT: Role.SEAL,
+    # The agent's declaration of authorship: signed as submitted, never evidence of success.
+    EventType.PROVENANCE: Role.AGENT,
 }
 
 

@@ -16,6 +16,7 @@ from typing import Any, TypeGuard
 
 from ._contract import Contract
 from ._model import Verdict
+from ._provenance import declared_facts
 
 __all__ = [
     "JUDGE_RUN_FORMAT",
@@ -194,10 +195,16 @@ def new_judge_run(
     }
 
 
-def derive_judge(run: Mapping[str, Any], replies: Mapping[str, bytes], contract: Contract) -> SampleOutcome:
+def derive_judge(
+    run: Mapping[str, Any],
+    replies: Mapping[str, bytes],
+    contract: Contract,
+    provenance: Mapping[str, Mapping[str, Any] | None] | None = None,
+) -> SampleOutcome:
     """The judge tier's verdict from a recorded run (see docs/format.md §6b) under its
     contract. Missing or malformed parts count as unusable answers; a run in which no
     sample gave a usable answer is a skip (the judge could not judge), not a verdict.
+    ``provenance``: the run's provenance documents by digest (§6d), whose models are authors.
     """
     skipped = run.get("skipped")
     if isinstance(skipped, str) and skipped:
@@ -215,12 +222,11 @@ def derive_judge(run: Mapping[str, Any], replies: Mapping[str, bytes], contract:
         or not isinstance(backend, str)
     ):
         return SampleOutcome(Verdict.FAIL, 0, "the judge run record is malformed")
-    if prior + len(attempts) > cap:
-        return SampleOutcome(Verdict.FAIL, 0, "more attempts than the retry cap allows")
     wanted = run.get("samples", settings.samples)
-    if not _is_count(wanted) or wanted < settings.samples:
-        return SampleOutcome(Verdict.FAIL, 0, "fewer samples than the contract requires")
-    independent = _independent(run, contract, model)
+    authors, problem = _recorded_authors(run, provenance or {}, contract)
+    if problem := _shape_problem(prior + len(attempts), cap, wanted, settings.samples) or problem:
+        return SampleOutcome(Verdict.FAIL, 0, problem)
+    independent = _independent(run, contract, model, authors)
     threshold = contract.judge_threshold_bp
     last: SampleOutcome | None = None
     problems: list[str] = []  # why samples had no usable answer, in order
@@ -251,15 +257,47 @@ def derive_judge(run: Mapping[str, Any], replies: Mapping[str, bytes], contract:
     return last
 
 
-def _independent(run: Mapping[str, Any], contract: Contract, model: str) -> bool:
-    """Whether the judge's model family differs from the author's: the contract's declared
-    author wins; else the author model the run recorded from the agent's own claim, if any
-    (a run without one is judged as before).
+def _shape_problem(attempts: int, cap: int, wanted: object, required: int) -> str:
+    if attempts > cap:
+        return "more attempts than the retry cap allows"
+    if not _is_count(wanted) or wanted < required:
+        return "fewer samples than the contract requires"
+    return ""
+
+
+def _recorded_authors(
+    run: Mapping[str, Any], provenance: Mapping[str, Mapping[str, Any] | None], contract: Contract
+) -> tuple[tuple[str, ...], str]:
+    """The models the run's provenance records name, and why they cannot be used (a record
+    missing or altered, or naming another family than the contract's declared author).
+    """
+    records = run.get("provenance", [])
+    if not isinstance(records, list) or not all(isinstance(d, str) for d in records):
+        return (), "the judge run's provenance list is malformed"
+    facts = declared_facts([(d, provenance.get(d)) for d in records])
+    if facts["unreadable"]:
+        return (), "provenance record(s) missing, altered or invalid: %s" % ", ".join(facts["unreadable"])
+    models: tuple[str, ...] = tuple(facts["models"])
+    declared = contract.author_model
+    others = [m for m in models if declared and model_family(m) != model_family(declared)]
+    if others:
+        return models, "the contract declares the author model %s; the provenance records name %s" % (
+            declared,
+            ", ".join(others),
+        )
+    return models, ""
+
+
+def _independent(run: Mapping[str, Any], contract: Contract, model: str, recorded: tuple[str, ...] = ()) -> bool:
+    """Whether the judge's model family differs from every author's: the contract's
+    declared author, else the author model the run recorded from the agent's own claim,
+    and each model the provenance records name (a run with none is judged as before).
     """
     author = contract.author_model
     if author is None and isinstance(run.get("author_model"), str) and run["author_model"]:
         author = run["author_model"]
-    return author is None or model_family(model) != model_family(author)
+    authors = ((author,) if author else ()) + recorded
+    return all(model_family(model) != model_family(a) for a in authors)
 
 
 def _is_count(value: object) -> TypeGuard[int]:

@@ -20,7 +20,17 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from docs_as_written import Site
 
 import receipts as r
-from ledger import Appended, Ledger, add_key, decide, record_tier, run_deterministic, run_judge, seal_receipt
+from ledger import (
+    Appended,
+    Ledger,
+    add_key,
+    add_provenance,
+    decide,
+    record_tier,
+    run_deterministic,
+    run_judge,
+    seal_receipt,
+)
 
 # The hooks' resident process (ledger/agents/_resident.py): where its socket lives, and
 # whether a hook may, must or must not be answered by it.
@@ -255,11 +265,13 @@ def build_sample(
     check_extra: str = "",
     top: str = "",
     clean_room: bool = False,
+    provenance: Path | None = None,
 ) -> Sample:
     """A ledger with keys for every role, a real deterministic run on a real repository
     (passing unless ``verdicts`` says FAIL; its `tests` check runs ``command`` when given,
     with ``check_extra`` lines added to the check, ``top`` lines at the contract's top, in a
-    clean room when asked), hand-made judge and human records, and a receipt."""
+    clean room when asked, after the agent added the Agent Trace record ``provenance``),
+    hand-made judge and human records, and a receipt."""
     verdicts = verdicts or {t: r.Verdict.PASS for t in r.LADDER}
     root = tmp / "ledger"
     ev = tmp / "evidence"
@@ -272,6 +284,8 @@ def build_sample(
         command = "print('1 passed')" if verdicts[r.Tier.DETERMINISTIC] is r.Verdict.PASS else "raise SystemExit(1)"
     judge_mode = {r.Verdict.PASS: ("accept", "0.9"), r.Verdict.FAIL: ("reject", "0.9")}[verdicts[r.Tier.JUDGE]]
     contract = contract_bytes(command=command, judge=judge or judge_table(*judge_mode), extra=check_extra, top=top)
+    if provenance is not None:
+        add_provenance(ledger, SIGNERS["agent"], TASK, None, repo=repo, agent_trace=provenance)
     run = run_deterministic(
         ledger,
         repo=repo,

@@ -12,13 +12,15 @@ import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from receipts import (
     JUDGE_RUN_FORMAT,
     JUDGE_RUN_MEDIA_TYPE,
     KEYRING_KINDS,
     LADDER,
+    PROVENANCE_FORMAT,
+    PROVENANCE_MEDIA_TYPE,
     Body,
     CachedNodes,
     CompactRange,
@@ -612,6 +614,7 @@ def _evidence_defects(
 def _rederive_judge(source: Source, record: TierRecord, contract: Contract) -> SampleOutcome:
     run = None
     replies: dict[str, bytes] = {}
+    provenance: dict[str, dict[str, Any] | None] = {}
     for ref in record.evidence:
         if ref.check_id == "judge:run" and ref.media_type == JUDGE_RUN_MEDIA_TYPE:
             run = read_evidence(source, ref.digest, JUDGE_RUN_FORMAT)
@@ -619,9 +622,11 @@ def _rederive_judge(source: Source, record: TierRecord, contract: Contract) -> S
             data = read_blob(source, ref.digest)
             if data is not None:
                 replies[str(ref.digest)] = data
+        elif ref.check_id.startswith("judge:provenance:") and ref.media_type == PROVENANCE_MEDIA_TYPE:
+            provenance[str(ref.digest)] = read_evidence(source, ref.digest, PROVENANCE_FORMAT)
     if run is None:
         return SampleOutcome(Verdict.FAIL, 0, "no judge run was recorded")
-    return derive_judge(run, replies, contract)
+    return derive_judge(run, replies, contract, provenance)
 
 
 # -- 6 ------------------------------------------------------------------------------------------

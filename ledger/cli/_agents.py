@@ -1,4 +1,4 @@
-"""The agent's loop: `hook`, `task`, `claim`, `stopped`, `trace`, `effect`."""
+"""The agent's loop: `hook`, `task`, `claim`, `stopped`, `trace`, `evidence`, `effect`."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from ..agents._hooks import EVENTS as HOOK_EVENTS
 from ._group import cli
 from ._options import _FILE, F, _TrustArgs, contract_option, input_option, json_option, key_option, trust_option
 from ._output import emit, exit_with
-from ._shared import _candidate, _Group, _ledger, _required_contract, _root, _signer, _trust
+from ._shared import _candidate, _Group, _ledger, _repo, _required_contract, _root, _signer, _trust
 
 
 @cli.group(cls=_Group)
@@ -164,6 +164,64 @@ def trace(
     )
     emit(as_json, [d.as_dict() for d in decisions], lib.trace_lines(decisions))
     exit_with(all(d.decision == "approved" for d in decisions))
+
+
+@cli.group(cls=_Group)
+def evidence() -> None:
+    """The agents' own records, taken as evidence."""
+
+
+@evidence.command("add")
+@click.argument("task")
+@click.option("--agent-trace", "agent_trace", type=_FILE, help="An Agent Trace record (JSON).")
+@click.option("--git-ai", "git_ai", is_flag=True, help="The git-ai note (refs/notes/ai) of the --input commit.")
+@click.option("--entire", "entire", metavar="ID", help="An Entire checkpoint (entire/checkpoints/v1).")
+@key_option("The agent's key (role agent)")
+@input_option("The candidate the record describes (and, with --git-ai, whose note to read).")
+@json_option
+@click.pass_context
+def evidence_add(
+    ctx: click.Context,
+    task: str,
+    agent_trace: Path | None,
+    git_ai: bool,
+    entire: str | None,
+    key_name: str,
+    input_spec: str,
+    as_json: bool,
+) -> None:
+    """Validate an agent's provenance record and store it under a signed provenance event.
+
+    The contract's attribution_declared check and the judge's different-family rule read it.
+    """
+    repo = _repo()
+    added = lib.add_provenance(
+        _ledger(ctx),
+        _signer(key_name),
+        task,
+        _candidate(input_spec),
+        repo=repo,
+        agent_trace=agent_trace,
+        git_ai=input_spec if git_ai else None,
+        entire=entire,
+    )
+    declared = added.declared
+    doc = {
+        "seq": added.appended.seq,
+        "document": str(added.document),
+        "files": [path for path, _ in declared.ranges] + list(declared.files),
+        "models": list(declared.models),
+    }
+    files = len(doc["files"])
+    models = ", ".join(declared.models) or "none named"
+    emit(
+        as_json,
+        doc,
+        [
+            "provenance recorded at entry %d: %d file(s) declared; models: %s" % (added.appended.seq, files, models),
+            "  stored as %s" % added.document,
+        ],
+    )
 
 
 @cli.group(cls=_Group)

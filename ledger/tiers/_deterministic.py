@@ -149,6 +149,7 @@ def _evaluated(
             deadline=time.monotonic() + contract.total_timeout_s,
             environ=env,
             command_prefix=() if room is None else room.command_prefix,
+            diff=snapshot.diff,
         )
         before = untracked(ctx.repo)
         results, rows = _run_checks(ctx, refs, on_check)
@@ -296,10 +297,7 @@ def run_in_loop(
         deadline=time.monotonic() + limit,
         environ=env,
     )
-    chosen = [c for c in contract.checks if budget_s is None or c.fast]
-    if budget_s is not None:  # the checks that read files first: the budget is not spent before them
-        chosen.sort(key=lambda c: c.type not in READ_ONLY_TYPES)
-    deferred = [(c.id, "not marked fast") for c in contract.checks if budget_s is not None and not c.fast]
+    chosen, deferred = _loop_plan(contract, budget_s)
     rows = []
     # Only a command leaves files behind: a contract of file checks is spared two `git status`.
     watched = any(check.type not in READ_ONLY_TYPES for check in chosen)
@@ -323,6 +321,22 @@ def run_in_loop(
         # §6a fails such a task in the signed tier: an empty table must not read as a pass here.
         rows.append(("(contract)", False, "the contract declares no checks: nothing was verified", ""))
     return LoopRun(tuple(rows), tuple(deferred))
+
+
+def _loop_plan(contract: Contract, budget_s: float | None) -> tuple[list[Check], list[tuple[str, str]]]:
+    """The checks the loop runs, in order, and those it leaves to CI with why."""
+    deferred: list[tuple[str, str]] = []
+    chosen: list[Check] = []
+    for check in contract.checks:
+        if check.type == "attribution_declared":  # it reads the ledger's provenance and the snapshot's diff
+            deferred.append((check.id, "decided by the signed tier"))
+        elif budget_s is not None and not check.fast:
+            deferred.append((check.id, "not marked fast"))
+        else:
+            chosen.append(check)
+    if budget_s is not None:  # the checks that read files first: the budget is not spent before them
+        chosen.sort(key=lambda c: c.type not in READ_ONLY_TYPES)
+    return chosen, deferred
 
 
 def _attempts_in_loop(ctx: Context, check: Check, sink: _Discard, budgeted: bool) -> tuple[bool, str, str] | None:

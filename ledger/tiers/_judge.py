@@ -17,7 +17,7 @@ import time
 import tomllib
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -228,6 +228,20 @@ def _claimed_model(store: Store, task_id: str, candidate: Digest) -> str | None:
     return None
 
 
+def _provenance(store: Store, task_id: str, kept: _Kept, run: dict[str, Any]) -> dict[str, Any]:
+    """The task's provenance records, listed in the run and kept as its evidence: the
+    models they name are authors for the different-family rule (§6b, §6d).
+    """
+    from ..agents._provenance import task_provenance
+
+    records = task_provenance(store, task_id)
+    if records:
+        run["provenance"] = [str(ref.digest) for ref, _ in records]
+    for n, (ref, _) in enumerate(records):
+        kept.refs.append(replace(ref, check_id="judge:provenance:%d" % n))
+    return {str(ref.digest): doc for ref, doc in records}
+
+
 class _Kept:
     """The run's evidence: each blob stored as it is made, listed in the order made."""
 
@@ -309,10 +323,9 @@ def run_judge(
     prior = _prior_attempts(store, task_id, candidate, config)
     run = _run_document(contract, endpoint, skipped=skipped, prior=prior, diff=diff, samples=n_samples)
     claimed = None if contract.author_model else _claimed_model(store, task_id, candidate)
-    if claimed is not None:
-        # The model the agent's own claim named (agent hooks): the different-family rule
-        # then holds against it, as against a contract's author_model (§6b).
+    if claimed is not None:  # the different-family rule holds against the claim's model too (§6b)
         run["author_model"] = claimed
+    provenance = _provenance(store, task_id, kept, run)
     if skipped is None and isinstance(endpoint, Endpoint):
         for attempt in range(max(0, 1 + contract.judge.max_retries - prior)):
             asked = [
@@ -321,11 +334,11 @@ def run_judge(
             ]
             run["attempts"].append(asked)
             # A retry, or no usable answer yet (a skip), is asked again up to the cap.
-            if derive_judge(run, replies, contract).verdict not in (Verdict.RETRY, Verdict.SKIP):
+            if derive_judge(run, replies, contract, provenance).verdict not in (Verdict.RETRY, Verdict.SKIP):
                 break
     data = json.dumps(run, sort_keys=True, indent=1).encode()
     kept.put("judge:run", data, JUDGE_RUN_MEDIA_TYPE)
-    outcome = derive_judge(json.loads(data), replies, contract)
+    outcome = derive_judge(json.loads(data), replies, contract, provenance)
     record, appended = append_tier_record(
         store,
         signer,

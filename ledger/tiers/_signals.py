@@ -5,6 +5,7 @@ the same rule the verifier uses.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import glob
 import io
@@ -20,7 +21,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from receipts import CHECK_RESULT_FORMAT, Check, Contract, EvidenceRef, content_digest, declared_params
+from receipts import (
+    CHECK_RESULT_FORMAT,
+    Check,
+    Contract,
+    EvidenceRef,
+    added_lines,
+    content_digest,
+    declared_facts,
+    declared_params,
+)
 
 from .. import _clock
 from ..git._commands import git
@@ -34,7 +44,7 @@ __all__ = ["READ_ONLY_TYPES", "RUNNING_GROUPS", "Context", "Evaluated", "evaluat
 # own): whoever answers a hook kills them when the agent gives up on it (agents/_resident.py).
 RUNNING_GROUPS: set[int] = set()
 # The check types that read files and run nothing: they cannot leave files behind.
-READ_ONLY_TYPES = frozenset({"path_exists", "file_contains", "schema_valid"})
+READ_ONLY_TYPES = frozenset({"path_exists", "file_contains", "schema_valid", "attribution_declared"})
 
 _GLOB = re.compile(r"[*?\[]")
 _MAX_MATCHES = 100
@@ -49,6 +59,7 @@ class Context:
     deadline: float
     environ: dict[str, str]
     command_prefix: tuple[str, ...] = ()  # what every check command runs under (a clean room's network cut)
+    diff: bytes | None = None  # the candidate's diff against its base (the snapshot's), for attribution_declared
     _worktrees: list[Path] | None = None
 
     def worktrees(self) -> list[Path]:
@@ -334,6 +345,21 @@ def _hash_stable(ctx: Context, check: Check, out: Evaluated) -> dict[str, Any]:
     return {"path": check.param("path"), "mode": "rebuild", "digests": digests, "builds": builds}
 
 
+def _attribution_declared(ctx: Context, check: Check, out: Evaluated) -> dict[str, Any]:
+    """The candidate's added lines and what the task's provenance records declare (§6d);
+    the records go with the result as its evidence, for the verifier to read again.
+    """
+    from ..agents._provenance import task_provenance
+
+    if ctx.diff is None:
+        return {}  # no snapshot diff (the agent's loop): cannot be evaluated here
+    records = task_provenance(ctx.store, ctx.contract.task_id)
+    for n, (ref, _) in enumerate(records):
+        out.refs.append(dataclasses.replace(ref, check_id="check:%s:provenance:%d" % (check.id, n)))
+    facts = declared_facts([(str(ref.digest), doc) for ref, doc in records])
+    return {"changed": added_lines(ctx.diff), **facts}
+
+
 def evaluate(ctx: Context, check: Check) -> Evaluated:
     """Run one check and capture what it did. Unknown types produce no facts, which the
     verdict rule reads as a fail with the reason.
@@ -353,6 +379,8 @@ def evaluate(ctx: Context, check: Check) -> Evaluated:
         facts = _schema_valid(ctx, check)
     elif check.type == "hash_stable":
         facts = _hash_stable(ctx, check, out)
+    elif check.type == "attribution_declared":
+        facts = _attribution_declared(ctx, check, out)
     else:
         facts = {}
     out.result = {
