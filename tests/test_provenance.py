@@ -172,7 +172,9 @@ def _judged(env: tuple[Path, Ledger], model: str, top: str = "") -> r.SampleOutc
     run = _check(ledger, repo, contract)
     assert run[0].verdict is r.Verdict.PASS, run
     candidate = next(row.record.input_hash for row in ledger.records_for(TASK))
-    return run_judge(ledger, task_id=TASK, contract_bytes=contract, candidate=candidate, signer=SIGNERS["judge"]).outcome
+    return run_judge(
+        ledger, task_id=TASK, contract_bytes=contract, candidate=candidate, signer=SIGNERS["judge"]
+    ).outcome
 
 
 def test_a_trace_whose_model_shares_the_judges_family_makes_the_judge_refuse(env: tuple[Path, Ledger]) -> None:

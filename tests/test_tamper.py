@@ -549,6 +549,22 @@ def _attempt_dropped(tmp: Path) -> Sample:
     return _claim_pass(tmp, forge_evidence=forge, command=flaky_command(tmp / "runs"), check_extra="runs = 3\n")
 
 
+@mutation("provenance-blob-altered")
+def _provenance_altered(tmp: Path) -> Sample:
+    # The agent's record, as stored, changed after the check read it: its model renamed.
+    s = build_sample(
+        tmp,
+        check_extra='\n[[checks]]\nid = "declared"\ntype = "attribution_declared"\n',
+        provenance=Path(__file__).parent / "vectors" / "provenance" / "agent-trace.json",
+    )
+    rec = _record_body(read_rows(s.root), find_row(read_rows(s.root), s.records[r.Tier.DETERMINISTIC]))
+    ref = next(e for e in rec.evidence if e.check_id == "check:declared:provenance:0")
+    blob = _blob(s, ref.digest)
+    os.chmod(blob, 0o644)
+    blob.write_bytes(blob.read_bytes().replace(b"anthropic/claude", b"anthropic/clause"))
+    return s
+
+
 @mutation("clean-room-file-left-unlisted")
 def _room_unlisted(tmp: Path) -> Sample:
     # The runner re-signs its own record with a clean room that no longer accounts for a

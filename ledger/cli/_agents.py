@@ -206,13 +206,9 @@ def evidence_add(
         entire=entire,
     )
     declared = added.declared
-    doc = {
-        "seq": added.appended.seq,
-        "document": str(added.document),
-        "files": [path for path, _ in declared.ranges] + list(declared.files),
-        "models": list(declared.models),
-    }
-    files = len(doc["files"])
+    named = [path for path, _ in declared.ranges] + list(declared.files)
+    doc = {"seq": added.appended.seq, "document": str(added.document), "files": named, "models": list(declared.models)}
+    files = len(named)
     models = ", ".join(declared.models) or "none named"
     emit(
         as_json,
