@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import json
 import re
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from ._errors import FormatError
@@ -149,6 +147,9 @@ class _Collected:
 
 
 def _trace_header(doc: Any) -> None:
+    import uuid  # here: with datetime, a few ms of the agent hooks' start-up otherwise
+    from datetime import datetime
+
     src = "agent-trace"
     _require(
         src,

@@ -49,6 +49,24 @@ class Provenance:
     document: Digest
     declared: Declared
 
+    def as_dict(self) -> dict[str, Any]:
+        """What `ledger evidence add --json` prints."""
+        named = [path for path, _ in self.declared.ranges] + list(self.declared.files)
+        return {
+            "seq": self.appended.seq,
+            "document": str(self.document),
+            "files": named,
+            "models": list(self.declared.models),
+        }
+
+    def lines(self) -> list[str]:
+        """What it prints for people."""
+        files, models = len(self.as_dict()["files"]), ", ".join(self.declared.models) or "none named"
+        return [
+            "provenance recorded at entry %d: %d file(s) declared; models: %s" % (self.appended.seq, files, models),
+            "  stored as %s" % self.document,
+        ]
+
 
 def add_provenance(
     store: Store,

@@ -194,30 +194,17 @@ def evidence_add(
 
     The contract's attribution_declared check and the judge's different-family rule read it.
     """
-    repo = _repo()
     added = lib.add_provenance(
         _ledger(ctx),
         _signer(key_name),
         task,
         _candidate(input_spec),
-        repo=repo,
+        repo=_repo(),
         agent_trace=agent_trace,
         git_ai=input_spec if git_ai else None,
         entire=entire,
     )
-    declared = added.declared
-    named = [path for path, _ in declared.ranges] + list(declared.files)
-    doc = {"seq": added.appended.seq, "document": str(added.document), "files": named, "models": list(declared.models)}
-    files = len(named)
-    models = ", ".join(declared.models) or "none named"
-    emit(
-        as_json,
-        doc,
-        [
-            "provenance recorded at entry %d: %d file(s) declared; models: %s" % (added.appended.seq, files, models),
-            "  stored as %s" % added.document,
-        ],
-    )
+    emit(as_json, added.as_dict(), added.lines())
 
 
 @cli.group(cls=_Group)
