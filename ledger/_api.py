@@ -160,6 +160,8 @@ if TYPE_CHECKING:
         trace_lines,
         verify_lines,
     )
+    from .web._app import web_app
+    from .web._site import build_site
 
 __all__ = [
     # the store
@@ -277,6 +279,9 @@ __all__ = [
     "Provenance",
     "add_provenance",
     "task_provenance",
+    # the web view and the static site
+    "web_app",
+    "build_site",
     # status and the nudge
     "task_state",
     "deterministic_runs",
@@ -517,6 +522,8 @@ _WHERE = {
     "TRACE_DECISIONS_FORMAT": "agents._traces",
     "ingest_trace": "agents._traces",
     "process_facts": "agents._traces",
+    "web_app": "web._app",
+    "build_site": "web._site",
     "Provenance": "agents._provenance",
     "add_provenance": "agents._provenance",
     "task_provenance": "agents._provenance",

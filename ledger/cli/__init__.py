@@ -26,6 +26,7 @@ from . import (
     _review,
     _transparency,
     _verification,
+    _web,
 )
 from ._group import cli
 from ._shared import _fail
@@ -43,6 +44,7 @@ COMMAND_MODULES = (
     _transparency,
     _git_ci,
     _agents,
+    _web,
     _retention,
 )
 

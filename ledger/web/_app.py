@@ -1,0 +1,136 @@
+"""`ledger serve`: the pages of `_pages` over HTTP (Starlette, the optional `web` extra).
+
+Read-only for real: only GET and HEAD are routed and anything else is 405; the ledger is
+read through the verifier's source (SQLite opened read-only, PostgreSQL in a read-only
+session); every response carries a content security policy that allows no script and
+nothing from another origin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from verify import LedgerSource, Trust
+
+from .._errors import InputError
+from ._index import ChainIndex
+from ._pages import CSP, STYLE, Page, Pages
+
+__all__ = ["web_app", "SECURITY_HEADERS"]
+
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+    "Cross-Origin-Resource-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
+_READING = ("GET", "HEAD")
+
+
+def web_app(open_source: Callable[[], LedgerSource], trust: Trust, title: str = "receipt-ledger") -> Any:
+    """The ASGI application over the ledger ``open_source`` opens, verifying against ``trust``.
+
+    Raises:
+        InputError: the `web` extra is not installed.
+    """
+    try:
+        from starlette.applications import Starlette
+        from starlette.requests import Request
+        from starlette.responses import Response
+        from starlette.routing import Route
+    except ImportError:
+        raise InputError("ledger serve needs the web extra: pip install 'receipt-ledger[web]'") from None
+
+    index = ChainIndex()
+    pages = Pages(index, open_source, trust, title)
+
+    def route(path: str, render: Render) -> Route:
+        async def endpoint(request: Request) -> Response:
+            with open_source() as source:  # the index catches up with the chain first
+                index.update(source)
+            asked = {k: request.query_params.get(k, "") for k in ("q", "verdict", "from", "to")}
+            page = render(dict(request.path_params), asked)
+            headers = dict(SECURITY_HEADERS)
+            if page.download:
+                headers["Content-Disposition"] = 'attachment; filename="%s"' % page.download
+            return Response(page.body, page.status, headers=headers, media_type=page.media_type)
+
+        return Route(path, endpoint, methods=list(_READING))
+
+    app = Starlette(routes=[route(path, render) for path, render in _routes(pages)])
+    return _ReadOnly(app)
+
+
+Render = Callable[[dict[str, Any], dict[str, str]], Page]
+
+
+def _routes(pages: Pages) -> list[tuple[str, Render]]:
+    """Every path the view answers, each with its page (path parameters, query)."""
+    return [
+        ("/", lambda p, q: pages.tasks()),
+        ("/index.html", lambda p, q: pages.tasks()),
+        ("/style.css", lambda p, q: Page(200, STYLE.encode(), "text/css; charset=utf-8")),
+        ("/keys.html", lambda p, q: pages.keys()),
+        ("/commits.html", lambda p, q: pages.commits()),
+        ("/search", lambda p, q: pages.search(q)),
+        ("/chain/{page:int}.html", lambda p, q: pages.chain(p["page"])),
+        ("/task/{name}.html", lambda p, q: pages.task(_unname(p["name"]))),
+        ("/receipt/{name}.html", lambda p, q: pages.receipt(_receipt(p["name"]))),
+        ("/evidence/{digest}.html", lambda p, q: pages.evidence(p["digest"])),
+        ("/feed.atom", lambda p, q: pages.feed()),
+        ("/api/tasks", lambda p, q: pages.api("tasks")),
+        ("/api/search", lambda p, q: pages.api("search", query=q)),
+        ("/api/chain/{page:int}", lambda p, q: pages.api("chain", page=p["page"])),
+        ("/api/receipt/{name}", lambda p, q: pages.api("receipt", target=_receipt(p["name"]))),
+    ]
+
+
+class _ReadOnly:
+    """Refuses every method but GET and HEAD before any route is found (no path exists
+    that a write could reach), and adds the security headers to every response.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] not in _READING:
+            from starlette.responses import Response
+
+            refused = Response(
+                "read-only: %s is not allowed\n" % scope["method"],
+                405,
+                headers={**SECURITY_HEADERS, "Allow": ", ".join(_READING)},
+                media_type="text/plain",
+            )
+            await refused(scope, receive, send)
+            return
+
+        async def sending(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                have = {name.lower() for name, _ in message.get("headers", [])}
+                extra = [(k.lower().encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
+                message["headers"] = list(message.get("headers", [])) + [h for h in extra if h[0] not in have]
+            await send(message)
+
+        await self.app(scope, receive, sending)
+
+
+def _receipt(name: str) -> str:
+    """A receipt page's name back to the receipt's hash (`receipt_name`)."""
+    name = _unname(name)
+    return name if ":" in name else "blake3:" + name
+
+
+def _unname(name: str) -> str:
+    """A page name back to its task id or hash (`page_name`'s ``~XX`` bytes)."""
+    import re
+
+    return re.sub(
+        r"(?:~[0-9A-F]{2})+",
+        lambda m: bytes(int(h, 16) for h in m.group(0).split("~")[1:]).decode("utf-8", "replace"),
+        name,
+    )

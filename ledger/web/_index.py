@@ -1,0 +1,201 @@
+"""A search index built from the chain as read by the verifier's source, kept current by
+reading only the entries appended since it last looked. It finds receipts by commit,
+tree, task, check, signer, approver, verdict and date; it never decides anything (the
+pages verify a receipt on each request).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from receipts import (
+    SNAPSHOT_FORMAT,
+    Digest,
+    EntryKind,
+    KeyAdd,
+    LadderReceipt,
+    ReceiptsError,
+    TaskEvent,
+    Tier,
+    TierRecord,
+    decode_body,
+    decode_entry,
+    fingerprint,
+)
+from verify import LedgerSource, read_evidence
+
+__all__ = ["ChainIndex", "IndexRow"]
+
+
+@dataclass(frozen=True, slots=True)
+class IndexRow:
+    """One entry as the index knows it: what a list or a search shows of it."""
+
+    seq: int
+    kind: str
+    task: str | None
+    body_hash: str
+    time: int
+    signer: str  # the key's fingerprint
+    signer_name: str
+    summary: str
+    verdict: str | None = None  # a tier record's verdict; a receipt's claim ("eligible" / "not eligible")
+    tier: str | None = None
+    candidate: str | None = None
+    checks: tuple[str, ...] = ()
+    evidence: tuple[tuple[str, str, int], ...] = ()  # a tier record's (check id, digest, size)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "kind": self.kind,
+            "task": self.task,
+            "hash": self.body_hash,
+            "time": self.time,
+            "signer": self.signer,
+            "signer_name": self.signer_name,
+            "summary": self.summary,
+            "verdict": self.verdict,
+            "tier": self.tier,
+            "candidate": self.candidate,
+            "checks": list(self.checks),
+            "evidence": [{"check_id": c, "digest": d, "size": n} for c, d, n in self.evidence],
+        }
+
+
+class ChainIndex:
+    """Rows of every entry, the key names, and each candidate's commit and tree (from its
+    deterministic snapshot), updated incrementally. Safe to share between request threads.
+    """
+
+    def __init__(self) -> None:
+        self.rows: list[IndexRow] = []
+        self.names: dict[str, str] = {}
+        self.commits: dict[str, tuple[str, str]] = {}  # candidate -> (commit, tree)
+        self.receipts: dict[str, IndexRow] = {}  # candidate -> its newest receipt
+        self._lock = threading.Lock()
+
+    def update(self, source: LedgerSource) -> int:
+        """Read the entries appended since the last update; how many there were."""
+        with self._lock:
+            start, stop = len(self.rows), source.count()
+            for stored in source.entries_between(start, stop):
+                row = self._row(source, stored.seq, stored.kind, stored.task, stored.entry, stored.body)
+                self.rows.append(row)
+                if row.kind == EntryKind.RECEIPT and row.candidate:
+                    self.receipts[row.candidate] = row
+            return stop - start
+
+    def _row(self, source: LedgerSource, seq: int, kind: str, task: str | None, entry: bytes, body: bytes) -> IndexRow:
+        try:
+            head = decode_entry(entry)
+            decoded = decode_body(EntryKind(kind), body)
+        except (ReceiptsError, ValueError):
+            return IndexRow(seq, kind, task, "", 0, "", "", "an entry that does not decode")
+        signer = head.signer
+        if isinstance(decoded, KeyAdd):
+            self.names[fingerprint(decoded.key.public_key)] = decoded.key.name
+        base = IndexRow(seq, kind, task, str(head.body_hash), head.time, signer, self.names.get(signer, ""), kind)
+        return _described(base, decoded, source, self)
+
+    def search(
+        self,
+        text: str = "",
+        verdict: str = "",
+        since: int | None = None,
+        until: int | None = None,
+        kinds: Iterable[str] = (),
+    ) -> list[IndexRow]:
+        """Rows matching every given criterion, newest first. ``text`` matches a commit or
+        tree (a prefix of 7 or more hex digits), a task, a check id, a signer's name or
+        fingerprint, or an entry's hash (or a prefix of it).
+        """
+        wanted = set(kinds)
+        needle = text.strip().lower()
+        found = []
+        for row in reversed(self.rows):
+            if wanted and row.kind not in wanted:
+                continue
+            if verdict and row.verdict != verdict:
+                continue
+            if (since is not None and row.time < since) or (until is not None and row.time >= until):
+                continue
+            if needle and not self._matches(row, needle):
+                continue
+            found.append(row)
+        return found
+
+    def _matches(self, row: IndexRow, needle: str) -> bool:
+        if needle in (row.task or "").lower() or needle in row.signer_name.lower() or needle == row.signer.lower():
+            return True
+        if any(needle == c.lower() for c in row.checks):
+            return True
+        hexish = needle.removeprefix("blake3:")
+        if len(hexish) >= 7 and row.body_hash.removeprefix("blake3:").startswith(hexish):
+            return True
+        commit, tree = self.commits.get(row.candidate or "", ("", ""))
+        return len(needle) >= 7 and (commit.startswith(needle) or tree.startswith(needle))
+
+    def receipts_of(self, task: str) -> list[IndexRow]:
+        return [row for row in self.rows if row.kind == EntryKind.RECEIPT and row.task == task]
+
+    def tasks(self) -> dict[str, list[IndexRow]]:
+        """Each task's rows, in chain order, tasks by their newest entry first."""
+        by_task: dict[str, list[IndexRow]] = {}
+        for row in self.rows:
+            if row.task:
+                by_task.setdefault(row.task, []).append(row)
+        return dict(sorted(by_task.items(), key=lambda item: -item[1][-1].seq))
+
+
+def _described(base: IndexRow, body: object, source: LedgerSource, index: ChainIndex) -> IndexRow:
+    if isinstance(body, TierRecord):
+        checks = tuple(
+            sorted(
+                {
+                    ref.check_id[6:].partition("#")[0].partition(":")[0]
+                    for ref in body.evidence
+                    if ref.check_id.startswith("check:")
+                }
+            )
+        )
+        if body.tier is Tier.DETERMINISTIC:
+            _remember_commit(body, source, index)
+        summary = "%s %s" % (body.tier.value, body.verdict.value)
+        return dataclasses.replace(
+            base,
+            summary=summary,
+            verdict=body.verdict.value,
+            tier=body.tier.value,
+            candidate=str(body.input_hash),
+            checks=checks,
+            evidence=tuple((ref.check_id, str(ref.digest), ref.size) for ref in body.evidence),
+        )
+    if isinstance(body, LadderReceipt):
+        claim = "eligible" if body.merge_eligible else "not eligible"
+        return dataclasses.replace(base, summary="receipt: %s" % claim, verdict=claim, candidate=str(body.input_hash))
+    if isinstance(body, TaskEvent):
+        return dataclasses.replace(base, summary="event %s" % body.type.value, candidate=_text(body.candidate))
+    if isinstance(body, KeyAdd):
+        roles = ", ".join(role.value for role in body.key.roles)
+        return dataclasses.replace(base, summary="key added: %s (%s)" % (body.key.name, roles))
+    return base
+
+
+def _text(digest: Digest | None) -> str | None:
+    return None if digest is None else str(digest)
+
+
+def _remember_commit(record: TierRecord, source: LedgerSource, index: ChainIndex) -> None:
+    if str(record.input_hash) in index.commits:
+        return
+    for ref in record.evidence:
+        if ref.check_id == "snapshot":
+            doc = read_evidence(source, ref.digest, SNAPSHOT_FORMAT)
+            if doc and isinstance(doc.get("commit"), str) and isinstance(doc.get("tree"), str):
+                index.commits[str(record.input_hash)] = (doc["commit"], doc["tree"])
+            return

@@ -1,0 +1,249 @@
+"""The window onto the ledger (issue 26): `ledger serve` read-only over a real ledger, each
+receipt verified when its page is asked for, search through an index the chain keeps
+current, a JSON API and a feed; `ledger site build` byte-identical; and the pages read in
+Debian's Chromium, with scripts on, hostile text staying text and nothing leaving the
+page's own origin."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import threading
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+from test_report_page import _chromium
+
+import receipts as r
+from conftest import ADMIN_ID, SIGNERS, TASK, build_sample, git, run_cli
+from ledger import Ledger, build_site, run_deterministic, web_app
+from ledger.web import receipt_name
+from verify import LedgerSource, TrustRoot
+
+HOSTILE = "<script>document.title='owned'</script><img src=x onerror=alert(1)>"
+TRUST = TrustRoot(frozenset({ADMIN_ID}), "test")
+
+
+def _client(root: Path) -> TestClient:
+    return TestClient(web_app(lambda: LedgerSource.open(root), TRUST))
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    # The check prints hostile markup: its stdout is evidence the pages show.
+    return build_sample(tmp_path_factory.mktemp("web"), command="print(%r)" % HOSTILE)
+
+
+def test_search_by_commit_finds_the_receipt_and_its_page_shows_the_verifiers_decision(sample: Any) -> None:
+    client = _client(sample.root)
+    commit = git(sample.repo, "rev-parse", "HEAD")
+    found = client.get("/search", params={"q": commit[:12]})
+    assert found.status_code == 200
+    link = "receipt/%s.html" % receipt_name(sample.receipt)
+    assert link in found.text
+    page = client.get("/" + link)
+    assert page.status_code == 200 and "VERIFIED" in page.text and "merge-eligible" in page.text
+    assert commit in page.text
+    api = client.get("/api/receipt/%s" % receipt_name(sample.receipt)).json()
+    assert api["verified"] is True and api["derived_eligible"] is True and api["defects"] == []
+    # Other criteria: a check id, a signer's name, a verdict and a date range.
+    assert link in client.get("/search", params={"q": "tests"}).text
+    by_name = client.get("/api/search", params={"q": "sealer"}).json()
+    assert by_name and all(row["signer_name"] == "sealer" for row in by_name)
+    passes = client.get("/api/search", params={"verdict": "pass"}).json()
+    assert {row["tier"] for row in passes} == {"deterministic", "judge", "human"}
+    assert client.get("/api/search", params={"q": TASK, "to": "2000-01-01"}).json() == []
+
+
+def test_a_flipped_byte_in_a_copy_of_the_ledger_reads_rejected_with_the_defect(sample: Any, tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(sample.root, copy)
+    api = _client(copy).get("/api/receipt/%s" % receipt_name(sample.receipt)).json()
+    assert api["verified"] is True
+    blob = next(p for p in sorted((copy / "blobs").rglob("*")) if p.is_file())
+    blob.chmod(0o644)
+    data = bytearray(blob.read_bytes())
+    data[0] ^= 1
+    blob.write_bytes(bytes(data))
+    page = _client(copy).get("/receipt/%s.html" % receipt_name(sample.receipt))
+    assert "REJECTED" in page.text and "evidence-altered" in page.text and "VERIFIED" not in page.text
+
+
+def test_no_method_but_get_and_head_reaches_a_route(sample: Any) -> None:
+    client = _client(sample.root)
+    for method in ("POST", "PUT", "DELETE", "PATCH", "OPTIONS"):
+        for path in ("/", "/search", "/api/tasks", "/receipt/x.html", "/nowhere"):
+            answer = client.request(method, path)
+            assert answer.status_code == 405, (method, path)
+            assert answer.headers["allow"] == "GET, HEAD"
+    head = client.head("/")
+    assert head.status_code == 200
+    csp = head.headers["content-security-policy"]
+    assert "script-src" not in csp and "default-src 'none'" in csp
+    assert head.headers["x-content-type-options"] == "nosniff"
+
+
+def test_the_index_follows_the_chain_as_it_grows(sample: Any, tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(sample.root, copy)
+    client = _client(copy)
+    before = len(client.get("/api/chain/0").json())
+    ledger = Ledger.open(copy)
+    run_deterministic(
+        ledger, repo=sample.repo, task_id=TASK, contract_bytes=sample.contract, source="c.toml", signer=SIGNERS["ci"]
+    )
+    ledger.close()
+    rows = client.get("/api/chain/0").json()
+    assert len(rows) == before + 1 and rows[-1]["tier"] == "deterministic"
+
+
+def test_hostile_text_is_escaped_in_pages_the_feed_and_evidence(sample: Any) -> None:
+    client = _client(sample.root)
+    receipt = client.get("/receipt/%s.html" % receipt_name(sample.receipt)).text
+    stdout = next(
+        line.split('href="../evidence/')[1].split(".html")[0]
+        for line in receipt.split("<tr>")
+        if "check:tests:stdout" in line
+    )
+    shown = client.get("/evidence/%s.html" % stdout)
+    assert "&lt;script&gt;document.title=" in shown.text and "<script>" not in shown.text
+    feed = client.get("/feed.atom")
+    assert feed.headers["content-type"].startswith("application/atom+xml")
+    assert ET.fromstring(feed.content).tag == "{http://www.w3.org/2005/Atom}feed"
+    assert client.get("/task/%s.html" % "no~3Cb~3Esuch").status_code == 404
+
+
+def test_site_build_is_byte_identical_and_never_clobbers_a_folder_it_did_not_write(sample: Any, tmp_path: Path) -> None:
+    def tree(folder: Path) -> dict[str, bytes]:
+        return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+    first, second = tmp_path / "a", tmp_path / "b"
+    written = build_site(lambda: LedgerSource.open(sample.root), TRUST, first)
+    build_site(lambda: LedgerSource.open(sample.root), TRUST, second)
+    assert tree(first) == tree(second) and len(tree(first)) == written
+    assert "receipt/%s.html" % receipt_name(sample.receipt) in tree(first)
+    build_site(lambda: LedgerSource.open(sample.root), TRUST, first)  # rebuilt in place
+    assert tree(first) == tree(second)
+    other = tmp_path / "mine"
+    other.mkdir()
+    (other / "notes.txt").write_text("keep me")
+    refused = run_cli("--dir", str(sample.root), "site", "build", str(other), "--trust", ADMIN_ID)
+    assert refused.returncode == 2 and "is not a site this command built" in refused.stderr
+    assert (other / "notes.txt").read_text() == "keep me"
+    for name in ("c", "d"):  # the command, as a team's job runs it
+        cli = run_cli("--dir", str(sample.root), "site", "build", str(tmp_path / name), "--trust", ADMIN_ID)
+        assert cli.returncode == 0 and "files written" in cli.stdout, cli.stderr
+    assert tree(tmp_path / "c") == tree(tmp_path / "d") and tree(tmp_path / "c").keys() == tree(first).keys()
+
+
+# -- in the browser -------------------------------------------------------------------------------
+
+
+class _Served:
+    """The app under uvicorn on a socket already listening: requests wait for it, not a timer."""
+
+    def __init__(self, root: Path) -> None:
+        import uvicorn
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.url = "http://127.0.0.1:%d" % self.sock.getsockname()[1]
+        config = uvicorn.Config(web_app(lambda: LedgerSource.open(root), TRUST), log_level="warning")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.should_exit = True
+        self.thread.join()
+        self.sock.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=_chromium(), args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+def _page(browser: Any, origin: str) -> tuple[Any, list[str], list[str]]:
+    page = browser.new_page(viewport={"width": 1280, "height": 900}, java_script_enabled=True)
+    elsewhere: list[str] = []
+    dialogs: list[str] = []
+    page.on("request", lambda req: None if req.url.startswith(origin) else elsewhere.append(req.url))
+
+    def dialog(d: Any) -> None:
+        dialogs.append(d.message)
+        d.dismiss()
+
+    page.on("dialog", dialog)
+    return page, elsewhere, dialogs
+
+
+def test_in_chromium_search_leads_to_the_decision_and_hostile_text_stays_text(
+    browser: Any, sample: Any, tmp_path: Path
+) -> None:
+    served = _Served(sample.root)
+    try:
+        page, elsewhere, dialogs = _page(browser, served.url)
+        page.goto(served.url + "/")
+        page.fill("input[name=q]", git(sample.repo, "rev-parse", "HEAD")[:10])
+        page.click("header button")
+        page.click("a[href*='receipt/']")
+        assert "VERIFIED" in page.inner_text("main") and "merge-eligible" in page.inner_text("main")
+        assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+        stdout = page.get_attribute("tr:has-text('check:tests:stdout') a", "href")
+        page.goto(page.url.rsplit("/", 2)[0] + "/" + stdout.removeprefix("../"))
+        assert "<script>document.title='owned'</script>" in page.inner_text("pre")
+        assert page.title() != "owned" and dialogs == []
+        for path in ("/", "/chain/0.html", "/keys.html", "/task/%s.html" % TASK):
+            page.goto(served.url + path)
+            assert page.evaluate("document.documentElement.scrollWidth") <= 1280, path
+        assert elsewhere == []
+        page.close()
+    finally:
+        served.close()
+    copy = tmp_path / "copy"
+    shutil.copytree(sample.root, copy)
+    blob = next(p for p in sorted((copy / "blobs").rglob("*")) if p.is_file())
+    blob.chmod(0o644)
+    blob.write_bytes(b"x" + blob.read_bytes()[1:])
+    tampered = _Served(copy)
+    try:
+        page, _, _ = _page(browser, tampered.url)
+        page.goto(tampered.url + "/receipt/%s.html" % receipt_name(sample.receipt))
+        text = page.inner_text("main")
+        assert "REJECTED" in text and "evidence-altered" in text
+        page.close()
+    finally:
+        tampered.close()
+
+
+def test_the_static_site_reads_the_same_in_chromium(browser: Any, sample: Any, tmp_path: Path) -> None:
+    build_site(lambda: LedgerSource.open(sample.root), TRUST, tmp_path / "site")
+    page, elsewhere, dialogs = _page(browser, "file://")
+    page.goto((tmp_path / "site" / "commits.html").as_uri())
+    page.click("a[href*='receipt/']")
+    assert "VERIFIED" in page.inner_text("main")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+    assert elsewhere == [] and dialogs == []
+    page.close()
+
+
+def test_the_candidate_the_index_names_is_the_snapshots(sample: Any) -> None:
+    from ledger.web import ChainIndex
+
+    index = ChainIndex()
+    with LedgerSource.open(sample.root) as source:
+        assert index.update(source) == source.count()
+        assert index.update(source) == 0  # nothing new: nothing read
+    receipt = next(row for row in index.rows if row.kind == r.EntryKind.RECEIPT)
+    assert index.commits[receipt.candidate or ""][0] == git(sample.repo, "rev-parse", "HEAD")
