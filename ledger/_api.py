@@ -160,7 +160,7 @@ if TYPE_CHECKING:
         trace_lines,
         verify_lines,
     )
-    from .web._app import web_app
+    from .web._app import serve_app, web_app
     from .web._site import build_site
 
 __all__ = [
@@ -281,6 +281,7 @@ __all__ = [
     "task_provenance",
     # the web view and the static site
     "web_app",
+    "serve_app",
     "build_site",
     # status and the nudge
     "task_state",
@@ -523,6 +524,7 @@ _WHERE = {
     "ingest_trace": "agents._traces",
     "process_facts": "agents._traces",
     "web_app": "web._app",
+    "serve_app": "web._app",
     "build_site": "web._site",
     "Provenance": "agents._provenance",
     "add_provenance": "agents._provenance",

@@ -266,18 +266,19 @@ def build_sample(
     top: str = "",
     clean_room: bool = False,
     provenance: Path | None = None,
+    store: str | None = None,
 ) -> Sample:
     """A ledger with keys for every role, a real deterministic run on a real repository
     (passing unless ``verdicts`` says FAIL; its `tests` check runs ``command`` when given,
     with ``check_extra`` lines added to the check, ``top`` lines at the contract's top, in a
     clean room when asked, after the agent added the Agent Trace record ``provenance``),
-    hand-made judge and human records, and a receipt."""
+    hand-made judge and human records, and a receipt; on the shared ``store`` when given."""
     verdicts = verdicts or {t: r.Verdict.PASS for t in r.LADDER}
     root = tmp / "ledger"
     ev = tmp / "evidence"
     ev.mkdir(exist_ok=True)
     repo = make_repo(tmp / "repo")
-    ledger = Ledger.create(root, SIGNERS["admin"], "admin")
+    ledger = Ledger.create(root, SIGNERS["admin"], "admin", store=store)
     for name, role in ROLES.items():
         add_key(ledger, SIGNERS["admin"], name, [role], SIGNERS[name].public_key_blob)
     if command is None:

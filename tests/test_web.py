@@ -14,7 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
+from docs_as_written import blocks, run_shell
 from starlette.testclient import TestClient
 from test_report_page import _chromium
 
@@ -22,7 +24,7 @@ import receipts as r
 from conftest import ADMIN_ID, SIGNERS, TASK, build_sample, git, run_cli
 from ledger import Ledger, build_site, run_deterministic, web_app
 from ledger.web import receipt_name
-from verify import LedgerSource, TrustRoot
+from verify import LedgerSource, PostgresSource, TrustRoot
 
 HOSTILE = "<script>document.title='owned'</script><img src=x onerror=alert(1)>"
 TRUST = TrustRoot(frozenset({ADMIN_ID}), "test")
@@ -204,9 +206,12 @@ def test_in_chromium_search_leads_to_the_decision_and_hostile_text_stays_text(
         page.goto(page.url.rsplit("/", 2)[0] + "/" + stdout.removeprefix("../"))
         assert "<script>document.title='owned'</script>" in page.inner_text("pre")
         assert page.title() != "owned" and dialogs == []
-        for path in ("/", "/chain/0.html", "/keys.html", "/task/%s.html" % TASK):
+        for path in ("/", "/chain/0.html", "/keys.html", "/checkpoints.html", "/task/%s.html" % TASK):
             page.goto(served.url + path)
             assert page.evaluate("document.documentElement.scrollWidth") <= 1280, path
+        # The contract's text (its command prints the markup) is shown on the task's page as text.
+        assert "<script>document.title='owned'</script>" in page.inner_text("main")
+        assert page.title() != "owned" and dialogs == []
         assert elsewhere == []
         page.close()
     finally:
@@ -238,6 +243,32 @@ def test_the_static_site_reads_the_same_in_chromium(browser: Any, sample: Any, t
     page.close()
 
 
+def test_the_shared_store_is_read_in_a_session_that_cannot_write(pg_url: str, tmp_path: Path) -> None:
+    s = build_sample(tmp_path, store=pg_url)
+    client = TestClient(web_app(lambda: PostgresSource.open_url(pg_url), TRUST))
+    commit = git(s.repo, "rev-parse", "HEAD")
+    link = "receipt/%s.html" % receipt_name(s.receipt)
+    assert link in client.get("/search", params={"q": commit[:12]}).text
+    page = client.get("/" + link)
+    assert "VERIFIED" in page.text and "merge-eligible" in page.text
+    source = PostgresSource.open_url(pg_url)
+    try:
+        with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+            source.conn.execute("DELETE FROM entries")
+    finally:
+        source.close()
+    assert client.get("/api/chain/0").json()[-1]["kind"] == "receipt"
+
+
+def test_a_mirror_made_by_pull_serves_the_same_decision(pg_url: str, tmp_path: Path) -> None:
+    s = build_sample(tmp_path, store=pg_url)
+    pulled = run_cli("pull", "--from", pg_url, "--to", str(tmp_path / "mirror"))
+    assert pulled.returncode == 0, pulled.stderr
+    client = _client(tmp_path / "mirror")
+    api = client.get("/api/receipt/%s" % receipt_name(s.receipt)).json()
+    assert api["verified"] is True and api["derived_eligible"] is True
+
+
 def test_the_candidate_the_index_names_is_the_snapshots(sample: Any) -> None:
     from ledger.web import ChainIndex
 
@@ -247,3 +278,52 @@ def test_the_candidate_the_index_names_is_the_snapshots(sample: Any) -> None:
         assert index.update(source) == 0  # nothing new: nothing read
     receipt = next(row for row in index.rows if row.kind == r.EntryKind.RECEIPT)
     assert index.commits[receipt.candidate or ""][0] == git(sample.repo, "rev-parse", "HEAD")
+
+
+# -- docs/web.md, as written ----------------------------------------------------------------------
+
+
+def _docs_env(sample: Any) -> dict[str, str]:
+    import os
+    import sys
+
+    path = "%s%s%s" % (Path(sys.executable).parent, os.pathsep, os.environ.get("PATH", ""))
+    return {**os.environ, "PATH": path, "LEDGER_DIR": str(sample.root), "LEDGER_ADMIN_KEY": ADMIN_ID}
+
+
+def test_the_static_site_block_of_docs_web_runs_as_written(sample: Any, tmp_path: Path) -> None:
+    (block,) = blocks("web.md", "Publish a static site", "sh")
+    done = run_shell(block.text, tmp_path, _docs_env(sample))
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "public" / "receipt" / ("%s.html" % receipt_name(sample.receipt))).is_file()
+    again = run_shell(block.text, tmp_path, _docs_env(sample))  # a rebuild replaces it
+    assert again.returncode == 0, again.stderr
+
+
+def test_the_serve_blocks_of_docs_web_run_as_written(sample: Any, tmp_path: Path) -> None:
+    import re
+    import subprocess
+
+    serve, ask = blocks("web.md", "Run it for a team", "sh")
+    # The one change: port 8000 (the docs' example) becomes a free one, as a site's names do.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = _docs_env(sample)
+    proc = subprocess.Popen(
+        ["bash", "--noprofile", "--norc", "-euo", "pipefail", "-c", serve.text.replace("8000", str(port))],
+        cwd=tmp_path,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        said = proc.stderr.readline()  # printed once the socket listens: the signal to go on
+        assert re.fullmatch(r"serving http://127\.0\.0\.1:%d/ \(read-only; stop with Ctrl-C\)\n" % port, said), said
+        done = run_shell(ask.text.replace("8000", str(port)), tmp_path, env)
+        assert done.returncode == 0, done.stderr
+        assert '"task": "%s"' % TASK in done.stdout and '"tier": "deterministic"' in done.stdout
+    finally:
+        proc.terminate()
+        proc.wait()

@@ -22,10 +22,9 @@ from ._shared import _Group, _source, _trust
 def serve(ctx: click.Context, host: str, port: int, title: str, trust: _TrustArgs) -> None:
     """Serve a read-only web view of the ledger: tasks, receipts verified on each request, search, a JSON API and a feed."""
     app = lib.web_app(lambda: _source(ctx), _trust(ctx, trust), title)
-    import uvicorn
-
-    click.echo("serving http://%s:%d/ (read-only; stop with Ctrl-C)" % (host, port), err=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning", server_header=False)
+    lib.serve_app(
+        app, host, port, announce=lambda url: click.echo("serving %s (read-only; stop with Ctrl-C)" % url, err=True)
+    )
 
 
 @cli.group(cls=_Group)

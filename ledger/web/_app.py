@@ -17,7 +17,7 @@ from .._errors import InputError
 from ._index import ChainIndex
 from ._pages import CSP, STYLE, Page, Pages
 
-__all__ = ["web_app", "SECURITY_HEADERS"]
+__all__ = ["web_app", "serve_app", "SECURITY_HEADERS"]
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": CSP,
@@ -75,6 +75,7 @@ def _routes(pages: Pages) -> list[tuple[str, Render]]:
         ("/style.css", lambda p, q: Page(200, STYLE.encode(), "text/css; charset=utf-8")),
         ("/keys.html", lambda p, q: pages.keys()),
         ("/commits.html", lambda p, q: pages.commits()),
+        ("/checkpoints.html", lambda p, q: pages.checkpoints()),
         ("/search", lambda p, q: pages.search(q)),
         ("/chain/{page:int}.html", lambda p, q: pages.chain(p["page"])),
         ("/task/{name}.html", lambda p, q: pages.task(_unname(p["name"]))),
@@ -117,6 +118,37 @@ class _ReadOnly:
             await send(message)
 
         await self.app(scope, receive, sending)
+
+
+def serve_app(app: Any, host: str, port: int, announce: Callable[[str], None]) -> None:
+    """Serve ``app`` under uvicorn until interrupted; ``announce`` is told the address once
+    the socket listens (port 0 picks a free one), so a script may wait for that line.
+
+    Raises:
+        InputError: the address cannot be bound, or the `web` extra is not installed.
+    """
+    import socket
+
+    try:
+        import uvicorn
+    except ImportError:
+        raise InputError("ledger serve needs the web extra: pip install 'receipt-ledger[web]'") from None
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise InputError("cannot listen on %s port %d: %s" % (host, port, exc.strerror or exc)) from None
+    bound = sock.getsockname()[1]
+    announce("http://%s:%d/" % ("[%s]" % host if family == socket.AF_INET6 else host, bound))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", server_header=False))
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
 
 
 def _receipt(name: str) -> str:

@@ -7,6 +7,7 @@ pages verify a receipt on each request).
 from __future__ import annotations
 
 import dataclasses
+import sys
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -14,6 +15,8 @@ from typing import Any
 
 from receipts import (
     SNAPSHOT_FORMAT,
+    Contract,
+    ContractRevision,
     Digest,
     EntryKind,
     KeyAdd,
@@ -25,6 +28,7 @@ from receipts import (
     decode_body,
     decode_entry,
     fingerprint,
+    weakenings,
 )
 from verify import LedgerSource, read_evidence
 
@@ -48,6 +52,8 @@ class IndexRow:
     candidate: str | None = None
     checks: tuple[str, ...] = ()
     evidence: tuple[tuple[str, str, int], ...] = ()  # a tier record's (check id, digest, size)
+    text: str = ""  # a contract revision's text
+    weakened: tuple[str, ...] = ()  # how a contract revision lowers the bar of the one before
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -64,6 +70,7 @@ class IndexRow:
             "candidate": self.candidate,
             "checks": list(self.checks),
             "evidence": [{"check_id": c, "digest": d, "size": n} for c, d, n in self.evidence],
+            "weakened": list(self.weakened),
         }
 
 
@@ -77,6 +84,12 @@ class ChainIndex:
         self.names: dict[str, str] = {}
         self.commits: dict[str, tuple[str, str]] = {}  # candidate -> (commit, tree)
         self.receipts: dict[str, IndexRow] = {}  # candidate -> its newest receipt
+        # Lookups a page makes without scanning the chain: a receipt's page stays as fast at
+        # a million entries as at a thousand (bench/web.py).
+        self.by_hash: dict[str, IndexRow] = {}
+        self.by_task: dict[str, list[IndexRow]] = {}
+        self.by_kind: dict[str, list[IndexRow]] = {}
+        self.contracts: dict[str, Contract] = {}  # task -> its newest contract revision, parsed
         self._lock = threading.Lock()
 
     def update(self, source: LedgerSource) -> int:
@@ -86,6 +99,10 @@ class ChainIndex:
             for stored in source.entries_between(start, stop):
                 row = self._row(source, stored.seq, stored.kind, stored.task, stored.entry, stored.body)
                 self.rows.append(row)
+                self.by_hash[row.body_hash] = row
+                self.by_kind.setdefault(row.kind, []).append(row)
+                if row.task:
+                    self.by_task.setdefault(row.task, []).append(row)
                 if row.kind == EntryKind.RECEIPT and row.candidate:
                     self.receipts[row.candidate] = row
             return stop - start
@@ -96,7 +113,7 @@ class ChainIndex:
             decoded = decode_body(EntryKind(kind), body)
         except (ReceiptsError, ValueError):
             return IndexRow(seq, kind, task, "", 0, "", "", "an entry that does not decode")
-        signer = head.signer
+        signer = sys.intern(head.signer)
         if isinstance(decoded, KeyAdd):
             self.names[fingerprint(decoded.key.public_key)] = decoded.key.name
         base = IndexRow(seq, kind, task, str(head.body_hash), head.time, signer, self.names.get(signer, ""), kind)
@@ -140,16 +157,14 @@ class ChainIndex:
         commit, tree = self.commits.get(row.candidate or "", ("", ""))
         return len(needle) >= 7 and (commit.startswith(needle) or tree.startswith(needle))
 
-    def receipts_of(self, task: str) -> list[IndexRow]:
-        return [row for row in self.rows if row.kind == EntryKind.RECEIPT and row.task == task]
+    def of_kind(self, *kinds: str) -> list[IndexRow]:
+        """The rows of these kinds, in chain order."""
+        rows = [row for kind in kinds for row in self.by_kind.get(kind, [])]
+        return sorted(rows, key=lambda row: row.seq) if len(kinds) > 1 else rows
 
     def tasks(self) -> dict[str, list[IndexRow]]:
         """Each task's rows, in chain order, tasks by their newest entry first."""
-        by_task: dict[str, list[IndexRow]] = {}
-        for row in self.rows:
-            if row.task:
-                by_task.setdefault(row.task, []).append(row)
-        return dict(sorted(by_task.items(), key=lambda item: -item[1][-1].seq))
+        return dict(sorted(self.by_task.items(), key=lambda item: -item[1][-1].seq))
 
 
 def _described(base: IndexRow, body: object, source: LedgerSource, index: ChainIndex) -> IndexRow:
@@ -180,10 +195,26 @@ def _described(base: IndexRow, body: object, source: LedgerSource, index: ChainI
         return dataclasses.replace(base, summary="receipt: %s" % claim, verdict=claim, candidate=str(body.input_hash))
     if isinstance(body, TaskEvent):
         return dataclasses.replace(base, summary="event %s" % body.type.value, candidate=_text(body.candidate))
+    if isinstance(body, ContractRevision):
+        return _revision(base, body, index)
     if isinstance(body, KeyAdd):
         roles = ", ".join(role.value for role in body.key.roles)
         return dataclasses.replace(base, summary="key added: %s (%s)" % (body.key.name, roles))
     return base
+
+
+def _revision(base: IndexRow, body: ContractRevision, index: ChainIndex) -> IndexRow:
+    """A contract revision, with the weakenings the verifier's rule finds against the last."""
+    text = body.contract.decode("utf-8", "replace")
+    try:
+        new = body.parse()
+    except ReceiptsError as exc:
+        return dataclasses.replace(base, summary="contract revision that does not parse: %s" % exc, text=text)
+    old = index.contracts.get(body.task_id)
+    index.contracts[body.task_id] = new
+    lowered = weakenings(old, new) if old is not None else ()
+    summary = "contract revision" + (": WEAKENED" if lowered else "")
+    return dataclasses.replace(base, summary=summary, text=text, weakened=lowered)
 
 
 def _text(digest: Digest | None) -> str | None:

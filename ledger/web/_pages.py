@@ -99,7 +99,7 @@ class Pages:
         up = "../" * depth
         nav = (
             '<a href="%sindex.html">Tasks</a> <a href="%schain/0.html">Chain</a> <a href="%skeys.html">Keys</a> '
-            '<a href="%sfeed.atom">Feed</a>' % (up, up, up, up)
+            '<a href="%scheckpoints.html">Checkpoints</a> <a href="%sfeed.atom">Feed</a>' % (up, up, up, up, up)
         )
         search = (
             '<a href="%scommits.html">Commits</a>' % up
@@ -185,11 +185,24 @@ class Pages:
         entries = self.index.tasks().get(task)
         if not entries:
             return self._frame("No such task", "<p>No entry names task %s.</p>" % _e(task), 1, 404)
-        return self._frame("Task %s" % task, self._timeline(entries) + self._rows_table(entries, 1), 1)
+        revisions = "".join(
+            '<h3 class="%s">Contract revision at entry %d%s</h3>%s<pre>%s</pre>'
+            % (
+                "fail" if row.weakened else "",
+                row.seq,
+                ": WEAKENED (only an admin key may sign this)" if row.weakened else "",
+                "<ul>%s</ul>" % "".join("<li>%s</li>" % _e(w) for w in row.weakened) if row.weakened else "",
+                _e(row.text),
+            )
+            for row in entries
+            if row.kind == EntryKind.CONTRACT
+        )
+        body = self._timeline(entries) + self._rows_table(entries, 1) + "<h2>Contract revisions</h2>" + revisions
+        return self._frame("Task %s" % task, body, 1)
 
     def receipt(self, target: str) -> Page:
-        row = next((r for r in self.index.rows if r.body_hash == target and r.kind == EntryKind.RECEIPT), None)
-        if row is None:
+        row = self.index.by_hash.get(target)
+        if row is None or row.kind != EntryKind.RECEIPT:
             return self._frame("No such receipt", "<p>No receipt %s in this ledger.</p>" % _e(target), 1, 404)
         doc = self.receipt_document(target)
         verified = doc["verified"]
@@ -255,8 +268,8 @@ class Pages:
         """The task's tier records on the receipt's candidate, appended before the receipt."""
         return [
             row
-            for row in self.index.rows[: receipt.seq]
-            if row.kind == EntryKind.TIER_RECORD and row.task == receipt.task and row.candidate == receipt.candidate
+            for row in self.index.by_task.get(receipt.task or "", [])
+            if row.seq < receipt.seq and row.kind == EntryKind.TIER_RECORD and row.candidate == receipt.candidate
         ]
 
     def receipt_document(self, target: str) -> dict[str, Any]:
@@ -293,7 +306,7 @@ class Pages:
         return self._frame("Chain, page %d of %d" % (page, last), "<p>%s</p>%s" % (nav, self._rows_table(rows, 1)), 1)
 
     def keys(self) -> Page:
-        rows = [r for r in self.index.rows if r.kind in (EntryKind.KEY_ADD, EntryKind.KEY_REVOKE, EntryKind.GENESIS)]
+        rows = self.index.of_kind(EntryKind.GENESIS, EntryKind.KEY_ADD, EntryKind.KEY_REVOKE)
         return self._frame("Keys and their history", self._rows_table(rows, 0), 0)
 
     def search(self, query: dict[str, str]) -> Page:
@@ -322,9 +335,39 @@ class Pages:
             query.get("q", ""), query.get("verdict", ""), _day(query.get("from")), _day(query.get("to"), 86400)
         )
 
+    def checkpoints(self) -> Page:
+        """The signed checkpoints, newest first, with who signed each: the log's key, then
+        each witness's cosignature. The page shows them; `ledger verify` checks them.
+        """
+        with self.open_source() as source:
+            notes = source.checkpoints()[::-1][:200]
+        rows = []
+        for size, note in notes:
+            body, _, signatures = note.partition("\n\n")
+            lines = body.splitlines()
+            signers = [
+                line.split(" ")[1] for line in signatures.splitlines() if line.startswith("\u2014 ") and " " in line[2:]
+            ]
+            witnesses = signers[1:]
+            rows.append(
+                "<tr><td>%d</td><td>%s</td><td><code>%s</code></td><td>%s</td><td>%s</td></tr>"
+                % (
+                    size,
+                    _e(lines[0] if lines else ""),
+                    _e(lines[2] if len(lines) > 2 else ""),
+                    _e(", ".join(signers[:1])),
+                    _e(", ".join(witnesses) if witnesses else "not witnessed"),
+                )
+            )
+        table = (
+            "<table><thead><tr><th>Size</th><th>Origin</th><th>Root</th><th>Signed by</th><th>Witnesses</th></tr>"
+            "</thead><tbody>%s</tbody></table>" % "".join(rows)
+        )
+        return self._frame("Checkpoints", table if rows else "<p>No checkpoint has been signed.</p>", 0)
+
     def commits(self) -> Page:
         """Each receipt by its candidate's commit: the static site's way to find one."""
-        rows = [r for r in reversed(self.index.rows) if r.kind == EntryKind.RECEIPT]
+        rows = self.index.of_kind(EntryKind.RECEIPT)[::-1]
         body = "".join(
             "<tr><td><code>%s</code></td><td>%s</td><td>%s</td><td>%s</td></tr>"
             % (
@@ -371,7 +414,8 @@ class Pages:
     def feed(self, base: str = "") -> Page:
         """An Atom feed of receipts, failing tier records, contract revisions and key changes."""
         kinds = {EntryKind.RECEIPT, EntryKind.CONTRACT, EntryKind.KEY_ADD, EntryKind.KEY_REVOKE}
-        rows = [r for r in reversed(self.index.rows) if r.kind in kinds or r.verdict == "fail"][:100]
+        failing = [r for r in self.index.of_kind(EntryKind.TIER_RECORD) if r.verdict == "fail"]
+        rows = sorted(self.index.of_kind(*kinds) + failing, key=lambda r: -r.seq)[:100]
         updated = _atom_time(rows[0].time if rows else 0)
         items = "".join(
             "<entry><id>urn:receipt-ledger:%s</id><title>%s</title><updated>%s</updated>%s<summary>%s</summary></entry>"
@@ -432,8 +476,8 @@ class Pages:
     def _weekly_chart(self) -> str:
         """Receipts per week, eligible and not, as server-drawn SVG bars."""
         weeks: dict[str, list[int]] = {}
-        for row in self.index.rows:
-            if row.kind == EntryKind.RECEIPT and row.time:
+        for row in self.index.of_kind(EntryKind.RECEIPT):
+            if row.time:
                 day = datetime.datetime.fromtimestamp(row.time, datetime.UTC).date()
                 week = (day - datetime.timedelta(days=day.weekday())).isoformat()
                 counts = weeks.setdefault(week, [0, 0])

@@ -28,6 +28,7 @@ def _plan(pages: Pages, index: ChainIndex) -> list[tuple[str, Callable[[], Page]
         ("index.html", pages.tasks),
         ("keys.html", pages.keys),
         ("commits.html", pages.commits),
+        ("checkpoints.html", pages.checkpoints),
         ("feed.atom", pages.feed),
         ("api/tasks.json", lambda: pages.api("tasks")),
     ]
