@@ -21,7 +21,7 @@ from starlette.testclient import TestClient
 from test_report_page import _chromium
 
 import receipts as r
-from conftest import ADMIN_ID, SIGNERS, TASK, build_sample, git, run_cli
+from conftest import ADMIN_ID, SIGNERS, TASK, build_sample, flaky_command, git, run_cli
 from ledger import Ledger, build_site, run_deterministic, web_app
 from ledger.web import receipt_name
 from verify import LedgerSource, PostgresSource, TrustRoot
@@ -267,6 +267,15 @@ def test_a_mirror_made_by_pull_serves_the_same_decision(pg_url: str, tmp_path: P
     client = _client(tmp_path / "mirror")
     api = client.get("/api/receipt/%s" % receipt_name(s.receipt)).json()
     assert api["verified"] is True and api["derived_eligible"] is True
+
+
+def test_pass_k_per_check_tells_a_flaky_check_from_a_steady_one(tmp_path: Path) -> None:
+    # A check run three times that fails its second run: 2 of 3 passed, pass^3 is 0.
+    s = build_sample(tmp_path, command=flaky_command(tmp_path / "runs"), check_extra="runs = 3\nmin_passes = 2\n")
+    page = _client(s.root).get("/checks.html").text
+    row = page.split("<td>tests</td>")[1].split("</tr>")[0]
+    assert row == "<td>3</td><td>2</td><td>0.67</td><td>0.00</td>"
+    assert 'aria-label="pass^k per check"' in page
 
 
 def test_the_candidate_the_index_names_is_the_snapshots(sample: Any) -> None:

@@ -76,6 +76,7 @@ def _routes(pages: Pages) -> list[tuple[str, Render]]:
         ("/keys.html", lambda p, q: pages.keys()),
         ("/commits.html", lambda p, q: pages.commits()),
         ("/checkpoints.html", lambda p, q: pages.checkpoints()),
+        ("/checks.html", lambda p, q: pages.checks()),
         ("/search", lambda p, q: pages.search(q)),
         ("/chain/{page:int}.html", lambda p, q: pages.chain(p["page"])),
         ("/task/{name}.html", lambda p, q: pages.task(_unname(p["name"]))),

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from receipts import (
+    CHECK_RESULT_FORMAT,
+    CHECK_RESULT_MEDIA_TYPE,
     SNAPSHOT_FORMAT,
     Contract,
     ContractRevision,
@@ -27,6 +29,7 @@ from receipts import (
     TierRecord,
     decode_body,
     decode_entry,
+    derive_check,
     fingerprint,
     weakenings,
 )
@@ -90,6 +93,10 @@ class ChainIndex:
         self.by_task: dict[str, list[IndexRow]] = {}
         self.by_kind: dict[str, list[IndexRow]] = {}
         self.contracts: dict[str, Contract] = {}  # task -> its newest contract revision, parsed
+        self.by_config: dict[str, Contract] = {}  # a revision's config hash -> it, parsed
+        # Family (the task id before its last '@') -> check id -> [runs, passes], each run
+        # judged by `receipts.derive_check` under the contract its record names.
+        self.check_runs: dict[str, dict[str, list[int]]] = {}
         self._lock = threading.Lock()
 
     def update(self, source: LedgerSource) -> int:
@@ -180,6 +187,7 @@ def _described(base: IndexRow, body: object, source: LedgerSource, index: ChainI
         )
         if body.tier is Tier.DETERMINISTIC:
             _remember_commit(body, source, index)
+            _count_check_runs(body, source, index)
         summary = "%s %s" % (body.tier.value, body.verdict.value)
         return dataclasses.replace(
             base,
@@ -212,6 +220,7 @@ def _revision(base: IndexRow, body: ContractRevision, index: ChainIndex) -> Inde
         return dataclasses.replace(base, summary="contract revision that does not parse: %s" % exc, text=text)
     old = index.contracts.get(body.task_id)
     index.contracts[body.task_id] = new
+    index.by_config[str(body.config_hash)] = new
     lowered = weakenings(old, new) if old is not None else ()
     summary = "contract revision" + (": WEAKENED" if lowered else "")
     return dataclasses.replace(base, summary=summary, text=text, weakened=lowered)
@@ -219,6 +228,22 @@ def _revision(base: IndexRow, body: ContractRevision, index: ChainIndex) -> Inde
 
 def _text(digest: Digest | None) -> str | None:
     return None if digest is None else str(digest)
+
+
+def _count_check_runs(record: TierRecord, source: LedgerSource, index: ChainIndex) -> None:
+    contract = index.by_config.get(str(record.config_hash))
+    if contract is None:
+        return
+    tally = index.check_runs.setdefault(record.task_id.rsplit("@", 1)[0], {})
+    for ref in record.evidence:
+        if not ref.check_id.startswith("check:") or ref.media_type != CHECK_RESULT_MEDIA_TYPE:
+            continue
+        check = contract.check(ref.check_id[6:].partition("#")[0])
+        if check is not None:
+            ok, _ = derive_check(check, read_evidence(source, ref.digest, CHECK_RESULT_FORMAT))
+            counts = tally.setdefault(check.id, [0, 0])
+            counts[0] += 1
+            counts[1] += int(ok)
 
 
 def _remember_commit(record: TierRecord, source: LedgerSource, index: ChainIndex) -> None:

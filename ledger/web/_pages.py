@@ -99,7 +99,8 @@ class Pages:
         up = "../" * depth
         nav = (
             '<a href="%sindex.html">Tasks</a> <a href="%schain/0.html">Chain</a> <a href="%skeys.html">Keys</a> '
-            '<a href="%scheckpoints.html">Checkpoints</a> <a href="%sfeed.atom">Feed</a>' % (up, up, up, up, up)
+            '<a href="%scheckpoints.html">Checkpoints</a> <a href="%schecks.html">Checks</a> '
+            '<a href="%sfeed.atom">Feed</a>' % (up, up, up, up, up, up)
         )
         search = (
             '<a href="%scommits.html">Commits</a>' % up
@@ -365,6 +366,25 @@ class Pages:
         )
         return self._frame("Checkpoints", table if rows else "<p>No checkpoint has been signed.</p>", 0)
 
+    def checks(self) -> Page:
+        """pass^k per check, by task family, from every recorded run: a flaky check reads as
+        one (pass^1 high, pass^3 lower), a broken one as broken.
+        """
+        parts = []
+        for family, tally in sorted(self.index.check_runs.items()):
+            rows = sorted(tally.items())
+            table = "".join(
+                "<tr><td>%s</td><td>%d</td><td>%d</td>%s</tr>"
+                % (_e(check), runs, passes, "".join("<td>%s</td>" % _pass_k(runs, passes, k) for k in (1, 3)))
+                for check, (runs, passes) in rows
+            )
+            parts.append(
+                "<h2>%s</h2>%s<table><thead><tr><th>Check</th><th>Runs</th><th>Passed</th><th>pass^1</th>"
+                "<th>pass^3</th></tr></thead><tbody>%s</tbody></table>" % (_e(family), _bars(rows), table)
+            )
+        body = "".join(parts) or "<p>No check has been run under a registered contract.</p>"
+        return self._frame("Checks: pass^k by family", body, 0)
+
     def commits(self) -> Page:
         """Each receipt by its candidate's commit: the static site's way to find one."""
         rows = self.index.of_kind(EntryKind.RECEIPT)[::-1]
@@ -500,6 +520,34 @@ class Pages:
             '<h2>Receipts per week</h2><svg viewBox="0 0 1000 140" role="img" aria-label="receipts per week">%s</svg>'
             % "".join(bars)
         )
+
+
+def _pass_k(runs: int, passes: int, k: int) -> str:
+    """The chance that k runs drawn from those recorded all pass (C(passes, k) / C(runs, k))."""
+    import math
+
+    return "%.2f" % (math.comb(passes, k) / math.comb(runs, k)) if runs >= k else "–"
+
+
+def _bars(rows: list[tuple[str, list[int]]]) -> str:
+    """pass^1 (dark) and pass^3 (light) per check as SVG bars: no script, prints as drawn."""
+    import math
+
+    bars = []
+    for i, (check, (runs, passes)) in enumerate(rows[:30]):
+        y = 10 + i * 22
+        one = passes / runs if runs else 0.0
+        three = math.comb(passes, 3) / math.comb(runs, 3) if runs >= 3 else 0.0
+        bars.append(
+            '<text x="0" y="%d" font-size="11">%s</text><rect x="200" y="%d" width="%d" height="8" fill="#2a7a2a">'
+            "<title>pass^1 %.2f</title></rect>"
+            '<rect x="200" y="%d" width="%d" height="8" fill="#8fc98f"><title>pass^3 %.2f</title></rect>'
+            % (y + 10, _e(check[:30]), y, int(one * 600), one, y + 9, int(three * 600), three)
+        )
+    return '<svg viewBox="0 0 820 %d" role="img" aria-label="pass^k per check">%s</svg>' % (
+        20 + 22 * len(bars),
+        "".join(bars),
+    )
 
 
 def _day(text: str | None, add: int = 0) -> int | None:

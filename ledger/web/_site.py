@@ -29,6 +29,7 @@ def _plan(pages: Pages, index: ChainIndex) -> list[tuple[str, Callable[[], Page]
         ("keys.html", pages.keys),
         ("commits.html", pages.commits),
         ("checkpoints.html", pages.checkpoints),
+        ("checks.html", pages.checks),
         ("feed.atom", pages.feed),
         ("api/tasks.json", lambda: pages.api("tasks")),
     ]
