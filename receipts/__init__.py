@@ -72,6 +72,7 @@ if TYPE_CHECKING:
         parse_evidence_json,
         rederive_deterministic,
         result_key,
+        tally_check_runs,
         waivers_in_force,
     )
     from ._digest import ContentHasher, Digest, Domain, content_digest, domain_hash
@@ -322,6 +323,7 @@ __all__ = [
     "EvidenceReader",
     "waivers_in_force",
     "rederive_deterministic",
+    "tally_check_runs",
     "PROVENANCE_FORMAT",
     "PROVENANCE_MEDIA_TYPE",
     "PROVENANCE_SOURCES",
@@ -471,6 +473,7 @@ _WHERE = {
     "Outcome": "_deterministic",
     "check_evidence_id": "_deterministic",
     "result_key": "_deterministic",
+    "tally_check_runs": "_deterministic",
     "derive_attempts": "_deterministic",
     "declared_params": "_deterministic",
     "derive_check": "_deterministic",

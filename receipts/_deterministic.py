@@ -37,6 +37,7 @@ __all__ = [
     "EvidenceReader",
     "rederive_deterministic",
     "waivers_in_force",
+    "tally_check_runs",
 ]
 
 CHECK_RESULT_FORMAT = "receipt-ledger/check-result/v1"
@@ -438,6 +439,23 @@ def _provenance_reread(result: dict[str, Any], read: EvidenceReader) -> dict[str
         except FormatError:
             docs.append((digest, None))
     return {**result, "facts": {**facts, **declared_facts(docs)}}
+
+
+def tally_check_runs(record: TierRecord, contract: Contract, read: EvidenceReader, tally: dict[str, list[int]]) -> None:
+    """Add each run of each check of one deterministic record to ``tally`` (check id: [runs,
+    passes]), each judged by `derive_check` under ``contract`` (the one the record names):
+    the count behind pass^k in `ledger stats` and the web view.
+    """
+    for ref in record.evidence:
+        if not ref.check_id.startswith("check:") or ref.media_type != CHECK_RESULT_MEDIA_TYPE:
+            continue
+        check = contract.check(ref.check_id[6:].partition("#")[0])
+        if check is None:
+            continue
+        ok, _ = derive_check(check, read(ref.digest, CHECK_RESULT_FORMAT))
+        counts = tally.setdefault(check.id, [0, 0])
+        counts[0] += 1
+        counts[1] += int(ok)
 
 
 def _protected_changes(contract: Contract, snapshot: Mapping[str, Any]) -> list[str]:

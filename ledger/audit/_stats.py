@@ -13,7 +13,6 @@ from typing import Any
 
 from receipts import (
     CHECK_RESULT_FORMAT,
-    CHECK_RESULT_MEDIA_TYPE,
     JUDGE_RUN_FORMAT,
     Contract,
     Digest,
@@ -21,12 +20,12 @@ from receipts import (
     ReceiptsError,
     Tier,
     TierRecord,
-    derive_check,
+    tally_check_runs,
 )
 from verify import verify_receipt
 
 from .._errors import InputError
-from ..ladder._evidence import evidence_bytes, evidence_json
+from ..ladder._evidence import evidence_bytes, evidence_json, store_evidence_reader
 from ..store._ledger import Ledger
 
 __all__ = ["FamilyStats", "CheckStats", "family_of", "stats"]
@@ -105,21 +104,11 @@ class FamilyStats:
 
 
 def _check_runs(ledger: Ledger, record: TierRecord, contract: Contract | None, tally: dict[str, list[int]]) -> None:
-    """Add each run of each check of one deterministic record to ``tally`` (check id: [runs,
-    passes]), each judged by the rule of the contract the record names (none: not counted).
+    """Add each run of each check of one deterministic record to ``tally`` (none counted
+    without the contract the record names).
     """
-    if contract is None or record.tier is not Tier.DETERMINISTIC:
-        return
-    for ref in record.evidence:
-        if not ref.check_id.startswith("check:") or ref.media_type != CHECK_RESULT_MEDIA_TYPE:
-            continue
-        check = contract.check(ref.check_id[6:].partition("#")[0])
-        if check is None:
-            continue
-        ok, _ = derive_check(check, evidence_json(ledger, ref.digest, CHECK_RESULT_FORMAT))
-        counts = tally.setdefault(check.id, [0, 0])
-        counts[0] += 1
-        counts[1] += int(ok)
+    if contract is not None and record.tier is Tier.DETERMINISTIC:
+        tally_check_runs(record, contract, store_evidence_reader(ledger), tally)
 
 
 def _reply_tokens(ledger: Ledger, reply: object) -> int | None:

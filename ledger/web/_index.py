@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from receipts import (
-    CHECK_RESULT_FORMAT,
-    CHECK_RESULT_MEDIA_TYPE,
     SNAPSHOT_FORMAT,
     Contract,
     ContractRevision,
@@ -29,11 +27,11 @@ from receipts import (
     TierRecord,
     decode_body,
     decode_entry,
-    derive_check,
     fingerprint,
+    tally_check_runs,
     weakenings,
 )
-from verify import LedgerSource, read_evidence
+from verify import LedgerSource, evidence_reader, read_evidence
 
 __all__ = ["ChainIndex", "IndexRow"]
 
@@ -232,18 +230,9 @@ def _text(digest: Digest | None) -> str | None:
 
 def _count_check_runs(record: TierRecord, source: LedgerSource, index: ChainIndex) -> None:
     contract = index.by_config.get(str(record.config_hash))
-    if contract is None:
-        return
-    tally = index.check_runs.setdefault(record.task_id.rsplit("@", 1)[0], {})
-    for ref in record.evidence:
-        if not ref.check_id.startswith("check:") or ref.media_type != CHECK_RESULT_MEDIA_TYPE:
-            continue
-        check = contract.check(ref.check_id[6:].partition("#")[0])
-        if check is not None:
-            ok, _ = derive_check(check, read_evidence(source, ref.digest, CHECK_RESULT_FORMAT))
-            counts = tally.setdefault(check.id, [0, 0])
-            counts[0] += 1
-            counts[1] += int(ok)
+    if contract is not None:
+        tally = index.check_runs.setdefault(record.task_id.rsplit("@", 1)[0], {})
+        tally_check_runs(record, contract, evidence_reader(source), tally)
 
 
 def _remember_commit(record: TierRecord, source: LedgerSource, index: ChainIndex) -> None:
