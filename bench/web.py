@@ -87,8 +87,10 @@ def measure(out: Path, rounds: int = 15, per_round: int = 10) -> None:
         a, b = med[(what, small)], med[(what, large)]
         label = "receipt page (verified by proof)" if what == "page" else "verify_receipt by proof (the primitive)"
         print("| %s | %.2f ms | %.2f ms | %.2f |" % (label, a * 1000, b * 1000, b / a))
-    print("| page / primitive | %.2f | %.2f | |" % (med[("page", small)] / med[("proof", small)],
-                                                 med[("page", large)] / med[("proof", large)]))
+    print(
+        "| page / primitive | %.2f | %.2f | |"
+        % (med[("page", small)] / med[("proof", small)], med[("page", large)] / med[("proof", large)])
+    )
 
 
 if __name__ == "__main__":
