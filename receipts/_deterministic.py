@@ -183,6 +183,9 @@ def _hash_stable_facts(check: Check, facts: Mapping[str, Any]) -> tuple[bool, st
 
 def _attribution_declared_facts(check: Check, facts: Mapping[str, Any]) -> tuple[bool, str]:
     records = _fact(facts, "records", list)
+    if not all(isinstance(d, str) for d in records):
+        # The verifier re-reads only a list of digests: anything else is never believed.
+        return False, "the result's list of provenance records is malformed"
     unreadable = _fact(facts, "unreadable", list)
     if unreadable:
         return False, "provenance record(s) missing, altered or invalid: %s" % ", ".join(str(d) for d in unreadable)

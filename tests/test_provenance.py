@@ -147,6 +147,9 @@ def test_a_changed_file_no_record_declares_fails_naming_it(env: tuple[Path, Ledg
     narrowed = r.parse_contract(contract_bytes(extra=DECLARED + 'paths = ["app.py"]\n')).checks[1]
     result["declared"] = r.declared_params(narrowed)
     assert r.derive_check(narrowed, result) == (True, "every added line of 0 file(s) is declared by 1 record(s)")
+    # A records list the verifier cannot re-read is never believed, whatever it claims is declared.
+    forged = {**result, "facts": {**result["facts"], "records": [1], "declared_files": ["extra.py"]}}
+    assert r.derive_check(narrowed, forged) == (False, "the result's list of provenance records is malformed")
 
 
 def test_the_verifier_rederives_the_check_from_the_stored_record(tmp_path: Path) -> None:
