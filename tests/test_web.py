@@ -6,6 +6,8 @@ page's own origin."""
 
 from __future__ import annotations
 
+import functools
+import re
 import shutil
 import socket
 import threading
@@ -21,10 +23,10 @@ from starlette.testclient import TestClient
 from test_report_page import _chromium
 
 import receipts as r
-from conftest import ADMIN_ID, SIGNERS, TASK, build_sample, flaky_command, git, run_cli
-from ledger import Ledger, build_site, run_deterministic, web_app
+from conftest import ADMIN_ID, SIGNERS, TASK, build_sample, contract_bytes, flaky_command, git, run_cli
+from ledger import Ledger, add_cosignatures, build_site, register_contract, run_deterministic, web_app
 from ledger.web import receipt_name
-from verify import LedgerSource, PostgresSource, TrustRoot
+from verify import LedgerSource, PostgresSource, Transparency, TrustRoot, WitnessKey
 
 HOSTILE = "<script>document.title='owned'</script><img src=x onerror=alert(1)>"
 TRUST = TrustRoot(frozenset({ADMIN_ID}), "test")
@@ -119,6 +121,70 @@ def test_hostile_text_is_escaped_in_pages_the_feed_and_evidence(sample: Any) -> 
     assert client.get("/task/%s.html" % "no~3Cb~3Esuch").status_code == 404
 
 
+def _tampered(root: Path, into: Path) -> Path:
+    """A copy of the ledger with the first byte of one evidence blob changed."""
+    shutil.copytree(root, into)
+    blob = next(p for p in sorted((into / "blobs").rglob("*")) if p.is_file())
+    blob.chmod(0o644)
+    blob.write_bytes(b"x" + blob.read_bytes()[1:])
+    return into
+
+
+def test_the_feed_tells_a_rejected_receipt_and_a_weakened_contract(sample: Any, tmp_path: Path) -> None:
+    def titles(root: Path) -> list[str]:
+        feed = ET.fromstring(_client(root).get("/feed.atom").content)
+        return [t.text or "" for t in feed.iter("{http://www.w3.org/2005/Atom}title")][1:]
+
+    assert "%s: receipt verified, merge-eligible" % TASK in titles(sample.root)
+    copy = _tampered(sample.root, tmp_path / "copy")
+    assert "%s: receipt REJECTED by the verifier: evidence-altered" % TASK in titles(copy)
+    ledger = Ledger.open(copy)
+    register_contract(ledger, TASK, contract_bytes(command="print('ok')"), SIGNERS["admin"])
+    ledger.close()
+    assert "%s: contract WEAKENED: check tests was changed" % TASK in titles(copy)
+
+
+def test_the_checkpoints_page_checks_each_cosignature_against_the_witnesses_given(tmp_path: Path) -> None:
+    s = build_sample(tmp_path)
+    ledger = Ledger.open(s.root)
+    note = ledger.checkpoint(SIGNERS["sealer"])
+    w1 = WitnessKey("witness.example/w1", r.parse_public_key_blob(SIGNERS["bob"].public_key_blob))
+    w2 = WitnessKey("witness.example/w2", r.parse_public_key_blob(SIGNERS["mallory"].public_key_blob))
+    for w, signer in ((w1, SIGNERS["bob"]), (w2, SIGNERS["mallory"])):
+        add_cosignatures(
+            ledger, note.with_signature(r.cosign_note(note.text, w.name, signer, 1_700_000_000)).encode(), (w,)
+        )
+    ledger.close()
+
+    def checkpoints(policy: Transparency) -> str:
+        app = web_app(lambda: LedgerSource.open(s.root), TRUST, policy=policy)
+        return TestClient(app).get("/checkpoints.html").text
+
+    page = checkpoints(Transparency(witnesses=(w1,), quorum=1))
+    assert "witness.example/w1: verified 2023-11-14 22:13 UTC" in page
+    assert "witness.example/w2: untrusted" in page and "quorum met (1 of 1)" in page
+    app = web_app(lambda: LedgerSource.open(s.root), TRUST, policy=Transparency(witnesses=(w1,), quorum=1))
+    (doc,) = TestClient(app).get("/api/checkpoints").json()
+    assert doc["quorum_met"] is True and [c["name"] for c in doc["cosignatures"]] == [w1.name, w2.name]
+    # The same name with another key: the stored cosignature does not verify, and the
+    # receipt's page, verified under the same policy, is rejected for the quorum.
+    impostor = WitnessKey(w1.name, r.parse_public_key_blob(SIGNERS["alice"].public_key_blob))
+    policy = Transparency(witnesses=(impostor,), quorum=1)
+    page = checkpoints(policy)
+    assert "witness.example/w1: does not verify" in page and "quorum NOT met (0 of 1)" in page
+    app = web_app(lambda: LedgerSource.open(s.root), TRUST, policy=policy)
+    doc = TestClient(app).get("/api/receipt/%s" % receipt_name(s.receipt)).json()
+    assert doc["verified"] is False and [d["code"] for d in doc["defects"]] == ["witness-quorum"]
+    # The command takes the witnesses as `ledger verify` does.
+    line = "%s %s" % (w1.name, r.public_key_line(SIGNERS["bob"].public_key_blob))
+    args = ("--dir", str(s.root), "site", "build", str(tmp_path / "site"), "--trust", ADMIN_ID)
+    built = run_cli(*args, "--witness", line, "--witness-quorum", "1")
+    assert built.returncode == 0, built.stderr
+    assert "witness.example/w1: verified" in (tmp_path / "site" / "checkpoints.html").read_text()
+    refused = run_cli(*args, "--witness-quorum", "2")
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "--witness-quorum 2" in refused.stderr
+
+
 def test_site_build_is_byte_identical_and_never_clobbers_a_folder_it_did_not_write(sample: Any, tmp_path: Path) -> None:
     def tree(folder: Path) -> dict[str, bytes]:
         return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
@@ -148,14 +214,18 @@ def test_site_build_is_byte_identical_and_never_clobbers_a_folder_it_did_not_wri
 class _Served:
     """The app under uvicorn on a socket already listening: requests wait for it, not a timer."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path | None, open_source: Any = None, trust: Any = TRUST) -> None:
         import uvicorn
+
+        if open_source is None:
+            assert root is not None
+            open_source = functools.partial(LedgerSource.open, root)
 
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(16)
         self.url = "http://127.0.0.1:%d" % self.sock.getsockname()[1]
-        config = uvicorn.Config(web_app(lambda: LedgerSource.open(root), TRUST), log_level="warning")
+        config = uvicorn.Config(web_app(open_source, trust), log_level="warning")
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
         self.thread.start()
@@ -216,12 +286,7 @@ def test_in_chromium_search_leads_to_the_decision_and_hostile_text_stays_text(
         page.close()
     finally:
         served.close()
-    copy = tmp_path / "copy"
-    shutil.copytree(sample.root, copy)
-    blob = next(p for p in sorted((copy / "blobs").rglob("*")) if p.is_file())
-    blob.chmod(0o644)
-    blob.write_bytes(b"x" + blob.read_bytes()[1:])
-    tampered = _Served(copy)
+    tampered = _Served(_tampered(sample.root, tmp_path / "copy"))
     try:
         page, _, _ = _page(browser, tampered.url)
         page.goto(tampered.url + "/receipt/%s.html" % receipt_name(sample.receipt))
@@ -230,6 +295,61 @@ def test_in_chromium_search_leads_to_the_decision_and_hostile_text_stays_text(
         page.close()
     finally:
         tampered.close()
+
+
+def _commit_to_decision(browser: Any, served: _Served, commit: str) -> str:
+    """As a reviewer would: search the commit from the front page, open the receipt; the
+    page's main text (nothing requested off the origin, nothing wider than 1280 px)."""
+    try:
+        page, elsewhere, dialogs = _page(browser, served.url)
+        page.goto(served.url + "/")
+        page.fill("input[name=q]", commit)
+        page.click("header button")
+        page.click("a[href*='receipt/']")
+        text = str(page.inner_text("main"))
+        for path in ("", "/checkpoints.html", "/keys.html", "/chain/0.html"):
+            if path:
+                page.goto(served.url + path)
+            assert page.evaluate("document.documentElement.scrollWidth") <= 1280, path
+        assert elsewhere == [] and dialogs == []
+        page.close()
+        return text
+    finally:
+        served.close()
+
+
+def test_in_chromium_the_demo_ledger_and_its_tampered_copy(browser: Any, tmp_path: Path) -> None:
+    demo = run_cli("demo", "--keep", str(tmp_path / "ws"))
+    assert demo.returncode == 0, demo.stderr
+    commit = re.search(r"commit ([0-9a-f]{7}): DEMO-1", demo.stdout)
+    receipt = re.search(r"receipt (blake3:[0-9a-f]{64}) merge_eligible=true", demo.stdout)
+    assert commit and receipt, demo.stdout
+    admin = r.parse_public_key_line((tmp_path / "ws" / "keys" / "admin.pub").read_text())[0]
+    trust = TrustRoot(frozenset({r.fingerprint(admin)}), "the demo admin key")
+    root = tmp_path / "ws" / "repo" / ".ledger"
+    text = _commit_to_decision(browser, _Served(root, trust=trust), commit.group(1))
+    assert "VERIFIED" in text and "merge-eligible" in text and receipt.group(1) in text
+    # The demo's own tampered copy (one byte of a tier record's body): the same page, rejected.
+    tampered = _Served(tmp_path / "ws" / "tampered-ledger", trust=trust)
+    try:
+        page, _, _ = _page(browser, tampered.url)
+        page.goto(tampered.url + "/receipt/%s.html" % receipt_name(receipt.group(1)))
+        shown = page.inner_text("main")
+        assert "REJECTED" in shown and "VERIFIED" not in shown and "Defects" in shown
+        page.close()
+    finally:
+        tampered.close()
+
+
+def test_in_chromium_the_shared_store_and_a_mirror_pulled_from_it(browser: Any, pg_url: str, tmp_path: Path) -> None:
+    s = build_sample(tmp_path, store=pg_url)
+    commit = git(s.repo, "rev-parse", "HEAD")[:12]
+    text = _commit_to_decision(browser, _Served(None, lambda: PostgresSource.open_url(pg_url)), commit)
+    assert "VERIFIED" in text and "merge-eligible" in text and s.receipt in text
+    pulled = run_cli("pull", "--from", pg_url, "--to", str(tmp_path / "mirror"))
+    assert pulled.returncode == 0, pulled.stderr
+    text = _commit_to_decision(browser, _Served(tmp_path / "mirror"), commit)
+    assert "VERIFIED" in text and "merge-eligible" in text and s.receipt in text
 
 
 def test_the_static_site_reads_the_same_in_chromium(browser: Any, sample: Any, tmp_path: Path) -> None:
@@ -258,15 +378,6 @@ def test_the_shared_store_is_read_in_a_session_that_cannot_write(pg_url: str, tm
     finally:
         source.close()
     assert client.get("/api/chain/0").json()[-1]["kind"] == "receipt"
-
-
-def test_a_mirror_made_by_pull_serves_the_same_decision(pg_url: str, tmp_path: Path) -> None:
-    s = build_sample(tmp_path, store=pg_url)
-    pulled = run_cli("pull", "--from", pg_url, "--to", str(tmp_path / "mirror"))
-    assert pulled.returncode == 0, pulled.stderr
-    client = _client(tmp_path / "mirror")
-    api = client.get("/api/receipt/%s" % receipt_name(s.receipt)).json()
-    assert api["verified"] is True and api["derived_eligible"] is True
 
 
 def test_pass_k_per_check_tells_a_flaky_check_from_a_steady_one(tmp_path: Path) -> None:

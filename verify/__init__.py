@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from ._evidence import SMALL_BLOB, evidence_reader, read_blob, read_evidence
     from ._layout import BundleLayout
     from ._manifest import BUNDLE_FORMAT, ManifestClaims, Redaction
-    from ._policy import Transparency, WitnessKey
+    from ._policy import Transparency, WitnessKey, cosignature_statuses
     from ._rendering import RENDERINGS, bundle_manifest, final_status, listed_records, report_html
     from ._result import ChainResult, Defect, Finding, Result, TierLine, VerificationFailed
     from ._source import KEYRING_KIND_NAMES, LedgerSource, Source, StoredEntry, keyring_changes
@@ -63,6 +63,7 @@ __all__ = [
     "Transparency",
     "tsa_roots",
     "WitnessKey",
+    "cosignature_statuses",
     "AuditState",
     "AUDIT_STATE_FORMAT",
     # the one evidence reader (re-hashes what it returns)
@@ -114,6 +115,7 @@ _WHERE = {
     "Redaction": "_manifest",
     "Transparency": "_policy",
     "WitnessKey": "_policy",
+    "cosignature_statuses": "_policy",
     "RENDERINGS": "_rendering",
     "bundle_manifest": "_rendering",
     "final_status": "_rendering",

@@ -5,6 +5,7 @@ a task complete, the time-stamping authorities it pins, and a checkpoint it kept
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from receipts import ReceiptsError, SignedNote, cosignature_time, parse_public_k
 from ._errors import CannotVerify
 from ._result import Defect
 
-__all__ = ["Transparency", "WitnessKey", "witnessed", "audited_by"]
+__all__ = ["Transparency", "WitnessKey", "witnessed", "audited_by", "cosignature_statuses"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,3 +97,31 @@ def witnessed(note: SignedNote, size: int, signer: str | None, policy: Transpare
 def audited_by(note: SignedNote, policy: Transparency) -> tuple[str, ...]:
     """The auditing witnesses whose cosignature on this checkpoint verifies."""
     return tuple(w.name for w in policy.auditors if cosignature_time(note, w.name, w.public_key) is not None)
+
+
+def cosignature_statuses(note: SignedNote, policy: Transparency) -> tuple[tuple[str, str], ...]:
+    """What each signature line after the log's says, checked against the keys the auditor
+    trusts: ``(name, status)`` with status ``verified`` (and the cosignature's UTC time),
+    ``does not verify`` (a trusted name whose signature fails its key), or ``untrusted``
+    (no key was given for that name: nothing was checked).
+
+    Args:
+        note: the signed checkpoint, its first signature the log's.
+        policy: the witnesses and auditing witnesses the auditor trusts.
+
+    Returns:
+        One pair per cosignature line, in the note's order.
+    """
+    keys: dict[str, list[bytes]] = {}
+    for w in (*policy.witnesses, *policy.auditors):
+        keys.setdefault(w.name, []).append(w.public_key)
+    out = []
+    for line in note.signatures[1:]:
+        trusted = keys.get(line.name)
+        if not trusted:
+            out.append((line.name, "untrusted"))
+            continue
+        times = [t for key in trusted if (t := cosignature_time(note, line.name, key)) is not None]
+        stamp = datetime.datetime.fromtimestamp(times[0], datetime.UTC).strftime("%Y-%m-%d %H:%M UTC") if times else ""
+        out.append((line.name, "verified " + stamp if times else "does not verify"))
+    return tuple(out)

@@ -8,9 +8,9 @@ import click
 
 from .. import _api as lib
 from ._group import cli
-from ._options import _TrustArgs, trust_option
+from ._options import _AuditorArgs, _CheckpointArgs, _TrustArgs, auditor_option, checkpoint_options, trust_option
 from ._output import progress
-from ._shared import _Group, _source, _trust
+from ._shared import _Group, _policy, _source, _trust
 
 
 @cli.command()
@@ -18,10 +18,21 @@ from ._shared import _Group, _source, _trust
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
 @click.option("--title", default="receipt-ledger", show_default=True, help="The site's name on every page.")
 @trust_option
+@checkpoint_options
+@auditor_option
 @click.pass_context
-def serve(ctx: click.Context, host: str, port: int, title: str, trust: _TrustArgs) -> None:
+def serve(
+    ctx: click.Context,
+    host: str,
+    port: int,
+    title: str,
+    trust: _TrustArgs,
+    checkpoints: _CheckpointArgs,
+    auditors: _AuditorArgs,
+) -> None:
     """Serve a read-only web view of the ledger: tasks, receipts verified on each request, search, a JSON API and a feed."""
-    app = lib.web_app(lambda: _source(ctx), _trust(ctx, trust), title)
+    policy = _policy(trust, auditors, checkpoints)
+    app = lib.web_app(lambda: _source(ctx), _trust(ctx, trust), title, policy)
     lib.serve_app(
         app, host, port, announce=lambda url: click.echo("serving %s (read-only; stop with Ctrl-C)" % url, err=True)
     )
@@ -36,9 +47,19 @@ def site() -> None:
 @click.argument("folder", type=click.Path(path_type=Path))
 @click.option("--title", default="receipt-ledger", show_default=True, help="The site's name on every page.")
 @trust_option
+@checkpoint_options
+@auditor_option
 @click.pass_context
-def site_build(ctx: click.Context, folder: Path, title: str, trust: _TrustArgs) -> None:
+def site_build(
+    ctx: click.Context,
+    folder: Path,
+    title: str,
+    trust: _TrustArgs,
+    checkpoints: _CheckpointArgs,
+    auditors: _AuditorArgs,
+) -> None:
     """Write every page of the web view into FOLDER, byte-identical for the same ledger."""
+    policy = _policy(trust, auditors, checkpoints)
     with progress(False, "writing pages") as bar:
 
         def tell(done: int, total: int) -> None:
@@ -47,5 +68,5 @@ def site_build(ctx: click.Context, folder: Path, title: str, trust: _TrustArgs) 
                     bar.start(total)
                 bar.update(1)
 
-        written = lib.build_site(lambda: _source(ctx), _trust(ctx, trust), folder, title, tell)
+        written = lib.build_site(lambda: _source(ctx), _trust(ctx, trust), folder, title, tell, policy)
     click.echo("%d files written to %s" % (written, folder))

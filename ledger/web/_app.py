@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from verify import LedgerSource, Trust
+from verify import LedgerSource, Transparency, Trust
 
 from .._errors import InputError
 from ._index import ChainIndex
@@ -30,8 +30,14 @@ SECURITY_HEADERS = {
 _READING = ("GET", "HEAD")
 
 
-def web_app(open_source: Callable[[], LedgerSource], trust: Trust, title: str = "receipt-ledger") -> Any:
-    """The ASGI application over the ledger ``open_source`` opens, verifying against ``trust``.
+def web_app(
+    open_source: Callable[[], LedgerSource],
+    trust: Trust,
+    title: str = "receipt-ledger",
+    policy: Transparency | None = None,
+) -> Any:
+    """The ASGI application over the ledger ``open_source`` opens, verifying against
+    ``trust`` and ``policy`` (the witnesses and checkpoint `ledger verify` would be given).
 
     Raises:
         InputError: the `web` extra is not installed.
@@ -45,7 +51,7 @@ def web_app(open_source: Callable[[], LedgerSource], trust: Trust, title: str = 
         raise InputError("ledger serve needs the web extra: pip install 'receipt-ledger[web]'") from None
 
     index = ChainIndex()
-    pages = Pages(index, open_source, trust, title)
+    pages = Pages(index, open_source, trust, title, policy=policy)
 
     def route(path: str, render: Render) -> Route:
         async def endpoint(request: Request) -> Response:
@@ -85,6 +91,7 @@ def _routes(pages: Pages) -> list[tuple[str, Render]]:
         ("/feed.atom", lambda p, q: pages.feed()),
         ("/api/tasks", lambda p, q: pages.api("tasks")),
         ("/api/search", lambda p, q: pages.api("search", query=q)),
+        ("/api/checkpoints", lambda p, q: pages.api("checkpoints")),
         ("/api/chain/{page:int}", lambda p, q: pages.api("chain", page=p["page"])),
         ("/api/receipt/{name}", lambda p, q: pages.api("receipt", target=_receipt(p["name"]))),
     ]

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from receipts import Digest, EntryKind, FormatError
-from verify import LedgerSource, Trust, read_blob, verify_receipt
+from receipts import Digest, EntryKind, FormatError, ReceiptsError, parse_note
+from verify import LedgerSource, Transparency, Trust, cosignature_statuses, read_blob, verify_receipt
 
 from ._index import ChainIndex, IndexRow
 
@@ -23,6 +23,7 @@ __all__ = ["Pages", "Page", "CSP", "STYLE", "page_name", "receipt_name", "PAGE_S
 
 PAGE_SIZE = 100  # chain rows per page
 MAX_SHOWN = 256 << 10  # the most of an evidence blob a page shows as text
+FEED_VERIFIED = 20  # the feed verifies its newest receipts by proof; older ones say their claim
 # No script, nothing from another origin: the CSS is our own file.
 CSP = (
     "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
@@ -77,6 +78,9 @@ class Pages:
         open_source: opens the ledger as the auditor reads it (each receipt page verifies by proof).
         trust: the trust a receipt is verified against, as the CLI takes it.
         title: the site's name, shown on every page.
+        static: render for a static host (no search form; binary evidence described, not served).
+        policy: the witnesses, auditing witnesses and checkpoint the auditor asks for, as
+            `ledger verify` takes them; receipts and checkpoints are checked against it.
     """
 
     def __init__(
@@ -86,8 +90,10 @@ class Pages:
         trust: Trust,
         title: str = "receipt-ledger",
         static: bool = False,
+        policy: Transparency | None = None,
     ) -> None:
         self.index = index
+        self.policy = policy or Transparency()
         self.open_source = open_source
         self.trust = trust
         self.title = title
@@ -276,7 +282,7 @@ class Pages:
     def receipt_document(self, target: str) -> dict[str, Any]:
         """The verifier's result for one receipt, as `ledger verify --json` gives it."""
         with self.open_source() as source:
-            result = verify_receipt(source, target, self.trust)
+            result = verify_receipt(source, target, self.trust, self.policy)
         doc = result.as_dict()
         doc["verified"] = result.ok
         doc["derived_eligible"] = bool(result.ok and result.derived_eligible)
@@ -337,34 +343,77 @@ class Pages:
         )
 
     def checkpoints(self) -> Page:
-        """The signed checkpoints, newest first, with who signed each: the log's key, then
-        each witness's cosignature. The page shows them; `ledger verify` checks them.
+        """The signed checkpoints, newest first: the log's signer, then each cosignature
+        checked against the witnesses this view was given (`--witness`,
+        `--auditing-witness`), and whether the witness quorum is met.
         """
-        with self.open_source() as source:
-            notes = source.checkpoints()[::-1][:200]
-        rows = []
-        for size, note in notes:
-            body, _, signatures = note.partition("\n\n")
-            lines = body.splitlines()
-            signers = [
-                line.split(" ")[1] for line in signatures.splitlines() if line.startswith("\u2014 ") and " " in line[2:]
-            ]
-            witnesses = signers[1:]
-            rows.append(
-                "<tr><td>%d</td><td>%s</td><td><code>%s</code></td><td>%s</td><td>%s</td></tr>"
-                % (
-                    size,
-                    _e(lines[0] if lines else ""),
-                    _e(lines[2] if len(lines) > 2 else ""),
-                    _e(", ".join(signers[:1])),
-                    _e(", ".join(witnesses) if witnesses else "not witnessed"),
-                )
-            )
+        rows = [self._checkpoint_row(doc) for doc in self.checkpoint_documents()]
+        quorum = self.policy.quorum
+        said = "<p>Cosignatures are checked against %d trusted witness key(s); %s.</p>" % (
+            len(self.policy.witnesses) + len(self.policy.auditors),
+            "a quorum of %d is required" % quorum if quorum else "no quorum is required",
+        )
         table = (
             "<table><thead><tr><th>Size</th><th>Origin</th><th>Root</th><th>Signed by</th><th>Witnesses</th></tr>"
             "</thead><tbody>%s</tbody></table>" % "".join(rows)
         )
-        return self._frame("Checkpoints", table if rows else "<p>No checkpoint has been signed.</p>", 0)
+        return self._frame("Checkpoints", said + table if rows else "<p>No checkpoint has been signed.</p>", 0)
+
+    def checkpoint_documents(self) -> list[dict[str, Any]]:
+        """The newest 200 checkpoints, each with its cosignatures' statuses
+        (`verify.cosignature_statuses`) and whether the quorum is met: the page's facts.
+        """
+        with self.open_source() as source:
+            notes = source.checkpoints()[::-1][:200]
+        docs = []
+        for size, text in notes:
+            try:
+                note = parse_note(text)
+            except ReceiptsError as exc:
+                docs.append({"size": size, "error": "does not parse: %s" % exc})
+                continue
+            lines = note.text.splitlines()
+            statuses = cosignature_statuses(note, self.policy)
+            good = sum(1 for _, status in statuses if status.startswith("verified"))
+            docs.append(
+                {
+                    "size": size,
+                    "origin": lines[0] if lines else "",
+                    "root": lines[2] if len(lines) > 2 else "",
+                    "signer": note.signatures[0].name if note.signatures else "",
+                    "cosignatures": [{"name": n, "status": status} for n, status in statuses],
+                    "quorum": self.policy.quorum,
+                    "quorum_met": good >= self.policy.quorum,
+                }
+            )
+        return docs
+
+    def _checkpoint_row(self, doc: dict[str, Any]) -> str:
+        if "error" in doc:
+            return '<tr><td>%d</td><td colspan="4" class="fail">%s</td></tr>' % (doc["size"], _e(doc["error"]))
+        witnesses = "".join(
+            '<li class="%s">%s: %s</li>'
+            % (
+                "pass" if c["status"].startswith("verified") else "fail" if c["status"] == "does not verify" else "",
+                _e(c["name"]),
+                _e(c["status"]),
+            )
+            for c in doc["cosignatures"]
+        )
+        good = sum(1 for c in doc["cosignatures"] if c["status"].startswith("verified"))
+        met = (
+            '<p class="%s">quorum %s (%d of %d)</p>'
+            % ("pass" if doc["quorum_met"] else "fail", "met" if doc["quorum_met"] else "NOT met", good, doc["quorum"])
+            if doc["quorum"]
+            else ""
+        )
+        return "<tr><td>%d</td><td>%s</td><td><code>%s</code></td><td>%s</td><td>%s</td></tr>" % (
+            doc["size"],
+            _e(doc["origin"]),
+            _e(doc["root"]),
+            _e(doc["signer"] or "nobody"),
+            ("<ul>%s</ul>" % witnesses if witnesses else "not witnessed") + met,
+        )
 
     def checks(self) -> Page:
         """pass^k per check, by task family, from every recorded run: a flaky check reads as
@@ -432,16 +481,21 @@ class Pages:
         return self._frame("Evidence %s" % digest_text[:19], cut + "<pre>%s</pre>" % _e(text), 1)
 
     def feed(self, base: str = "") -> Page:
-        """An Atom feed of receipts, failing tier records, contract revisions and key changes."""
+        """An Atom feed of receipts (the newest `FEED_VERIFIED` verified as their pages
+        are, so a rejection is news), failing tier records, contract revisions (weakenings
+        named) and key changes.
+        """
         kinds = {EntryKind.RECEIPT, EntryKind.CONTRACT, EntryKind.KEY_ADD, EntryKind.KEY_REVOKE}
         failing = [r for r in self.index.of_kind(EntryKind.TIER_RECORD) if r.verdict == "fail"]
         rows = sorted(self.index.of_kind(*kinds) + failing, key=lambda r: -r.seq)[:100]
+        receipts = [r for r in rows if r.kind == EntryKind.RECEIPT][:FEED_VERIFIED]
+        decided = {r.body_hash: self.receipt_document(r.body_hash) for r in receipts}
         updated = _atom_time(rows[0].time if rows else 0)
         items = "".join(
             "<entry><id>urn:receipt-ledger:%s</id><title>%s</title><updated>%s</updated>%s<summary>%s</summary></entry>"
             % (
                 _e(r.body_hash or r.seq),
-                _e("%s: %s" % (r.task or r.kind, r.summary)),
+                _e("%s: %s" % (r.task or r.kind, _feed_title(r, decided.get(r.body_hash)))),
                 _atom_time(r.time),
                 '<link href="%sreceipt/%s.html"/>' % (_e(base), receipt_name(r.body_hash))
                 if r.kind == EntryKind.RECEIPT
@@ -466,6 +520,8 @@ class Pages:
             doc = self.receipt_document(str(args["target"]))
         elif what == "search":
             doc = [r.as_dict() for r in self.search_rows(args["query"])[:500]]
+        elif what == "checkpoints":
+            doc = self.checkpoint_documents()
         else:
             page = int(args.get("page", 0))
             doc = [r.as_dict() for r in self.index.rows[page * PAGE_SIZE : (page + 1) * PAGE_SIZE]]
@@ -520,6 +576,17 @@ class Pages:
             '<h2>Receipts per week</h2><svg viewBox="0 0 1000 140" role="img" aria-label="receipts per week">%s</svg>'
             % "".join(bars)
         )
+
+
+def _feed_title(row: IndexRow, decided: dict[str, Any] | None) -> str:
+    """A feed entry's title: what happened, in words, the verifier's decision for a receipt."""
+    if row.kind == EntryKind.CONTRACT and row.weakened:
+        return "contract WEAKENED: %s" % "; ".join(row.weakened)
+    if decided is None:
+        return row.summary
+    if not decided["verified"]:
+        return "receipt REJECTED by the verifier: %s" % ", ".join(d["code"] for d in decided["defects"])
+    return "receipt verified, %s" % ("merge-eligible" if decided["derived_eligible"] else "not merge-eligible")
 
 
 def _pass_k(runs: int, passes: int, k: int) -> str:

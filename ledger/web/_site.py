@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from receipts import EntryKind
-from verify import LedgerSource, Trust
+from verify import LedgerSource, Transparency, Trust
 
 from .._errors import InputError
 from ._index import ChainIndex
@@ -32,6 +32,7 @@ def _plan(pages: Pages, index: ChainIndex) -> list[tuple[str, Callable[[], Page]
         ("checks.html", pages.checks),
         ("feed.atom", pages.feed),
         ("api/tasks.json", lambda: pages.api("tasks")),
+        ("api/checkpoints.json", lambda: pages.api("checkpoints")),
     ]
     for n in range(max(1, (len(index.rows) + PAGE_SIZE - 1) // PAGE_SIZE)):
         plan.append(("chain/%d.html" % n, functools.partial(pages.chain, n)))
@@ -59,6 +60,7 @@ def build_site(
     folder: Path,
     title: str = "receipt-ledger",
     progress: Callable[[int, int], None] | None = None,
+    policy: Transparency | None = None,
 ) -> int:
     """Write the site into ``folder`` (replaced whole, never left half-written).
 
@@ -68,6 +70,7 @@ def build_site(
         folder: where the site goes; an existing one is replaced.
         title: the site's name.
         progress: told (pages written, pages in all).
+        policy: the witnesses and checkpoint the receipts and checkpoints are checked against.
 
     Returns:
         How many files were written.
@@ -81,7 +84,7 @@ def build_site(
     index = ChainIndex()
     with open_source() as source:
         index.update(source)
-    plan = _plan(Pages(index, open_source, trust, title, static=True), index)
+    plan = _plan(Pages(index, open_source, trust, title, static=True, policy=policy), index)
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".site-", dir=folder.parent))
     try:
