@@ -24,7 +24,15 @@ from test_report_page import _chromium
 
 import receipts as r
 from conftest import ADMIN_ID, SIGNERS, TASK, build_sample, contract_bytes, flaky_command, git, run_cli
-from ledger import Ledger, add_cosignatures, build_site, register_contract, run_deterministic, web_app
+from ledger import (
+    Ledger,
+    add_cosignatures,
+    build_site,
+    record_event,
+    register_contract,
+    run_deterministic,
+    web_app,
+)
 from ledger.web import receipt_name
 from verify import LedgerSource, PostgresSource, Transparency, TrustRoot, WitnessKey
 
@@ -137,7 +145,9 @@ def test_the_feed_tells_a_rejected_receipt_and_a_weakened_contract(sample: Any, 
 
     assert "%s: receipt verified, merge-eligible" % TASK in titles(sample.root)
     copy = _tampered(sample.root, tmp_path / "copy")
-    assert "%s: receipt REJECTED by the verifier: evidence-altered" % TASK in titles(copy)
+    # Which blob sorts first varies with the run; whichever it is, the defect is named.
+    rejected = "%s: receipt REJECTED by the verifier: evidence-altered" % TASK
+    assert any(t.startswith(rejected) for t in titles(copy))
     ledger = Ledger.open(copy)
     register_contract(ledger, TASK, contract_bytes(command="print('ok')"), SIGNERS["admin"])
     ledger.close()
@@ -263,7 +273,13 @@ def _page(browser: Any, origin: str) -> tuple[Any, list[str], list[str]]:
 def test_in_chromium_search_leads_to_the_decision_and_hostile_text_stays_text(
     browser: Any, sample: Any, tmp_path: Path
 ) -> None:
-    served = _Served(sample.root)
+    # What an agent says is free text too: a claim whose summary is markup.
+    root = tmp_path / "said"
+    shutil.copytree(sample.root, root)
+    ledger = Ledger.open(root)
+    record_event(ledger, SIGNERS["agent"], TASK, r.EventType.ANSWER_PROPOSED, None, {"summary": HOSTILE})
+    ledger.close()
+    served = _Served(root)
     try:
         page, elsewhere, dialogs = _page(browser, served.url)
         page.goto(served.url + "/")
@@ -279,8 +295,10 @@ def test_in_chromium_search_leads_to_the_decision_and_hostile_text_stays_text(
         for path in ("/", "/chain/0.html", "/keys.html", "/checkpoints.html", "/task/%s.html" % TASK):
             page.goto(served.url + path)
             assert page.evaluate("document.documentElement.scrollWidth") <= 1280, path
-        # The contract's text (its command prints the markup) is shown on the task's page as text.
+        # The contract's text (its command prints the markup) and the agent's claim are shown
+        # on the task's page as text.
         assert "<script>document.title='owned'</script>" in page.inner_text("main")
+        assert "event answer_proposed: %s" % HOSTILE in page.inner_text("main")
         assert page.title() != "owned" and dialogs == []
         assert elsewhere == []
         page.close()

@@ -200,7 +200,11 @@ def _described(base: IndexRow, body: object, source: LedgerSource, index: ChainI
         claim = "eligible" if body.merge_eligible else "not eligible"
         return dataclasses.replace(base, summary="receipt: %s" % claim, verdict=claim, candidate=str(body.input_hash))
     if isinstance(body, TaskEvent):
-        return dataclasses.replace(base, summary="event %s" % body.type.value, candidate=_text(body.candidate))
+        # What the agent or person said (a claim's summary, a reason) is shown as they said it,
+        # cut short: it is a statement recorded, not a fact checked.
+        said = body.field("summary") or body.field("reason")
+        summary = "event %s" % body.type.value + (": %s" % said[:200] if said else "")
+        return dataclasses.replace(base, summary=summary, candidate=_text(body.candidate))
     if isinstance(body, ContractRevision):
         return _revision(base, body, index)
     if isinstance(body, KeyAdd):
