@@ -45,10 +45,14 @@ _INSERT_NODE = "INSERT INTO tree (level, idx, hash) VALUES (%s, %s, %s)"
 _AHEAD = 64
 # The stored nodes the next leaf (index n = the newest seq + 1) may need as left siblings:
 # the perfect subtree (l, (n >> l) - 1) for each one bit l of n, computed by the server.
+# Each node is its own lookup on both key columns (the LIMIT keeps the planner from
+# flattening it into a join that scans a whole level: a plan made while the table was
+# small then read every leaf on every append, under the lock; bench/shared.py saw it).
 _FRONTIER = (
-    "SELECT t.level, t.idx, t.hash FROM tree AS t"
-    " JOIN (SELECT l, (m.n >> l) - 1 AS i FROM (SELECT coalesce(max(seq), -1) + 1 AS n FROM entries) AS m,"
-    " generate_series(0, 62) AS l WHERE ((m.n >> l) & 1) = 1) AS f ON t.level = f.l AND t.idx = f.i"
+    "SELECT t.level, t.idx, t.hash FROM (SELECT coalesce(max(seq), -1) + 1 AS n FROM entries) AS m"
+    " CROSS JOIN generate_series(0, 62) AS l"
+    " CROSS JOIN LATERAL (SELECT level, idx, hash FROM tree WHERE level = l AND idx = (m.n >> l) - 1 LIMIT 1) AS t"
+    " WHERE ((m.n >> l) & 1) = 1"
 )
 
 
@@ -70,6 +74,7 @@ class PostgresBackend:
         # Inserts wait here until the next read or the COMMIT, and go with it in one round
         # trip: every round trip inside the transaction is time the sequencer is held.
         self._pending: list[tuple[str, Sequence[tuple[object, ...]]]] = []
+        self._locking = False  # a write transaction whose BEGIN and lock are not sent yet
         self.reader = PostgresSource(_Flushing(conn, self._send_pending), url)
         self.read_only = read_only  # kept for reconnecting
 
@@ -170,15 +175,30 @@ class PostgresBackend:
         return self.conn.execute(query.replace("?", "%s"), args)
 
     def _send_pending(self, commit: bool = False) -> None:
-        """Send the queued inserts (and COMMIT) in one pipeline: one round trip."""
-        if not self._pending and not commit:
+        """Send the lock a write transaction still owes, the queued inserts (and COMMIT) in
+        one pipeline: one round trip.
+        """
+        if not self._pending and not commit and not self._locking:
             return
         pending, self._pending = self._pending, []
         with self.conn.pipeline(), self.conn.cursor() as cur:
+            self._take_lock(cur)
             for query, rows in pending:
                 cur.executemany(query, rows)
             if commit:
                 cur.execute("COMMIT")
+
+    def _take_lock(self, cur: Any) -> None:
+        """Open the write transaction and queue the sequencer's lock on ``cur`` (a pipeline),
+        if `write` has not sent them yet: whatever follows in the pipeline runs once the
+        lock is granted, so the lock costs no round trip of its own.
+        """
+        if not self._locking:
+            return
+        self._locking = False
+        cur.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
+        cur.execute("SELECT set_config('lock_timeout', %s, true)", ("%dms" % _timeout_ms(),))
+        cur.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
 
     def _rollback(self) -> None:
         with contextlib.suppress(Exception):
@@ -201,19 +221,13 @@ class PostgresBackend:
 
     @contextlib.contextmanager
     def write(self) -> Iterator[None]:
-        try:
-            # One round trip: a simple query may hold several statements (no parameters: ours).
-            self.conn.execute(
-                "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = %d; SELECT pg_advisory_xact_lock(%d)"
-                % (_timeout_ms(), LOCK_KEY),
-                prepare=False,
-            )
-        except self._pg.Error as exc:
-            self._rollback()
-            raise self._failed(exc, "lock") from None
+        # The transaction and its lock go out with the first statement inside it (see
+        # `_take_lock`): every path to the server sends them first.
+        self._locking = True
         try:
             yield
         except BaseException as exc:
+            self._locking = False
             self._pending.clear()
             self._rollback()
             # A read that failed through the verifier's reader arrives as another error type;
@@ -224,6 +238,7 @@ class PostgresBackend:
         try:
             self._send_pending(commit=True)
         except self._pg.Error as exc:
+            self._locking = False
             self._pending.clear()
             if self.conn.broken or self.conn.closed:
                 raise CommitUnknown(
@@ -236,10 +251,12 @@ class PostgresBackend:
         """The four reads of `Backend.locked_reads` in one pipeline: one round trip while
         the sequencer is held, where they were four or more.
         """
-        self._send_pending()
+        if self._pending:
+            self._send_pending()
         columns = StoredEntry.COLUMNS
         try:
-            with self.conn.pipeline():
+            with self.conn.pipeline(), self.conn.cursor() as cur:
+                self._take_lock(cur)
                 head = self.conn.execute("SELECT %s FROM entries ORDER BY seq DESC LIMIT 1" % columns)
                 newest = self.conn.execute(
                     "SELECT %s FROM entries WHERE task = %%s ORDER BY seq DESC LIMIT 1" % columns, (task,)
@@ -293,6 +310,7 @@ class PostgresBackend:
 
     def _upload(self, spool: Any, digest: Digest, size: int) -> None:
         try:
+            self._send_pending()  # inside a write: its transaction and lock come first
             if self.conn.execute("SELECT 1 FROM blobs WHERE digest = %s", (digest.value,)).fetchone() is not None:
                 return
             spool.seek(0)
