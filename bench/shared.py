@@ -33,7 +33,6 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import receipts as r
 from ledger import Ledger, add_key, pull
-from ledger.store._postgres import _FRONTIER as FRONTIER  # the query the store sends
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import demo_repo, filler, record, seal_demo_receipt
@@ -82,6 +81,16 @@ def _floor_writer(url: str, row: bytes, n: int, ready: Any) -> None:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
             conn.execute("INSERT INTO floor (data) VALUES (%s)", (row,))
             conn.execute("COMMIT")
+
+
+# The left siblings of the next leaf, one lookup per one bit of the tree size (the store's
+# own query is private to it; this one asks the server the same).
+FRONTIER = (
+    "SELECT t.level, t.idx, t.hash FROM (SELECT coalesce(max(seq), -1) + 1 AS n FROM entries) AS m"
+    " CROSS JOIN generate_series(0, 62) AS l CROSS JOIN LATERAL"
+    " (SELECT level, idx, hash FROM tree WHERE level = l AND idx = (m.n >> l) - 1 LIMIT 1) AS t"
+    " WHERE ((m.n >> l) & 1) = 1"
+)
 
 
 def _stripped_writer(url: str, size: int, n: int, ready: Any) -> None:

@@ -129,7 +129,14 @@ if TYPE_CHECKING:
     from .store._repair import HeadRepair, repair_head
     from .store._retention import PruneReport, prune, set_retention
     from .tiers import CheckRun, JudgeRun, decide, decision_caveats, run_deterministic, run_judge
-    from .transparency._proofs import latest_checkpoint, prove_consistency, prove_inclusion, sign_checkpoint
+    from .transparency._proofs import (
+        checkpoint_vkey,
+        latest_checkpoint,
+        prove_consistency,
+        prove_inclusion,
+        sign_checkpoint,
+    )
+    from .transparency._tiles import Published, TileConflict, publish_tiles
     from .transparency._tsa import timestamp_checkpoint
     from .transparency._witness import add_cosignatures, cosign, read_log_key
     from .views._render import (
@@ -318,9 +325,13 @@ __all__ = [
     "pae",
     "cosign",
     "add_cosignatures",
+    "publish_tiles",
+    "Published",
+    "TileConflict",
     # proofs
     "prove_inclusion",
     "prove_consistency",
+    "checkpoint_vkey",
     # renderings and the demo
     "verify_lines",
     "pull_lines",
@@ -560,7 +571,11 @@ _WHERE = {
     "pae": "exports._intoto",
     "cosign": "transparency._witness",
     "add_cosignatures": "transparency._witness",
+    "publish_tiles": "transparency._tiles",
+    "Published": "transparency._tiles",
+    "TileConflict": "transparency._tiles",
     "prove_inclusion": "transparency._proofs",
+    "checkpoint_vkey": "transparency._proofs",
     "prove_consistency": "transparency._proofs",
     "verify_lines": "views._render",
     "pull_lines": "views._render",

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ._errors import InputError
 
-__all__ = ["fsync_dir", "write_atomic", "write_text_atomic"]
+__all__ = ["fsync_dir", "write_atomic", "write_text_atomic", "create_once"]
 
 
 def fsync_dir(path: Path) -> None:
@@ -59,6 +59,40 @@ def write_atomic(path: Path, data: bytes, mode: int | None = None, durable: bool
         raise
     if durable:
         fsync_dir(path.parent)
+
+
+def create_once(path: Path, data: bytes, mode: int | None = None) -> bool:
+    """Create ``path`` holding ``data`` all at once unless it exists: never replaces, so a
+    file a racing writer created first stays as that writer made it.
+
+    Args:
+        path: the file to create.
+        data: its contents.
+        mode: the permission bits to give it (default: the temporary file's, 0600).
+
+    Returns:
+        True if this call created it, False if it was there already.
+
+    Raises:
+        OSError: it could not be written.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + "-")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            if mode is not None:
+                os.fchmod(out.fileno(), mode)
+            os.fsync(out.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    fsync_dir(path.parent)
+    return True
 
 
 def write_text_atomic(path: Path, text: str) -> None:

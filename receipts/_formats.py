@@ -21,6 +21,8 @@ __all__ = [
     "SignedNote",
     "Checkpoint",
     "note_key_id",
+    "verifier_key",
+    "parse_verifier_key",
     "parse_note",
     "sign_note",
     "is_valid_note_signature",
@@ -126,6 +128,34 @@ def is_valid_note_signature(note: SignedNote, name: str, public_key: bytes) -> b
         len(s.signature) == 64 and is_valid_ed25519(public_key, s.signature, note.text.encode("utf-8"))
         for s in matching
     )
+
+
+def verifier_key(name: str, public_key: bytes) -> str:
+    """The signed-note verifier key ``<name>+<hex key id>+<base64(0x01 || key)>`` that Go's
+    ``note.NewVerifier`` parses, for a log's Ed25519 key and its key name (the origin).
+    """
+    _check_name(name)
+    if len(public_key) != 32:
+        raise FormatError("an Ed25519 verifier key is 32 bytes")
+    key_id = note_key_id(name, ED25519_TYPE, public_key)
+    return "%s+%s+%s" % (name, key_id.hex(), base64.b64encode(bytes([ED25519_TYPE]) + public_key).decode("ascii"))
+
+
+def parse_verifier_key(text: str) -> tuple[str, bytes]:
+    """The name and Ed25519 key of a verifier key, its key id recomputed and compared.
+
+    Raises:
+        FormatError: not a verifier key of an Ed25519 key in its canonical form.
+    """
+    parts = text.strip().split("+", 2)  # base64 may hold "+", the name and id never do
+    if len(parts) != 3 or len(parts[1]) != 8:
+        raise FormatError("a verifier key is NAME+HEX8+BASE64")
+    raw = b64decode_canonical(parts[2], "a verifier key")
+    if len(raw) != 33 or raw[0] != ED25519_TYPE:
+        raise FormatError("a verifier key here holds an Ed25519 key (type 0x01, 32 bytes)")
+    if verifier_key(parts[0], raw[1:]) != text.strip():
+        raise FormatError("the verifier key's id does not match its name and key")
+    return parts[0], raw[1:]
 
 
 def _cosigned_message(text: str, timestamp: int) -> bytes:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -77,6 +77,20 @@ class Bar:
         if self.bar is None:
             self.start(0)  # work of unknown size (a pull): the bar counts instead
         self.bar.update(done)
+
+
+def ticker(bar: Bar | None) -> Callable[[int, int], None] | None:
+    """A (done, total) callback that draws ``bar``: started at the first step, one step each."""
+    if bar is None:
+        return None
+    drawn = bar
+
+    def tell(done: int, total: int) -> None:
+        if done == 1:
+            drawn.start(total)
+        drawn.update(1)
+
+    return tell
 
 
 @contextlib.contextmanager

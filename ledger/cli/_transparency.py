@@ -11,11 +11,11 @@ import click
 from .. import _api as lib
 from ._group import cli
 from ._options import _FILE, _TrustArgs, json_option, key_option, trust_option
-from ._output import emit, write_out
+from ._output import emit, progress, ticker, write_out
 from ._shared import _Group, _ledger, _read_text, _reader, _resolved, _signer, _source, _trust, _where, _witnesses
 
 
-@cli.command()
+@cli.group(cls=_Group, invoke_without_command=True)
 @key_option("Seal or admin key that signs the tree head", required=False)
 @click.option("--show", is_flag=True, help="Print the latest checkpoint instead of making one.")
 @click.option(
@@ -25,7 +25,9 @@ from ._shared import _Group, _ledger, _read_text, _reader, _resolved, _signer, _
 )
 @click.pass_context
 def checkpoint(ctx: click.Context, key_name: str | None, show: bool, tsa_url: str | None) -> None:
-    """Sign the current tree head as a C2SP checkpoint (a signed note)."""
+    """Sign the current tree head as a C2SP checkpoint (a signed note); `vkey` prints the log's verifier key."""
+    if ctx.invoked_subcommand is not None:
+        return
     if show:
         click.echo(lib.latest_checkpoint(_reader(ctx)).encode(), nl=False)
         return
@@ -35,6 +37,36 @@ def checkpoint(ctx: click.Context, key_name: str | None, show: bool, tsa_url: st
     if stamped is not None:
         click.echo("time-stamp over the checkpoint recorded at entry %d" % stamped.seq, err=True)
     click.echo(note.encode(), nl=False)
+
+
+@checkpoint.command("vkey")
+@click.option("--log-key", required=True, help="The log's seal key: its .pub file or an 'ssh-ed25519 AAAA...' line.")
+@click.pass_context
+def checkpoint_vkey(ctx: click.Context, log_key: str) -> None:
+    """Print the log's signed-note verifier key (NAME+HASH+BASE64), as tile clients and witnesses take it."""
+    click.echo(lib.checkpoint_vkey(_reader(ctx), lib.read_public_key(log_key)))
+
+
+@cli.group(cls=_Group)
+def publish() -> None:
+    """Publish the log for readers who have neither the ledger nor a mirror."""
+
+
+@publish.command("tiles")
+@click.option(
+    "--to", "folder", required=True, type=click.Path(path_type=Path, file_okay=False), help="The tile folder."
+)
+@click.pass_context
+def publish_tiles(ctx: click.Context, folder: Path) -> None:
+    """Write the newest checkpoint, its hash tiles and entry bundles (C2SP tlog-tiles) into a folder."""
+    source = _source(ctx)
+    ctx.call_on_close(source.close)
+    with progress(False, "publishing tiles") as bar:
+        done = lib.publish_tiles(source, folder, ticker(bar))
+    click.echo(
+        "published checkpoint size %d to %s: %d tiles written, %d already there"
+        % (done.size, folder, done.written, done.kept)
+    )
 
 
 @cli.command()

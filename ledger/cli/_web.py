@@ -9,7 +9,7 @@ import click
 from .. import _api as lib
 from ._group import cli
 from ._options import _AuditorArgs, _CheckpointArgs, _TrustArgs, auditor_option, checkpoint_options, trust_option
-from ._output import progress
+from ._output import progress, ticker
 from ._shared import _Group, _policy, _source, _trust
 
 
@@ -61,12 +61,5 @@ def site_build(
     """Write every page of the web view into FOLDER, byte-identical for the same ledger."""
     policy = _policy(trust, auditors, checkpoints)
     with progress(False, "writing pages") as bar:
-
-        def tell(done: int, total: int) -> None:
-            if bar is not None:
-                if done == 1:
-                    bar.start(total)
-                bar.update(1)
-
-        written = lib.build_site(lambda: _source(ctx), _trust(ctx, trust), folder, title, tell, policy)
+        written = lib.build_site(lambda: _source(ctx), _trust(ctx, trust), folder, title, ticker(bar), policy)
     click.echo("%d files written to %s" % (written, folder))

@@ -18,7 +18,7 @@ from receipts import (
 from .._errors import InputError
 from ..store._ledger import Appended, Ledger
 
-__all__ = ["prove_inclusion", "prove_consistency", "latest_checkpoint", "sign_checkpoint"]
+__all__ = ["prove_inclusion", "prove_consistency", "latest_checkpoint", "sign_checkpoint", "checkpoint_vkey"]
 
 
 def prove_inclusion(ledger: Ledger, digest: Digest) -> str:
@@ -52,6 +52,29 @@ def latest_checkpoint(ledger: Ledger) -> SignedNote:
     if not stored:
         raise InputError("this ledger has no checkpoint yet: run `ledger checkpoint --key NAME`")
     return stored[-1][1]
+
+
+def checkpoint_vkey(ledger: Ledger, public_key_blob: bytes) -> str:
+    """The signed-note verifier key of the log (its origin, this Ed25519 key), for tile
+    clients and witnesses (Go's ``note.NewVerifier`` reads it).
+
+    Raises:
+        InputError: not an Ed25519 key, or the ledger has a checkpoint and this key's
+            signature is not on the newest one (a vkey for the wrong key helps nobody).
+    """
+    from receipts import ReceiptsError, is_valid_note_signature, parse_public_key_blob, verifier_key
+
+    try:
+        raw = parse_public_key_blob(public_key_blob)
+    except ReceiptsError as exc:
+        raise InputError("the log key is not an Ed25519 key: %s" % exc) from None
+    origin = ledger.origin()
+    stored = ledger.checkpoints()
+    if stored and not is_valid_note_signature(stored[-1][1], origin, raw):
+        raise InputError(
+            "this key did not sign the newest checkpoint (size %d): give the log's seal key" % stored[-1][0]
+        )
+    return verifier_key(origin, raw)
 
 
 def sign_checkpoint(ledger: Ledger, signer: Signer, tsa_url: str | None = None) -> tuple[SignedNote, Appended | None]:

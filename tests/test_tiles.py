@@ -1,0 +1,243 @@
+"""The log as C2SP tlog-tiles (issue 27): tile paths and widths as the spec gives them,
+the root recomputed from tiles alone, `ledger publish tiles` writing each tile once and
+the checkpoint never backwards, and Go's `golang.org/x/mod/sumdb` (code nobody here
+wrote) reading our folder with the verifier key `ledger checkpoint vkey` prints."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import receipts as r
+from conftest import SIGNERS, build_sample, run_cli
+from ledger import Ledger, TileConflict, publish_tiles
+from verify import LedgerSource
+
+VECTORS = Path(__file__).parent / "vectors" / "tiles"
+GO_SOURCE = Path(__file__).parent / "go" / "tilecheck"
+GO_PATH = Path("/usr/share/gocode")  # Debian's golang-golang-x-mod-dev
+OTHER = r.domain_hash(r.Domain.ENVIRONMENT, b"tiles")
+
+
+def _grow(root: Path, n: int, start: int = 0) -> None:
+    """n more signed entries, then a checkpoint over them."""
+    ledger = Ledger.open(root)
+    ledger.append_many(
+        [
+            r.new_tier_record(
+                task_id="TILES-1",
+                tier=r.Tier.DETERMINISTIC,
+                config_hash=OTHER,
+                input_hash=r.candidate_hash({"commit": "%040d" % (start + i)}),
+                evidence=(),
+                verdict=r.Verdict.PASS,
+                verifier="test",
+                verifier_version="0",
+                environment=OTHER,
+                created=1764633600 + i,
+            )
+            for i in range(n)
+        ],
+        SIGNERS["ci"],
+    )
+    ledger.checkpoint(SIGNERS["sealer"])
+    ledger.close()
+
+
+def _publish(root: Path, folder: Path) -> None:
+    with LedgerSource.open(root) as source:
+        publish_tiles(source, folder)
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _vkey(root: Path) -> str:
+    sealer = r.public_key_line(SIGNERS["sealer"].public_key_blob)
+    done = run_cli("--dir", str(root), "checkpoint", "vkey", "--log-key", sealer)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+# -- the layout -----------------------------------------------------------------------------------
+
+
+def test_tile_paths_and_widths_are_the_specs() -> None:
+    cases = json.loads((VECTORS / "paths.json").read_text())
+    for case in cases["paths"]:
+        tile = r.Tile(case["level"], case["index"], case["width"])
+        assert tile.path() == case["path"] and r.Tile.parse(case["path"]) == tile
+    for bad in cases["not_paths"]:
+        with pytest.raises(r.FormatError):
+            r.Tile.parse(bad)
+    for case in cases["sizes"]:
+        placed = [(t.level, t.width) for t in r.tiles_for_size(case["size"]) if t.level is not None]
+        assert placed.count((0, r.TILE_WIDTH)) == case["full_level_0"]
+        assert [p for p in placed if p != (0, r.TILE_WIDTH)] == [tuple(p) for p in case["others"]]
+
+
+def test_the_root_from_tiles_is_the_trees_at_every_edge() -> None:
+    leaves = [r.leaf_hash(b"entry %d" % i) for i in range(66_000)]
+    for size in (1, 2, 255, 256, 257, 511, 512, 513, 65_535, 65_536, 65_537, 66_000):
+        tree = r.MemoryTree(leaves[:size])
+        tiles = {t: r.tile_bytes(t, tree.node) for t in r.tiles_for_size(size) if t.level is not None}
+        assert r.root_from_tiles(size, tiles.__getitem__) == r.tree_root(tree, size), size
+    short = {t: data[:-1] for t, data in tiles.items()}
+    with pytest.raises(r.FormatError, match="holds"):
+        r.root_from_tiles(66_000, short.__getitem__)
+
+
+def test_entry_bundles_round_trip_and_refuse_what_they_cannot_hold() -> None:
+    entries = (b"", b"a", bytes(300), bytes(0xFFFF))
+    assert r.parse_entry_bundle(r.entry_bundle(entries), 4) == entries
+    with pytest.raises(r.FormatError, match="does not fit"):
+        r.entry_bundle([bytes(0x10000)])
+    with pytest.raises(r.FormatError, match="width 3"):
+        r.parse_entry_bundle(r.entry_bundle(entries), 3)
+    with pytest.raises(r.FormatError, match="inside an entry"):
+        r.parse_entry_bundle(r.entry_bundle(entries)[:-1], 4)
+
+
+def test_a_verifier_key_round_trips_and_its_id_is_checked() -> None:
+    key = r.parse_public_key_blob(SIGNERS["sealer"].public_key_blob)
+    text = r.verifier_key("example.com/log", key)
+    assert r.parse_verifier_key(text) == ("example.com/log", key)
+    _, key_id, b64 = text.split("+", 2)
+    with pytest.raises(r.FormatError, match="id does not match"):
+        r.parse_verifier_key("%s+%s+%s" % ("example.com/other", key_id, b64))
+
+
+# -- publishing -----------------------------------------------------------------------------------
+
+
+def test_publish_writes_each_tile_once_and_reports_an_altered_one(tmp_path: Path) -> None:
+    s = build_sample(tmp_path)
+    _grow(s.root, 1000)
+    folder = tmp_path / "tiles"
+    cli = run_cli("--dir", str(s.root), "publish", "tiles", "--to", str(folder))
+    assert cli.returncode == 0, cli.stderr
+    first = _files(folder)
+    assert "tile/0/000" in first and "tile/entries/000" in first
+    size = r.parse_checkpoint(r.parse_note(first["checkpoint"]).text).size
+    assert {name for name in first if name.startswith("tile/")} == {t.path() for t in r.tiles_for_size(size)}
+    again = run_cli("--dir", str(s.root), "publish", "tiles", "--to", str(folder))
+    assert "0 tiles written" in again.stdout and _files(folder) == first
+    # The log grows: only the new tiles are written, every full tile is left as it was.
+    _grow(s.root, 300, start=1000)
+    grown = run_cli("--dir", str(s.root), "publish", "tiles", "--to", str(folder))
+    assert grown.returncode == 0, grown.stderr
+    after = _files(folder)
+    assert all(after[name] == data for name, data in first.items() if name != "checkpoint")
+    new_size = r.parse_checkpoint(r.parse_note(after["checkpoint"]).text).size
+    written = int(grown.stdout.split(": ")[1].split(" tiles written")[0])
+    assert written == len(set(t.path() for t in r.tiles_for_size(new_size)) - set(first))
+    # A full tile changed in the folder: the next publish names it and changes nothing.
+    altered = folder / "tile" / "0" / "001"
+    data = bytearray(altered.read_bytes())
+    data[5] ^= 1
+    altered.write_bytes(bytes(data))
+    before = _files(folder)
+    refused = run_cli("--dir", str(s.root), "publish", "tiles", "--to", str(folder))
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1
+    assert "tile/0/001 differs from the ledger" in refused.stderr
+    assert _files(folder) == before
+
+
+def test_the_checkpoint_never_moves_backwards_nor_to_a_fork(tmp_path: Path) -> None:
+    s = build_sample(tmp_path)
+    _grow(s.root, 20)
+    old = tmp_path / "old"
+    shutil.copytree(s.root, old)
+    _grow(s.root, 20, start=20)
+    folder = tmp_path / "tiles"
+    _publish(s.root, folder)
+    published = (folder / "checkpoint").read_bytes()
+    with LedgerSource.open(old) as source, pytest.raises(Exception, match="would move it backwards"):
+        publish_tiles(source, folder)
+    # A fork of the same log: the old copy grows another way to the same size.
+    _grow(old, 20, start=5000)
+    with LedgerSource.open(old) as source, pytest.raises(TileConflict):
+        publish_tiles(source, folder)
+    assert (folder / "checkpoint").read_bytes() == published
+
+
+def test_two_publishers_at_once_leave_the_larger_checkpoint(tmp_path: Path) -> None:
+    s = build_sample(tmp_path)
+    _grow(s.root, 300)
+    old = tmp_path / "old"
+    shutil.copytree(s.root, old)
+    _grow(s.root, 300, start=300)
+    folder = tmp_path / "tiles"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "ledger", "--dir", str(root), "publish", "tiles", "--to", str(folder)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for root in (old, s.root)
+    ]
+    outcomes = [(p.returncode, err) for p in procs for _, err in [p.communicate()]]
+    # The newer one always lands; the older one lands first or is refused for going backwards.
+    assert outcomes[1][0] == 0, outcomes
+    assert outcomes[0][0] == 0 or "would move it backwards" in outcomes[0][1], outcomes
+    with LedgerSource.open(s.root) as source:
+        newest = source.newest_checkpoint()
+    assert newest is not None and (folder / "checkpoint").read_text() == newest[1]
+
+
+def test_publish_and_vkey_refuse_bad_input_in_one_line(tmp_path: Path) -> None:
+    s = build_sample(tmp_path)
+    no_checkpoint = run_cli("--dir", str(s.root), "publish", "tiles", "--to", str(tmp_path / "t"))
+    assert no_checkpoint.returncode == 2 and "no checkpoint to publish" in no_checkpoint.stderr
+    _grow(s.root, 3)
+    wrong = run_cli(
+        "--dir", str(s.root), "checkpoint", "vkey", "--log-key", r.public_key_line(SIGNERS["alice"].public_key_blob)
+    )
+    assert (
+        wrong.returncode == 2 and wrong.stderr.count("\n") == 1 and "did not sign the newest checkpoint" in wrong.stderr
+    )
+    vkey = _vkey(s.root)
+    assert vkey.startswith(Ledger.open(s.root).origin() + "+")
+
+
+# -- read by Go's sumdb/tlog ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tilecheck(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if shutil.which("go") is None or not (GO_PATH / "src/golang.org/x/mod/sumdb/tlog").is_dir():
+        pytest.skip("Go and Debian's golang-golang-x-mod-dev are not installed (.ci/run installs them)")
+    out = tmp_path_factory.mktemp("go") / "tilecheck"
+    env = {**os.environ, "GO111MODULE": "off", "GOPATH": str(GO_PATH), "GOCACHE": str(out.parent / "cache")}
+    subprocess.run(["go", "build", "-o", str(out), "."], cwd=GO_SOURCE, env=env, check=True)
+    return out
+
+
+def test_go_reads_our_tiles_and_proves_every_entry(tilecheck: Path, tmp_path: Path) -> None:
+    s = build_sample(tmp_path)
+    _grow(s.root, 1000)
+    folder = tmp_path / "tiles"
+    _publish(s.root, folder)
+    vkey = _vkey(s.root)
+    ok = subprocess.run([str(tilecheck), str(folder), vkey], capture_output=True, text=True)
+    size = r.parse_checkpoint(r.parse_note((folder / "checkpoint").read_text()).text).size
+    assert ok.returncode == 0 and ok.stdout.startswith("ok: %d entries proven" % size), ok.stderr
+    # One flipped byte in a hash tile, or a key that did not sign: Go refuses.
+    tile = folder / "tile" / "0" / "002"
+    data = bytearray(tile.read_bytes())
+    data[40] ^= 1
+    tile.write_bytes(bytes(data))
+    bad = subprocess.run([str(tilecheck), str(folder), vkey], capture_output=True, text=True)
+    assert bad.returncode == 1 and "tilecheck:" in bad.stderr
+    tile.write_bytes(bytes(data[:40]) + bytes([data[40] ^ 1]) + bytes(data[41:]))
+    other = r.verifier_key(vkey.split("+")[0], r.parse_public_key_blob(SIGNERS["alice"].public_key_blob))
+    unsigned = subprocess.run([str(tilecheck), str(folder), other], capture_output=True, text=True)
+    assert unsigned.returncode == 1 and "checkpoint" in unsigned.stderr
