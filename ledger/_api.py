@@ -139,6 +139,14 @@ if TYPE_CHECKING:
     from .transparency._tiles import Published, TileConflict, publish_tiles
     from .transparency._tsa import timestamp_checkpoint
     from .transparency._witness import add_cosignatures, cosign, read_log_key
+    from .transparency._witness_protocol import (
+        Requested,
+        WitnessService,
+        log_vkeys,
+        read_tlog_policy,
+        request_cosignatures,
+        serve_witness,
+    )
     from .views._render import (
         appended_document,
         armored_signature,
@@ -326,6 +334,12 @@ __all__ = [
     "cosign",
     "add_cosignatures",
     "publish_tiles",
+    "WitnessService",
+    "serve_witness",
+    "request_cosignatures",
+    "Requested",
+    "read_tlog_policy",
+    "log_vkeys",
     "Published",
     "TileConflict",
     # proofs
@@ -572,6 +586,12 @@ _WHERE = {
     "cosign": "transparency._witness",
     "add_cosignatures": "transparency._witness",
     "publish_tiles": "transparency._tiles",
+    "WitnessService": "transparency._witness_protocol",
+    "serve_witness": "transparency._witness_protocol",
+    "request_cosignatures": "transparency._witness_protocol",
+    "Requested": "transparency._witness_protocol",
+    "read_tlog_policy": "transparency._witness_protocol",
+    "log_vkeys": "transparency._witness_protocol",
     "Published": "transparency._tiles",
     "TileConflict": "transparency._tiles",
     "prove_inclusion": "transparency._proofs",

@@ -130,32 +130,33 @@ def is_valid_note_signature(note: SignedNote, name: str, public_key: bytes) -> b
     )
 
 
-def verifier_key(name: str, public_key: bytes) -> str:
-    """The signed-note verifier key ``<name>+<hex key id>+<base64(0x01 || key)>`` that Go's
-    ``note.NewVerifier`` parses, for a log's Ed25519 key and its key name (the origin).
+def verifier_key(name: str, public_key: bytes, sig_type: int = ED25519_TYPE) -> str:
+    """The signed-note verifier key ``<name>+<hex key id>+<base64(type || key)>`` that Go's
+    ``note.NewVerifier`` parses: type 0x01 for a log's Ed25519 key (its name the origin),
+    0x04 for a witness's cosignature key (tlog-cosignature).
     """
     _check_name(name)
-    if len(public_key) != 32:
-        raise FormatError("an Ed25519 verifier key is 32 bytes")
-    key_id = note_key_id(name, ED25519_TYPE, public_key)
-    return "%s+%s+%s" % (name, key_id.hex(), base64.b64encode(bytes([ED25519_TYPE]) + public_key).decode("ascii"))
+    if len(public_key) != 32 or sig_type not in (ED25519_TYPE, COSIGNATURE_TYPE):
+        raise FormatError("a verifier key here is a 32-byte Ed25519 key of type 0x01 or 0x04")
+    key_id = note_key_id(name, sig_type, public_key)
+    return "%s+%s+%s" % (name, key_id.hex(), base64.b64encode(bytes([sig_type]) + public_key).decode("ascii"))
 
 
-def parse_verifier_key(text: str) -> tuple[str, bytes]:
-    """The name and Ed25519 key of a verifier key, its key id recomputed and compared.
+def parse_verifier_key(text: str) -> tuple[str, bytes, int]:
+    """The name, Ed25519 key and signature type of a verifier key, its id recomputed.
 
     Raises:
-        FormatError: not a verifier key of an Ed25519 key in its canonical form.
+        FormatError: not a verifier key of type 0x01 or 0x04 in its canonical form.
     """
     parts = text.strip().split("+", 2)  # base64 may hold "+", the name and id never do
     if len(parts) != 3 or len(parts[1]) != 8:
         raise FormatError("a verifier key is NAME+HEX8+BASE64")
     raw = b64decode_canonical(parts[2], "a verifier key")
-    if len(raw) != 33 or raw[0] != ED25519_TYPE:
-        raise FormatError("a verifier key here holds an Ed25519 key (type 0x01, 32 bytes)")
-    if verifier_key(parts[0], raw[1:]) != text.strip():
+    if len(raw) != 33 or raw[0] not in (ED25519_TYPE, COSIGNATURE_TYPE):
+        raise FormatError("a verifier key here holds an Ed25519 key of type 0x01 or 0x04 (32 bytes)")
+    if verifier_key(parts[0], raw[1:], raw[0]) != text.strip():
         raise FormatError("the verifier key's id does not match its name and key")
-    return parts[0], raw[1:]
+    return parts[0], raw[1:], raw[0]
 
 
 def _cosigned_message(text: str, timestamp: int) -> bytes:

@@ -108,7 +108,9 @@ def test_entry_bundles_round_trip_and_refuse_what_they_cannot_hold() -> None:
 def test_a_verifier_key_round_trips_and_its_id_is_checked() -> None:
     key = r.parse_public_key_blob(SIGNERS["sealer"].public_key_blob)
     text = r.verifier_key("example.com/log", key)
-    assert r.parse_verifier_key(text) == ("example.com/log", key)
+    assert r.parse_verifier_key(text) == ("example.com/log", key, 0x01)
+    witness = r.verifier_key("witness.example/w1", key, 0x04)
+    assert r.parse_verifier_key(witness) == ("witness.example/w1", key, 0x04) and witness != text
     _, key_id, b64 = text.split("+", 2)
     with pytest.raises(r.FormatError, match="id does not match"):
         r.parse_verifier_key("%s+%s+%s" % ("example.com/other", key_id, b64))

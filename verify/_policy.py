@@ -9,7 +9,14 @@ import datetime
 from dataclasses import dataclass
 from pathlib import Path
 
-from receipts import ReceiptsError, SignedNote, cosignature_time, parse_public_key_blob, parse_public_key_line
+from receipts import (
+    ReceiptsError,
+    SignedNote,
+    TlogPolicy,
+    cosignature_time,
+    parse_public_key_blob,
+    parse_public_key_line,
+)
 
 from ._errors import CannotVerify
 from ._result import Defect
@@ -65,9 +72,23 @@ class Transparency:
     # entry up to it passed a chain audit, which is what proves a task complete (§8.1a).
     auditors: tuple[WitnessKey, ...] = ()
     audited_quorum: int = 0
+    # A C2SP tlog-policy (`verify --policy FILE`): its quorum over its witnesses, besides
+    # any `quorum` of `witnesses` above.
+    tlog_policy: TlogPolicy | None = None
     # With auditors, an uncertified task is a defect (`completeness-unproven`); a caller that
     # can prove completeness another way (the gate auditing the store) asks only to be told.
     require_complete: bool = True
+
+    @property
+    def wants_quorum(self) -> bool:
+        """Whether some witness cosignature is required (a count, or a policy's quorum)."""
+        return self.quorum > 0 or (self.tlog_policy is not None and self.tlog_policy.quorum != "none")
+
+    def quorum_text(self) -> str:
+        parts = ["%d of --witness" % self.quorum] if self.quorum else []
+        if self.tlog_policy is not None:
+            parts.append("the policy's quorum %s" % self.tlog_policy.quorum)
+        return " and ".join(parts) or "none"
 
     def __post_init__(self) -> None:
         if self.quorum > len(self.witnesses) or self.audited_quorum > len(self.auditors):
@@ -87,6 +108,17 @@ def witnessed(note: SignedNote, size: int, signer: str | None, policy: Transpare
                 "the checkpoint has %d valid witness cosignature(s); %d are required" % (len(names), policy.quorum),
             )
         )
+    if policy.tlog_policy is not None:
+        met, signed = policy.tlog_policy.witnessed(note)
+        names += [n for n in signed if n not in names]
+        if not met:
+            defects.append(
+                Defect(
+                    "witness-quorum",
+                    "the checkpoint's valid cosignatures (%s) do not meet the policy's quorum %s"
+                    % (", ".join(signed) or "none", policy.tlog_policy.quorum),
+                )
+            )
     return defects, "size %d signed by %s; witnessed by %s" % (
         size,
         signer or "nobody valid",
@@ -115,6 +147,8 @@ def cosignature_statuses(note: SignedNote, policy: Transparency) -> tuple[tuple[
     keys: dict[str, list[bytes]] = {}
     for w in (*policy.witnesses, *policy.auditors):
         keys.setdefault(w.name, []).append(w.public_key)
+    for key_name, key in policy.tlog_policy.witnesses.values() if policy.tlog_policy else ():
+        keys.setdefault(key_name, []).append(key)
     out = []
     for line in note.signatures[1:]:
         trusted = keys.get(line.name)

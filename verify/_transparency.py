@@ -166,7 +166,7 @@ def check_checkpoints(
     if also.checkpoint is not None:
         used = also.checkpoint if used is None else "%s; kept checkpoint %s" % (used, also.checkpoint)
     return Finding(
-        (*found.defects, *also.defects, *(short if policy.quorum and all(quorums) else ())),
+        (*found.defects, *also.defects, *(short if policy.wants_quorum and all(quorums) else ())),
         found.warnings,
         used,
         max(found.certified_by, also.certified_by, key=len),
@@ -236,5 +236,6 @@ def _kept(
 def _no_quorum(receipt_seq: int, policy: Transparency) -> Defect:
     return Defect(
         "witness-quorum",
-        "no checkpoint covering entry %d carries the %d witness cosignature(s) required" % (receipt_seq, policy.quorum),
+        "no checkpoint covering entry %d carries the witness cosignatures required (%s)"
+        % (receipt_seq, policy.quorum_text()),
     )

@@ -12,7 +12,18 @@ from .. import _api as lib
 from ._group import cli
 from ._options import _FILE, F, _AuditorArgs, _TrustArgs, auditor_option, json_option, key_option, trust_option
 from ._output import emit, exit_with, warn_if_unsafe
-from ._shared import _Group, _ledger, _ledger_opener, _policy, _reader, _repo, _resolved, _signer, _trust, _where
+from ._shared import (
+    _Group,
+    _ledger,
+    _ledger_opener,
+    _policy,
+    _reader,
+    _repo,
+    _resolved,
+    _signer,
+    _trust,
+    _where,
+)
 
 
 @cli.command()
@@ -96,6 +107,12 @@ def ci_github() -> None:
 )
 @auditor_option
 @click.option(
+    "--policy",
+    "policy_file",
+    type=_FILE,
+    help="A C2SP tlog-policy: the covering checkpoint's witness cosignatures must meet its quorum.",
+)
+@click.option(
     "--audit-state",
     type=_FILE,
     help="In CI that can reach the store: audit its chain (resumed from this file, kept there) to prove the"
@@ -112,6 +129,7 @@ def gate(
     key_name: str | None,
     task: str | None,
     auditors: _AuditorArgs,
+    policy_file: Path | None,
     audit_state: Path | None,
     as_json: bool,
 ) -> None:
@@ -127,7 +145,7 @@ def gate(
         _repo(),
         rev,
         root,
-        transparency=_policy(trust, auditors, require_checkpoint=require_checkpoint),
+        transparency=_policy(trust, auditors, policy_file=policy_file, require_checkpoint=require_checkpoint),
         mode=mode,
         open_ledger=_gate_opener(ctx, audit_state),
         audit_state=audit_state,

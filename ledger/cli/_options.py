@@ -138,10 +138,11 @@ class _CheckpointArgs:
     witnesses: tuple[str, ...]
     quorum: int
     tsa_cert: Path | None
+    policy: Path | None
 
 
 def checkpoint_options(f: F) -> F:
-    """--since, --require-checkpoint, --witness, --witness-quorum and --tsa-cert, handed to
+    """--since, --require-checkpoint, --witness, --witness-quorum, --policy and --tsa-cert, handed to
     the command as one `_CheckpointArgs` named ``checkpoints`` (resolved by `_policy`).
     """
 
@@ -153,6 +154,7 @@ def checkpoint_options(f: F) -> F:
             tuple(kwargs.pop("witnesses")),
             kwargs.pop("witness_quorum"),
             kwargs.pop("tsa_cert"),
+            kwargs.pop("policy_file"),
         )
         return f(*args, **kwargs)
 
@@ -166,6 +168,12 @@ def checkpoint_options(f: F) -> F:
         ),
         click.option(
             "--witness-quorum", default=0, type=click.IntRange(0, 64), help="Cosignatures required from --witness keys."
+        ),
+        click.option(
+            "--policy",
+            "policy_file",
+            type=_FILE,
+            help="A C2SP tlog-policy: the checkpoint's witness cosignatures must meet its quorum.",
         ),
         click.option(
             "--tsa-cert",

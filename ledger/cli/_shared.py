@@ -205,7 +205,13 @@ def _trust(ctx: click.Context, args: _TrustArgs, judges_candidate: bool = False)
     )
 
 
-def _policy(trust: _TrustArgs, auditors: _AuditorArgs, checkpoints: _CheckpointArgs | None = None, **rest: Any) -> Any:
+def _policy(
+    trust: _TrustArgs,
+    auditors: _AuditorArgs,
+    checkpoints: _CheckpointArgs | None = None,
+    policy_file: Path | None = None,
+    **rest: Any,
+) -> Any:
     """The `verify.Transparency` a command checks against, its auditing witnesses resolved
     (`ledger.keys._trust.resolve_auditors`: the option, else the target branch's file) and the
     checkpoint options' files read.
@@ -215,6 +221,9 @@ def _policy(trust: _TrustArgs, auditors: _AuditorArgs, checkpoints: _CheckpointA
     keys, quorum = lib.resolve_auditors(
         explicit=auditors.keys, quorum=auditors.quorum, repo=lib.git_root(Path.cwd()), trust_ref=trust.ref
     )
+    policy_file = checkpoints.policy if checkpoints is not None else policy_file
+    if policy_file is not None:
+        rest["tlog_policy"] = _tlog_policy(policy_file)
     if checkpoints is not None:
         rest.update(
             since=_read_text(checkpoints.since, "checkpoint") if checkpoints.since else None,
@@ -227,6 +236,11 @@ def _policy(trust: _TrustArgs, auditors: _AuditorArgs, checkpoints: _CheckpointA
         return Transparency(auditors=keys, audited_quorum=quorum, **rest)
     except CannotVerify as exc:
         raise lib.InputError(str(exc)) from None
+
+
+def _tlog_policy(path: Path) -> Any:
+    """A C2SP tlog-policy file, parsed; a bad one is bad input naming its line."""
+    return lib.read_tlog_policy(_read_text(path, "policy"), str(path))
 
 
 def _read_bytes(path: Path, what: str) -> bytes:

@@ -12,7 +12,19 @@ from .. import _api as lib
 from ._group import cli
 from ._options import _FILE, _TrustArgs, json_option, key_option, trust_option
 from ._output import emit, progress, ticker, write_out
-from ._shared import _Group, _ledger, _read_text, _reader, _resolved, _signer, _source, _trust, _where, _witnesses
+from ._shared import (
+    _Group,
+    _ledger,
+    _read_text,
+    _reader,
+    _resolved,
+    _signer,
+    _source,
+    _tlog_policy,
+    _trust,
+    _where,
+    _witnesses,
+)
 
 
 @cli.group(cls=_Group, invoke_without_command=True)
@@ -167,3 +179,34 @@ def witness_add(ctx: click.Context, checkpoint_file: Path, witnesses: Sequence[s
     """Store witnesses' cosignatures on the ledger's own checkpoint, each after it verifies."""
     added = lib.add_cosignatures(_ledger(ctx), _read_text(checkpoint_file, "checkpoint"), _witnesses(witnesses, 0))
     click.echo("stored cosignatures of %s" % ", ".join(added) if added else "already stored: nothing to add")
+
+
+@witness.command("serve")
+@key_option("The witness's own Ed25519 key")
+@click.option("--name", "witness_name", required=True, help="The witness's key name, e.g. witness.example/w1.")
+@click.option(
+    "--log", "logs", multiple=True, required=True, help="A log it follows: its verifier key (`ledger checkpoint vkey`)."
+)
+@click.option("--state", type=_FILE, required=True, help="The witness's state file (kept across restarts).")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
+def witness_serve(key_name: str, witness_name: str, logs: Sequence[str], state: Path, host: str, port: int) -> None:
+    """Run a C2SP tlog-witness: answer POST /add-checkpoint, cosigning only what extends what it holds."""
+    service = lib.WitnessService(witness_name, _signer(key_name), lib.log_vkeys(logs), state)
+    lib.serve_witness(
+        service, host, port, lambda url: click.echo("witness %s serving %s" % (witness_name, url), err=True)
+    )
+
+
+@witness.command("request")
+@click.option(
+    "--policy", "policy_file", type=_FILE, required=True, help="A C2SP tlog-policy naming the witnesses' URLs."
+)
+@click.pass_context
+def witness_request(ctx: click.Context, policy_file: Path) -> None:
+    """Ask each witness of the policy to cosign the newest checkpoint; store the cosignatures that verify."""
+    asked = lib.request_cosignatures(_ledger(ctx), _tlog_policy(policy_file))
+    for done in asked:
+        click.echo("%s: %s" % (done.witness, done.outcome))
+    if not asked or any(done.outcome != "cosigned" for done in asked):
+        sys.exit(1)
