@@ -146,6 +146,7 @@ if TYPE_CHECKING:
         read_tlog_policy,
         request_cosignatures,
         serve_witness,
+        witness_vkey,
     )
     from .views._render import (
         appended_document,
@@ -340,6 +341,7 @@ __all__ = [
     "Requested",
     "read_tlog_policy",
     "log_vkeys",
+    "witness_vkey",
     "Published",
     "TileConflict",
     # proofs
@@ -592,6 +594,7 @@ _WHERE = {
     "Requested": "transparency._witness_protocol",
     "read_tlog_policy": "transparency._witness_protocol",
     "log_vkeys": "transparency._witness_protocol",
+    "witness_vkey": "transparency._witness_protocol",
     "Published": "transparency._tiles",
     "TileConflict": "transparency._tiles",
     "prove_inclusion": "transparency._proofs",

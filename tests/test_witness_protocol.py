@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import receipts as r
 from conftest import GIT_ENV, contract_bytes, git, make_repo, run_cli
+from ledger import Ledger
 
 
 @dataclass
@@ -31,8 +32,11 @@ class Witness:
     url: str = ""
 
     def vkey(self) -> str:
+        said = run_cli("witness", "vkey", "--name", self.name, "--public-key", str(self.key.with_suffix(".pub")))
+        assert said.returncode == 0, said.stderr
         blob = r.parse_public_key_line(self.key.with_suffix(".pub").read_text())[0]
-        return r.verifier_key(self.name, r.parse_public_key_blob(blob), 0x04)
+        assert said.stdout.strip() == r.verifier_key(self.name, r.parse_public_key_blob(blob), 0x04)
+        return said.stdout.strip()
 
     def start(self, log_vkey: str) -> Witness:
         cmd = [sys.executable, "-m", "ledger", "witness", "serve", "--key", str(self.key), "--name", self.name]
@@ -210,6 +214,18 @@ def test_a_fork_is_refused_and_a_restarted_witness_refuses_a_smaller_size(
         forged = r.SignedNote(changed, (r.sign_note(changed, name, stranger),)).encode()
         assert w.post(r.add_checkpoint_body(0, [], forged))[0] == code
     assert w.state.read_bytes() == kept
+    # The log grows: a wrong consistency proof is 422 and changes nothing; the right one,
+    # from the size the witness holds, is cosigned and kept.
+    assert run_cli("keys", "generate", "erin", "--role", "human", cwd=repo, env=env).returncode == 0
+    third = _checkpoint(repo, env)
+    new_size = r.parse_checkpoint(r.parse_note(third).text).size
+    ledger = Ledger.open(repo / ".ledger", read_only=True)
+    proof = r.consistency_proof(ledger, size, new_size)
+    ledger.close()
+    assert w.post(r.add_checkpoint_body(size, [bytes(32)] * len(proof), third))[0] == 422
+    assert w.state.read_bytes() == kept
+    assert w.post(r.add_checkpoint_body(size, proof, third))[0] == 200
+    assert json.loads(w.state.read_text())[origin]["size"] == new_size
 
 
 def test_policy_files_are_checked_line_by_line() -> None:

@@ -210,3 +210,13 @@ def witness_request(ctx: click.Context, policy_file: Path) -> None:
         click.echo("%s: %s" % (done.witness, done.outcome))
     if not asked or any(done.outcome != "cosigned" for done in asked):
         sys.exit(1)
+
+
+@witness.command("vkey")
+@click.option("--name", "witness_name", required=True, help="The witness's key name, e.g. witness.example/w1.")
+@click.option(
+    "--public-key", required=True, help="The witness's public key: its .pub file or an 'ssh-ed25519 AAAA...' line."
+)
+def witness_vkey(witness_name: str, public_key: str) -> None:
+    """Print the witness's verifier key (cosignature type), for the witness lines of a tlog-policy."""
+    click.echo(lib.witness_vkey(witness_name, lib.read_public_key(public_key)))

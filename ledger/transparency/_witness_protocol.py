@@ -36,8 +36,10 @@ from receipts import (
     parse_add_checkpoint,
     parse_checkpoint,
     parse_note,
+    parse_public_key_blob,
     parse_tlog_policy,
     parse_verifier_key,
+    verifier_key,
     witness_decision,
 )
 from verify import WitnessKey
@@ -47,9 +49,18 @@ from .._files import write_atomic
 from ..store._ledger import Ledger
 from ._witness import add_cosignatures
 
-__all__ = ["WitnessService", "serve_witness", "request_cosignatures", "Requested", "read_tlog_policy", "log_vkeys"]
+__all__ = [
+    "WitnessService",
+    "serve_witness",
+    "request_cosignatures",
+    "Requested",
+    "read_tlog_policy",
+    "log_vkeys",
+    "witness_vkey",
+]
 
-_LOG_KEY_TYPE = 0x01  # signed-note Ed25519; a witness's cosignature key is 0x04
+_LOG_KEY_TYPE = 0x01  # signed-note Ed25519
+_COSIGNATURE_KEY_TYPE = 0x04  # tlog-cosignature
 MAX_BODY = 1 << 16  # a checkpoint note and 63 proof lines fit many times over
 
 
@@ -63,6 +74,18 @@ def read_tlog_policy(text: str, where: str) -> TlogPolicy:
         return parse_tlog_policy(text)
     except ReceiptsError as exc:
         raise InputError("%s: %s" % (where, exc)) from None
+
+
+def witness_vkey(name: str, public_key_blob: bytes) -> str:
+    """A witness's verifier key (cosignature type 0x04), for the `witness` lines of a policy.
+
+    Raises:
+        InputError: the name or key cannot make one.
+    """
+    try:
+        return verifier_key(name, parse_public_key_blob(public_key_blob), _COSIGNATURE_KEY_TYPE)
+    except ReceiptsError as exc:
+        raise InputError("cannot make a witness key: %s" % exc) from None
 
 
 def log_vkeys(vkeys: Sequence[str]) -> dict[str, list[bytes]]:
