@@ -249,3 +249,57 @@ def test_policy_files_are_checked_line_by_line() -> None:
     ):
         with pytest.raises(r.FormatError, match=why):
             r.parse_tlog_policy(bad)
+
+
+def test_docs_witnesses_md_runs_as_written(site: tuple[Path, dict[str, str], str, list[Witness]]) -> None:
+    import os
+    import signal
+    import socket
+
+    from docs_as_written import blocks, run_shell
+
+    repo, env, receipt, witnesses = site
+    _checkpoint(repo, env)
+    path = "%s%s%s" % (Path(sys.executable).parent, os.pathsep, os.environ.get("PATH", ""))
+    keys = Path(env["RECEIPT_LEDGER_KEYS"])
+    shell_env = {**os.environ, **env, "PATH": path, "LEDGER_LOG_KEY": str(keys / "sealer.pub")}
+    (publish,) = blocks("witnesses.md", "Publish the log as tiles", "sh")
+    done = run_shell(publish.text, repo, shell_env)
+    assert done.returncode == 0, done.stderr
+    assert (repo / "public" / "log" / "checkpoint").is_file() and (
+        repo / "public" / "log" / "tile" / "entries"
+    ).is_dir()
+    vkey = (repo / "public" / "log" / "vkey").read_text().strip()
+    # The witness's block, in its own folder holding the log's vkey; the one change is the
+    # port (8080 in the docs) for a free one.
+    (run,) = blocks("witnesses.md", "Run a witness", "sh")
+    home = witnesses[0].key.parent
+    (home / "vkey").write_text(vkey + "\n")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    w1 = subprocess.Popen(
+        ["bash", "--noprofile", "--norc", "-euo", "pipefail", "-c", run.text.replace("8080", str(port))],
+        cwd=home,
+        env={**shell_env, "WITNESS_KEY": str(witnesses[0].key)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # the block's shell and the witness it runs: stopped together
+    )
+    try:
+        assert w1.stdout is not None and w1.stderr is not None
+        assert w1.stdout.readline().strip() == witnesses[0].vkey()
+        said = w1.stderr.readline()  # once it listens
+        assert said == "witness witness.example/w1 serving http://127.0.0.1:%d/\n" % port, said
+        witnesses[0].url = "http://127.0.0.1:%d/" % port
+        witnesses[1].start(vkey)
+        policy = _policy(repo, vkey, witnesses)
+        policy.replace(repo / ".ledger" / "witness-policy")
+        (hold,) = blocks("witnesses.md", "Hold the log to a quorum", "sh")
+        done = run_shell(hold.text, repo, {**shell_env, "RECEIPT": receipt})
+        assert done.returncode == 0, (done.stdout, done.stderr)
+        assert "W1: cosigned\nW2: cosigned\n" in done.stdout and "VERIFIED" in done.stdout
+    finally:
+        os.killpg(w1.pid, signal.SIGTERM)
+        w1.wait()
