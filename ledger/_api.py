@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     )
     from .agents._provenance import Provenance, add_provenance, task_provenance
     from .agents._traces import TRACE_DECISIONS_FORMAT, ingest_trace, process_facts
+    from .audit._monitor import MONITOR_STATE_FORMAT, Alert, MonitorSetup, follow_log, monitor_once, webhook_sender
     from .audit._population import POPULATION_COLUMNS, ChangeRow, mark_reached, population, population_csv
     from .audit._stats import FamilyStats, family_of, parse_ks, stats
     from .audit._verification import Progress, Verified, VerifyRequest, receipt_comment, run_verify
@@ -222,6 +223,12 @@ __all__ = [
     "Verified",
     "Progress",
     "run_verify",
+    "monitor_once",
+    "follow_log",
+    "MonitorSetup",
+    "webhook_sender",
+    "Alert",
+    "MONITOR_STATE_FORMAT",
     "Initialised",
     "init_ledger",
     "choose_admin",
@@ -467,6 +474,12 @@ _WHERE = {
     "Verified": "audit._verification",
     "Progress": "audit._verification",
     "run_verify": "audit._verification",
+    "monitor_once": "audit._monitor",
+    "follow_log": "audit._monitor",
+    "MonitorSetup": "audit._monitor",
+    "webhook_sender": "audit._monitor",
+    "Alert": "audit._monitor",
+    "MONITOR_STATE_FORMAT": "audit._monitor",
     "Ledger": "store._ledger",
     "Store": "store._ledger",
     "Appended": "store._ledger",

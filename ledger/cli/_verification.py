@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from ._options import (
     trust_option,
 )
 from ._output import emit, exit_with, progress, warn_if_unsafe
-from ._shared import _ledger, _policy, _reader, _readers, _receipt_arg, _resolved, _signer, _trust, _where
+from ._shared import _ledger, _policy, _reader, _readers, _receipt_arg, _resolved, _signer, _source, _trust, _where
 
 
 @cli.command("verify")
@@ -152,3 +153,44 @@ def export(
     if root is not None:
         warn_if_unsafe(root)
     click.echo(wrote, err=True)
+
+
+@cli.command()
+@click.option(
+    "--state", "state_path", type=_FILE, required=True, help="The monitor's state (created on the first pass)."
+)
+@click.option("--webhook", help="POST each alert as JSON here (nothing is sent anywhere without it).")
+@click.option(
+    "--evidence",
+    "evidence_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Where split views' checkpoints are saved (default: beside the state).",
+)
+@click.option(
+    "--every", type=click.IntRange(1), help="Keep following: a pass every this many seconds (default: one pass)."
+)
+@trust_option
+@checkpoint_options
+@auditor_option
+@click.pass_context
+def monitor(
+    ctx: click.Context,
+    state_path: Path,
+    webhook: str | None,
+    evidence_dir: Path | None,
+    every: int | None,
+    trust: _TrustArgs,
+    checkpoints: _CheckpointArgs,
+    auditors: _AuditorArgs,
+) -> None:
+    """Follow the log from a state file: alert once on a split view, a rejected receipt, a weakening, a key change or a lost quorum.
+
+    Exit 0 no new alert, 1 alerts raised (one pass), 2 cannot run.
+    """
+    raised = lib.follow_log(
+        lambda: _source(ctx),
+        lib.MonitorSetup(_trust(ctx, trust), _policy(trust, auditors, checkpoints), state_path, evidence_dir, webhook),
+        every,
+        lambda alert: click.echo("ALERT %s: %s" % (alert.kind, alert.message)),
+    )
+    sys.exit(1 if raised else 0)

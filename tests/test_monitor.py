@@ -1,0 +1,147 @@
+"""`ledger monitor` (issue 27): from its state file it raises exactly one alert per event
+of a scripted sequence (a rejection, a weakening, a key change, a split view), each as a
+line and a webhook POST to a real local endpoint, and none when run again."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import receipts as r
+from conftest import ADMIN_ID, SIGNERS, TASK, build_sample, contract_bytes, run_cli
+from ledger import Ledger, add_key, register_contract, seal_receipt
+from verify import LedgerSource
+
+OTHER = r.domain_hash(r.Domain.ENVIRONMENT, b"monitor")
+
+
+class _Hook:
+    """A webhook endpoint on 127.0.0.1 that keeps every JSON document POSTed to it."""
+
+    def __init__(self) -> None:
+        self.received: list[dict[str, Any]] = []
+        hook = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                hook.received.append(json.loads(body))
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = "http://127.0.0.1:%d/alerts" % self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def take(self) -> list[dict[str, Any]]:
+        got, self.received = self.received, []
+        return got
+
+
+@pytest.fixture
+def hook() -> Iterator[_Hook]:
+    h = _Hook()
+    yield h
+    h.server.shutdown()
+    h.server.server_close()
+
+
+def _checkpoint(root: Path) -> None:
+    ledger = Ledger.open(root)
+    ledger.checkpoint(SIGNERS["sealer"])
+    ledger.close()
+
+
+def _records(root: Path, n: int) -> None:
+    ledger = Ledger.open(root)
+    ledger.append_many(
+        [
+            r.new_tier_record(
+                task_id="OTHER-1",
+                tier=r.Tier.DETERMINISTIC,
+                config_hash=OTHER,
+                input_hash=r.candidate_hash({"commit": "%040d" % i}),
+                evidence=(),
+                verdict=r.Verdict.PASS,
+                verifier="test",
+                verifier_version="0",
+                environment=OTHER,
+                created=1764633600 + i,
+            )
+            for i in range(n)
+        ],
+        SIGNERS["ci"],
+    )
+    ledger.close()
+
+
+def test_one_alert_per_event_and_none_on_a_restart(hook: _Hook, tmp_path: Path) -> None:
+    s = build_sample(tmp_path)
+    _checkpoint(s.root)
+    state = tmp_path / "monitor.json"
+    args = ("--dir", str(s.root), "monitor", "--state", str(state), "--webhook", hook.url, "--trust", ADMIN_ID)
+
+    def monitor(expect: int) -> list[dict[str, Any]]:
+        done = run_cli(*args)
+        assert done.returncode == expect, (done.stdout, done.stderr)
+        got = hook.take()
+        assert [line for line in done.stdout.splitlines() if line.startswith("ALERT ")] == [
+            "ALERT %s: %s" % (a["kind"], a["message"]) for a in got
+        ]
+        return got
+
+    assert monitor(0) == []  # the first pass is the baseline: the log as found
+    # A rejection: a new receipt whose evidence was then altered.
+    with LedgerSource.open(s.root) as source:
+        stored = source.by_body_hash(r.Digest.parse(s.receipt))
+        assert stored is not None
+        candidate = r.decode_as(r.LadderReceipt, stored.body).input_hash
+    ledger = Ledger.open(s.root)
+    _, again = seal_receipt(ledger, task_id=TASK, signer=SIGNERS["sealer"], input_hash=candidate)
+    ledger.checkpoint(SIGNERS["sealer"])
+    ledger.close()
+    blob = next(p for p in sorted((s.root / "blobs").rglob("*")) if p.is_file())
+    blob.chmod(0o644)
+    blob.write_bytes(b"x" + blob.read_bytes()[1:])
+    (alert,) = monitor(1)
+    assert alert["kind"] == "rejection" and str(again.body_hash) in alert["message"]
+    assert "evidence-altered" in alert["message"]
+    # A weakening, signed by the admin.
+    ledger = Ledger.open(s.root)
+    register_contract(ledger, TASK, contract_bytes(command="print('ok')"), SIGNERS["admin"])
+    ledger.checkpoint(SIGNERS["sealer"])
+    ledger.close()
+    (alert,) = monitor(1)
+    assert alert["kind"] == "weakening" and "check tests was changed" in alert["message"]
+    # A key added.
+    fork = tmp_path / "fork"
+    shutil.copytree(s.root, fork)
+    ledger = Ledger.open(s.root)
+    add_key(ledger, SIGNERS["admin"], "carol", [r.Role.HUMAN], SIGNERS["mallory"].public_key_blob)
+    ledger.checkpoint(SIGNERS["sealer"])
+    ledger.close()
+    (alert,) = monitor(1)
+    assert alert["kind"] == "key" and "key added: carol (human)" in alert["message"]
+    # A split view: the log now shows a history that grew another way from before the key.
+    _records(fork, 5)
+    _checkpoint(fork)
+    shutil.rmtree(s.root)
+    shutil.copytree(fork, s.root)
+    (alert,) = monitor(1)
+    assert alert["kind"] == "fork" and "does not extend the one kept" in alert["message"]
+    kept, seen = (Path(p).read_text() for p in alert["evidence"])
+    assert r.parse_checkpoint(r.parse_note(kept).text).root != r.parse_checkpoint(r.parse_note(seen).text).root
+    # Run again, as after a restart: everything re-proven, nothing sent twice.
+    assert monitor(0) == []
+    assert monitor(0) == []
