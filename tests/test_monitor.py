@@ -145,3 +145,24 @@ def test_one_alert_per_event_and_none_on_a_restart(hook: _Hook, tmp_path: Path) 
     # Run again, as after a restart: everything re-proven, nothing sent twice.
     assert monitor(0) == []
     assert monitor(0) == []
+
+
+def test_the_monitor_block_of_docs_witnesses_md_runs_as_written(hook: _Hook, tmp_path: Path) -> None:
+    import os
+    import sys
+
+    from docs_as_written import blocks, run_shell
+
+    s = build_sample(tmp_path)
+    _checkpoint(s.root)
+    (block,) = blocks("witnesses.md", "Watch the log", "sh")
+    path = "%s%s%s" % (Path(sys.executable).parent, os.pathsep, os.environ.get("PATH", ""))
+    env = {**os.environ, "PATH": path, "LEDGER_DIR": str(s.root), "ALERT_URL": hook.url, "LEDGER_ADMIN_KEY": ADMIN_ID}
+    first = run_shell(block.text, tmp_path, env)
+    assert first.returncode == 0 and first.stdout == "" and hook.take() == [], first.stderr
+    ledger = Ledger.open(s.root)
+    add_key(ledger, SIGNERS["admin"], "carol", [r.Role.HUMAN], SIGNERS["mallory"].public_key_blob)
+    ledger.close()
+    second = run_shell(block.text, tmp_path, env)
+    assert second.returncode == 1 and second.stdout.startswith("ALERT key: key added: carol (human)")
+    assert [a["kind"] for a in hook.take()] == ["key"] and (tmp_path / "monitor.json").is_file()
