@@ -137,6 +137,7 @@ if TYPE_CHECKING:
         prove_inclusion,
         sign_checkpoint,
     )
+    from .transparency._tile_stores import DirTileStore, S3TileStore, TileStore, open_tile_store
     from .transparency._tiles import Published, TileConflict, publish_tiles
     from .transparency._tsa import timestamp_checkpoint
     from .transparency._witness import add_cosignatures, cosign, read_log_key
@@ -342,6 +343,10 @@ __all__ = [
     "cosign",
     "add_cosignatures",
     "publish_tiles",
+    "open_tile_store",
+    "TileStore",
+    "DirTileStore",
+    "S3TileStore",
     "WitnessService",
     "serve_witness",
     "request_cosignatures",
@@ -601,6 +606,10 @@ _WHERE = {
     "cosign": "transparency._witness",
     "add_cosignatures": "transparency._witness",
     "publish_tiles": "transparency._tiles",
+    "open_tile_store": "transparency._tile_stores",
+    "TileStore": "transparency._tile_stores",
+    "DirTileStore": "transparency._tile_stores",
+    "S3TileStore": "transparency._tile_stores",
     "WitnessService": "transparency._witness_protocol",
     "serve_witness": "transparency._witness_protocol",
     "request_cosignatures": "transparency._witness_protocol",

@@ -10,13 +10,15 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import receipts as r
 from conftest import SIGNERS, build_sample, run_cli
-from ledger import Ledger, TileConflict, publish_tiles
+from ledger import DirTileStore, Ledger, TileConflict, publish_tiles
 from verify import LedgerSource
 
 VECTORS = Path(__file__).parent / "vectors" / "tiles"
@@ -52,7 +54,7 @@ def _grow(root: Path, n: int, start: int = 0) -> None:
 
 def _publish(root: Path, folder: Path) -> None:
     with LedgerSource.open(root) as source:
-        publish_tiles(source, folder)
+        publish_tiles(source, DirTileStore(folder))
 
 
 def _files(folder: Path) -> dict[str, bytes]:
@@ -148,7 +150,7 @@ def test_publish_writes_each_tile_once_and_reports_an_altered_one(tmp_path: Path
     before = _files(folder)
     refused = run_cli("--dir", str(s.root), "publish", "tiles", "--to", str(folder))
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1
-    assert "tile/0/001 differs from the ledger" in refused.stderr
+    assert "published tile tile/0/001 at %s differs from the ledger" % folder in refused.stderr
     assert _files(folder) == before
 
 
@@ -162,11 +164,11 @@ def test_the_checkpoint_never_moves_backwards_nor_to_a_fork(tmp_path: Path) -> N
     _publish(s.root, folder)
     published = (folder / "checkpoint").read_bytes()
     with LedgerSource.open(old) as source, pytest.raises(Exception, match="would move it backwards"):
-        publish_tiles(source, folder)
+        publish_tiles(source, DirTileStore(folder))
     # A fork of the same log: the old copy grows another way to the same size.
     _grow(old, 20, start=5000)
     with LedgerSource.open(old) as source, pytest.raises(TileConflict):
-        publish_tiles(source, folder)
+        publish_tiles(source, DirTileStore(folder))
     assert (folder / "checkpoint").read_bytes() == published
 
 
@@ -243,3 +245,91 @@ def test_go_reads_our_tiles_and_proves_every_entry(tilecheck: Path, tmp_path: Pa
     other = r.verifier_key(vkey.split("+")[0], r.parse_public_key_blob(SIGNERS["alice"].public_key_blob))
     unsigned = subprocess.run([str(tilecheck), str(folder), other], capture_output=True, text=True)
     assert unsigned.returncode == 1 and "checkpoint" in unsigned.stderr
+
+
+# -- published to S3 (moto's server mode: a real S3-compatible server on 127.0.0.1) ---------------
+
+
+@pytest.fixture
+def bucket(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, dict[str, str]]]:
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    env = {
+        "AWS_ENDPOINT_URL": "http://%s:%d" % (host, port),
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    client = boto3.client("s3")
+    client.create_bucket(Bucket="team-log")
+    try:
+        yield client, env
+    finally:
+        server.stop()
+
+
+def _objects(client: Any) -> dict[str, tuple[str, bytes]]:
+    listed = client.list_objects_v2(Bucket="team-log").get("Contents", [])
+    return {o["Key"]: (o["ETag"], client.get_object(Bucket="team-log", Key=o["Key"])["Body"].read()) for o in listed}
+
+
+def test_publish_to_s3_writes_each_tile_once_and_reports_an_altered_one(
+    bucket: tuple[Any, dict[str, str]], tmp_path: Path
+) -> None:
+    client, env = bucket
+    s = build_sample(tmp_path)
+    _grow(s.root, 600)
+    args = ("--dir", str(s.root), "publish", "tiles", "--to", "s3://team-log/logs/a")
+    first = run_cli(*args, env=env)
+    assert first.returncode == 0, first.stderr
+    published = _objects(client)
+    size = r.parse_checkpoint(r.parse_note(published["logs/a/checkpoint"][1]).text).size
+    assert set(published) == {"logs/a/" + t.path() for t in r.tiles_for_size(size)} | {"logs/a/checkpoint"}
+    again = run_cli(*args, env=env)
+    assert again.returncode == 0 and ": 0 tiles written" in again.stdout
+    assert _objects(client) == published  # same ETags: nothing rewritten
+    # Full tiles are served as immutable, the checkpoint as never cached.
+    head = client.head_object(Bucket="team-log", Key="logs/a/tile/0/000")
+    assert head["CacheControl"].endswith("immutable") and head["ContentType"] == "application/octet-stream"
+    # Someone rewrites a full tile in the bucket: the next publish names it, changes nothing.
+    data = bytearray(published["logs/a/tile/0/001"][1])
+    data[0] ^= 1
+    client.put_object(Bucket="team-log", Key="logs/a/tile/0/001", Body=bytes(data))
+    before = _objects(client)
+    refused = run_cli(*args, env=env)
+    assert refused.returncode == 2 and "published tile tile/0/001 at s3://team-log/logs/a differs" in refused.stderr
+    assert _objects(client) == before
+
+
+def test_two_publishers_to_one_bucket_never_move_the_checkpoint_backwards(
+    bucket: tuple[Any, dict[str, str]], tmp_path: Path
+) -> None:
+    client, env = bucket
+    s = build_sample(tmp_path)
+    _grow(s.root, 300)
+    old = tmp_path / "old"
+    shutil.copytree(s.root, old)
+    _grow(s.root, 300, start=300)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "ledger", "--dir", str(root), "publish", "tiles", "--to", "s3://team-log/log"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, **env},
+        )
+        for root in (old, s.root, old, s.root)
+    ]
+    outcomes = [(p.returncode, err) for p in procs for _, err in [p.communicate()]]
+    assert all(code == 0 or "would move it backwards" in err for code, err in outcomes), outcomes
+    assert outcomes[1][0] == 0 and outcomes[3][0] == 0, outcomes
+    with LedgerSource.open(s.root) as source:
+        newest = source.newest_checkpoint()
+    body = client.get_object(Bucket="team-log", Key="log/checkpoint")["Body"].read().decode()
+    assert newest is not None and body == newest[1]

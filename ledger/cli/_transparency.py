@@ -66,18 +66,22 @@ def publish() -> None:
 
 @publish.command("tiles")
 @click.option(
-    "--to", "folder", required=True, type=click.Path(path_type=Path, file_okay=False), help="The tile folder."
+    "--to",
+    "target",
+    required=True,
+    help="A folder, or s3://BUCKET/PREFIX (the s3 extra; boto3's endpoint and credentials).",
 )
 @click.pass_context
-def publish_tiles(ctx: click.Context, folder: Path) -> None:
-    """Write the newest checkpoint, its hash tiles and entry bundles (C2SP tlog-tiles) into a folder."""
+def publish_tiles(ctx: click.Context, target: str) -> None:
+    """Write the newest checkpoint, its hash tiles and entry bundles (C2SP tlog-tiles)."""
+    store = lib.open_tile_store(target)
     source = _source(ctx)
     ctx.call_on_close(source.close)
     with progress(False, "publishing tiles") as bar:
-        done = lib.publish_tiles(source, folder, ticker(bar))
+        done = lib.publish_tiles(source, store, ticker(bar))
     click.echo(
         "published checkpoint size %d to %s: %d tiles written, %d already there"
-        % (done.size, folder, done.written, done.kept)
+        % (done.size, target, done.written, done.kept)
     )
 
 

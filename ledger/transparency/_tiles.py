@@ -1,24 +1,22 @@
-"""`ledger publish tiles`: the chain's Merkle tree and entries as a C2SP `tlog-tiles`
-folder any tile client reads (docs/format.md §9a). Only entry bytes are published: the
-tree commits to them alone, so bodies and evidence stay private.
+"""`ledger publish tiles`: the chain's Merkle tree and entries as C2SP `tlog-tiles` in a
+folder or an S3 bucket any tile client reads (docs/format.md §9a). Only entry bytes are
+published: the tree commits to them alone, so bodies and evidence stay private.
 
-Rules a publisher keeps (so that readers never see the log change under them):
+Rules a publisher keeps (so that readers never see the log change under them), written
+once here over any `TileStore`:
   - every tile is computed from the entries and checked against the signed checkpoint's
     root before anything is written; a ledger that does not give its root writes nothing;
   - a tile once written is never rewritten: one already there with other bytes is an
-    error that names it (the folder was altered, or holds another log);
-  - the checkpoint is replaced last, atomically, only by a larger or equal tree whose
-    prefix gives the published root, under a lock held for the whole publish: two
-    publishers never move it backwards.
+    error that names it (the store was altered, or holds another log);
+  - the checkpoint is replaced last, by compare-and-swap on the one read, and only by a
+    larger or equal tree whose prefix gives the published root: two publishers never
+    move it backwards.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from receipts import (
     TILE_WIDTH,
@@ -35,13 +33,11 @@ from receipts import (
 from verify import LedgerSource
 
 from .._errors import InputError, StoreError
-from .._files import create_once, write_atomic
+from ._tile_stores import TileStore
 
 __all__ = ["publish_tiles", "Published", "TileConflict"]
 
-CHECKPOINT = "checkpoint"
 HASH_SIZE = 32
-_LOCK = ".publish.lock"
 
 
 class TileConflict(StoreError):
@@ -58,79 +54,97 @@ class Published:
     previous_size: int | None
 
 
-def publish_tiles(source: LedgerSource, folder: Path, progress: Callable[[int, int], None] | None = None) -> Published:
+def publish_tiles(
+    source: LedgerSource, store: TileStore, progress: Callable[[int, int], None] | None = None
+) -> Published:
     """Publish the newest signed checkpoint and every tile and entry bundle it needs.
+
+    Steps:
+      1. every hash tile computed from the entries, its root checked against the signed
+         checkpoint's: a ledger that does not give its own root writes nothing;
+      2. the published checkpoint read: another log's, or a larger tree, is refused; one
+         whose root is not this tree's prefix of its size is a fork (`TileConflict`);
+      3. every tile and bundle created where absent, compared where present;
+      4. the checkpoint swapped in only if it is still the one read in step 2 (else back
+         to step 2: a racing publisher moved it).
 
     Args:
         source: the ledger, read-only.
-        folder: the tile folder (created if absent); a static host serves it as the prefix.
+        store: where the tiles go (`open_tile_store`).
         progress: told (tiles done, tiles in all).
 
     Returns:
         What was written and kept.
 
     Raises:
-        InputError: the ledger has no checkpoint, or the folder's checkpoint is of another
-            log or a larger tree.
+        InputError: the ledger has no checkpoint, or the published one is of another log
+            or a larger tree.
         TileConflict: a published tile, or the published checkpoint's root, disagrees
             with the ledger.
-        StoreError: the ledger's entries do not give its own checkpoint's root.
+        StoreError: the ledger's entries do not give its own checkpoint's root, or the
+            store cannot be written.
     """
     found = source.newest_checkpoint()
     if found is None:
         raise InputError("the ledger has no checkpoint to publish: run `ledger checkpoint --key NAME` first")
     size, note_text = found
     checkpoint = parse_checkpoint(parse_note(note_text).text)
-    folder.mkdir(parents=True, exist_ok=True)
-    with _publishing(folder):
-        previous = _published_checkpoint(folder, checkpoint.origin, size)
-        hashes = _hash_tiles(source, size)
-
-        def read(tile: Tile) -> bytes:
-            return hashes[tile]
-
-        if root_from_tiles(size, read) != checkpoint.root:
-            raise StoreError(
-                "the ledger's entries do not give its checkpoint's root at size %d: run `ledger verify --chain`" % size
-            )
-        if previous is not None and root_from_tiles(previous[0], _prefix_reader(hashes, previous[0])) != previous[1]:
-            raise TileConflict(
-                "the published checkpoint (size %d) has another root than this ledger at that size:"
-                " %s holds another log or a fork" % (previous[0], folder)
-            )
-        written, kept = _write_tiles(source, folder, size, hashes, progress)
-        write_atomic(folder / CHECKPOINT, note_text.encode(), mode=0o644)
-    return Published(size, written, kept, None if previous is None else previous[0])
-
-
-@contextlib.contextmanager
-def _publishing(folder: Path) -> Iterator[None]:
-    """The folder's publish lock, held for the whole publish (compare, then swap)."""
-    with open(folder / _LOCK, "a+b") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    # 1. The tiles, from the entries, checked against the signed root.
+    hashes = _hash_tiles(source, size)
+    if root_from_tiles(size, hashes.__getitem__) != checkpoint.root:
+        raise StoreError(
+            "the ledger's entries do not give its checkpoint's root at size %d: run `ledger verify --chain`" % size
+        )
+    # 2. What is published now; 3. the tiles; 4. the checkpoint over the one read.
+    current = store.read_checkpoint()
+    previous = _checked_published(current, checkpoint.origin, size, hashes, store)
+    written, kept = _write_tiles(source, store, size, hashes, progress)
+    note = note_text.encode()
+    for _ in range(10):
+        if current is not None and current[0] == note:
+            break
+        if store.swap_checkpoint(None if current is None else current[1], note):
+            break
+        current = store.read_checkpoint()  # a racing publisher moved it: check again
+        _checked_published(current, checkpoint.origin, size, hashes, store)
+    else:
+        raise StoreError("the checkpoint at %s kept changing while publishing: try again" % store.where())
+    return Published(size, written, kept, previous)
 
 
-def _published_checkpoint(folder: Path, origin: str, size: int) -> tuple[int, bytes] | None:
-    """The size and root of the checkpoint the folder serves, if any; refused when it is
-    another log's or larger than the one to publish.
+def _checked_published(
+    current: tuple[bytes, object] | None, origin: str, size: int, hashes: dict[Tile, bytes], store: TileStore
+) -> int | None:
+    """The published checkpoint's size (None if none), after refusing another log's, a
+    larger tree's, and a fork's (a root that is not this tree's prefix of its size).
     """
-    path = folder / CHECKPOINT
-    if not path.exists():
+    if current is None:
         return None
+    old_size, old_root = _published_checkpoint(current[0], origin, size, store)
+    if root_from_tiles(old_size, _prefix_reader(hashes, old_size)) != old_root:
+        raise TileConflict(
+            "the published checkpoint (size %d) has another root than this ledger at that size:"
+            " %s holds another log or a fork" % (old_size, store.where())
+        )
+    return old_size
+
+
+def _published_checkpoint(data: bytes, origin: str, size: int, store: TileStore) -> tuple[int, bytes]:
+    """The size and root of the published checkpoint; refused when it is another log's
+    or larger than the one to publish.
+    """
     try:
-        old = parse_checkpoint(parse_note(path.read_bytes()).text)
-    except (OSError, ReceiptsError) as exc:
-        raise InputError("%s is not a checkpoint this command published: %s" % (path, exc)) from None
+        old = parse_checkpoint(parse_note(data).text)
+    except ReceiptsError as exc:
+        raise InputError("%s serves no checkpoint this command published: %s" % (store.where(), exc)) from None
     if old.origin != origin:
-        raise InputError("%s serves log %s, not %s: publish each log to its own folder" % (folder, old.origin, origin))
+        raise InputError(
+            "%s serves log %s, not %s: publish each log to its own place" % (store.where(), old.origin, origin)
+        )
     if old.size > size:
         raise InputError(
             "%s already serves a checkpoint of size %d: publishing size %d would move it backwards"
-            % (folder, old.size, size)
+            % (store.where(), old.size, size)
         )
     return old.size, old.root
 
@@ -183,7 +197,7 @@ def _prefix_reader(hashes: dict[Tile, bytes], size: int) -> Callable[[Tile], byt
 
 def _write_tiles(
     source: LedgerSource,
-    folder: Path,
+    store: TileStore,
     size: int,
     hashes: dict[Tile, bytes],
     progress: Callable[[int, int], None] | None,
@@ -205,7 +219,7 @@ def _write_tiles(
             data = entry_bundle(bundle)
         else:
             data = hashes[tile]
-        if _write_once(folder / tile.path(), data):
+        if _write_once(store, tile.path(), data):
             written += 1
         else:
             kept += 1
@@ -214,18 +228,15 @@ def _write_tiles(
     return written, kept
 
 
-def _write_once(path: Path, data: bytes) -> bool:
-    """Create ``path`` holding ``data`` unless it exists; True if written. An existing
-    file with other bytes (also one a racing publisher just made) is a `TileConflict`.
+def _write_once(store: TileStore, name: str, data: bytes) -> bool:
+    """Create tile ``name`` unless it exists; True if written. One already there with other
+    bytes (also one a racing publisher just made) is a `TileConflict`.
     """
-    if not path.exists():
-        try:
-            if create_once(path, data, mode=0o644):  # served to anyone
-                return True
-        except OSError as exc:
-            raise StoreError("cannot write tile %s: %s" % (path, exc.strerror or exc)) from None
-    if path.read_bytes() != data:
+    if store.create(name, data):
+        return True
+    if store.read(name) != data:
         raise TileConflict(
-            "published tile %s differs from the ledger: the folder was altered; nothing is rewritten" % path
+            "published tile %s at %s differs from the ledger: it was altered; nothing is rewritten"
+            % (name, store.where())
         )
     return False
