@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from .audit._monitor import MONITOR_STATE_FORMAT, Alert, MonitorSetup, follow_log, monitor_once, webhook_sender
     from .audit._population import POPULATION_COLUMNS, ChangeRow, mark_reached, population, population_csv
     from .audit._stats import FamilyStats, family_of, parse_ks, stats
-    from .audit._verification import Progress, Verified, VerifyRequest, receipt_comment, run_verify
+    from .audit._verification import Progress, Verified, VerifyRequest, receipt_comment, run_tile_audit, run_verify
     from .ci._gate import GATE_MODES, GateResult, ReceiptCheck, check_receipts, gate, gate_check, verify_commit
     from .ci._github import (
         COMMENT_MARKER,
@@ -224,6 +224,7 @@ __all__ = [
     "Verified",
     "Progress",
     "run_verify",
+    "run_tile_audit",
     "monitor_once",
     "follow_log",
     "MonitorSetup",
@@ -479,6 +480,7 @@ _WHERE = {
     "Verified": "audit._verification",
     "Progress": "audit._verification",
     "run_verify": "audit._verification",
+    "run_tile_audit": "audit._verification",
     "monitor_once": "audit._monitor",
     "follow_log": "audit._monitor",
     "MonitorSetup": "audit._monitor",

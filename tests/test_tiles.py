@@ -133,6 +133,12 @@ def test_publish_writes_each_tile_once_and_reports_an_altered_one(tmp_path: Path
     assert {name for name in first if name.startswith("tile/")} == {t.path() for t in r.tiles_for_size(size)}
     again = run_cli("--dir", str(s.root), "publish", "tiles", "--to", str(folder))
     assert "0 tiles written" in again.stdout and _files(folder) == first
+    audit = run_cli("verify", "--tiles", str(folder), "--log-vkey", _vkey(s.root))
+    assert audit.returncode == 0 and audit.stdout.startswith(
+        "VERIFIED: %d tiles at size %d" % (len(r.tiles_for_size(size)), size)
+    )
+    no_key = run_cli("verify", "--tiles", str(folder))
+    assert no_key.returncode == 2 and "--log-vkey" in no_key.stderr
     # The log grows: only the new tiles are written, every full tile is left as it was.
     _grow(s.root, 300, start=1000)
     grown = run_cli("--dir", str(s.root), "publish", "tiles", "--to", str(folder))
@@ -150,6 +156,10 @@ def test_publish_writes_each_tile_once_and_reports_an_altered_one(tmp_path: Path
     before = _files(folder)
     refused = run_cli("--dir", str(s.root), "publish", "tiles", "--to", str(folder))
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1
+    audit = run_cli("verify", "--tiles", str(folder), "--log-vkey", _vkey(s.root), "--json")
+    assert audit.returncode == 1, audit.stdout
+    assert {d["code"] for d in json.loads(audit.stdout)["defects"]} == {"tile-altered"}
+    assert "tile/0/001" in audit.stdout
     assert "published tile tile/0/001 at %s differs from the ledger" % folder in refused.stderr
     assert _files(folder) == before
 
@@ -268,6 +278,9 @@ def bucket(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, dict[str, str
         monkeypatch.setenv(name, value)
     client = boto3.client("s3")
     client.create_bucket(Bucket="team-log")
+    # Served to anyone, as a team that publishes its log configures the bucket.
+    public = {"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::team-log/*"}
+    client.put_bucket_policy(Bucket="team-log", Policy=json.dumps({"Version": "2012-10-17", "Statement": [public]}))
     try:
         yield client, env
     finally:
@@ -305,6 +318,12 @@ def test_publish_to_s3_writes_each_tile_once_and_reports_an_altered_one(
     refused = run_cli(*args, env=env)
     assert refused.returncode == 2 and "published tile tile/0/001 at s3://team-log/logs/a differs" in refused.stderr
     assert _objects(client) == before
+    # An auditor reads the bucket over plain HTTP, as a static host serves it.
+    prefix = "%s/team-log/logs/a" % env["AWS_ENDPOINT_URL"]
+    audit = run_cli("verify", "--tiles", prefix, "--log-vkey", _vkey(s.root), "--json")
+    assert audit.returncode == 1 and "tile/0/001" in audit.stdout, audit.stdout
+    client.put_object(Bucket="team-log", Key="logs/a/tile/0/001", Body=published["logs/a/tile/0/001"][1])
+    assert run_cli("verify", "--tiles", prefix, "--log-vkey", _vkey(s.root)).returncode == 0
 
 
 def test_two_publishers_to_one_bucket_never_move_the_checkpoint_backwards(

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ._result import ChainResult, Defect, Finding, Result, TierLine, VerificationFailed
     from ._source import KEYRING_KIND_NAMES, LedgerSource, Source, StoredEntry, keyring_changes
     from ._state import AUDIT_STATE_FORMAT, AuditState
+    from ._tiles import TileAudit, audit_tiles, tile_reader
     from ._trust import Trust, TrustRoot, UnsafeTrustOnFirstUse, parse_allowed_signers
     from ._tsa import tsa_roots
     from ._verifier import (
@@ -64,6 +65,9 @@ __all__ = [
     "tsa_roots",
     "WitnessKey",
     "cosignature_statuses",
+    "TileAudit",
+    "audit_tiles",
+    "tile_reader",
     "AuditState",
     "AUDIT_STATE_FORMAT",
     # the one evidence reader (re-hashes what it returns)
@@ -116,6 +120,9 @@ _WHERE = {
     "Transparency": "_policy",
     "WitnessKey": "_policy",
     "cosignature_statuses": "_policy",
+    "TileAudit": "_tiles",
+    "audit_tiles": "_tiles",
+    "tile_reader": "_tiles",
     "RENDERINGS": "_rendering",
     "bundle_manifest": "_rendering",
     "final_status": "_rendering",

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from receipts import Digest
-from verify import AuditState, BundleSource, LedgerSource, Transparency, Trust, verify_chain, verify_receipt
+from verify import AuditState, BundleSource, LedgerSource, TileAudit, Transparency, Trust, verify_chain, verify_receipt
 
 from .._config import read_bounded
 from .._errors import InputError
@@ -25,7 +25,7 @@ from ..exports._bundle import manifest_on_ledger
 from ..store._ledger import Ledger
 from ..views._render import chain_lines, commit_lines, pr_comment, verify_lines
 
-__all__ = ["VerifyRequest", "Verified", "Progress", "receipt_comment", "run_verify"]
+__all__ = ["VerifyRequest", "Verified", "Progress", "receipt_comment", "run_verify", "run_tile_audit"]
 
 
 class Progress(Protocol):
@@ -151,3 +151,15 @@ def receipt_comment(ledger: Ledger, receipt_digest: Digest, trust: Trust) -> str
     """
     manifest, result, receipt_hash = manifest_on_ledger(ledger, receipt_digest, trust)
     return pr_comment(result, receipt_hash, manifest if result.ok else None)
+
+
+def run_tile_audit(where: str, log_vkey: str) -> TileAudit:
+    """`ledger verify --tiles WHERE --log-vkey VKEY`: the published tile log audited from
+    its files alone (`verify.audit_tiles`), read from a folder or an http(s) prefix.
+
+    Raises:
+        CannotVerify: the vkey is not a log's, or the files cannot be read.
+    """
+    from verify import audit_tiles, tile_reader
+
+    return audit_tiles(tile_reader(where), log_vkey)

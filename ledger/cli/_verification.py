@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
@@ -30,6 +31,11 @@ from ._shared import _ledger, _policy, _reader, _readers, _receipt_arg, _resolve
 @click.option("--chain", is_flag=True, help="Audit the whole chain instead of one receipt.")
 @click.option("--bundle", type=_FILE, help="Verify an exported evidence bundle, offline.")
 @click.option("--commit", "commit_rev", help="Verify the receipts attached to this commit (git notes).")
+@click.option(
+    "--tiles",
+    help="Audit a published tile log (a folder or an http(s) prefix) from its files alone; needs --log-vkey.",
+)
+@click.option("--log-vkey", help="With --tiles: the log's verifier key (`ledger checkpoint vkey`).")
 @trust_option
 @checkpoint_options
 @auditor_option
@@ -61,6 +67,8 @@ def verify_cmd(
     chain: bool,
     bundle: Path | None,
     commit_rev: str | None,
+    tiles: str | None,
+    log_vkey: str | None,
     trust: _TrustArgs,
     checkpoints: _CheckpointArgs,
     auditors: _AuditorArgs,
@@ -74,6 +82,8 @@ def verify_cmd(
 
     Exit 0 verified, 1 rejected, 2 cannot run.
     """
+    if tiles is not None:
+        _audit_tiles(tiles, log_vkey, as_json)
     receipt = _receipt_arg(ctx, hash_text, bundle)
     request = lib.VerifyRequest(receipt, chain, bundle, commit_rev, method, not skip_evidence, resume_path, save_state)
     policy = _policy(trust, auditors, checkpoints, require_checkpoint=bundle is not None)
@@ -82,6 +92,16 @@ def verify_cmd(
         verified = lib.run_verify(request, root, policy, progress=bar, **_readers(ctx))
     emit(as_json, verified.document, verified.lines, root)
     exit_with(verified.ok)
+
+
+def _audit_tiles(where: str, log_vkey: str | None, as_json: bool) -> NoReturn:
+    if log_vkey is None:
+        raise lib.InputError("--tiles needs --log-vkey: the log's verifier key (`ledger checkpoint vkey`)")
+    audit = lib.run_tile_audit(where, log_vkey)
+    doc = {"size": audit.size, "tiles": audit.tiles, "ok": audit.ok, "defects": [d.as_dict() for d in audit.defects]}
+    lines = ["%s: %s tiles at size %d read" % ("VERIFIED" if audit.ok else "REJECTED", audit.tiles, audit.size)]
+    emit(as_json, doc, lines + ["  %s: %s" % (d.code, d.message) for d in audit.defects])
+    exit_with(audit.ok)
 
 
 @cli.command()

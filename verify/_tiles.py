@@ -1,0 +1,181 @@
+"""An audit of a published tile log (C2SP tlog-tiles, docs/format.md §9a) from its files
+alone: the checkpoint's signature under the log's verifier key, every tile's length,
+every entry bundle against its level-0 hashes, every full tile against the hash the
+level above holds for it, and the root recomputed from the tiles against the signed one.
+Read-only: a folder, or an http(s) prefix the auditor names.
+"""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from receipts import (
+    TILE_WIDTH,
+    ReceiptsError,
+    Tile,
+    is_valid_note_signature,
+    leaf_hash,
+    node_hash,
+    parse_checkpoint,
+    parse_entry_bundle,
+    parse_note,
+    parse_verifier_key,
+    root_from_tiles,
+    tiles_for_size,
+)
+
+from ._errors import CannotVerify
+from ._result import Defect
+
+__all__ = ["TileAudit", "audit_tiles", "tile_reader"]
+
+_HASH = 32
+_MAX_TILE = 1 << 24  # a bundle of 256 entries of at most 64 KiB each
+
+
+@dataclass(frozen=True, slots=True)
+class TileAudit:
+    """What the audit found: the checkpoint's size, the tiles read, and each defect."""
+
+    size: int
+    tiles: int
+    defects: tuple[Defect, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.defects
+
+
+def tile_reader(where: str) -> Callable[[str], bytes | None]:
+    """Reads ``name`` under a folder or an http(s) prefix: its bytes, or None if absent.
+
+    Raises (when called):
+        CannotVerify: the prefix cannot be read for another reason than absence.
+    """
+    if where.startswith(("http://", "https://")):
+        prefix = where.rstrip("/") + "/"
+
+        def fetch(name: str) -> bytes | None:
+            try:
+                with urllib.request.urlopen(prefix + name, timeout=30) as answer:
+                    return bytes(answer.read(_MAX_TILE + 1))
+            except urllib.error.HTTPError as exc:
+                if exc.code in (403, 404):  # S3 answers 403 for a missing key without list rights
+                    return None
+                raise CannotVerify("cannot read %s%s: HTTP %d" % (prefix, name, exc.code)) from None
+            except (urllib.error.URLError, OSError) as exc:
+                raise CannotVerify("cannot read %s%s: %s" % (prefix, name, exc)) from None
+
+        return fetch
+    folder = Path(where)
+
+    def read(name: str) -> bytes | None:
+        path = folder / name
+        try:
+            return path.read_bytes() if path.is_file() else None
+        except OSError as exc:
+            raise CannotVerify("cannot read %s: %s" % (path, exc)) from None
+
+    return read
+
+
+def audit_tiles(read: Callable[[str], bytes | None], log_vkey: str) -> TileAudit:
+    """Audit the tile log ``read`` gives against the log's verifier key.
+
+    Steps:
+      1. the checkpoint parses and carries a valid signature of the vkey's key, under its
+         name, the checkpoint's origin;
+      2. every tile the size calls for is there, of its width's length;
+      3. every entry bundle holds its width of entries whose leaf hashes are the level-0
+         tile's, and every full tile's root is the hash the level above holds for it;
+      4. the root recomputed from the tiles is the signed root.
+
+    Raises:
+        CannotVerify: the vkey is not a log's verifier key, the checkpoint is absent or
+            unreadable, or a tile cannot be read.
+    """
+    try:
+        name, key, sig_type = parse_verifier_key(log_vkey)
+    except ReceiptsError as exc:
+        raise CannotVerify("the log's verifier key: %s" % exc) from None
+    if sig_type != 0x01:
+        raise CannotVerify("the log's verifier key is of type 0x01 (0x04 is a witness's)")
+    # 1. The checkpoint.
+    data = read("checkpoint")
+    if data is None:
+        raise CannotVerify("no checkpoint is published there (or it is not readable: a private bucket answers 403)")
+    try:
+        note = parse_note(data)
+        checkpoint = parse_checkpoint(note.text)
+    except ReceiptsError as exc:
+        return TileAudit(0, 0, (Defect("checkpoint-malformed", "the published checkpoint: %s" % exc),))
+    defects = []
+    if checkpoint.origin != name or not is_valid_note_signature(note, name, key):
+        defects.append(Defect("checkpoint-signature", "the published checkpoint is not signed by %s's key" % name))
+    # 2. and 3. The tiles and bundles.
+    tiles, found = _read_tiles(read, checkpoint.size, defects)
+    # 4. The root.
+    if not defects:
+        if root_from_tiles(checkpoint.size, tiles.__getitem__) != checkpoint.root:
+            defects.append(Defect("tile-altered", "the tiles do not give the signed root at size %d" % checkpoint.size))
+    return TileAudit(checkpoint.size, found, tuple(defects))
+
+
+def _read_tiles(read: Callable[[str], bytes | None], size: int, defects: list[Defect]) -> tuple[dict[Tile, bytes], int]:
+    tiles: dict[Tile, bytes] = {}
+    found = 0
+    for tile in tiles_for_size(size):
+        data = read(tile.path())
+        if data is None:
+            defects.append(Defect("tile-missing", "tile %s is not published" % tile.path()))
+            continue
+        found += 1
+        if tile.level is None:
+            _check_bundle(tile, data, tiles, defects)
+            continue
+        if len(data) != tile.width * _HASH:
+            defects.append(
+                Defect("tile-altered", "tile %s holds %d bytes, not %d" % (tile.path(), len(data), tile.width * _HASH))
+            )
+            continue
+        tiles[tile] = data
+        if tile.level > 0:
+            _check_level_below(tile, data, tiles, defects)
+    return tiles, found
+
+
+def _check_bundle(tile: Tile, data: bytes, tiles: dict[Tile, bytes], defects: list[Defect]) -> None:
+    try:
+        entries = parse_entry_bundle(data, tile.width)
+    except ReceiptsError as exc:
+        defects.append(Defect("tile-altered", "entry bundle %s: %s" % (tile.path(), exc)))
+        return
+    hashes = tiles.get(Tile(0, tile.index, tile.width))
+    if hashes is not None and b"".join(leaf_hash(e) for e in entries) != hashes:
+        defects.append(
+            Defect(
+                "tile-altered",
+                "entry bundle %s does not hash to tile %s" % (tile.path(), Tile(0, tile.index, tile.width).path()),
+            )
+        )
+
+
+def _check_level_below(tile: Tile, data: bytes, tiles: dict[Tile, bytes], defects: list[Defect]) -> None:
+    """Each hash of a level-L tile is the root of one full tile of level L - 1."""
+    level = tile.level or 0
+    for i in range(tile.width):
+        below = tiles.get(Tile(level - 1, tile.index * TILE_WIDTH + i, TILE_WIDTH))
+        if below is None:
+            continue
+        layer = [below[j : j + _HASH] for j in range(0, len(below), _HASH)]
+        while len(layer) > 1:
+            layer = [node_hash(layer[j], layer[j + 1]) for j in range(0, len(layer), 2)]
+        if layer[0] != data[i * _HASH : (i + 1) * _HASH]:
+            below_path = Tile(level - 1, tile.index * TILE_WIDTH + i, TILE_WIDTH).path()
+            defects.append(
+                Defect("tile-altered", "tile %s is not the hash %d of tile %s" % (below_path, i, tile.path()))
+            )
