@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import receipts as r
-from conftest import SIGNERS, build_sample, run_cli
+from conftest import ADMIN_ID, SIGNERS, build_sample, run_cli
 from ledger import DirTileStore, Ledger, TileConflict, publish_tiles
 from verify import LedgerSource
 
@@ -352,3 +352,32 @@ def test_two_publishers_to_one_bucket_never_move_the_checkpoint_backwards(
         newest = source.newest_checkpoint()
     body = client.get_object(Bucket="team-log", Key="log/checkpoint")["Body"].read().decode()
     assert newest is not None and body == newest[1]
+
+
+def test_a_receipt_is_proven_into_the_published_log(tmp_path: Path) -> None:
+    s = build_sample(tmp_path)
+    _grow(s.root, 300)
+    fork = tmp_path / "fork"
+    shutil.copytree(s.root, fork)
+    folder = tmp_path / "tiles"
+    _publish(s.root, folder)
+    vkey = _vkey(s.root)
+    args = ("--dir", str(s.root), "verify", s.receipt, "--trust", ADMIN_ID, "--tiles", str(folder), "--log-vkey", vkey)
+    published = run_cli(*args)
+    assert published.returncode == 0, published.stdout
+    bundle = tmp_path / "b.zip"
+    assert run_cli("--dir", str(s.root), "export", s.receipt, "-o", str(bundle)).returncode == 0
+    offline = run_cli(
+        "verify", "--bundle", str(bundle), "--trust", ADMIN_ID, "--tiles", str(folder), "--log-vkey", vkey
+    )
+    assert offline.returncode == 0, offline.stdout
+    # The ledger moves on without publishing: its newest checkpoint is not in the public log.
+    _grow(s.root, 10, start=300)
+    late = run_cli(*args, "--json")
+    assert late.returncode == 1 and [d["code"] for d in json.loads(late.stdout)["defects"]] == ["not-published"]
+    # The public log shows another history of the same length and more: a split view.
+    _grow(fork, 40, start=9000)
+    other = tmp_path / "other-tiles"
+    _publish(fork, other)
+    split = run_cli(*args[:-4], "--tiles", str(other), "--log-vkey", vkey, "--json")
+    assert split.returncode == 1 and [d["code"] for d in json.loads(split.stdout)["defects"]] == ["split-view"]

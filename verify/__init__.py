@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ._result import ChainResult, Defect, Finding, Result, TierLine, VerificationFailed
     from ._source import KEYRING_KIND_NAMES, LedgerSource, Source, StoredEntry, keyring_changes
     from ._state import AUDIT_STATE_FORMAT, AuditState
-    from ._tiles import TileAudit, audit_tiles, tile_reader
+    from ._tiles import PublishedLog, TileAudit, audit_tiles, tile_reader
     from ._trust import Trust, TrustRoot, UnsafeTrustOnFirstUse, parse_allowed_signers
     from ._tsa import tsa_roots
     from ._verifier import (
@@ -68,6 +68,7 @@ __all__ = [
     "TileAudit",
     "audit_tiles",
     "tile_reader",
+    "PublishedLog",
     "AuditState",
     "AUDIT_STATE_FORMAT",
     # the one evidence reader (re-hashes what it returns)
@@ -123,6 +124,7 @@ _WHERE = {
     "TileAudit": "_tiles",
     "audit_tiles": "_tiles",
     "tile_reader": "_tiles",
+    "PublishedLog": "_tiles",
     "RENDERINGS": "_rendering",
     "bundle_manifest": "_rendering",
     "final_status": "_rendering",

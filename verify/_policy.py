@@ -20,6 +20,7 @@ from receipts import (
 
 from ._errors import CannotVerify
 from ._result import Defect
+from ._tiles import PublishedLog
 
 __all__ = ["Transparency", "WitnessKey", "witnessed", "audited_by", "cosignature_statuses"]
 
@@ -75,6 +76,8 @@ class Transparency:
     # A C2SP tlog-policy (`verify --policy FILE`): its quorum over its witnesses, besides
     # any `quorum` of `witnesses` above.
     tlog_policy: TlogPolicy | None = None
+    # The log as published in tiles: the covering checkpoint must be its prefix (8f).
+    published: PublishedLog | None = None
     # With auditors, an uncertified task is a defect (`completeness-unproven`); a caller that
     # can prove completeness another way (the gate auditing the store) asks only to be told.
     require_complete: bool = True

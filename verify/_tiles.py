@@ -31,7 +31,7 @@ from receipts import (
 from ._errors import CannotVerify
 from ._result import Defect
 
-__all__ = ["TileAudit", "audit_tiles", "tile_reader"]
+__all__ = ["TileAudit", "audit_tiles", "tile_reader", "PublishedLog"]
 
 _HASH = 32
 _MAX_TILE = 1 << 24  # a bundle of 256 entries of at most 64 KiB each
@@ -179,3 +179,55 @@ def _check_level_below(tile: Tile, data: bytes, tiles: dict[Tile, bytes], defect
             defects.append(
                 Defect("tile-altered", "tile %s is not the hash %d of tile %s" % (below_path, i, tile.path()))
             )
+
+
+@dataclass(frozen=True, slots=True)
+class PublishedLog:
+    """The log as published in tiles (``where``: a folder or an http(s) prefix), and its
+    verifier key: `verify HASH --tiles WHERE --log-vkey VKEY` asks that the checkpoint
+    a receipt is proven into is a prefix of what the log shows everyone (step 8f).
+    """
+
+    where: str
+    log_vkey: str
+
+    def covers(self, size: int, root: bytes) -> list[Defect]:
+        """Defects unless the published log, its checkpoint signed by the vkey's key, has
+        at least ``size`` entries and ``root`` at that size.
+
+        Raises:
+            CannotVerify: the published log cannot be read, or the vkey is not a log's.
+        """
+        read = tile_reader(self.where)
+        try:
+            name, key, sig_type = parse_verifier_key(self.log_vkey)
+            note = parse_note(read("checkpoint") or b"")
+            published = parse_checkpoint(note.text)
+        except ReceiptsError as exc:
+            raise CannotVerify("the published log at %s: %s" % (self.where, exc)) from None
+        if sig_type != 0x01 or published.origin != name or not is_valid_note_signature(note, name, key):
+            return [
+                Defect("not-published", "the checkpoint published at %s is not signed by %s's key" % (self.where, name))
+            ]
+        if published.size < size:
+            message = "the log published at %s has %d entries, short of the checkpoint's %d" % (
+                self.where,
+                published.size,
+                size,
+            )
+            return [Defect("not-published", message)]
+        widths: dict[tuple[int | None, int], int] = {(t.level, t.index): t.width for t in tiles_for_size(published.size)}
+
+        def prefix(tile: Tile) -> bytes:
+            data = read(Tile(tile.level, tile.index, widths[(tile.level, tile.index)]).path())
+            if data is None:
+                raise CannotVerify("tile %s is not published at %s" % (tile.path(), self.where))
+            return data[: tile.width * _HASH]
+
+        if root_from_tiles(size, prefix) != root:
+            message = "the log published at %s has another root at size %d than the checkpoint: a split view" % (
+                self.where,
+                size,
+            )
+            return [Defect("split-view", message)]
+        return []

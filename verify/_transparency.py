@@ -192,6 +192,9 @@ def _covering(
     defects += proof.prove(cp, receipt_seq)
     # 8e. Witnesses, auditing witnesses, time-stamp.
     quorum, used = witnessed(note, cp.size, signer, policy)
+    # 8f. The log as published to everyone holds this checkpoint's tree.
+    if policy.published is not None:
+        defects += policy.published.covers(cp.size, cp.root)
     tokens, why = proof.tokens(note, cp)
     stamped, said, line = timestamp_finding(tokens, note.text, cp.size, policy, why)
     return Finding(

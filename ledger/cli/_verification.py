@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import click
 
@@ -33,7 +33,8 @@ from ._shared import _ledger, _policy, _reader, _readers, _receipt_arg, _resolve
 @click.option("--commit", "commit_rev", help="Verify the receipts attached to this commit (git notes).")
 @click.option(
     "--tiles",
-    help="Audit a published tile log (a folder or an http(s) prefix) from its files alone; needs --log-vkey.",
+    help="The log as published in tiles (a folder or an http(s) prefix): with HASH or --bundle, the receipt's"
+    " checkpoint must be its prefix; alone, audit the published log from its files. Needs --log-vkey.",
 )
 @click.option("--log-vkey", help="With --tiles: the log's verifier key (`ledger checkpoint vkey`).")
 @trust_option
@@ -82,16 +83,29 @@ def verify_cmd(
 
     Exit 0 verified, 1 rejected, 2 cannot run.
     """
-    if tiles is not None:
+    if tiles is not None and hash_text is None and bundle is None and commit_rev is None:
         _audit_tiles(tiles, log_vkey, as_json)
     receipt = _receipt_arg(ctx, hash_text, bundle)
     request = lib.VerifyRequest(receipt, chain, bundle, commit_rev, method, not skip_evidence, resume_path, save_state)
-    policy = _policy(trust, auditors, checkpoints, require_checkpoint=bundle is not None)
+    policy = _policy(
+        trust, auditors, checkpoints, require_checkpoint=bundle is not None, published=_published(tiles, log_vkey)
+    )
     root = _trust(ctx, trust, judges_candidate=commit_rev is not None)
     with progress(as_json, "verifying chain") as bar:
         verified = lib.run_verify(request, root, policy, progress=bar, **_readers(ctx))
     emit(as_json, verified.document, verified.lines, root)
     exit_with(verified.ok)
+
+
+def _published(where: str | None, log_vkey: str | None) -> Any:
+    """The log as published in tiles, for step 8f (None without --tiles)."""
+    if where is None:
+        return None
+    if log_vkey is None:
+        raise lib.InputError("--tiles needs --log-vkey: the log's verifier key (`ledger checkpoint vkey`)")
+    from verify import PublishedLog
+
+    return PublishedLog(where, log_vkey)
 
 
 def _audit_tiles(where: str, log_vkey: str | None, as_json: bool) -> NoReturn:
