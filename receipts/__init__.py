@@ -124,7 +124,7 @@ if TYPE_CHECKING:
         reply_text,
         sample_outcome,
     )
-    from ._keyring import Genesis, KeyAdd, KeyRevoke, Keyring, KeySpec, KeyState
+    from ._keyring import Genesis, KeyAdd, KeyRevoke, Keyring, KeySpec, KeyState, check_log_origin
     from ._lifecycle import State, Step, TaskState, derive_state
     from ._merkle import (
         EMPTY_ROOT,
@@ -308,6 +308,7 @@ __all__ = [
     "tlog_proof_text",
     "note_key_id",
     "verifier_key",
+    "check_log_origin",
     "AddCheckpoint",
     "add_checkpoint_body",
     "parse_add_checkpoint",
@@ -552,6 +553,7 @@ _WHERE = {
     "is_valid_tlog_proof": "_formats",
     "note_key_id": "_formats",
     "verifier_key": "_formats",
+    "check_log_origin": "_keyring",
     "AddCheckpoint": "_witnessing",
     "add_checkpoint_body": "_witnessing",
     "parse_add_checkpoint": "_witnessing",

@@ -327,12 +327,15 @@ def _body_map(body: Body) -> dict[str, object]:
     if isinstance(body, LadderReceipt):
         return _receipt_map(body)
     if isinstance(body, Genesis):
-        return {
+        genesis: dict[str, object] = {
             "v": body.version,
             "ledger": body.ledger_id,
             "created": body.created,
             "keys": [_key_map(k) for k in body.keys],
         }
+        if body.log_origin is not None:  # present only when named: older genesis bodies stay as they were
+            genesis["origin"] = body.log_origin
+        return genesis
     if isinstance(body, KeyAdd):
         return {"v": body.version, "key": _key_map(body.key)}
     if isinstance(body, RetentionPolicy):
@@ -438,12 +441,14 @@ def _decode_body(kind: EntryKind, data: bytes) -> Body:
 
 
 def _genesis_from(value: object) -> Genesis:
-    m = _map(value, frozenset({"v", "ledger", "created", "keys"}), "genesis")
+    named = isinstance(value, dict) and "origin" in value
+    m = _map(value, frozenset({"v", "ledger", "created", "keys", *(("origin",) if named else ())}), "genesis")
     return Genesis(
         version=_int(m["v"], "version"),
         ledger_id=_typed(m["ledger"], str, "ledger id"),
         created=_int(m["created"], "created"),
         keys=tuple(_key_from(k) for k in _array(m["keys"], "keys")),
+        log_origin=_typed(m["origin"], str, "origin") if named else None,
     )
 
 

@@ -19,6 +19,9 @@ __all__ = ["KeySpec", "Genesis", "KeyAdd", "KeyRevoke", "KeyState", "Keyring"]
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
 _LEDGER_ID = re.compile(r"[0-9a-f]{32}")
+# A log origin the team names (C2SP tlog-tiles: its URL prefix without the scheme): a
+# signed-note key name (no spaces, no '+') of printable ASCII.
+_ORIGIN = re.compile(r"[!-*,-~]{1,200}")
 
 
 def _roles_in_order(roles: tuple[Role, ...]) -> bool:
@@ -61,16 +64,30 @@ class KeySpec:
         return fingerprint(self.public_key)
 
 
+def check_log_origin(origin: object) -> str:
+    """A log origin a genesis may name.
+
+    Raises:
+        FormatError: not 1-200 printable ASCII characters without spaces or '+'.
+    """
+    if not isinstance(origin, str) or _ORIGIN.fullmatch(origin) is None:
+        raise FormatError("a log origin is 1-200 printable ASCII characters, no spaces and no '+'")
+    return origin
+
+
 @dataclass(frozen=True, slots=True)
 class Genesis:
     ledger_id: str
     created: int
     keys: tuple[KeySpec, ...]
     version: int = FORMAT_VERSION
+    log_origin: str | None = None  # the origin the team named; None: receipt-ledger/<ledger id>
 
     def __post_init__(self) -> None:
         if self.version != FORMAT_VERSION:
             raise FormatError("unsupported genesis version %r" % (self.version,))
+        if self.log_origin is not None:
+            check_log_origin(self.log_origin)
         if not isinstance(self.ledger_id, str) or _LEDGER_ID.fullmatch(self.ledger_id) is None:
             raise FormatError("ledger id must be 32 lowercase hex digits")
         check_time(self.created, "created")
@@ -81,8 +98,10 @@ class Genesis:
 
     @property
     def origin(self) -> str:
-        """The log's origin and checkpoint key name (format.md §8): ``receipt-ledger/<ledger id>``."""
-        return "receipt-ledger/" + self.ledger_id
+        """The log's origin and checkpoint key name (format.md §9): the one the genesis
+        names, else ``receipt-ledger/<ledger id>``.
+        """
+        return self.log_origin if self.log_origin is not None else "receipt-ledger/" + self.ledger_id
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ import pytest
 
 import receipts as r
 from conftest import ADMIN_ID, SIGNERS, build_sample, run_cli
-from ledger import DirTileStore, Ledger, TileConflict, publish_tiles
+from ledger import DirTileStore, Ledger, TileConflict, add_key, publish_tiles
 from verify import LedgerSource
 
 VECTORS = Path(__file__).parent / "vectors" / "tiles"
@@ -381,3 +381,40 @@ def test_a_receipt_is_proven_into_the_published_log(tmp_path: Path) -> None:
     _publish(fork, other)
     split = run_cli(*args[:-4], "--tiles", str(other), "--log-vkey", vkey, "--json")
     assert split.returncode == 1 and [d["code"] for d in json.loads(split.stdout)["defects"]] == ["split-view"]
+
+
+def test_a_log_named_by_its_url_is_read_by_go_and_verifies(tilecheck: Path, tmp_path: Path) -> None:
+    root = tmp_path / "ledger"
+    ledger = Ledger.create(root, SIGNERS["admin"], "admin", origin="logs.example.com/team-a")
+    for name, role in (("ci", r.Role.DETERMINISTIC), ("sealer", r.Role.SEAL)):
+        add_key(ledger, SIGNERS["admin"], name, [role], SIGNERS[name].public_key_blob)
+    ledger.close()
+    _grow(root, 300)
+    folder = tmp_path / "tiles"
+    _publish(root, folder)
+    vkey = _vkey(root)
+    assert vkey.startswith("logs.example.com/team-a+")
+    assert (
+        r.parse_checkpoint(r.parse_note((folder / "checkpoint").read_text()).text).origin == "logs.example.com/team-a"
+    )
+    go = subprocess.run([str(tilecheck), str(folder), vkey], capture_output=True, text=True)
+    assert go.returncode == 0 and go.stdout.endswith("of logs.example.com/team-a\n"), go.stderr
+    audit = run_cli("--dir", str(root), "verify", "--chain", "--trust", ADMIN_ID)
+    assert audit.returncode == 0, audit.stdout
+    # The origin is signed in the genesis: an unnamed ledger's genesis bytes stay as they were.
+    with LedgerSource.open(root) as source:
+        genesis = source.by_seq(0)
+        assert genesis is not None
+        assert r.decode_as(r.Genesis, genesis.body).origin == "logs.example.com/team-a"
+    keys = tmp_path / "keys"
+    bad = run_cli(
+        "--dir",
+        str(tmp_path / "bad"),
+        "init",
+        "--origin",
+        "logs example",
+        cwd=tmp_path,
+        env={"RECEIPT_LEDGER_KEYS": str(keys)},
+    )
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "no spaces" in bad.stderr
+    assert not (tmp_path / "bad").exists() and not keys.exists()  # nothing written

@@ -28,7 +28,9 @@ class Initialised:
     lines: tuple[str, ...]
 
 
-def init_ledger(root: Path, admin_name: str, key_file: Path | None, store: str | None, load: LoadSigner) -> Initialised:
+def init_ledger(
+    root: Path, admin_name: str, key_file: Path | None, store: str | None, load: LoadSigner, origin: str | None = None
+) -> Initialised:
     """Create the ledger at ``root`` (or on ``store``, named then in ``root``'s config.toml
     for the team to commit), its genesis signed by the admin key `genesis_admin` picks.
 
@@ -44,8 +46,15 @@ def init_ledger(root: Path, admin_name: str, key_file: Path | None, store: str |
             "the store URL holds a password: give it through PGPASSWORD or ~/.pgpass and name the store"
             " without it (%s)" % without_password(store)
         )
+    if origin is not None:
+        from receipts import ReceiptsError, check_log_origin
+
+        try:
+            check_log_origin(origin)  # before a key is made: a refusal leaves nothing behind
+        except ReceiptsError as exc:
+            raise InputError("--origin %s: %s" % (origin, exc)) from None
     signer, got_key = genesis_admin(admin_name, key_file, root, load)
-    ledger = Ledger.create(root, signer, admin_name, store=store)
+    ledger = Ledger.create(root, signer, admin_name, store=store, origin=origin)
     said = [got_key, "initialised ledger %s" % describe_store(root, store)]
     if git_root(root.parent if root.parent.exists() else Path.cwd()) is None:
         said.insert(

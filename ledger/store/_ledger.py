@@ -345,23 +345,35 @@ class Ledger:
         return ledger
 
     @staticmethod
-    def new_genesis(admin: Signer, admin_name: str, created: int) -> Genesis:
-        return Genesis(
-            ledger_id=secrets.token_hex(16),
-            created=created,
-            keys=(KeySpec(admin_name, (Role.ADMIN,), admin.public_key_blob),),
-        )
+    def new_genesis(admin: Signer, admin_name: str, created: int, origin: str | None = None) -> Genesis:
+        try:
+            return Genesis(
+                ledger_id=secrets.token_hex(16),
+                created=created,
+                keys=(KeySpec(admin_name, (Role.ADMIN,), admin.public_key_blob),),
+                log_origin=origin,
+            )
+        except ReceiptsError as exc:
+            raise InputError("cannot create the ledger: %s" % exc) from None
 
     @classmethod
     def create(
-        cls, root: Path, admin: Signer, admin_name: str, now: int | None = None, store: str | None = None
+        cls,
+        root: Path,
+        admin: Signer,
+        admin_name: str,
+        now: int | None = None,
+        store: str | None = None,
+        origin: str | None = None,
     ) -> Ledger:
         """Create the ledger with its genesis entry, all or nothing. ``root`` may already
         exist (a clone brings its versioned contracts) as long as it holds no database.
-        With ``store`` the chain is created in that shared database instead.
+        With ``store`` the chain is created in that shared database instead; with
+        ``origin`` the log carries that origin (e.g. the URL prefix its tiles are served
+        at, without the scheme) instead of ``receipt-ledger/<ledger id>``.
         """
         created = _clock.now() if now is None else now
-        genesis = cls.new_genesis(admin, admin_name, created)
+        genesis = cls.new_genesis(admin, admin_name, created, origin)
         if store is not None:
             from ._postgres import PostgresBackend
 
