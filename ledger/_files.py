@@ -30,6 +30,26 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _staged(path: Path, data: bytes, mode: int | None, durable: bool) -> Path:
+    """``data`` in a new temporary file beside ``path`` (flushed to disk if ``durable``),
+    ready to be renamed or linked into place; removed again if writing it fails.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + "-")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            if mode is not None:
+                os.fchmod(out.fileno(), mode)
+            if durable:
+                os.fsync(out.fileno())
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return Path(tmp)
+
+
 def write_atomic(path: Path, data: bytes, mode: int | None = None, durable: bool = True) -> None:
     """Replace ``path`` with ``data`` all at once, creating its directory if needed.
 
@@ -43,19 +63,11 @@ def write_atomic(path: Path, data: bytes, mode: int | None = None, durable: bool
     Raises:
         OSError: it could not be written; the old file, if any, is untouched.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + "-")
+    tmp = _staged(path, data, mode, durable)
     try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            if mode is not None:
-                os.fchmod(out.fileno(), mode)
-            if durable:
-                os.fsync(out.fileno())
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     if durable:
         fsync_dir(path.parent)
@@ -76,21 +88,13 @@ def create_once(path: Path, data: bytes, mode: int | None = None) -> bool:
     Raises:
         OSError: it could not be written.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + "-")
+    tmp = _staged(path, data, mode, durable=True)
     try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            if mode is not None:
-                os.fchmod(out.fileno(), mode)
-            os.fsync(out.fileno())
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            return False
+        os.link(tmp, path)
+    except FileExistsError:
+        return False
     finally:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
     fsync_dir(path.parent)
     return True
 

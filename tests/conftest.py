@@ -324,6 +324,29 @@ def build_sample(
     return Sample(root, str(sealed.body_hash), records, ev, repo, contract)
 
 
+def other_records(
+    task: str, n: int, verdict: r.Verdict = r.Verdict.PASS, start: int = 0, distinct: bool = True
+) -> list[r.TierRecord]:
+    """n deterministic records of another task (each on a candidate of its own when
+    ``distinct``), as a writer would append them: filler that grows the log."""
+    env = r.domain_hash(r.Domain.ENVIRONMENT, task.encode())
+    return [
+        r.new_tier_record(
+            task_id=task,
+            tier=r.Tier.DETERMINISTIC,
+            config_hash=env,
+            input_hash=r.candidate_hash({"commit": "%040d" % (start + i)}) if distinct else env,
+            evidence=(),
+            verdict=verdict,
+            verifier="test",
+            verifier_version="0",
+            environment=env,
+            created=1764633600 + i,
+        )
+        for i in range(n)
+    ]
+
+
 @pytest.fixture
 def env(tmp_path: Path) -> tuple[Path, Ledger]:
     """A real repository (tests/conftest.make_repo) and a ledger with a key for every role."""

@@ -14,12 +14,11 @@ import pytest
 import test_tamper
 
 import receipts as r
-from conftest import ADMIN_ID, SIGNERS, Sample, build_sample, read_rows, run_cli, write_rows
+from conftest import ADMIN_ID, SIGNERS, Sample, build_sample, other_records, read_rows, run_cli, write_rows
 from ledger import Ledger
 from verify import CannotVerify, LedgerSource, Result, Transparency, TrustRoot, verify_receipt
 
 TRUST = TrustRoot(frozenset({ADMIN_ID}), "t")
-OTHER = r.domain_hash(r.Domain.ENVIRONMENT, b"other task")
 
 
 def _verify(s: Sample, method: str, **policy: str) -> Result:
@@ -30,24 +29,7 @@ def _verify(s: Sample, method: str, **policy: str) -> Result:
 def _other_task(root: Path, n: int) -> None:
     """n entries of another task, signed and appended as the writer would."""
     ledger = Ledger.open(root)
-    ledger.append_many(
-        [
-            r.new_tier_record(
-                task_id="OTHER-1",
-                tier=r.Tier.DETERMINISTIC,
-                config_hash=OTHER,
-                input_hash=OTHER,
-                evidence=(),
-                verdict=r.Verdict.FAIL,
-                verifier="test",
-                verifier_version="0",
-                environment=OTHER,
-                created=1764633600 + i,
-            )
-            for i in range(n)
-        ],
-        SIGNERS["ci"],
-    )
+    ledger.append_many(other_records("OTHER-1", n, r.Verdict.FAIL, distinct=False), SIGNERS["ci"])
     ledger.close()
 
 

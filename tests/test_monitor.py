@@ -15,11 +15,9 @@ from typing import Any
 import pytest
 
 import receipts as r
-from conftest import ADMIN_ID, SIGNERS, TASK, build_sample, contract_bytes, run_cli
+from conftest import ADMIN_ID, SIGNERS, TASK, build_sample, contract_bytes, other_records, run_cli
 from ledger import Ledger, add_key, register_contract, seal_receipt
 from verify import LedgerSource
-
-OTHER = r.domain_hash(r.Domain.ENVIRONMENT, b"monitor")
 
 
 class _Hook:
@@ -65,24 +63,7 @@ def _checkpoint(root: Path) -> None:
 
 def _records(root: Path, n: int) -> None:
     ledger = Ledger.open(root)
-    ledger.append_many(
-        [
-            r.new_tier_record(
-                task_id="OTHER-1",
-                tier=r.Tier.DETERMINISTIC,
-                config_hash=OTHER,
-                input_hash=r.candidate_hash({"commit": "%040d" % i}),
-                evidence=(),
-                verdict=r.Verdict.PASS,
-                verifier="test",
-                verifier_version="0",
-                environment=OTHER,
-                created=1764633600 + i,
-            )
-            for i in range(n)
-        ],
-        SIGNERS["ci"],
-    )
+    ledger.append_many(other_records("OTHER-1", n), SIGNERS["ci"])
     ledger.close()
 
 

@@ -17,37 +17,19 @@ from typing import Any
 import pytest
 
 import receipts as r
-from conftest import ADMIN_ID, SIGNERS, build_sample, run_cli
+from conftest import ADMIN_ID, SIGNERS, build_sample, other_records, run_cli
 from ledger import DirTileStore, Ledger, TileConflict, add_key, publish_tiles
 from verify import LedgerSource
 
 VECTORS = Path(__file__).parent / "vectors" / "tiles"
 GO_SOURCE = Path(__file__).parent / "go" / "tilecheck"
 GO_PATH = Path("/usr/share/gocode")  # Debian's golang-golang-x-mod-dev
-OTHER = r.domain_hash(r.Domain.ENVIRONMENT, b"tiles")
 
 
 def _grow(root: Path, n: int, start: int = 0) -> None:
     """n more signed entries, then a checkpoint over them."""
     ledger = Ledger.open(root)
-    ledger.append_many(
-        [
-            r.new_tier_record(
-                task_id="TILES-1",
-                tier=r.Tier.DETERMINISTIC,
-                config_hash=OTHER,
-                input_hash=r.candidate_hash({"commit": "%040d" % (start + i)}),
-                evidence=(),
-                verdict=r.Verdict.PASS,
-                verifier="test",
-                verifier_version="0",
-                environment=OTHER,
-                created=1764633600 + i,
-            )
-            for i in range(n)
-        ],
-        SIGNERS["ci"],
-    )
+    ledger.append_many(other_records("TILES-1", n, start=start), SIGNERS["ci"])
     ledger.checkpoint(SIGNERS["sealer"])
     ledger.close()
 

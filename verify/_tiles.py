@@ -216,7 +216,9 @@ class PublishedLog:
                 size,
             )
             return [Defect("not-published", message)]
-        widths: dict[tuple[int | None, int], int] = {(t.level, t.index): t.width for t in tiles_for_size(published.size)}
+        widths: dict[tuple[int | None, int], int] = {
+            (t.level, t.index): t.width for t in tiles_for_size(published.size)
+        }
 
         def prefix(tile: Tile) -> bytes:
             data = read(Tile(tile.level, tile.index, widths[(tile.level, tile.index)]).path())
