@@ -24,6 +24,7 @@ __all__ = [
     "inclusion_proof",
     "consistency_proof",
     "is_valid_inclusion",
+    "inclusion_root",
     "is_valid_consistency",
 ]
 
@@ -170,14 +171,16 @@ def consistency_proof(nodes: Nodes, old: int, new: int) -> list[bytes]:
     return sub(old, 0, new, True)
 
 
-def is_valid_inclusion(leaf: bytes, index: int, size: int, proof: Sequence[bytes], root: bytes) -> bool:
-    """RFC 9162 §2.1.3.2."""
-    if not 0 <= index < size or any(len(p) != 32 for p in proof) or len(leaf) != 32 or len(root) != 32:
-        return False
+def inclusion_root(leaf: bytes, index: int, size: int, proof: Sequence[bytes]) -> bytes | None:
+    """The root an RFC 9162 §2.1.3.2 inclusion path gives for ``leaf`` at ``index`` in a
+    tree of ``size``, or None when the path cannot belong to such a tree.
+    """
+    if not 0 <= index < size or any(len(p) != 32 for p in proof) or len(leaf) != 32:
+        return None
     fn, sn, r = index, size - 1, leaf
     for p in proof:
         if sn == 0:
-            return False
+            return None
         if fn & 1 or fn == sn:
             r = node_hash(p, r)
             while not fn & 1 and fn != 0:
@@ -187,7 +190,12 @@ def is_valid_inclusion(leaf: bytes, index: int, size: int, proof: Sequence[bytes
             r = node_hash(r, p)
         fn >>= 1
         sn >>= 1
-    return sn == 0 and r == root
+    return r if sn == 0 else None
+
+
+def is_valid_inclusion(leaf: bytes, index: int, size: int, proof: Sequence[bytes], root: bytes) -> bool:
+    """RFC 9162 §2.1.3.2."""
+    return len(root) == 32 and inclusion_root(leaf, index, size, proof) == root
 
 
 def is_valid_consistency(old: int, new: int, old_root: bytes, new_root: bytes, proof: Sequence[bytes]) -> bool:

@@ -700,3 +700,20 @@ def fresh_clone(top: Path, name: str, branch: str = "task-1") -> Path:
 
 
 NO_KEYS = {"RECEIPT_LEDGER_KEYS": "/nonexistent/keys", **GIT_ENV}
+
+
+def shared_vectors(name: str) -> Path:
+    """A third-party vector set from `../shared/vectors/` beside the project (or beside the
+    repository a clone was made from), read in place, never copied in; skipped, saying so,
+    on a machine that has none."""
+    here = Path(__file__).resolve().parent.parent
+    places = [here.parent / "shared" / "vectors" / name]
+    origin = subprocess.run(
+        ["git", "-C", str(here), "config", "--get", "remote.origin.url"], capture_output=True, text=True
+    ).stdout.strip()
+    if origin and "://" not in origin and Path(origin).is_dir():
+        places.append(Path(origin).resolve().parent / "shared" / "vectors" / name)
+    for place in places:
+        if place.is_dir():
+            return place
+    pytest.skip("the third-party vectors ../shared/vectors/%s are not on this machine" % name)
