@@ -6,6 +6,8 @@ rules and the VSA's protobuf schema) and securesystemslib (the DSSE signature)."
 from __future__ import annotations
 
 import base64
+import datetime
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from google.protobuf import json_format
 from in_toto_attestation.predicates.vsa.v1 import vsa_pb2
-from in_toto_attestation.v1 import statement_pb2
+from in_toto_attestation.v1 import resource_descriptor_pb2, statement_pb2
+from in_toto_attestation.v1.resource_descriptor import ResourceDescriptor
 from in_toto_attestation.v1.statement import Statement
 from securesystemslib.dsse import Envelope
 from securesystemslib.exceptions import VerificationError
@@ -184,3 +187,64 @@ def test_a_contract_without_checks_has_no_test_result_to_attest(env: tuple[Path,
     _, sealed = seal_receipt(ledger, task_id="TASK-1", signer=SIGNERS["sealer"], input_hash=run.record.input_hash)
     with pytest.raises(InputError, match="no test results to attest"):
         export_test_result(ledger, sealed.body_hash, SIGNERS["sealer"], tmp_path / "t.json", ADMIN)
+
+
+# -- the in-toto Simple Verification Result (v0.2) ------------------------------------------------
+
+
+def _svr(sample: Sample, out: Path, trust: TrustRoot) -> dict[str, Any]:
+    """The SVR export through the command, its envelope checked by securesystemslib, its
+    Statement by in-toto's library, and the predicate against SVR v0.2's rules."""
+    done = run_cli(
+        "--dir",
+        str(sample.root),
+        "export",
+        sample.receipt,
+        "--format",
+        "svr",
+        "--key",
+        "sealer",
+        "-o",
+        str(out),
+        "--trust",
+        next(iter(trust.admin_key_ids)),
+        env={"RECEIPT_LEDGER_KEYS": str(out.parent / "keys")},
+    )
+    assert done.returncode == 0, done.stderr
+    envelope = Envelope.from_dict(json.loads(out.read_text()))
+    assert r.fingerprint(SIGNERS["sealer"].public_key_blob) in envelope.verify([_sealer_key()], 1)
+    doc = json.loads(envelope.pae().split(b" ", 4)[4])
+    Statement.copy_from_pb(json_format.ParseDict(doc, statement_pb2.Statement())).validate()
+    assert doc["predicateType"] == "https://in-toto.io/attestation/svr/v0.2"
+    predicate = doc["predicate"]
+    # v0.2: verifier.id a URI, verifier.policies present (ResourceDescriptors), timeCreated
+    # an RFC 3339 time, properties an array of strings; other fields only URI-named extensions.
+    assert set(predicate) == {"verifier", "timeCreated", "properties", "https://receipt-ledger.dev/svr/receipt/v1"}
+    assert set(predicate["verifier"]) == {"id", "policies"} and "://" in predicate["verifier"]["id"]
+    for policy in predicate["verifier"]["policies"]:
+        ResourceDescriptor.copy_from_pb(
+            json_format.ParseDict(policy, resource_descriptor_pb2.ResourceDescriptor())
+        ).validate()
+    datetime.datetime.strptime(predicate["timeCreated"], "%Y-%m-%dT%H:%M:%SZ")
+    assert all(isinstance(p, str) for p in predicate["properties"])
+    return dict(predicate)
+
+
+def test_an_svr_names_what_held_and_the_contract_as_its_policy(sample: Sample, tmp_path: Path) -> None:
+    write_private_key(tmp_path / "keys" / "sealer", "sealer")
+    predicate = _svr(sample, tmp_path / "svr.json", ADMIN)
+    assert predicate["properties"] == [
+        "RECEIPT_LEDGER_RECEIPT_VERIFIED",
+        "RECEIPT_LEDGER_MERGE_ELIGIBLE",
+        "RECEIPT_LEDGER_DETERMINISTIC_PASSED",
+        "RECEIPT_LEDGER_JUDGE_PASSED",
+        "RECEIPT_LEDGER_HUMAN_PASSED",
+        "RECEIPT_LEDGER_HUMAN_APPROVED",
+    ]
+    (policy,) = predicate["verifier"]["policies"]
+    assert policy["digest"]["sha256"] == hashlib.sha256(sample.contract).hexdigest()
+    alice = "alice (%s)" % r.fingerprint(SIGNERS["alice"].public_key_blob)
+    assert predicate["https://receipt-ledger.dev/svr/receipt/v1"]["approvers"] == [alice]
+    # Verified against a trust root that is not the ledger's: nothing holds, and it says why.
+    stranger = _svr(sample, tmp_path / "stranger.json", STRANGER)
+    assert stranger["properties"] == [] and stranger["https://receipt-ledger.dev/svr/receipt/v1"]["defects"]

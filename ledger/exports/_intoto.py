@@ -208,6 +208,50 @@ def vsa_statement(
     }
 
 
+SVR_PREDICATE_TYPE = "https://in-toto.io/attestation/svr/v0.2"
+SVR_EXTENSION = "https://receipt-ledger.dev/svr/receipt/v1"
+
+
+def svr_statement(ledger: Ledger, receipt_digest: Digest, trust: Trust, now: int | None = None) -> dict[str, Any]:
+    """An in-toto Simple Verification Result v0.2 of one receipt, verified here against
+    ``trust``: the properties are those that hold (the receipt verifies, merge eligibility
+    re-derives, each tier that passed as the verifier re-derived it, a human approval),
+    the policy is the receipt's contract (its digest), the subjects its commit and tree.
+    """
+    stored, receipt = ledger.receipt(receipt_digest)
+    receipt_hash = str(Digest(stored.body_hash))
+    result = verify_receipt(ledger.reader, receipt_hash, trust)
+    vsa = vsa_statement(ledger, receipt_digest, trust, now=now)  # the same subjects and policy
+    properties = []
+    if result.ok:
+        properties.append("RECEIPT_LEDGER_RECEIPT_VERIFIED")
+        if result.derived_eligible:
+            properties.append("RECEIPT_LEDGER_MERGE_ELIGIBLE")
+        for line in result.tiers:
+            if line.status == "pass" and (line.derived or "pass") == "pass":
+                properties.append("RECEIPT_LEDGER_%s_PASSED" % line.tier.value.upper())
+    approvers = sorted({t.signer for t in result.tiers if t.tier is Tier.HUMAN and t.status == "pass" and t.signer})
+    if result.ok and approvers:
+        properties.append("RECEIPT_LEDGER_HUMAN_APPROVED")
+    policy = vsa["predicate"]["policy"]
+    return {
+        "_type": STATEMENT_TYPE,
+        "subject": vsa["subject"],
+        "predicateType": SVR_PREDICATE_TYPE,
+        "predicate": {
+            "verifier": {"id": VERIFIER_ID, "policies": [{"uri": policy["uri"], "digest": policy["digest"]}]},
+            "timeCreated": vsa["predicate"]["timeVerified"],
+            "properties": properties,
+            SVR_EXTENSION: {
+                "receipt": receipt_hash,
+                "task": receipt.task_id,
+                "approvers": approvers,
+                "defects": [d.code for d in result.defects],
+            },
+        },
+    }
+
+
 TEST_RESULT_PREDICATE_TYPE = "https://in-toto.io/attestation/test-result/v0.1"
 
 
