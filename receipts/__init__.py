@@ -57,9 +57,12 @@ if TYPE_CHECKING:
     )
     from ._cose import (
         COSE_VDS_RFC9162,
+        RECEIPT_MEDIA_TYPE,
         ScittVerdict,
         Sign1,
         decode_sign1,
+        encode_sign1,
+        receipt_statement,
         verify_scitt,
         verify_sign1,
     )
@@ -323,6 +326,9 @@ __all__ = [
     "verify_sign1",
     "ScittVerdict",
     "verify_scitt",
+    "RECEIPT_MEDIA_TYPE",
+    "receipt_statement",
+    "encode_sign1",
     "COSE_VDS_RFC9162",
     "check_log_origin",
     "AddCheckpoint",
@@ -574,6 +580,9 @@ _WHERE = {
     "verify_sign1": "_cose",
     "ScittVerdict": "_cose",
     "verify_scitt": "_cose",
+    "RECEIPT_MEDIA_TYPE": "_cose",
+    "receipt_statement": "_cose",
+    "encode_sign1": "_cose",
     "COSE_VDS_RFC9162": "_cose",
     "check_log_origin": "_keyring",
     "AddCheckpoint": "_witnessing",

@@ -12,7 +12,7 @@ header carrying the inclusion proofs (label 396, key -1), each the CBOR array
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +21,17 @@ import cbor2
 from ._errors import FormatError
 from ._merkle import inclusion_root, leaf_hash
 
-__all__ = ["Sign1", "decode_sign1", "verify_sign1", "ScittVerdict", "verify_scitt", "COSE_VDS_RFC9162"]
+__all__ = [
+    "Sign1",
+    "decode_sign1",
+    "verify_sign1",
+    "encode_sign1",
+    "receipt_statement",
+    "ScittVerdict",
+    "verify_scitt",
+    "COSE_VDS_RFC9162",
+    "RECEIPT_MEDIA_TYPE",
+]
 
 COSE_SIGN1_TAG = 18
 HDR_ALG, HDR_CRIT, HDR_CONTENT_TYPE, HDR_KID, HDR_CWT = 1, 2, 3, 4, 15
@@ -29,7 +39,24 @@ HDR_VDS, HDR_VDP = 395, 396
 VDP_INCLUSION = -1
 COSE_VDS_RFC9162 = 1
 ALG_EDDSA, ALG_ES256 = -8, -7
-_UNDERSTOOD = frozenset({HDR_ALG, HDR_CRIT, HDR_CONTENT_TYPE, HDR_KID, HDR_CWT, HDR_VDS})
+# RFC 9995, the COSE hash envelope: the payload is a hash of the preimage these name.
+HDR_PAYLOAD_HASH_ALG, HDR_PREIMAGE_CONTENT_TYPE, HDR_PAYLOAD_LOCATION = 258, 259, 260
+ALG_SHA256 = -16
+CWT_ISS, CWT_SUB = 1, 2
+RECEIPT_MEDIA_TYPE = "application/vnd.receipt-ledger.receipt+cbor"
+_UNDERSTOOD = frozenset(
+    {
+        HDR_ALG,
+        HDR_CRIT,
+        HDR_CONTENT_TYPE,
+        HDR_KID,
+        HDR_CWT,
+        HDR_VDS,
+        HDR_PAYLOAD_HASH_ALG,
+        HDR_PREIMAGE_CONTENT_TYPE,
+        HDR_PAYLOAD_LOCATION,
+    }
+)
 _MAX_PROOFS = 16
 _MAX_PATH = 64
 
@@ -115,6 +142,33 @@ def verify_sign1(sign1: Sign1, public_key_pem: bytes, payload: bytes | None = No
     except InvalidSignature:
         return False
     return True
+
+
+def encode_sign1(header: Mapping[int, Any], payload: bytes, sign: Callable[[bytes], bytes]) -> bytes:
+    """A tagged COSE_Sign1: the protected header in CBOR's core deterministic encoding, an
+    empty unprotected header, the payload attached, and ``sign`` over the Sig_structure.
+    """
+    protected = cbor2.dumps(dict(header), canonical=True)
+    signature = sign(cbor2.dumps(["Signature1", protected, b"", payload]))
+    return bytes(cbor2.dumps(cbor2.CBORTag(COSE_SIGN1_TAG, [protected, {}, payload, signature])))
+
+
+def receipt_statement(
+    receipt_bytes: bytes, issuer: str, subject: str, location: str, kid: bytes, sign: Callable[[bytes], bytes]
+) -> bytes:
+    """A SCITT signed statement about a ladder receipt (EdDSA): CWT claims ``iss`` and
+    ``sub`` in the protected header, and an RFC 9995 hash envelope over the receipt's
+    canonical bytes (SHA-256, their media type, where they live).
+    """
+    header = {
+        HDR_ALG: ALG_EDDSA,
+        HDR_KID: kid,
+        HDR_CWT: {CWT_ISS: issuer, CWT_SUB: subject},
+        HDR_PAYLOAD_HASH_ALG: ALG_SHA256,
+        HDR_PREIMAGE_CONTENT_TYPE: RECEIPT_MEDIA_TYPE,
+        HDR_PAYLOAD_LOCATION: location,
+    }
+    return encode_sign1(header, hashlib.sha256(receipt_bytes).digest(), sign)
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,13 +5,15 @@ their expected verdict and failure, the CCF one is refused as an unsupported str
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
 import pytest
 
 import receipts as r
-from conftest import shared_vectors
+from conftest import ADMIN_ID, SIGNERS, build_sample, run_cli, shared_vectors, write_private_key
+from verify import LedgerSource
 
 NAMES = (
     "valid-eddsa",
@@ -59,3 +61,56 @@ def test_one_flipped_byte_anywhere_in_a_valid_pair_is_refused() -> None:
             flipped[at] ^= 0x01
             pair = (bytes(flipped), receipt) if which == "statement" else (statement, bytes(flipped))
             assert not r.verify_scitt(*pair, *keys).ok, (which, at)
+
+
+def test_our_statement_about_a_receipt_verifies_with_scitt_cose_and_with_ours(tmp_path: Path) -> None:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+    from scitt_cose import parse_signed_statement
+
+    s = build_sample(tmp_path)
+    write_private_key(tmp_path / "keys" / "sealer", "sealer")
+    out = tmp_path / "statement.cose"
+    done = run_cli(
+        "--dir",
+        str(s.root),
+        "export",
+        s.receipt,
+        "--format",
+        "scitt",
+        "--key",
+        "sealer",
+        "-o",
+        str(out),
+        "--trust",
+        ADMIN_ID,
+        env={"RECEIPT_LEDGER_KEYS": str(tmp_path / "keys")},
+    )
+    assert done.returncode == 0, done.stderr
+    raw = r.parse_public_key_blob(SIGNERS["sealer"].public_key_blob)
+    pem = Ed25519PublicKey.from_public_bytes(raw).public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    data = out.read_bytes()
+    theirs = parse_signed_statement(data, public_key_pem=pem)
+    assert theirs["signature_verified"] is True, theirs
+    with LedgerSource.open(s.root) as source:
+        stored = source.by_body_hash(r.Digest.parse(s.receipt))
+        genesis = source.by_seq(0)
+        assert stored is not None and genesis is not None
+        origin = r.decode_as(r.Genesis, genesis.body).origin
+    assert theirs["payload"] == hashlib.sha256(stored.body).digest()  # the hash envelope's payload
+    assert theirs["issuer"] == origin and theirs["subject"].startswith("urn:receipt-ledger:candidate:")
+    ours = r.decode_sign1(data)
+    assert r.verify_sign1(ours, pem)
+    assert (ours.header[258], ours.header[259]) == (-16, r.RECEIPT_MEDIA_TYPE)  # RFC 9995
+    assert ours.header[260] == "urn:receipt-ledger:receipt:" + s.receipt.removeprefix("blake3:")
+    # One flipped byte of the signature, the payload or the header: both refuse.
+    for at in (len(data) - 1, len(data) - 70, 12):
+        flipped = bytearray(data)
+        flipped[at] ^= 0x01
+        assert parse_signed_statement(bytes(flipped), public_key_pem=pem)["signature_verified"] is False, at
+        try:
+            assert not r.verify_sign1(r.decode_sign1(bytes(flipped)), pem), at
+        except r.FormatError:
+            pass  # a flip that breaks the structure is refused as malformed

@@ -150,13 +150,13 @@ def pull(ctx: click.Context, from_url: str | None, to_dir: Path | None, as_json:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["bundle", "intoto", "vsa", "svr", "test-result"]),
+    type=click.Choice(["bundle", "intoto", "vsa", "svr", "scitt", "test-result"]),
     default="bundle",
     show_default=True,
     help="A zip that verifies offline; an in-toto Statement of our predicate; a SLSA verification summary;"
     " or in-toto's test-result predicate of the deterministic record (the last three in a DSSE envelope).",
 )
-@key_option("Seal key that signs the DSSE envelope (intoto, vsa, svr and test-result)", required=False)
+@key_option("Seal key that signs the statement (intoto, vsa, svr, scitt and test-result)", required=False)
 @trust_option
 @click.option(
     "--redact",

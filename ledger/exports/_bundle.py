@@ -292,7 +292,7 @@ def _renderings(
         raise InputError("cannot render the bundle: %s" % exc) from None
 
 
-EXPORT_FORMATS = ("bundle", "intoto", "vsa", "svr", "test-result")
+EXPORT_FORMATS = ("bundle", "intoto", "vsa", "svr", "scitt", "test-result")
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,7 +322,7 @@ class ExportRequest:
     @property
     def verifies_here(self) -> bool:
         """Whether the statement reports a verification against a trust root (vsa, test-result)."""
-        return self.fmt in ("vsa", "svr", "test-result")
+        return self.fmt in ("vsa", "svr", "scitt", "test-result")
 
 
 def export_receipt(
@@ -340,7 +340,14 @@ def export_receipt(
     Raises:
         InputError: the receipt does not verify, or cannot be exported as asked.
     """
-    from ._intoto import export_intoto, svr_statement, test_result_statement, vsa_statement, write_envelope
+    from ._intoto import (
+        export_intoto,
+        export_scitt,
+        svr_statement,
+        test_result_statement,
+        vsa_statement,
+        write_envelope,
+    )
 
     if request.fmt == "bundle":
         manifest = export_bundle(ledger, receipt_digest, request.out, request.redact)
@@ -363,6 +370,9 @@ def export_receipt(
         statement = vsa_statement(ledger, receipt_digest, trust, request.resource_uri)
         write_envelope(ledger, statement, signer, request.out)
         return "wrote %s (SLSA verification summary: %s)" % (request.out, statement["predicate"]["verificationResult"])
+    if request.fmt == "scitt":
+        export_scitt(ledger, receipt_digest, signer, request.out, trust)
+        return "wrote %s (SCITT signed statement: COSE_Sign1, a SHA-256 hash envelope of the receipt)" % request.out
     if request.fmt == "svr":
         statement = svr_statement(ledger, receipt_digest, trust)
         write_envelope(ledger, statement, signer, request.out)

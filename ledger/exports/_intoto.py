@@ -123,12 +123,17 @@ def export_intoto(ledger: Ledger, receipt_digest: Digest, signer: Signer, out: P
     return write_envelope(ledger, statement, signer, out)
 
 
-def write_envelope(ledger: Ledger, statement: dict[str, Any], signer: Signer, out: Path) -> dict[str, Any]:
-    """Sign ``statement`` in a DSSE envelope with an active seal key and write it to ``out``."""
+def _require_seal(ledger: Ledger, signer: Signer) -> str:
     key_id = fingerprint(signer.public_key_blob)
     state = ledger.keyring().get(key_id)
     if state is None or state.revoked_at is not None or "seal" not in [r.value for r in state.spec.roles]:
         raise InputError("refused: the envelope must be signed by an active seal key of this ledger")
+    return key_id
+
+
+def write_envelope(ledger: Ledger, statement: dict[str, Any], signer: Signer, out: Path) -> dict[str, Any]:
+    """Sign ``statement`` in a DSSE envelope with an active seal key and write it to ``out``."""
+    key_id = _require_seal(ledger, signer)
     payload = json.dumps(statement, sort_keys=True, separators=(",", ":")).encode()
     envelope = {
         "payload": base64.b64encode(payload).decode("ascii"),
@@ -375,3 +380,35 @@ def export_vsa(
     a FAILED summary is written too (policy tools must see failures). Returns the envelope.
     """
     return write_envelope(ledger, vsa_statement(ledger, receipt_digest, trust, resource_uri), signer, out)
+
+
+def export_scitt(ledger: Ledger, receipt_digest: Digest, signer: Signer, out: Path, trust: Trust) -> bytes:
+    """A SCITT signed statement about the receipt (`receipts.receipt_statement`), signed by
+    an active seal key only after the receipt verifies against ``trust``: the issuer is the
+    log's origin, the subject the receipt's candidate, the payload the SHA-256 of the
+    receipt's canonical bytes. Written to ``out``; returned.
+
+    Raises:
+        InputError: the key is not an active seal key, or the receipt does not verify.
+    """
+    from receipts import receipt_statement
+
+    key_id = _require_seal(ledger, signer)
+    stored, receipt = ledger.receipt(receipt_digest)
+    receipt_hash = str(Digest(stored.body_hash))
+    result = verify_receipt(ledger.reader, receipt_hash, trust)
+    if not result.ok:
+        raise InputError("refused: the receipt does not verify (%s)" % ", ".join(d.code for d in result.defects))
+    statement = receipt_statement(
+        stored.body,
+        issuer=ledger.origin(),
+        subject="urn:receipt-ledger:candidate:%s" % receipt.input_hash.hex,
+        location="urn:receipt-ledger:receipt:%s" % receipt_hash.removeprefix("blake3:"),
+        kid=key_id.encode(),
+        sign=signer.sign_raw,
+    )
+    try:
+        out.write_bytes(statement)
+    except OSError as exc:
+        raise InputError("cannot write %s: %s" % (out, exc)) from None
+    return statement
