@@ -35,7 +35,15 @@ if TYPE_CHECKING:
     from .audit._monitor import MONITOR_STATE_FORMAT, Alert, MonitorSetup, follow_log, monitor_once, webhook_sender
     from .audit._population import POPULATION_COLUMNS, ChangeRow, mark_reached, population, population_csv
     from .audit._stats import FamilyStats, family_of, parse_ks, stats
-    from .audit._verification import Progress, Verified, VerifyRequest, receipt_comment, run_tile_audit, run_verify
+    from .audit._verification import (
+        Progress,
+        Verified,
+        VerifyRequest,
+        check_scitt,
+        receipt_comment,
+        run_tile_audit,
+        run_verify,
+    )
     from .ci._gate import GATE_MODES, GateResult, ReceiptCheck, check_receipts, gate, gate_check, verify_commit
     from .ci._github import (
         COMMENT_MARKER,
@@ -227,6 +235,7 @@ __all__ = [
     "Progress",
     "run_verify",
     "run_tile_audit",
+    "check_scitt",
     "monitor_once",
     "follow_log",
     "MonitorSetup",
@@ -485,6 +494,7 @@ _WHERE = {
     "Progress": "audit._verification",
     "run_verify": "audit._verification",
     "run_tile_audit": "audit._verification",
+    "check_scitt": "audit._verification",
     "monitor_once": "audit._monitor",
     "follow_log": "audit._monitor",
     "MonitorSetup": "audit._monitor",

@@ -114,3 +114,13 @@ def test_our_statement_about_a_receipt_verifies_with_scitt_cose_and_with_ours(tm
             assert not r.verify_sign1(r.decode_sign1(bytes(flipped)), pem), at
         except r.FormatError:
             pass  # a flip that breaks the structure is refused as malformed
+
+
+@pytest.mark.parametrize("name", ["valid-es256", "fail-tampered-path", "valid-ccf-vds2"])
+def test_verify_scitt_on_the_command_line(name: str) -> None:
+    folder = shared_vectors("scitt") / name
+    files = [str(folder / f) for f in ("statement.cose", "receipt.cose", "issuer-key.pub", "log-key.pub")]
+    done = run_cli("verify", "--scitt", *files, "--json")
+    doc = json.loads(done.stdout)
+    expected = {"valid-es256": (0, None), "fail-tampered-path": (1, "TAMPERED_INCLUSION_PATH")}
+    assert (done.returncode, doc["failure"]) == expected.get(name, (1, "UNSUPPORTED_VDS")), done.stdout

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from receipts import Digest
+from receipts import Digest, ScittVerdict
 from verify import AuditState, BundleSource, LedgerSource, TileAudit, Transparency, Trust, verify_chain, verify_receipt
 
 from .._config import read_bounded
@@ -25,7 +25,7 @@ from ..exports._bundle import manifest_on_ledger
 from ..store._ledger import Ledger
 from ..views._render import chain_lines, commit_lines, pr_comment, verify_lines
 
-__all__ = ["VerifyRequest", "Verified", "Progress", "receipt_comment", "run_verify", "run_tile_audit"]
+__all__ = ["VerifyRequest", "Verified", "Progress", "receipt_comment", "run_verify", "run_tile_audit", "check_scitt"]
 
 
 class Progress(Protocol):
@@ -163,3 +163,12 @@ def run_tile_audit(where: str, log_vkey: str) -> TileAudit:
     from verify import audit_tiles, tile_reader
 
     return audit_tiles(tile_reader(where), log_vkey)
+
+
+def check_scitt(statement: bytes, receipt: bytes, issuer_key_pem: bytes, log_key_pem: bytes) -> ScittVerdict:
+    """`ledger verify --scitt`: a SCITT signed statement and its RFC 9942 receipt checked
+    offline from the issuer's and the log's public keys (`receipts.verify_scitt`).
+    """
+    from receipts import verify_scitt
+
+    return verify_scitt(statement, receipt, issuer_key_pem, log_key_pem)

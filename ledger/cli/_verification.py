@@ -37,6 +37,14 @@ from ._shared import _ledger, _policy, _reader, _readers, _receipt_arg, _resolve
     " checkpoint must be its prefix; alone, audit the published log from its files. Needs --log-vkey.",
 )
 @click.option("--log-vkey", help="With --tiles: the log's verifier key (`ledger checkpoint vkey`).")
+@click.option(
+    "--scitt",
+    "scitt",
+    nargs=4,
+    type=_FILE,
+    metavar="STATEMENT RECEIPT ISSUER_KEY LOG_KEY",
+    help="Check a SCITT signed statement and its RFC 9942 receipt offline (the keys as PEM files).",
+)
 @trust_option
 @checkpoint_options
 @auditor_option
@@ -70,6 +78,7 @@ def verify_cmd(
     commit_rev: str | None,
     tiles: str | None,
     log_vkey: str | None,
+    scitt: tuple[Path, Path, Path, Path] | None,
     trust: _TrustArgs,
     checkpoints: _CheckpointArgs,
     auditors: _AuditorArgs,
@@ -83,6 +92,8 @@ def verify_cmd(
 
     Exit 0 verified, 1 rejected, 2 cannot run.
     """
+    if scitt:
+        _verify_scitt(scitt, as_json)
     if tiles is not None and hash_text is None and bundle is None and commit_rev is None:
         _audit_tiles(tiles, log_vkey, as_json)
     receipt = _receipt_arg(ctx, hash_text, bundle)
@@ -95,6 +106,14 @@ def verify_cmd(
         verified = lib.run_verify(request, root, policy, progress=bar, **_readers(ctx))
     emit(as_json, verified.document, verified.lines, root)
     exit_with(verified.ok)
+
+
+def _verify_scitt(files: tuple[Path, Path, Path, Path], as_json: bool) -> NoReturn:
+    verdict = lib.check_scitt(*(lib.read_bounded(f, "SCITT input") for f in files))
+    doc = {"ok": verdict.ok, "failure": verdict.failure, "detail": verdict.detail, "tree_size": verdict.tree_size}
+    said = "VERIFIED: %s" % verdict.detail if verdict.ok else "REJECTED (%s): %s" % (verdict.failure, verdict.detail)
+    emit(as_json, doc, [said])
+    exit_with(verdict.ok)
 
 
 def _published(where: str | None, log_vkey: str | None) -> Any:
