@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import receipts as r
 from conftest import ADMIN_ID, SIGNERS, TASK, build_sample, contract_bytes, other_records, run_cli
@@ -25,11 +26,16 @@ class _Hook:
 
     def __init__(self) -> None:
         self.received: list[dict[str, Any]] = []
+        self.failing = False  # answer 500: the endpoint does not take the alert
         hook = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
+                if hook.failing:
+                    self.send_response(500)
+                    self.end_headers()
+                    return
                 hook.received.append(json.loads(body))
                 self.send_response(204)
                 self.end_headers()
@@ -147,3 +153,27 @@ def test_the_monitor_block_of_docs_witnesses_md_runs_as_written(hook: _Hook, tmp
     second = run_shell(block.text, tmp_path, env)
     assert second.returncode == 1 and second.stdout.startswith("ALERT key: key added: carol (human)")
     assert [a["kind"] for a in hook.take()] == ["key"] and (tmp_path / "monitor.json").is_file()
+
+
+def test_an_alert_the_endpoint_did_not_take_is_sent_on_the_next_pass(hook: _Hook, tmp_path: Path) -> None:
+    s = build_sample(tmp_path)
+    state = tmp_path / "monitor.json"
+    args = ("--dir", str(s.root), "monitor", "--state", str(state), "--webhook", hook.url, "--trust", ADMIN_ID)
+    assert run_cli(*args).returncode == 0  # the baseline
+    for name in ("carol", "dave"):
+        ledger = Ledger.open(s.root)
+        fresh = r.Ed25519Signer(Ed25519PrivateKey.generate())
+        add_key(ledger, SIGNERS["admin"], name, [r.Role.HUMAN], fresh.public_key_blob)
+        ledger.close()
+        if name == "carol":
+            hook.failing = True
+            down = run_cli(*args)
+            assert down.returncode == 2 and "did not take alert key:" in down.stderr and hook.take() == []
+            hook.failing = False
+    back = run_cli(*args)
+    assert back.returncode == 1, back.stderr
+    assert [a["message"].split(" at entry")[0] for a in hook.take()] == [
+        "key added: carol (human)",
+        "key added: dave (human)",
+    ]
+    assert run_cli(*args).returncode == 0 and hook.take() == []

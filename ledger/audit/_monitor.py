@@ -10,9 +10,11 @@ Each pass:
      a contract weakening, a key added or revoked, and a receipt the verifier rejects
      (verified by proof, as `ledger verify` does) are each an alert;
   3. a newest checkpoint that misses the witness quorum asked for is an alert;
-  4. sends each alert not sent before (a line, and a webhook POST where configured) and
-     records it in the state at once, so a restarted monitor re-proves and sends nothing
-     twice.
+  4. keeps each new alert as pending in the state (with the new position, in one
+     write), then sends each pending alert (a line, and a webhook POST where configured)
+     and moves it to sent: an endpoint that does not take one leaves it pending for the
+     next pass, and a restarted monitor re-proves and sends nothing twice (a crash
+     between a send and its record resends that one alert).
 """
 
 from __future__ import annotations
@@ -168,17 +170,24 @@ def monitor_once(
             alerts.append(Alert("quorum", "quorum:%d" % newest[0], message))
     if first_pass:  # the log as found is the baseline: alerts are for what changes from here
         alerts = []
-    # 4. Send what was not sent, recording each at once.
+    # 4. New alerts are kept as pending with the new position, in one write; then each
+    # pending one is sent and moved to sent. A send that fails leaves it pending.
+    known = set(state["sent"]) | {a["id"] for a in state["pending"]}
+    state["pending"] += [a.document() for a in alerts if a.id not in known]
+    _write_state(state_path, state)
     sent = []
-    for alert in alerts:
-        if alert.id in state["sent"]:
-            continue
+    while state["pending"]:
+        alert = _alert(state["pending"][0])
         send(alert)
+        state["pending"].pop(0)
         state["sent"].append(alert.id)
         _write_state(state_path, state)
         sent.append(alert)
-    _write_state(state_path, state)
     return sent
+
+
+def _alert(doc: dict[str, Any]) -> Alert:
+    return Alert(doc["kind"], doc["id"], doc["message"], doc["seq"], doc["task"], tuple(doc["evidence"]))
 
 
 def _quorum_short(note: SignedNote, policy: Transparency) -> str | None:
@@ -247,13 +256,14 @@ def _split_view(source: LedgerSource, kept_text: str, newest_text: str, evidence
 
 def _read_state(path: Path) -> dict[str, Any]:
     if not path.exists():
-        return {"format": MONITOR_STATE_FORMAT, "seq": -1, "checkpoint": None, "sent": []}
+        return {"format": MONITOR_STATE_FORMAT, "seq": -1, "checkpoint": None, "sent": [], "pending": []}
     try:
         state = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise InputError("cannot read monitor state %s: %s" % (path, exc)) from None
     if not isinstance(state, dict) or state.get("format") != MONITOR_STATE_FORMAT:
         raise InputError("%s is not a monitor state (%s)" % (path, MONITOR_STATE_FORMAT))
+    state.setdefault("pending", [])
     return state
 
 
