@@ -176,7 +176,8 @@ def serve_witness(service: WitnessService, host: str, port: int, announce: Calla
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
+            said = self.headers.get("Content-Length") or "0"
+            length = int(said) if said.isdigit() else -1
             if self.path.rstrip("/").rsplit("/", 1)[-1] != "add-checkpoint":
                 self._answer(404, "text/plain; charset=utf-8", b"not found\n")
             elif not 0 < length <= MAX_BODY:
