@@ -15,6 +15,7 @@ from ._errors import FormatError, ReceiptsError
 from ._formats import (
     COSIGNATURE_TYPE,
     ED25519_TYPE,
+    Checkpoint,
     SignedNote,
     cosignature_time,
     is_valid_note_signature,
@@ -43,12 +44,13 @@ _MAX_PROOF = 63
 @dataclass(frozen=True, slots=True)
 class AddCheckpoint:
     """An `add-checkpoint` request: the size the log believes the witness holds, the
-    consistency proof from it, and the signed checkpoint.
+    consistency proof from it, and the signed checkpoint (as sent, and parsed).
     """
 
     old: int
     proof: tuple[bytes, ...]
-    note: str
+    signed: SignedNote
+    checkpoint: Checkpoint  # the note's text, parsed
 
 
 def add_checkpoint_body(old: int, proof: Sequence[bytes], note: str) -> bytes:
@@ -66,7 +68,7 @@ def parse_add_checkpoint(body: bytes) -> AddCheckpoint:
 
     Raises:
         FormatError: the body is not an old-size line, up to 63 proof hashes of 32 bytes,
-            a blank line and a checkpoint note.
+            a blank line and a signed checkpoint.
     """
     try:
         text = body.decode("utf-8")
@@ -79,8 +81,8 @@ def parse_add_checkpoint(body: bytes) -> AddCheckpoint:
     proof = tuple(b64decode_canonical(line, "a consistency proof line") for line in lines[1:])
     if len(proof) > _MAX_PROOF or any(len(h) != 32 for h in proof):
         raise FormatError("a consistency proof has at most 63 hashes of 32 bytes")
-    parse_note(note)
-    return AddCheckpoint(int(lines[0][4:]), proof, note)
+    signed = parse_note(note)
+    return AddCheckpoint(int(lines[0][4:]), proof, signed, parse_checkpoint(signed.text))
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +113,7 @@ def witness_decision(
         same size with another root, 422 a proof that does not verify, else 200 and the
         state to keep.
     """
-    note = parse_note(request.note)
-    checkpoint = parse_checkpoint(note.text)
+    note, checkpoint = request.signed, request.checkpoint
     keys = log_keys.get(checkpoint.origin)
     if not keys:
         return WitnessAnswer(404, "unknown log %s" % checkpoint.origin)
@@ -164,12 +165,6 @@ class TlogPolicy:
             return name in signed
         threshold, members = self.groups[name]
         return sum(self._met(m, signed) for m in members) >= threshold
-
-    def log_signed(self, note: SignedNote, origin: str) -> bool:
-        """True when the policy lists no log, or one of its keys for ``origin`` signed."""
-        if not self.logs:
-            return True
-        return any(is_valid_note_signature(note, origin, key) for key in self.logs.get(origin, ()))
 
 
 def parse_tlog_policy(text: str) -> TlogPolicy:

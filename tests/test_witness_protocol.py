@@ -214,6 +214,11 @@ def test_a_fork_is_refused_and_a_restarted_witness_refuses_a_smaller_size(
         forged = r.SignedNote(changed, (r.sign_note(changed, name, stranger),)).encode()
         assert w.post(r.add_checkpoint_body(0, [], forged))[0] == code
     assert w.state.read_bytes() == kept
+    # A signed note that is not a checkpoint: 400, and the witness goes on serving.
+    junk = r.SignedNote("not a checkpoint\n", (r.sign_note("not a checkpoint\n", origin, stranger),)).encode()
+    status, _, said = w.post(r.add_checkpoint_body(0, [], junk))
+    assert status == 400 and "checkpoint" in said
+    assert w.state.read_bytes() == kept
     # The log grows: a wrong consistency proof is 422 and changes nothing; the right one,
     # from the size the witness holds, is cosigned and kept.
     assert run_cli("keys", "generate", "erin", "--role", "human", cwd=repo, env=env).returncode == 0
@@ -303,3 +308,16 @@ def test_docs_witnesses_md_runs_as_written(site: tuple[Path, dict[str, str], str
     finally:
         os.killpg(w1.pid, signal.SIGTERM)
         w1.wait()
+
+
+def test_a_witness_whose_state_is_unreadable_refuses_to_start(tmp_path: Path) -> None:
+    key = tmp_path / "w" / "key"
+    key.parent.mkdir()
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    state = tmp_path / "w" / "state.json"
+    state.write_text("[1, 2]\n")
+    vkey = r.verifier_key("example.com/log", bytes(range(32)))
+    cmd = ("witness", "serve", "--key", str(key), "--name", "w.example/1", "--log", vkey, "--state", str(state))
+    refused = run_cli(*cmd, "--port", "0")
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "witness state %s is unreadable" % state in refused.stderr

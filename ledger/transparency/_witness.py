@@ -9,7 +9,6 @@ import base64
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from receipts import (
     Checkpoint,
@@ -36,7 +35,7 @@ from .._files import write_atomic, write_text_atomic
 from ..keys._key_files import key_dir, read_public_key
 from ..store._ledger import Ledger
 
-__all__ = ["cosign", "add_cosignatures", "audit_store"]
+__all__ = ["cosign", "add_cosignatures", "audit_store", "read_witness_state", "write_witness_state"]
 
 
 def _state_file(path: Path | None) -> Path:
@@ -75,15 +74,13 @@ def cosign(
     if audit is not None:
         _audited(source, note, *audit)
     path = _state_file(state_path)
-    state = _read_state(path)
+    state = read_witness_state(path)
     seen = state.get(cp.origin)
     if seen is not None:
-        _refuse_unless_extends(source, cp, seen, path)
+        _refuse_unless_extends(source, cp, seen)
     signed = note.with_signature(cosign_note(note.text, name, signer, _clock.now()))
-    state[cp.origin] = {"size": cp.size, "root": base64.b64encode(cp.root).decode("ascii")}
-    # The witness's security state: what it has cosigned must survive a crash, or it could be
-    # made to cosign a fork of what it already vouched for.
-    write_atomic(path, json.dumps(state, indent=1, sort_keys=True).encode("utf-8"))
+    state[cp.origin] = (cp.size, cp.root)
+    write_witness_state(path, state)
     return signed.encode()
 
 
@@ -97,24 +94,40 @@ def read_log_key(spec: str) -> bytes:
         raise InputError("the log key is not an Ed25519 key: %s" % exc) from None
 
 
-def _read_state(path: Path) -> dict[str, Any]:
+def read_witness_state(path: Path) -> dict[str, tuple[int, bytes]]:
+    """A witness's state: each log origin's latest cosigned (size, root); empty if none yet.
+    The same file for `witness cosign` and `witness serve`.
+
+    Raises:
+        InputError: the file cannot be read, or is not such a state (naming it).
+    """
     try:
-        state = json.loads(path.read_text()) if path.exists() else {}
-    except (OSError, ValueError) as exc:
-        raise InputError("cannot read witness state %s: %s" % (path, exc)) from None
-    if not isinstance(state, dict):
-        raise InputError("witness state %s is not a JSON object" % path)
-    return state
+        doc = json.loads(path.read_text()) if path.exists() else {}
+        if not isinstance(doc, dict):
+            raise ValueError("not a JSON object")
+        return {
+            str(origin): (int(kept["size"]), b64decode_canonical(kept["root"], "the kept root"))
+            for origin, kept in doc.items()
+        }
+    except (OSError, ValueError, KeyError, TypeError, ReceiptsError) as exc:
+        raise InputError("witness state %s is unreadable: %s" % (path, exc)) from None
 
 
-def _refuse_unless_extends(source: LedgerSource, cp: Checkpoint, seen: Any, path: Path) -> None:
+def write_witness_state(path: Path, state: dict[str, tuple[int, bytes]]) -> None:
+    """Keep the state atomically. It is the witness's security state: what it has cosigned
+    must survive a crash, or it could be made to cosign a fork of what it vouched for.
+    """
+    doc = {
+        origin: {"size": size, "root": base64.b64encode(root).decode("ascii")} for origin, (size, root) in state.items()
+    }
+    write_atomic(path, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode("utf-8"))
+
+
+def _refuse_unless_extends(source: LedgerSource, cp: Checkpoint, seen: tuple[int, bytes]) -> None:
     """Refuse a checkpoint that does not extend the last one cosigned for its log (``seen``):
     smaller, or not consistent by a proof the witness computes from the ledger itself.
     """
-    try:
-        old_size, old_root = int(seen["size"]), b64decode_canonical(seen["root"], "the kept root")
-    except (KeyError, TypeError, ValueError, ReceiptsError):
-        raise InputError("witness state %s is corrupt for log %r" % (path, cp.origin)) from None
+    old_size, old_root = seen
     if cp.size < old_size:
         raise InputError(
             "refused: the checkpoint (size %d) is older than one this witness cosigned (size %d)" % (cp.size, old_size)

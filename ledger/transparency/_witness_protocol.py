@@ -11,10 +11,8 @@ the size a 409 names), and stores the cosignatures that verify.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import fcntl
-import json
 import threading
 import time
 import urllib.error
@@ -34,8 +32,6 @@ from receipts import (
     cosign_note,
     cosignature_time,
     parse_add_checkpoint,
-    parse_checkpoint,
-    parse_note,
     parse_public_key_blob,
     parse_tlog_policy,
     parse_verifier_key,
@@ -45,9 +41,8 @@ from receipts import (
 from verify import WitnessKey
 
 from .._errors import InputError
-from .._files import write_atomic
 from ..store._ledger import Ledger
-from ._witness import add_cosignatures
+from ._witness import add_cosignatures, read_witness_state, write_witness_state
 
 __all__ = [
     "WitnessService",
@@ -114,11 +109,15 @@ class WitnessService:
         signer: its Ed25519 key.
         logs: each log's origin and its trusted Ed25519 keys.
         state: the JSON file of each origin's latest cosigned size and root.
+
+    Raises:
+        InputError: the state file cannot be read as a witness's state.
     """
 
     def __init__(self, name: str, signer: Signer, logs: Mapping[str, Sequence[bytes]], state: Path) -> None:
         self.name, self.signer, self.logs, self.state = name, signer, logs, state
         self._lock = threading.Lock()
+        read_witness_state(state)  # a state it cannot read stops it now, not on a request
 
     def add_checkpoint(self, body: bytes) -> tuple[int, str, bytes]:
         """One `add-checkpoint` request: (status, content type, body) as the spec says."""
@@ -126,8 +125,7 @@ class WitnessService:
             request = parse_add_checkpoint(body)
         except ReceiptsError as exc:
             return 400, "text/plain; charset=utf-8", ("%s\n" % exc).encode()
-        text = parse_note(request.note).text
-        origin = parse_checkpoint(text).origin
+        text, origin = request.signed.text, request.checkpoint.origin
         with self._held() as held:
             answer = witness_decision(request, self.logs, held)
             if answer.status == 409 and answer.size is not None:
@@ -146,24 +144,11 @@ class WitnessService:
         self.state.parent.mkdir(parents=True, exist_ok=True)
         with self._lock, open(self.state.with_name(self.state.name + ".lock"), "a+b") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            held = _read_state(self.state)
+            held = read_witness_state(self.state)
             before = dict(held)
             yield held
             if held != before:
-                doc = {
-                    o: {"size": s, "root": base64.b64encode(r).decode("ascii")} for o, (s, r) in sorted(held.items())
-                }
-                write_atomic(self.state, (json.dumps(doc, indent=1) + "\n").encode())
-
-
-def _read_state(path: Path) -> dict[str, tuple[int, bytes]]:
-    if not path.exists():
-        return {}
-    try:
-        doc = json.loads(path.read_text())
-        return {o: (int(v["size"]), base64.b64decode(v["root"], validate=True)) for o, v in doc.items()}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise InputError("witness state %s is unreadable: %s" % (path, exc)) from None
+                write_witness_state(self.state, held)
 
 
 def serve_witness(service: WitnessService, host: str, port: int, announce: Callable[[str], None]) -> None:
