@@ -121,6 +121,11 @@ def test_publish_writes_each_tile_once_and_reports_an_altered_one(tmp_path: Path
     )
     no_key = run_cli("verify", "--tiles", str(folder))
     assert no_key.returncode == 2 and "--log-vkey" in no_key.stderr
+    other_key = r.verifier_key(_vkey(s.root).split("+")[0], r.parse_public_key_blob(SIGNERS["alice"].public_key_blob))
+    forged = run_cli("verify", "--tiles", str(folder), "--log-vkey", other_key, "--json")
+    assert forged.returncode == 1 and [d["code"] for d in json.loads(forged.stdout)["defects"]] == [
+        "checkpoint-signature"
+    ]
     # The log grows: only the new tiles are written, every full tile is left as it was.
     _grow(s.root, 300, start=1000)
     grown = run_cli("--dir", str(s.root), "publish", "tiles", "--to", str(folder))
@@ -347,6 +352,9 @@ def test_a_receipt_is_proven_into_the_published_log(tmp_path: Path) -> None:
     args = ("--dir", str(s.root), "verify", s.receipt, "--trust", ADMIN_ID, "--tiles", str(folder), "--log-vkey", vkey)
     published = run_cli(*args)
     assert published.returncode == 0, published.stdout
+    stranger = r.verifier_key(vkey.split("+")[0], r.parse_public_key_blob(SIGNERS["alice"].public_key_blob))
+    unsigned = run_cli(*args[:-1], stranger, "--json")
+    assert unsigned.returncode == 1 and [d["code"] for d in json.loads(unsigned.stdout)["defects"]] == ["not-published"]
     bundle = tmp_path / "b.zip"
     assert run_cli("--dir", str(s.root), "export", s.receipt, "-o", str(bundle)).returncode == 0
     offline = run_cli(

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from receipts import (
     TILE_WIDTH,
+    Checkpoint,
     ReceiptsError,
     Tile,
     is_valid_note_signature,
@@ -98,24 +99,14 @@ def audit_tiles(read: Callable[[str], bytes | None], log_vkey: str) -> TileAudit
         CannotVerify: the vkey is not a log's verifier key, the checkpoint is absent or
             unreadable, or a tile cannot be read.
     """
-    try:
-        name, key, sig_type = parse_verifier_key(log_vkey)
-    except ReceiptsError as exc:
-        raise CannotVerify("the log's verifier key: %s" % exc) from None
-    if sig_type != 0x01:
-        raise CannotVerify("the log's verifier key is of type 0x01 (0x04 is a witness's)")
     # 1. The checkpoint.
-    data = read("checkpoint")
-    if data is None:
-        raise CannotVerify("no checkpoint is published there (or it is not readable: a private bucket answers 403)")
     try:
-        note = parse_note(data)
-        checkpoint = parse_checkpoint(note.text)
+        checkpoint, signed = _published_checkpoint(read, log_vkey)
     except ReceiptsError as exc:
         return TileAudit(0, 0, (Defect("checkpoint-malformed", "the published checkpoint: %s" % exc),))
     defects = []
-    if checkpoint.origin != name or not is_valid_note_signature(note, name, key):
-        defects.append(Defect("checkpoint-signature", "the published checkpoint is not signed by %s's key" % name))
+    if not signed:
+        defects.append(Defect("checkpoint-signature", "the published checkpoint is not signed by the vkey's key"))
     # 2. and 3. The tiles and bundles.
     tiles, found = _read_tiles(read, checkpoint.size, defects)
     # 4. The root.
@@ -123,6 +114,28 @@ def audit_tiles(read: Callable[[str], bytes | None], log_vkey: str) -> TileAudit
         if root_from_tiles(checkpoint.size, tiles.__getitem__) != checkpoint.root:
             defects.append(Defect("tile-altered", "the tiles do not give the signed root at size %d" % checkpoint.size))
     return TileAudit(checkpoint.size, found, tuple(defects))
+
+
+def _published_checkpoint(read: Callable[[str], bytes | None], log_vkey: str) -> tuple[Checkpoint, bool]:
+    """The published checkpoint, and whether the log's key (the vkey's, under its name,
+    which must be the checkpoint's origin) signed it.
+
+    Raises:
+        CannotVerify: the vkey is not a log's verifier key, or no checkpoint is published.
+        ReceiptsError: the published checkpoint does not parse.
+    """
+    try:
+        name, key, sig_type = parse_verifier_key(log_vkey)
+    except ReceiptsError as exc:
+        raise CannotVerify("the log's verifier key: %s" % exc) from None
+    if sig_type != 0x01:
+        raise CannotVerify("the log's verifier key is of type 0x01 (0x04 is a witness's)")
+    data = read("checkpoint")
+    if data is None:
+        raise CannotVerify("no checkpoint is published there (or it is not readable: a private bucket answers 403)")
+    note = parse_note(data)
+    checkpoint = parse_checkpoint(note.text)
+    return checkpoint, checkpoint.origin == name and is_valid_note_signature(note, name, key)
 
 
 def _read_tiles(read: Callable[[str], bytes | None], size: int, defects: list[Defect]) -> tuple[dict[Tile, bytes], int]:
@@ -200,14 +213,12 @@ class PublishedLog:
         """
         read = tile_reader(self.where)
         try:
-            name, key, sig_type = parse_verifier_key(self.log_vkey)
-            note = parse_note(read("checkpoint") or b"")
-            published = parse_checkpoint(note.text)
+            published, signed = _published_checkpoint(read, self.log_vkey)
         except ReceiptsError as exc:
-            raise CannotVerify("the published log at %s: %s" % (self.where, exc)) from None
-        if sig_type != 0x01 or published.origin != name or not is_valid_note_signature(note, name, key):
+            raise CannotVerify("the checkpoint published at %s: %s" % (self.where, exc)) from None
+        if not signed:
             return [
-                Defect("not-published", "the checkpoint published at %s is not signed by %s's key" % (self.where, name))
+                Defect("not-published", "the checkpoint published at %s is not signed by the vkey's key" % self.where)
             ]
         if published.size < size:
             message = "the log published at %s has %d entries, short of the checkpoint's %d" % (
