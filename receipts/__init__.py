@@ -215,6 +215,7 @@ if TYPE_CHECKING:
         entry_bundle,
         parse_entry_bundle,
         root_from_tiles,
+        run_root,
         tile_bytes,
         tiles_for_size,
     )
@@ -303,6 +304,7 @@ __all__ = [
     "entry_bundle",
     "parse_entry_bundle",
     "root_from_tiles",
+    "run_root",
     "MAX_TILED_ENTRY",
     "is_valid_inclusion",
     "Checkpoint",
@@ -641,6 +643,7 @@ _WHERE = {
     "entry_bundle": "_tiles",
     "parse_entry_bundle": "_tiles",
     "root_from_tiles": "_tiles",
+    "run_root": "_tiles",
     "MAX_TILED_ENTRY": "_tiles",
     "MemoryTree": "_merkle",
     "CompactRange": "_merkle",

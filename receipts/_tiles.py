@@ -26,6 +26,7 @@ __all__ = [
     "entry_bundle",
     "parse_entry_bundle",
     "root_from_tiles",
+    "run_root",
     "MAX_TILED_ENTRY",
 ]
 
@@ -179,10 +180,7 @@ def root_from_tiles(size: int, read: Callable[[Tile], bytes]) -> bytes:
         first = index << below
         data = hashes_of(level, first)
         at = first % TILE_WIDTH
-        layer = [data[(at + i) * HASH_SIZE : (at + i + 1) * HASH_SIZE] for i in range(1 << below)]
-        while len(layer) > 1:
-            layer = [node_hash(layer[i], layer[i + 1]) for i in range(0, len(layer), 2)]
-        return layer[0]
+        return run_root(data[at * HASH_SIZE : (at + (1 << below)) * HASH_SIZE])
 
     parts, start = [], 0
     for height in range(size.bit_length() - 1, -1, -1):
@@ -193,3 +191,19 @@ def root_from_tiles(size: int, read: Callable[[Tile], bytes]) -> bytes:
     for part in reversed(parts[:-1]):
         root = node_hash(part, root)
     return root
+
+
+def run_root(hashes: bytes) -> bytes:
+    """The Merkle root over a run of 2**k concatenated 32-byte hashes (a full tile's, or
+    part of one): the hash of the perfect subtree they are the bottom of.
+
+    Raises:
+        FormatError: the run is not a power of two of whole hashes.
+    """
+    count, rest = divmod(len(hashes), HASH_SIZE)
+    if rest or count == 0 or count & (count - 1):
+        raise FormatError("a run of %d bytes is not a power of two of 32-byte hashes" % len(hashes))
+    layer = [hashes[i : i + HASH_SIZE] for i in range(0, len(hashes), HASH_SIZE)]
+    while len(layer) > 1:
+        layer = [node_hash(layer[i], layer[i + 1]) for i in range(0, len(layer), 2)]
+    return layer[0]

@@ -20,12 +20,12 @@ from receipts import (
     Tile,
     is_valid_note_signature,
     leaf_hash,
-    node_hash,
     parse_checkpoint,
     parse_entry_bundle,
     parse_note,
     parse_verifier_key,
     root_from_tiles,
+    run_root,
     tiles_for_size,
 )
 
@@ -184,10 +184,7 @@ def _check_level_below(tile: Tile, data: bytes, tiles: dict[Tile, bytes], defect
         below = tiles.get(Tile(level - 1, tile.index * TILE_WIDTH + i, TILE_WIDTH))
         if below is None:
             continue
-        layer = [below[j : j + _HASH] for j in range(0, len(below), _HASH)]
-        while len(layer) > 1:
-            layer = [node_hash(layer[j], layer[j + 1]) for j in range(0, len(layer), 2)]
-        if layer[0] != data[i * _HASH : (i + 1) * _HASH]:
+        if run_root(below) != data[i * _HASH : (i + 1) * _HASH]:
             below_path = Tile(level - 1, tile.index * TILE_WIDTH + i, TILE_WIDTH).path()
             defects.append(
                 Defect("tile-altered", "tile %s is not the hash %d of tile %s" % (below_path, i, tile.path()))

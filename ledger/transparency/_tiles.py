@@ -24,10 +24,10 @@ from receipts import (
     Tile,
     entry_bundle,
     leaf_hash,
-    node_hash,
     parse_checkpoint,
     parse_note,
     root_from_tiles,
+    run_root,
     tiles_for_size,
 )
 from verify import LedgerSource
@@ -166,7 +166,7 @@ def _hash_tiles(source: LedgerSource, size: int) -> dict[Tile, bytes]:
             row, pending[level] = pending[level], []
             tiles[Tile(level, done[level], TILE_WIDTH)] = b"".join(row)
             done[level] += 1
-            push(level + 1, _subtree_root(row))
+            push(level + 1, run_root(b"".join(row)))
 
     for stored in source.entries_between(0, size):
         push(0, leaf_hash(stored.entry))
@@ -174,13 +174,6 @@ def _hash_tiles(source: LedgerSource, size: int) -> dict[Tile, bytes]:
         if row:
             tiles[Tile(level, done[level], len(row))] = b"".join(row)
     return tiles
-
-
-def _subtree_root(hashes: list[bytes]) -> bytes:
-    layer = hashes
-    while len(layer) > 1:
-        layer = [node_hash(layer[i], layer[i + 1]) for i in range(0, len(layer), 2)]
-    return layer[0]
 
 
 def _prefix_reader(hashes: dict[Tile, bytes], size: int) -> Callable[[Tile], bytes]:
@@ -208,7 +201,6 @@ def _write_tiles(
     plan = tiles_for_size(size)
     level_zero = _prefix_reader(hashes, size)
     written = kept = 0
-    bundle: list[bytes] = []
     entries = source.entries_between(0, size)
     for done, tile in enumerate(plan, 1):
         if tile.level is None:
