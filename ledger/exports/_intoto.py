@@ -233,9 +233,11 @@ def svr_statement(ledger: Ledger, receipt_digest: Digest, trust: Trust, now: int
         if result.derived_eligible:
             properties.append("RECEIPT_LEDGER_MERGE_ELIGIBLE")
         for line in result.tiers:
-            if line.status == "pass" and (line.derived or "pass") == "pass":
+            if line.status == "pass" and line.derived == "pass":  # not re-derived: not a property
                 properties.append("RECEIPT_LEDGER_%s_PASSED" % line.tier.value.upper())
-    approvers = sorted({t.signer for t in result.tiers if t.tier is Tier.HUMAN and t.status == "pass" and t.signer})
+    approvers = sorted(
+        {t.signer for t in result.tiers if t.tier is Tier.HUMAN and t.status == t.derived == "pass" and t.signer}
+    )
     if result.ok and approvers:
         properties.append("RECEIPT_LEDGER_HUMAN_APPROVED")
     policy = vsa["predicate"]["policy"]
