@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import receipts as r
 from conftest import ADMIN_ID, SIGNERS, TASK, build_sample, contract_bytes, other_records, run_cli
-from ledger import Ledger, add_key, register_contract, seal_receipt
+from ledger import Ledger, add_key, register_contract, revoke_key, seal_receipt
 from verify import LedgerSource
 
 
@@ -120,6 +120,16 @@ def test_one_alert_per_event_and_none_on_a_restart(hook: _Hook, tmp_path: Path) 
     ledger.close()
     (alert,) = monitor(1)
     assert alert["kind"] == "key" and "key added: carol (human)" in alert["message"]
+    ledger = Ledger.open(s.root)
+    revoke_key(ledger, SIGNERS["admin"], "carol", "left the team")
+    ledger.checkpoint(SIGNERS["sealer"])
+    ledger.close()
+    (alert,) = monitor(1)
+    assert (
+        alert["kind"] == "key"
+        and "key revoked: carol (SHA256:" in alert["message"]
+        and "left the team" in alert["message"]
+    )
     # A split view: the log now shows a history that grew another way from before the key.
     _records(fork, 5)
     _checkpoint(fork)

@@ -20,6 +20,7 @@ from receipts import (
     Digest,
     EntryKind,
     KeyAdd,
+    KeyRevoke,
     LadderReceipt,
     ReceiptsError,
     TaskEvent,
@@ -210,6 +211,10 @@ def _described(base: IndexRow, body: object, source: LedgerSource, index: ChainI
     if isinstance(body, KeyAdd):
         roles = ", ".join(role.value for role in body.key.roles)
         return dataclasses.replace(base, summary="key added: %s (%s)" % (body.key.name, roles))
+    if isinstance(body, KeyRevoke):
+        name = index.names.get(body.key_id, "")
+        said = "%s (%s)" % (name, body.key_id) if name else body.key_id
+        return dataclasses.replace(base, summary="key revoked: %s: %s" % (said, body.reason[:200]))
     return base
 
 
