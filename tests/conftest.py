@@ -717,3 +717,32 @@ def shared_vectors(name: str) -> Path:
         if place.is_dir():
             return place
     pytest.skip("the third-party vectors ../shared/vectors/%s are not on this machine" % name)
+
+
+def sealed_repo(top: Path) -> tuple[Path, dict[str, str], str]:
+    """A repository whose HEAD went through the whole ladder from the command line: the
+    trust pin and the contract committed on main, a key per role in ``top/keys``, a
+    receipt sealed. Returns the repository, the environment and the receipt's hash."""
+    repo = make_repo(top / "repo")
+    env = {"RECEIPT_LEDGER_KEYS": str(top / "keys"), **GIT_ENV}
+    assert run_cli("init", cwd=repo, env=env).returncode == 0
+    # The team commits the trust pin on main; the gate reads it from there.
+    git(repo, "add", ".ledger")
+    git(repo, "commit", "-qm", "ledger: trust root")
+    (repo / ".ledger" / "contracts").mkdir(parents=True)
+    (repo / ".ledger" / "contracts" / "TASK-1.toml").write_bytes(contract_bytes())
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "TASK-1: contract")
+    steps = [
+        ("keys", "generate", "ci", "--role", "deterministic"),
+        ("keys", "generate", "judge", "--role", "judge"),
+        ("keys", "generate", "alice", "--role", "human"),
+        ("keys", "generate", "sealer", "--role", "seal"),
+        *LADDER,
+    ]
+    for args in steps:
+        res = run_cli(*args, cwd=repo, env=env)
+        assert res.returncode == 0, (args, res.stderr)
+    sealed = run_cli("seal", "TASK-1", "--key", "sealer", cwd=repo, env=env)
+    assert sealed.returncode == 0, sealed.stderr
+    return repo, env, sealed.stdout.strip()

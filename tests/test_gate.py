@@ -11,39 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GIT_ENV, contract_bytes, git, make_repo, run_cli
+from conftest import GIT_ENV, git, make_repo, run_cli, sealed_repo
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """Built once per module: a repository whose HEAD went through the whole ladder, and the keys."""
     tmp_path = tmp_path_factory.mktemp("flow")
-    repo = make_repo(tmp_path / "repo")
-    env = {"RECEIPT_LEDGER_KEYS": str(tmp_path / "keys"), **GIT_ENV}
-    assert run_cli("init", cwd=repo, env=env).returncode == 0
-    # The team commits the trust pin on main; the gate reads it from there.
-    git(repo, "add", ".ledger")
-    git(repo, "commit", "-qm", "ledger: trust root")
-    (repo / ".ledger" / "contracts").mkdir(parents=True)
-    (repo / ".ledger" / "contracts" / "TASK-1.toml").write_bytes(contract_bytes())
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "TASK-1: contract")
-    steps = [
-        ("keys", "generate", "ci", "--role", "deterministic"),
-        ("keys", "generate", "judge", "--role", "judge"),
-        ("keys", "generate", "alice", "--role", "human"),
-        ("keys", "generate", "sealer", "--role", "seal"),
-        ("check", "TASK-1", "--key", "ci"),
-        ("judge", "TASK-1", "--key", "judge"),
-        ("approve", "TASK-1", "--key", "alice", "--yes"),
-    ]
-    for args in steps:
-        res = run_cli(*args, cwd=repo, env=env)
-        assert res.returncode == 0, (args, res.stderr)
-    sealed = run_cli("seal", "TASK-1", "--key", "sealer", cwd=repo, env=env)
-    assert sealed.returncode == 0, sealed.stderr
+    repo, env, receipt = sealed_repo(tmp_path)
     assert run_cli("checkpoint", "--key", "sealer", cwd=repo, env=env).returncode == 0
-    return tmp_path, sealed.stdout.strip()
+    return tmp_path, receipt
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import receipts as r
-from conftest import GIT_ENV, contract_bytes, git, make_repo, run_cli
+from conftest import run_cli, sealed_repo
 from ledger import Ledger
 
 
@@ -65,30 +65,8 @@ class Witness:
 
 @pytest.fixture
 def site(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str], str, list[Witness]]]:
-    """A repository through the whole ladder with a checkpoint, and two witnesses (not started)."""
-    repo = make_repo(tmp_path / "repo")
-    env = {"RECEIPT_LEDGER_KEYS": str(tmp_path / "keys"), **GIT_ENV}
-    assert run_cli("init", cwd=repo, env=env).returncode == 0
-    git(repo, "add", ".ledger")
-    git(repo, "commit", "-qm", "ledger: trust root")
-    (repo / ".ledger" / "contracts").mkdir(parents=True)
-    (repo / ".ledger" / "contracts" / "TASK-1.toml").write_bytes(contract_bytes())
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "TASK-1: contract")
-    for args in (
-        ("keys", "generate", "ci", "--role", "deterministic"),
-        ("keys", "generate", "judge", "--role", "judge"),
-        ("keys", "generate", "alice", "--role", "human"),
-        ("keys", "generate", "sealer", "--role", "seal"),
-        ("check", "TASK-1", "--key", "ci"),
-        ("judge", "TASK-1", "--key", "judge"),
-        ("approve", "TASK-1", "--key", "alice", "--yes"),
-        ("checkpoint", "--key", "sealer"),
-    ):
-        res = run_cli(*args, cwd=repo, env=env)
-        assert res.returncode == 0, (args, res.stderr)
-    sealed = run_cli("seal", "TASK-1", "--key", "sealer", cwd=repo, env=env)
-    assert sealed.returncode == 0, sealed.stderr
+    """A repository through the whole ladder, its receipt sealed, and two witnesses (not started)."""
+    repo, env, receipt = sealed_repo(tmp_path)
     witnesses = []
     for n in ("w1", "w2"):
         (tmp_path / n).mkdir()
@@ -96,7 +74,7 @@ def site(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str], str, list[Witne
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
         witnesses.append(Witness("witness.example/" + n, key, tmp_path / n / "state.json"))
     try:
-        yield repo, env, sealed.stdout.strip(), witnesses
+        yield repo, env, receipt, witnesses
     finally:
         for w in witnesses:
             w.stop()
