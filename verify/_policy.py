@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from receipts import (
     ReceiptsError,
@@ -20,7 +21,9 @@ from receipts import (
 
 from ._errors import CannotVerify
 from ._result import Defect
-from ._tiles import PublishedLog
+
+if TYPE_CHECKING:  # the tile reader loads urllib: only `verify --tiles` needs it
+    from ._tiles import PublishedLog
 
 __all__ = ["Transparency", "WitnessKey", "witnessed", "audited_by", "cosignature_statuses"]
 

@@ -7,8 +7,6 @@ Read-only: a folder, or an http(s) prefix the auditor names.
 
 from __future__ import annotations
 
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +56,9 @@ def tile_reader(where: str) -> Callable[[str], bytes | None]:
         CannotVerify: the prefix cannot be read for another reason than absence.
     """
     if where.startswith(("http://", "https://")):
+        import urllib.error  # only a reader of published tiles pays for the HTTP client
+        import urllib.request
+
         prefix = where.rstrip("/") + "/"
 
         def fetch(name: str) -> bytes | None:
