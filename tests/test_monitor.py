@@ -17,8 +17,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import receipts as r
 from conftest import ADMIN_ID, SIGNERS, TASK, build_sample, contract_bytes, other_records, run_cli
-from ledger import Ledger, add_key, register_contract, revoke_key, seal_receipt
-from verify import LedgerSource
+from ledger import Ledger, add_cosignatures, add_key, register_contract, revoke_key, seal_receipt
+from verify import LedgerSource, WitnessKey
 
 
 class _Hook:
@@ -186,4 +186,28 @@ def test_an_alert_the_endpoint_did_not_take_is_sent_on_the_next_pass(hook: _Hook
         "key added: carol (human)",
         "key added: dave (human)",
     ]
+    assert run_cli(*args).returncode == 0 and hook.take() == []
+
+
+def test_a_lost_witness_quorum_is_one_alert(hook: _Hook, tmp_path: Path) -> None:
+    s = build_sample(tmp_path)
+    ledger = Ledger.open(s.root)
+    note = ledger.checkpoint(SIGNERS["sealer"])
+    witness = WitnessKey("witness.example/w1", r.parse_public_key_blob(SIGNERS["bob"].public_key_blob))
+    cosigned = note.with_signature(r.cosign_note(note.text, witness.name, SIGNERS["bob"], 1_700_000_000))
+    add_cosignatures(ledger, cosigned.encode(), (witness,))
+    ledger.close()
+    line = "%s %s" % (witness.name, r.public_key_line(SIGNERS["bob"].public_key_blob))
+    state = tmp_path / "monitor.json"
+    args = [
+        *("--dir", str(s.root), "monitor", "--state", str(state), "--webhook", hook.url, "--trust", ADMIN_ID),
+        *("--witness", line, "--witness-quorum", "1"),
+    ]
+    assert run_cli(*args).returncode == 0 and hook.take() == []  # the baseline: a witnessed checkpoint
+    _records(s.root, 3)
+    _checkpoint(s.root)  # the log moves on; the witness does not cosign
+    lost = run_cli(*args)
+    assert lost.returncode == 1, lost.stderr
+    (alert,) = hook.take()
+    assert alert["kind"] == "quorum" and "0 of the 1 --witness cosignatures required" in alert["message"]
     assert run_cli(*args).returncode == 0 and hook.take() == []
