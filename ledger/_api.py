@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from ._environment import VERSION, environment_digest
     from ._errors import InputError, LedgerError, StoreError
     from ._escape import csv_cell, markdown_text, terminal_text
-    from ._files import write_text_atomic
+    from ._files import write_atomic, write_text_atomic
     from ._layout import DEFAULT_TASK_PATTERN, contract_path, find_task, task_pattern
     from .agents._events import HOOK_EVENTS
     from .agents._hooks import HookAnswer, folds_case, project_relative, run_hook, task_in
@@ -147,6 +147,7 @@ if TYPE_CHECKING:
         prove_inclusion,
         sign_checkpoint,
     )
+    from .transparency._scitt import Registration, register_statement
     from .transparency._tile_stores import DirTileStore, S3TileStore, TileStore, open_tile_store
     from .transparency._tiles import Published, TileConflict, publish_tiles
     from .transparency._tsa import timestamp_checkpoint
@@ -204,12 +205,15 @@ __all__ = [
     "open_source",
     "write_store_config",
     "write_text_atomic",
+    "write_atomic",
     "contract_path",
     "find_task",
     "task_pattern",
     "DEFAULT_TASK_PATTERN",
     "set_retention",
     "timestamp_checkpoint",
+    "register_statement",
+    "Registration",
     "prune",
     "PruneReport",
     "mark_reached",
@@ -512,12 +516,15 @@ _WHERE = {
     "open_source": "_config",
     "write_store_config": "_config",
     "write_text_atomic": "_files",
+    "write_atomic": "_files",
     "contract_path": "_layout",
     "find_task": "_layout",
     "task_pattern": "_layout",
     "DEFAULT_TASK_PATTERN": "_layout",
     "set_retention": "store._retention",
     "timestamp_checkpoint": "transparency._tsa",
+    "register_statement": "transparency._scitt",
+    "Registration": "transparency._scitt",
     "prune": "store._retention",
     "PruneReport": "store._retention",
     "mark_reached": "audit._population",

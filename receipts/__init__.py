@@ -188,6 +188,14 @@ if TYPE_CHECKING:
         provenance_document,
         undeclared,
     )
+    from ._registration import (
+        MAX_STATEMENT_BYTES,
+        StatementRegistration,
+        cose_receipt,
+        statement_leaf,
+        statement_log_root,
+        statement_subject,
+    )
     from ._retention import TIMESTAMP_MEDIA_TYPE, CheckpointTimestamp, RetentionPolicy
     from ._sshsig import (
         Ed25519Signer,
@@ -328,6 +336,12 @@ __all__ = [
     "verify_sign1",
     "ScittVerdict",
     "verify_scitt",
+    "StatementRegistration",
+    "MAX_STATEMENT_BYTES",
+    "statement_leaf",
+    "statement_subject",
+    "statement_log_root",
+    "cose_receipt",
     "RECEIPT_MEDIA_TYPE",
     "receipt_statement",
     "encode_sign1",
@@ -582,6 +596,12 @@ _WHERE = {
     "verify_sign1": "_cose",
     "ScittVerdict": "_cose",
     "verify_scitt": "_cose",
+    "StatementRegistration": "_registration",
+    "MAX_STATEMENT_BYTES": "_registration",
+    "statement_leaf": "_registration",
+    "statement_subject": "_registration",
+    "statement_log_root": "_registration",
+    "cose_receipt": "_registration",
     "RECEIPT_MEDIA_TYPE": "_cose",
     "receipt_statement": "_cose",
     "encode_sign1": "_cose",

@@ -26,6 +26,7 @@ class EntryKind(enum.StrEnum):
     EVENT = "event"
     RETENTION = "retention"
     TIMESTAMP = "timestamp"
+    STATEMENT = "statement"
 
 
 BODY_DOMAIN: dict[EntryKind, Domain] = {
@@ -39,6 +40,7 @@ BODY_DOMAIN: dict[EntryKind, Domain] = {
     EntryKind.EVENT: Domain.EVENT,
     EntryKind.RETENTION: Domain.RETENTION,
     EntryKind.TIMESTAMP: Domain.TIMESTAMP,
+    EntryKind.STATEMENT: Domain.STATEMENT,
 }
 
 KEYRING_KINDS = frozenset({EntryKind.GENESIS, EntryKind.KEY_ADD, EntryKind.KEY_REVOKE})  # what a `ring` pointer names

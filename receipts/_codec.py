@@ -21,6 +21,7 @@ from ._errors import FormatError
 from ._events import EVENT_ROLES, EventType, TaskEvent
 from ._keyring import Genesis, KeyAdd, KeyRevoke, KeySpec
 from ._model import FORMAT_VERSION, EvidenceRef, LadderReceipt, Role, Tier, TierEntry, TierRecord, Verdict
+from ._registration import StatementRegistration
 from ._retention import CheckpointTimestamp, RetentionPolicy
 
 __all__ = [
@@ -59,6 +60,7 @@ Body = (
     | TaskEvent
     | RetentionPolicy
     | CheckpointTimestamp
+    | StatementRegistration
 )
 _E = TypeVar("_E")
 _B = TypeVar(
@@ -73,6 +75,7 @@ _B = TypeVar(
     TaskEvent,
     RetentionPolicy,
     CheckpointTimestamp,
+    StatementRegistration,
 )
 
 
@@ -340,6 +343,8 @@ def _body_map(body: Body) -> dict[str, object]:
         return {"v": body.version, "key": _key_map(body.key)}
     if isinstance(body, RetentionPolicy):
         return {"v": body.version, "max_age": body.evidence_max_age_s, "holds": list(body.holds)}
+    if isinstance(body, StatementRegistration):
+        return {"v": body.version, "statement": body.statement}
     if isinstance(body, CheckpointTimestamp):
         return {
             "v": body.version,
@@ -388,6 +393,7 @@ _KIND_OF: dict[type, EntryKind] = {
     TaskEvent: EntryKind.EVENT,
     RetentionPolicy: EntryKind.RETENTION,
     CheckpointTimestamp: EntryKind.TIMESTAMP,
+    StatementRegistration: EntryKind.STATEMENT,
 }
 
 
@@ -468,6 +474,11 @@ def _timestamp_from(value: object) -> CheckpointTimestamp:
     )
 
 
+def _statement_from(value: object) -> StatementRegistration:
+    m = _map(value, frozenset({"v", "statement"}), "statement")
+    return StatementRegistration(version=_int(m["v"], "version"), statement=_typed(m["statement"], bytes, "statement"))
+
+
 def _retention_from(value: object) -> RetentionPolicy:
     m = _map(value, frozenset({"v", "max_age", "holds"}), "retention policy")
     return RetentionPolicy(
@@ -528,6 +539,7 @@ _BODY_DECODERS: dict[EntryKind, Callable[[object], Body]] = {
     EntryKind.KEY_ADD: _key_add_from,
     EntryKind.KEY_REVOKE: _key_revoke_from,
     EntryKind.TIMESTAMP: _timestamp_from,
+    EntryKind.STATEMENT: _statement_from,
     EntryKind.RETENTION: _retention_from,
     EntryKind.CONTRACT: _contract_from,
     EntryKind.EVENT: _event_from,

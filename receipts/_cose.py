@@ -109,7 +109,7 @@ def decode_sign1(data: bytes) -> Sign1:
 
 def verify_sign1(sign1: Sign1, public_key_pem: bytes, payload: bytes | None = None) -> bool:
     """True when the signature verifies over ``payload`` (default: the attached one) under
-    the key, for the protected header's algorithm (EdDSA with Ed25519, ES256 with P-256).
+    the key (PEM, or one OpenSSH public key line), for the protected header's algorithm (EdDSA with Ed25519, ES256 with P-256).
 
     Raises:
         FormatError: the key cannot be read, or does not fit the algorithm, or there is no
@@ -125,7 +125,11 @@ def verify_sign1(sign1: Sign1, public_key_pem: bytes, payload: bytes | None = No
         raise FormatError("the payload is detached and none was given")
     signed = cbor2.dumps(["Signature1", sign1.protected, b"", content])
     try:
-        key = serialization.load_pem_public_key(public_key_pem)
+        key: object
+        if public_key_pem.lstrip().startswith(b"ssh-"):  # an OpenSSH line, as allowed_signers holds
+            key = serialization.load_ssh_public_key(public_key_pem.strip())
+        else:
+            key = serialization.load_pem_public_key(public_key_pem)
     except ValueError as exc:
         raise FormatError("cannot read the public key: %s" % exc) from None
     alg = sign1.header.get(HDR_ALG)
@@ -174,13 +178,16 @@ def receipt_statement(
 @dataclass(frozen=True, slots=True)
 class ScittVerdict:
     """A statement and its receipt checked: ``failure`` None when both hold, else one of
-    BAD_STATEMENT_SIGNATURE, UNSUPPORTED_VDS, TAMPERED_INCLUSION_PATH, MALFORMED.
+    BAD_STATEMENT_SIGNATURE, UNSUPPORTED_VDS, TAMPERED_INCLUSION_PATH, MALFORMED (and,
+    checked against a ledger's statement log, SPLIT_VIEW). When both hold, ``root`` is
+    the root the log signed.
     """
 
     failure: str | None
     detail: str
     tree_size: int | None = None
     leaf_index: int | None = None
+    root: bytes | None = None
 
     @property
     def ok(self) -> bool:
@@ -205,6 +212,9 @@ def verify_scitt(statement: bytes, receipt: bytes, issuer_key_pem: bytes, log_ke
             return ScittVerdict("BAD_STATEMENT_SIGNATURE", "the statement's signature does not verify")
         # 2. The receipt's structure.
         sealed = decode_sign1(receipt)
+        if sealed.payload is not None:
+            # An attached root would be checked as given and bind nothing to the leaf.
+            return ScittVerdict("MALFORMED", "a receipt's payload (the root) must be detached")
         vds = sealed.header.get(HDR_VDS)
         if vds != COSE_VDS_RFC9162:
             return ScittVerdict(
@@ -223,8 +233,8 @@ def verify_scitt(statement: bytes, receipt: bytes, issuer_key_pem: bytes, log_ke
                     size,
                     index,
                 )
-        size, index, _ = proofs[0]
-        return ScittVerdict(None, "statement and receipt verify", size, index)
+        size, index, path = proofs[0]
+        return ScittVerdict(None, "statement and receipt verify", size, index, inclusion_root(leaf, index, size, path))
     except FormatError as exc:
         return ScittVerdict("MALFORMED", str(exc))
 

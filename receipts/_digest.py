@@ -61,6 +61,7 @@ class Domain(enum.Enum):
     EVENT = "receipt-ledger 2026-12-02 event v1"
     RETENTION = "receipt-ledger 2026-12-03 retention v1"
     TIMESTAMP = "receipt-ledger 2026-12-03 timestamp v1"
+    STATEMENT = "receipt-ledger 2026-12-05 statement v1"
 
 
 def domain_hash(domain: Domain, data: bytes) -> Digest:

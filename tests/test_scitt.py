@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import receipts as r
-from conftest import ADMIN_ID, SIGNERS, build_sample, run_cli, shared_vectors, write_private_key
-from verify import LedgerSource
+from conftest import ADMIN_ID, SIGNERS, Sample, build_sample, read_rows, run_cli, shared_vectors, write_private_key
+from verify import LedgerSource, verify_registered
 
 NAMES = (
     "valid-eddsa",
@@ -124,3 +126,228 @@ def test_verify_scitt_on_the_command_line(name: str) -> None:
     doc = json.loads(done.stdout)
     expected = {"valid-es256": (0, None), "fail-tampered-path": (1, "TAMPERED_INCLUSION_PATH")}
     assert (done.returncode, doc["failure"]) == expected.get(name, (1, "UNSUPPORTED_VDS")), done.stdout
+
+
+# -- registering statements in our log, and our RFC 9942 receipts (§15a) ---------------
+
+
+def _pem(signer: r.Ed25519Signer) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    raw = r.parse_public_key_blob(signer.public_key_blob)
+    return Ed25519PublicKey.from_public_bytes(raw).public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+
+
+def _theirs(statement: bytes, receipt: bytes, log_key_pem: bytes) -> bool:
+    from scitt_cose import verify_receipt
+
+    result = verify_receipt(
+        receipt, leaf_entry_hex=hashlib.sha256(statement).hexdigest(), log_public_key_pem=log_key_pem
+    )
+    return bool(result.ok)
+
+
+def _es256_statement(subject: str) -> tuple[bytes, bytes]:
+    """A statement by an issuer from elsewhere (ES256, P-256), made by `scitt-cose`."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from scitt_cose import build_signed_statement
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    private = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    public = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    statement = build_signed_statement(
+        subject.encode(),
+        alg="ES256",
+        private_key_pem=private,
+        issuer="ci.example.org",
+        subject=subject,
+        content_type="text/plain",
+    )
+    return statement, public
+
+
+def _sealed_statement(tmp_path: Path) -> tuple[Sample, Path, dict[str, str]]:
+    s = build_sample(tmp_path)
+    write_private_key(tmp_path / "keys" / "sealer", "sealer")
+    env = {"RECEIPT_LEDGER_KEYS": str(tmp_path / "keys")}
+    out = tmp_path / "statement.cose"
+    args = ("--dir", str(s.root), "export", s.receipt, "--format", "scitt", "--key", "sealer", "-o", str(out))
+    done = run_cli(*args, "--trust", ADMIN_ID, env=env)
+    assert done.returncode == 0, done.stderr
+    return s, out, env
+
+
+def _register(root: Path, statement: Path, out: Path, env: dict[str, str], *more: str, verb: str = "register") -> dict[str, Any]:
+    done = run_cli(
+        "--dir", str(root), "scitt", verb, str(statement), "--key", "sealer", "-o", str(out), "--json", *more, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    return dict(json.loads(done.stdout))
+
+
+def test_a_registered_statement_gets_a_receipt_that_scitt_cose_and_we_verify(tmp_path: Path) -> None:
+    s, statement_file, env = _sealed_statement(tmp_path)
+    receipt_file = tmp_path / "receipt.cose"
+    first = _register(s.root, statement_file, receipt_file, env)
+    assert (first["index"], first["tree_size"], first["appended"]) == (0, 1, True)
+    statement, receipt = statement_file.read_bytes(), receipt_file.read_bytes()
+    log_key = _pem(SIGNERS["sealer"])
+    assert _theirs(statement, receipt, log_key)
+    assert r.verify_scitt(statement, receipt, log_key, log_key).ok
+    # The receipt's claims: the log as iss, the statement's own subject as sub (RFC 9943 §6).
+    header = r.decode_sign1(receipt).header
+    assert header[395] == 1 and header[15][2] == r.statement_subject(statement)
+    with LedgerSource.open(s.root) as source:
+        assert header[15][1] == r.decode_as(r.Genesis, source.by_seq(0).body).origin  # type: ignore[union-attr]
+    # On the command line, offline and against this ledger's statement log; the keys as .pub files.
+    pub = tmp_path / "keys" / "sealer.pub"
+    pub.write_text(r.public_key_line(SIGNERS["sealer"].public_key_blob) + "\n")
+    files = (str(statement_file), str(receipt_file), str(pub), str(pub))
+    done = run_cli("--dir", str(s.root), "verify", "--scitt", *files, "--registered", "--json")
+    assert done.returncode == 0 and json.loads(done.stdout)["leaf_index"] == 0, done.stdout + done.stderr
+    # A retry appends nothing and names the same place.
+    again = _register(s.root, statement_file, tmp_path / "again.cose", env)
+    assert (again["seq"], again["index"], again["appended"]) == (first["seq"], 0, False)
+    assert run_cli("--dir", str(s.root), "verify", "--chain", "--trust", ADMIN_ID).returncode == 0
+    # The web view's index names it by its subject, once.
+    from ledger.web import ChainIndex
+
+    index = ChainIndex()
+    with LedgerSource.open(s.root) as source:
+        index.update(source)
+    rows = index.of_kind(r.EntryKind.STATEMENT.value)
+    assert [row.summary for row in rows] == ["SCITT statement registered: %s" % r.statement_subject(statement)]
+    # One flipped byte of the receipt: both refuse.
+    for at in (len(receipt) - 1, len(receipt) - 40, 8):
+        flipped = bytearray(receipt)
+        flipped[at] ^= 0x01
+        assert not _theirs(statement, bytes(flipped), log_key), at
+        assert not r.verify_scitt(statement, bytes(flipped), log_key, log_key).ok, at
+
+
+def test_an_earlier_statement_is_proved_in_the_grown_log_and_issuers_from_elsewhere_register(tmp_path: Path) -> None:
+    s, ours, env = _sealed_statement(tmp_path)
+    _register(s.root, ours, tmp_path / "r0.cose", env)
+    for i in range(1, 4):
+        statement, public = _es256_statement("urn:example:build:%d" % i)
+        (tmp_path / ("s%d.cose" % i)).write_bytes(statement)
+        (tmp_path / ("k%d.pem" % i)).write_bytes(public)
+        got = _register(
+            s.root,
+            tmp_path / ("s%d.cose" % i),
+            tmp_path / ("r%d.cose" % i),
+            env,
+            "--issuer-key",
+            str(tmp_path / ("k%d.pem" % i)),
+        )
+        assert (got["index"], got["tree_size"]) == (i, i + 1)
+        receipt = (tmp_path / ("r%d.cose" % i)).read_bytes()
+        assert _theirs(statement, receipt, _pem(SIGNERS["sealer"]))
+        assert r.verify_scitt(statement, receipt, public, _pem(SIGNERS["sealer"])).ok
+    # A new receipt for the first statement is over the whole log now.
+    renewed = _register(s.root, ours, tmp_path / "r0-now.cose", env, verb="receipt")
+    assert (renewed["index"], renewed["tree_size"], renewed["appended"]) == (0, 4, False)
+    assert _theirs(ours.read_bytes(), (tmp_path / "r0-now.cose").read_bytes(), _pem(SIGNERS["sealer"]))
+    with LedgerSource.open(s.root) as source:
+        verdict = verify_registered(
+            source,
+            ours.read_bytes(),
+            (tmp_path / "r0-now.cose").read_bytes(),
+            _pem(SIGNERS["sealer"]),
+            _pem(SIGNERS["sealer"]),
+        )
+    assert verdict.ok and (verdict.tree_size, verdict.leaf_index) == (4, 0), verdict
+
+
+def test_a_statement_the_registrar_cannot_check_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    s, ours, env = _sealed_statement(tmp_path)
+    count = len(read_rows(s.root))
+    data = ours.read_bytes()
+    flipped = tmp_path / "flipped.cose"
+    flipped.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    statement, _ = _es256_statement("urn:example:build:9")
+    stranger = tmp_path / "stranger.cose"
+    stranger.write_bytes(statement)
+    for bad, why in (
+        (flipped, "does not verify"),
+        (stranger, "give --issuer-key"),
+        (tmp_path / "ledger" / "ledger.db", "refused"),
+    ):
+        done = run_cli(
+            "--dir",
+            str(s.root),
+            "scitt",
+            "register",
+            str(bad),
+            "--key",
+            "sealer",
+            "-o",
+            str(tmp_path / "r.cose"),
+            env=env,
+        )
+        assert done.returncode == 2 and why in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert "Traceback" not in done.stderr and not (tmp_path / "r.cose").exists()
+    assert len(read_rows(s.root)) == count
+    # A receipt for what was never registered is refused too.
+    done = run_cli(
+        "--dir", str(s.root), "scitt", "receipt", str(ours), "--key", "sealer", "-o", str(tmp_path / "r.cose"), env=env
+    )
+    assert done.returncode == 2 and "not registered" in done.stderr, done.stderr
+
+
+def test_a_receipt_over_a_tree_this_ledger_does_not_hold_is_a_split_view(tmp_path: Path) -> None:
+    s, ours, env = _sealed_statement(tmp_path)
+    fork = tmp_path / "fork"
+    shutil.copytree(s.root, fork)
+    one, key1 = _es256_statement("urn:example:build:1")
+    two, key2 = _es256_statement("urn:example:build:2")
+    for root, statement, key, name in ((s.root, one, key1, "a"), (fork, two, key2, "b")):
+        (tmp_path / (name + ".cose")).write_bytes(statement)
+        (tmp_path / (name + ".pem")).write_bytes(key)
+        _register(
+            root,
+            tmp_path / (name + ".cose"),
+            tmp_path / (name + "-receipt.cose"),
+            env,
+            "--issuer-key",
+            str(tmp_path / (name + ".pem")),
+        )
+    # The fork's receipt verifies offline (the log's key signed it) but not against this ledger.
+    pem = tmp_path / "log.pem"
+    pem.write_bytes(_pem(SIGNERS["sealer"]))
+    files = [str(tmp_path / f) for f in ("b.cose", "b-receipt.cose", "b.pem")] + [str(pem)]
+    assert run_cli("--dir", str(s.root), "verify", "--scitt", *files).returncode == 0
+    done = run_cli("--dir", str(s.root), "verify", "--scitt", *files, "--registered", "--json")
+    assert done.returncode == 1 and json.loads(done.stdout)["failure"] == "SPLIT_VIEW", done.stdout
+    # A ledger that holds fewer statements than the receipt's tree cannot say: exit 2, one line.
+    (tmp_path / "ours-receipt.cose").write_bytes(b"")
+    _register(fork, ours, tmp_path / "ours-receipt.cose", env)
+    files = [str(ours), str(tmp_path / "ours-receipt.cose"), str(pem), str(pem)]
+    behind = run_cli("--dir", str(s.root), "verify", "--scitt", *files, "--registered")
+    assert behind.returncode == 2 and "holds 1" in behind.stderr, behind.stdout + behind.stderr
+
+
+def test_the_known_answer_statement_entry_and_receipt_verify_independently() -> None:
+    ka = json.loads((Path(__file__).parent / "vectors" / "known_answers.json").read_text())
+    statement = bytes.fromhex(ka["scitt_statement"]["cose_sign1"])
+    key = ka["scitt_statement"]["signer_public_key"].encode()
+    from scitt_cose import parse_signed_statement
+
+    pem = _pem(SIGNERS["sealer"])
+    assert parse_signed_statement(statement, public_key_pem=pem)["signature_verified"] is True
+    preimage = bytes.fromhex(ka["scitt_statement"]["preimage_cbor"])
+    assert r.decode_sign1(statement).payload == hashlib.sha256(preimage).digest()
+    body = bytes.fromhex(ka["statement_entry"]["body_cbor"])
+    decoded = r.decode_body(r.EntryKind.STATEMENT, body)
+    assert isinstance(decoded, r.StatementRegistration) and decoded.statement == statement
+    assert str(r.body_hash(r.EntryKind.STATEMENT, body)) == ka["statement_entry"]["body_hash"]
+    receipt = bytes.fromhex(ka["cose_receipt"]["cose_sign1"])
+    assert _theirs(statement, receipt, pem)
+    verdict = r.verify_scitt(statement, receipt, key, key)
+    assert verdict.ok and verdict.root == bytes.fromhex(ka["cose_receipt"]["root"]) and verdict.leaf_index == 2

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ._policy import Transparency, WitnessKey, cosignature_statuses
     from ._rendering import RENDERINGS, bundle_manifest, final_status, listed_records, report_html
     from ._result import ChainResult, Defect, Finding, Result, TierLine, VerificationFailed
+    from ._scitt import verify_registered
     from ._source import KEYRING_KIND_NAMES, LedgerSource, Source, StoredEntry, keyring_changes
     from ._state import AUDIT_STATE_FORMAT, AuditState
     from ._tiles import PublishedLog, TileAudit, audit_tiles, tile_reader
@@ -42,6 +43,7 @@ __all__ = [
     "verify_receipt",
     "verify_receipt_strict",
     "verify_chain",
+    "verify_registered",
     "audited_entry",
     "METHODS",
     # what they read
@@ -152,6 +154,7 @@ _WHERE = {
     "audited_entry": "_verifier",
     "bundle_renderings": "_verifier",
     "verify_chain": "_verifier",
+    "verify_registered": "_scitt",
     "verify_receipt": "_verifier",
     "verify_receipt_strict": "_verifier",
     "PostgresSource": "postgres",

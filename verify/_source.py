@@ -26,6 +26,7 @@ from receipts import (
     RetentionPolicy,
     Role,
     SignedNote,
+    StatementRegistration,
     TierRecord,
     body_hash,
     check_entry_signature,
@@ -367,6 +368,15 @@ class LedgerSource:
                 continue
             tokens.append(("entry %d, recorded by %s" % (seq, signer), token))
         return tokens, why
+
+    def statements(self) -> list[tuple[int, StatementRegistration]]:
+        """The statement log (§15a): registered SCITT statements in chain order, each
+        recorded by a seal key; an entry that is not does not count (the chain walk
+        reports it).
+        """
+        return [
+            (s, b) for s, b, _ in self._signed(EntryKind.STATEMENT, Role.SEAL) if isinstance(b, StatementRegistration)
+        ]
 
     def timestamps(self) -> list[tuple[int, CheckpointTimestamp, str]]:
         """RFC 3161 time-stamps over checkpoints, each recorded by a seal key (§9)."""

@@ -165,10 +165,19 @@ def run_tile_audit(where: str, log_vkey: str) -> TileAudit:
     return audit_tiles(tile_reader(where), log_vkey)
 
 
-def check_scitt(statement: bytes, receipt: bytes, issuer_key_pem: bytes, log_key_pem: bytes) -> ScittVerdict:
+def check_scitt(
+    statement: bytes, receipt: bytes, issuer_key: bytes, log_key: bytes, registered_in: LedgerSource | None = None
+) -> ScittVerdict:
     """`ledger verify --scitt`: a SCITT signed statement and its RFC 9942 receipt checked
-    offline from the issuer's and the log's public keys (`receipts.verify_scitt`).
+    offline from the issuer's and the log's public keys (`receipts.verify_scitt`), and
+    with ``registered_in`` also against that ledger's statement log (`verify.verify_registered`).
+
+    Raises:
+        CannotVerify: the ledger holds fewer statements than the receipt's tree.
     """
     from receipts import verify_scitt
+    from verify import verify_registered
 
-    return verify_scitt(statement, receipt, issuer_key_pem, log_key_pem)
+    if registered_in is not None:
+        return verify_registered(registered_in, statement, receipt, issuer_key, log_key)
+    return verify_scitt(statement, receipt, issuer_key, log_key)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -224,3 +225,65 @@ def witness_request(ctx: click.Context, policy_file: Path) -> None:
 def witness_vkey(witness_name: str, public_key: str) -> None:
     """Print the witness's verifier key (cosignature type), for the witness lines of a tlog-policy."""
     click.echo(lib.witness_vkey(witness_name, lib.read_public_key(public_key)))
+
+
+@cli.group(cls=_Group)
+def scitt() -> None:
+    """Register SCITT signed statements in the log and give RFC 9942 receipts for them."""
+
+
+def _scitt_options(f: Any) -> Any:
+    for option in reversed(
+        (
+            click.argument("statement", type=_FILE),
+            key_option("The log's seal key: it signs the entry and the receipt"),
+            click.option(
+                "--issuer-key",
+                type=_FILE,
+                help="The statement issuer's public key (PEM or an OpenSSH .pub file); default: the key of this"
+                " ledger that the statement's kid names.",
+            ),
+            click.option("-o", "--out", type=_FILE, required=True, help="Write the receipt (COSE_Sign1) here."),
+            json_option,
+            click.pass_context,
+        )
+    ):
+        f = option(f)
+    return f
+
+
+@scitt.command("register")
+@_scitt_options
+def scitt_register(
+    ctx: click.Context, statement: Path, key_name: str, issuer_key: Path | None, out: Path, as_json: bool
+) -> None:
+    """Register a signed statement (once: a retry appends nothing) and write its receipt."""
+    done = lib.register_statement(_ledger(ctx), _signer(key_name), *_statement_inputs(statement, issuer_key))
+    _said_registration(done, out, as_json)
+
+
+@scitt.command("receipt")
+@_scitt_options
+def scitt_receipt(
+    ctx: click.Context, statement: Path, key_name: str, issuer_key: Path | None, out: Path, as_json: bool
+) -> None:
+    """Write a new receipt for a registered statement, over the statement log as it stands now."""
+    inputs = _statement_inputs(statement, issuer_key)
+    done = lib.register_statement(_ledger(ctx), _signer(key_name), *inputs, append=False)
+    _said_registration(done, out, as_json)
+
+
+def _statement_inputs(statement: Path, issuer_key: Path | None) -> tuple[bytes, bytes | None]:
+    issuer = None if issuer_key is None else lib.read_bounded(issuer_key, "issuer key")
+    return lib.read_bounded(statement, "statement"), issuer
+
+
+def _said_registration(done: Any, out: Path, as_json: bool) -> None:
+    lib.write_atomic(out, done.receipt)
+    how = "registered at entry %d" % done.seq if done.appended else "already registered (entry %d)" % done.seq
+    doc = {"seq": done.seq, "index": done.index, "tree_size": done.size, "appended": done.appended, "receipt": str(out)}
+    emit(
+        as_json,
+        doc,
+        ["%s, index %d of %d in the statement log; receipt written to %s" % (how, done.index, done.size, out)],
+    )

@@ -43,7 +43,12 @@ from ._shared import _ledger, _policy, _reader, _readers, _receipt_arg, _resolve
     nargs=4,
     type=_FILE,
     metavar="STATEMENT RECEIPT ISSUER_KEY LOG_KEY",
-    help="Check a SCITT signed statement and its RFC 9942 receipt offline (the keys as PEM files).",
+    help="Check a SCITT signed statement and its RFC 9942 receipt offline (the keys as PEM or OpenSSH .pub files).",
+)
+@click.option(
+    "--registered",
+    is_flag=True,
+    help="With --scitt: also check that the receipt's tree is this ledger's statement log (a split view fails).",
 )
 @trust_option
 @checkpoint_options
@@ -79,6 +84,7 @@ def verify_cmd(
     tiles: str | None,
     log_vkey: str | None,
     scitt: tuple[Path, Path, Path, Path] | None,
+    registered: bool,
     trust: _TrustArgs,
     checkpoints: _CheckpointArgs,
     auditors: _AuditorArgs,
@@ -93,7 +99,7 @@ def verify_cmd(
     Exit 0 verified, 1 rejected, 2 cannot run.
     """
     if scitt:
-        _verify_scitt(scitt, as_json)
+        _verify_scitt(ctx, scitt, registered, as_json)
     if tiles is not None and hash_text is None and bundle is None and commit_rev is None:
         _audit_tiles(tiles, log_vkey, as_json)
     receipt = _receipt_arg(ctx, hash_text, bundle)
@@ -108,9 +114,21 @@ def verify_cmd(
     exit_with(verified.ok)
 
 
-def _verify_scitt(files: tuple[Path, Path, Path, Path], as_json: bool) -> NoReturn:
-    verdict = lib.check_scitt(*(lib.read_bounded(f, "SCITT input") for f in files))
-    doc = {"ok": verdict.ok, "failure": verdict.failure, "detail": verdict.detail, "tree_size": verdict.tree_size}
+def _verify_scitt(
+    ctx: click.Context, files: tuple[Path, Path, Path, Path], registered: bool, as_json: bool
+) -> NoReturn:
+    source = _source(ctx) if registered else None
+    if source is not None:
+        ctx.call_on_close(source.close)
+    statement, receipt, issuer_key, log_key = (lib.read_bounded(f, "SCITT input") for f in files)
+    verdict = lib.check_scitt(statement, receipt, issuer_key, log_key, registered_in=source)
+    doc = {
+        "ok": verdict.ok,
+        "failure": verdict.failure,
+        "detail": verdict.detail,
+        "tree_size": verdict.tree_size,
+        "leaf_index": verdict.leaf_index,
+    }
     said = "VERIFIED: %s" % verdict.detail if verdict.ok else "REJECTED (%s): %s" % (verdict.failure, verdict.detail)
     emit(as_json, doc, [said])
     exit_with(verdict.ok)

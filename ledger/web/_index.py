@@ -23,12 +23,14 @@ from receipts import (
     KeyRevoke,
     LadderReceipt,
     ReceiptsError,
+    StatementRegistration,
     TaskEvent,
     Tier,
     TierRecord,
     decode_body,
     decode_entry,
     fingerprint,
+    statement_subject,
     tally_check_runs,
     weakenings,
 )
@@ -215,6 +217,10 @@ def _described(base: IndexRow, body: object, source: LedgerSource, index: ChainI
         name = index.names.get(body.key_id, "")
         said = "%s (%s)" % (name, body.key_id) if name else body.key_id
         return dataclasses.replace(base, summary="key revoked: %s: %s" % (said, body.reason[:200]))
+    if isinstance(body, StatementRegistration):
+        # The subject is the issuer's words, shown as such (the pages escape it).
+        subject = statement_subject(body.statement) or "(no subject)"
+        return dataclasses.replace(base, summary="SCITT statement registered: %s" % subject[:200])
     return base
 
 

@@ -1,0 +1,109 @@
+"""`ledger scitt register` and `ledger scitt receipt`: SCITT signed statements registered in
+the chain as `statement` entries, and RFC 9942 receipts from the statement log they form
+(docs/format.md §3.4f and §15a). The log's seal key signs both the entry and the receipt.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from receipts import (
+    ReceiptsError,
+    Signer,
+    StatementRegistration,
+    cose_receipt,
+    decode_sign1,
+    fingerprint,
+    public_key_line,
+    statement_leaf,
+    statement_subject,
+    verify_sign1,
+)
+
+from .._errors import InputError
+from ..store._ledger import Ledger
+
+__all__ = ["Registration", "register_statement"]
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    """Where a statement sits (its entry, its position in the statement log), the size of
+    the tree the receipt is over, the receipt, and whether this call appended the entry.
+    """
+
+    seq: int
+    index: int
+    size: int
+    receipt: bytes
+    appended: bool
+
+
+def register_statement(
+    ledger: Ledger, signer: Signer, statement: bytes, issuer_key: bytes | None, *, append: bool = True
+) -> Registration:
+    """Register ``statement`` (unless it already is) and return a receipt for it.
+
+    Steps: 1. the signer is an active seal key of the ledger (it signs the entry and the
+    receipt); 2. the statement is a COSE_Sign1 whose signature verifies under
+    ``issuer_key`` (PEM or an OpenSSH line) or, when none is given, under the active key
+    of this ledger its kid names; 3. a statement already in the log is not appended again
+    (a retry after a crash gets its receipt); 4. the receipt is over the statement log as
+    it stands after the append.
+
+    Args:
+        ledger: the ledger whose log registers it.
+        signer: the log's seal key.
+        statement: the signed statement's bytes (a tagged COSE_Sign1).
+        issuer_key: the issuer's public key, or None for the keyring's key its kid names.
+        append: False only re-issues a receipt for a statement already registered.
+
+    Raises:
+        InputError: any step refuses; nothing is written.
+    """
+    # 1. The log's key.
+    key_id = fingerprint(signer.public_key_blob)
+    state = ledger.keyring().get(key_id)
+    if state is None or state.revoked_at is not None or "seal" not in [r.value for r in state.spec.roles]:
+        raise InputError("refused: statements are registered by an active seal key of this ledger")
+    # 2. The registration policy: the issuer's signature.
+    try:
+        body = StatementRegistration(statement)
+        if not verify_sign1(decode_sign1(statement), issuer_key or _issuer_in_keyring(ledger, statement)):
+            raise InputError("refused: the statement's signature does not verify under the issuer's key")
+    except ReceiptsError as exc:
+        raise InputError("refused: %s" % exc) from None
+    # 3. Once.
+    # Two registrars racing may both append it: the log then holds it twice, and its
+    # first position is the one every receipt names.
+    seq = _registered_at(ledger, body.leaf)
+    appended = seq is None
+    if seq is None:
+        if not append:
+            raise InputError("this statement is not registered in this ledger: register it first")
+        seq = ledger.append(body, signer).seq
+    # 4. The receipt.
+    leaves = [(s, statement_leaf(b.statement)) for s, b in ledger.reader.statements()]
+    index = next(i for i, (s, _) in enumerate(leaves) if s == seq)
+    receipt = cose_receipt(
+        [leaf for _, leaf in leaves],
+        index,
+        issuer=ledger.origin(),
+        subject=statement_subject(statement),
+        kid=key_id.encode(),
+        sign=signer.sign_raw,
+    )
+    return Registration(seq, index, len(leaves), receipt, appended)
+
+
+def _issuer_in_keyring(ledger: Ledger, statement: bytes) -> bytes:
+    kid = decode_sign1(statement).header.get(4)
+    name = kid.decode("utf-8", "replace") if isinstance(kid, bytes) else None
+    state = ledger.keyring().get(name) if name else None
+    if state is None or state.revoked_at is not None:
+        raise InputError("cannot check the statement's signature: its kid names no active key here; give --issuer-key")
+    return public_key_line(state.spec.public_key).encode()
+
+
+def _registered_at(ledger: Ledger, leaf: bytes) -> int | None:
+    return next((s for s, b in ledger.reader.statements() if b.leaf == leaf), None)

@@ -1,0 +1,129 @@
+"""Registering SCITT signed statements in the ledger (docs/format.md §3.4f and §15a): the
+statement entry's body, the statement log the entries form, and the RFC 9942 receipt the
+log signs for one statement. Pure: the caller supplies the statements and the signing.
+
+The chain's own Merkle tree (§9) has entry bytes as its leaves, which a SCITT verifier
+cannot rebuild from a statement. So the registered statements form a tree of their own,
+the **statement log**: leaf k is ``SHA-256(0x00 || SHA-256(statement k))`` for the k-th
+statement entry in chain order. It is a function of the chain, so whoever holds the chain
+recomputes it, and a receipt over a root the chain does not give is a split view.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import cbor2
+
+from ._cose import (
+    ALG_EDDSA,
+    COSE_SIGN1_TAG,
+    COSE_VDS_RFC9162,
+    CWT_ISS,
+    CWT_SUB,
+    HDR_ALG,
+    HDR_CWT,
+    HDR_KID,
+    HDR_VDP,
+    HDR_VDS,
+    VDP_INCLUSION,
+    decode_sign1,
+)
+from ._errors import FormatError
+from ._merkle import MemoryTree, inclusion_proof, leaf_hash, tree_root
+from ._model import FORMAT_VERSION
+
+__all__ = [
+    "StatementRegistration",
+    "MAX_STATEMENT_BYTES",
+    "statement_leaf",
+    "statement_subject",
+    "statement_log_root",
+    "cose_receipt",
+]
+
+MAX_STATEMENT_BYTES = 1 << 16
+
+
+@dataclass(frozen=True, slots=True)
+class StatementRegistration:
+    """A SCITT signed statement registered in the chain: its exact bytes, a tagged
+    COSE_Sign1 of at most 64 KiB (checked here; its signature is the registrar's
+    policy, checked before the entry is written).
+    """
+
+    statement: bytes
+    version: int = FORMAT_VERSION
+
+    def __post_init__(self) -> None:
+        if self.version != FORMAT_VERSION:
+            raise FormatError("unsupported statement registration version %r" % (self.version,))
+        if not isinstance(self.statement, bytes) or not 0 < len(self.statement) <= MAX_STATEMENT_BYTES:
+            raise FormatError("a registered statement is 1 to %d bytes" % MAX_STATEMENT_BYTES)
+        decode_sign1(self.statement)
+
+    @property
+    def leaf(self) -> bytes:
+        return statement_leaf(self.statement)
+
+
+def statement_leaf(statement: bytes) -> bytes:
+    """The statement log's leaf hash for ``statement`` (RFC 9162 leaf of its SHA-256)."""
+    return leaf_hash(hashlib.sha256(statement).digest())
+
+
+def statement_subject(statement: bytes) -> str | None:
+    """The statement's CWT ``sub`` (what it is about), None when it names none.
+
+    Raises:
+        FormatError: not a COSE_Sign1.
+    """
+    claims = decode_sign1(statement).header.get(HDR_CWT)
+    subject = claims.get(CWT_SUB) if isinstance(claims, Mapping) else None
+    return subject if isinstance(subject, str) else None
+
+
+def statement_log_root(leaves: Sequence[bytes]) -> bytes:
+    """The statement log's root over ``leaves`` (RFC 9162 MTH; SHA-256("") when empty)."""
+    return tree_root(MemoryTree(leaves), len(leaves))
+
+
+def cose_receipt(
+    leaves: Sequence[bytes],
+    index: int,
+    *,
+    issuer: str,
+    subject: str | None,
+    kid: bytes,
+    sign: Callable[[bytes], bytes],
+) -> bytes:
+    """An RFC 9942 receipt (vds 1) that leaf ``index`` is in the statement log of
+    ``leaves``: a COSE_Sign1 by the log (EdDSA) over the root, detached. Its protected
+    header, in CBOR's core deterministic encoding, names alg, kid, the CWT claims ``iss``
+    (the log) and ``sub`` (the registered statement's own subject, when it has one, as
+    RFC 9943 §6 asks) and vds; its unprotected header carries one inclusion proof.
+
+    Args:
+        leaves: the statement log's leaf hashes, the whole tree the receipt is over.
+        index: the statement's position among them.
+        issuer: the log's origin.
+        subject: the statement's ``sub`` (`statement_subject`), or None.
+        kid: the log key's identifier, as bytes.
+        sign: Ed25519 over the given bytes with the log's key.
+
+    Raises:
+        FormatError: ``index`` is not a leaf of the tree.
+    """
+    tree = MemoryTree(leaves)
+    size = len(leaves)
+    path = inclusion_proof(tree, index, size)
+    claims = {CWT_ISS: issuer} if subject is None else {CWT_ISS: issuer, CWT_SUB: subject}
+    header = {HDR_ALG: ALG_EDDSA, HDR_KID: kid, HDR_CWT: claims, HDR_VDS: COSE_VDS_RFC9162}
+    protected = cbor2.dumps(header, canonical=True)
+    root = tree_root(tree, size)
+    signature = sign(cbor2.dumps(["Signature1", protected, b"", root]))
+    proof = cbor2.dumps([size, index, path])
+    receipt = [protected, {HDR_VDP: {VDP_INCLUSION: [proof]}}, None, signature]
+    return bytes(cbor2.dumps(cbor2.CBORTag(COSE_SIGN1_TAG, receipt)))
