@@ -14,7 +14,13 @@ It reads the workflow (from `docs/ci.md`, as written) and our `action.yml`, eval
   failure; the action's outputs evaluated from its steps' outputs;
 - `actions/upload-artifact@SHA` in the composite action: the file kept under the run's
   artifacts (`<top>/../artifacts/REPO/RUN/NAME/`), refused when the name exists on the run
-  unless `overwrite` (a rerun uploads again into the same run).
+  unless `overwrite` (a rerun uploads again into the same run);
+- `actions/attest@SHA` (v4) in the composite action, as far as it can run without the
+  network: its inputs checked as it checks them, the job's permissions as GitHub enforces
+  them (no OIDC token without `id-token: write`, no attestation stored without
+  `attestations: write`), and the in-toto Statement v1 it would sign kept under the run's
+  attestations (`<top>/../attestations/REPO/RUN/<subject sha256>.json`). Not run: the
+  Sigstore signature and the upload to GitHub's API; `gh attestation verify` checks those.
 
 One step is not run: "Install receipt-ledger" (a venv and a `pip install` of the action's
 folder, which needs a package index, and tests never reach the network). Its script is
@@ -67,6 +73,7 @@ class JobRun:
     outputs: dict[str, str]
     run_id: int
     artifacts: Path  # where this run's artifacts are kept, by name
+    attestations: Path  # where this run's attestations are kept, by subject digest
 
     @property
     def log(self) -> str:
@@ -88,6 +95,7 @@ class Runner:
     run_attempt: int = 1
     run_id: int = 4242
     extra_env: Mapping[str, str] = field(default_factory=dict)
+    permissions: Mapping[str, str] = field(default_factory=dict)  # the job's token, as its workflow grants it
 
     def __post_init__(self) -> None:
         self.workspace = self.top / "work" / "app"
@@ -196,7 +204,9 @@ def workflow_job(text: str, job: str = "ladder") -> dict[str, Any]:
     doc = yaml.safe_load(text)
     jobs = doc["jobs"]
     assert job in jobs, "the workflow has no job %r" % job
-    return dict(jobs[job], on=doc[True] if True in doc else doc["on"])
+    # A job's permissions replace the workflow's; none at all is GitHub's default (read).
+    granted = jobs[job].get("permissions", doc.get("permissions", {"contents": "read"}))
+    return dict(jobs[job], on=doc[True] if True in doc else doc["on"], permissions=granted or {})
 
 
 def run_job(runner: Runner, workflow: str, job: str = "ladder") -> JobRun:
@@ -209,6 +219,7 @@ def run_job(runner: Runner, workflow: str, job: str = "ladder") -> JobRun:
     if "branches" in trigger and runner.event_name == "push":
         branch = str(runner.event["ref"]).removeprefix("refs/heads/")
         assert branch in trigger["branches"], "the workflow does not run on pushes to %s" % branch
+    runner.permissions = dict(spec["permissions"])
     outputs: dict[str, str] = {}
     steps: list[StepRun] = []
     failed = False
@@ -228,7 +239,8 @@ def run_job(runner: Runner, workflow: str, job: str = "ladder") -> JobRun:
         if failed:
             break
     kept = runner.top.parent / "artifacts" / runner.repository / str(runner.run_id)
-    return JobRun(not failed, steps, runner.summary_path.read_text(), outputs, runner.run_id, kept)
+    attested = runner.top.parent / "attestations" / runner.repository / str(runner.run_id)
+    return JobRun(not failed, steps, runner.summary_path.read_text(), outputs, runner.run_id, kept, attested)
 
 
 def _checkout(runner: Runner, given: Mapping[str, str]) -> StepRun:
@@ -266,7 +278,13 @@ def _composite(runner: Runner, given: Mapping[str, str]) -> tuple[list[StepRun],
             ran.append(StepRun(step["name"], False))
             continue
         if "uses" in step:
-            ran.append(_upload_artifact(runner, str(step["uses"]), step.get("with") or {}, context))
+            uses = str(step["uses"])
+            if uses.startswith("actions/attest@"):
+                result, outputs = _attest(runner, uses, step.get("with") or {}, context)
+                ran.append(result)
+                step_outputs[str(step.get("id", ""))] = outputs
+            else:
+                ran.append(_upload_artifact(runner, uses, step.get("with") or {}, context))
             failed = failed or ran[-1].code != 0
             continue
         assert step.get("shell") == "bash", "a composite step without shell: bash"
@@ -315,6 +333,40 @@ def _upload_artifact(runner: Runner, uses: str, given: Mapping[str, Any], contex
     kept.mkdir(parents=True, exist_ok=True)
     (kept / source.name).write_bytes(source.read_bytes())
     return StepRun("upload-artifact", True, 0, "uploaded %s\n" % source.name)
+
+
+def _attest(
+    runner: Runner, uses: str, given: Mapping[str, Any], contexts: Mapping[str, Any]
+) -> tuple[StepRun, dict[str, str]]:
+    """actions/attest v4 without the network (see the module docstring): the Statement it
+    would sign for a subject file and a predicate file, kept by the subject's digest."""
+    import hashlib
+
+    assert _PINNED.match(uses), "unknown action %r" % uses
+    inputs = {k: evaluate(_scalar(v), contexts) for k, v in given.items() if evaluate(_scalar(v), contexts)}
+    subjects = [k for k in ("subject-path", "subject-digest", "subject-checksums") if k in inputs]
+    predicates = [k for k in ("predicate", "predicate-path") if k in inputs]
+    if len(subjects) != 1 or len(predicates) != 1 or "predicate-type" not in inputs:
+        return StepRun("attest", True, 1, "one subject, one predicate and a predicate-type are required\n"), {}
+    for needed in ("id-token", "attestations"):
+        if runner.permissions.get(needed) != "write":
+            return StepRun("attest", True, 1, "the job's token lacks %s: write\n" % needed), {}
+    assert subjects == ["subject-path"] and predicates == ["predicate-path"], "this runner reads files only"
+    subject, predicate = Path(inputs["subject-path"]), Path(inputs["predicate-path"])
+    if not subject.is_file() or not predicate.is_file() or predicate.stat().st_size > 16 << 20:
+        return StepRun("attest", True, 1, "no subject file, or no predicate file of at most 16 MB\n"), {}
+    digest = hashlib.sha256(subject.read_bytes()).hexdigest()
+    statement = {
+        "_type": "https://in-toto.io/Statement/v1",
+        "subject": [{"name": subject.name, "digest": {"sha256": digest}}],
+        "predicateType": inputs["predicate-type"],
+        "predicate": json.loads(predicate.read_text(encoding="utf-8")),
+    }
+    kept = runner.top.parent / "attestations" / runner.repository / str(runner.run_id)
+    kept.mkdir(parents=True, exist_ok=True)
+    (kept / (digest + ".json")).write_text(json.dumps(statement, indent=2))
+    url = "https://github.com/%s/attestations/%s" % (runner.repository, digest[:12])
+    return StepRun("attest", True, 0, "attested %s\n" % subject.name), {"attestation-url": url, "bundle-path": ""}
 
 
 def _provide_install(runner: Runner, script: str) -> StepRun:

@@ -224,6 +224,9 @@ def test_bad_input_is_one_line_and_exit_2(world: tuple[Path, dict[str, str], str
     event = _pull_request_event(top / "event.json", 10, head, "no-task-here", "Nothing to see")
     untitled = _action(workspace, _actions_env(top, github, event))
     assert untitled.returncode == 2 and "no task id" in untitled.stderr and "Traceback" not in untitled.stderr
+    event = _pull_request_event(top / "event.json", 10, head, "task-1", "TASK-1: x")
+    wrong = _action(workspace, _actions_env(top, github, event, LEDGER_ATTEST="vsa"))
+    assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1 and "takes none or svr, not 'vsa'" in wrong.stderr
     assert github.requests == []
 
 

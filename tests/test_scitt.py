@@ -183,7 +183,9 @@ def _sealed_statement(tmp_path: Path) -> tuple[Sample, Path, dict[str, str]]:
     return s, out, env
 
 
-def _register(root: Path, statement: Path, out: Path, env: dict[str, str], *more: str, verb: str = "register") -> dict[str, Any]:
+def _register(
+    root: Path, statement: Path, out: Path, env: dict[str, str], *more: str, verb: str = "register"
+) -> dict[str, Any]:
     done = run_cli(
         "--dir", str(root), "scitt", verb, str(statement), "--key", "sealer", "-o", str(out), "--json", *more, env=env
     )

@@ -18,6 +18,7 @@ chain, reads the population and exports a bundle that verifies."""
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import os
@@ -68,15 +69,19 @@ class Day:
     team: Team
     github: FakeGithub
     workflow: str
+    attesting: str  # the docs' second workflow: attestations in GitHub's store
     runs: int = 0
 
     @property
     def remote(self) -> str:
         return "file://%s" % self.team.remote
 
-    def job(self, event_name: str, event: dict[str, Any], rerun: JobRun | None = None) -> JobRun:
+    def job(
+        self, event_name: str, event: dict[str, Any], rerun: JobRun | None = None, *, attest: bool = False
+    ) -> JobRun:
         """One run of the docs' workflow's job on a fresh runner (or another attempt of
-        the ``rerun`` run: the same run id, the next attempt)."""
+        the ``rerun`` run: the same run id, the next attempt); of the attesting workflow's
+        job with ``attest``."""
         self.runs += 1
         run_id, attempt = (rerun.run_id, 2) if rerun else (1000 + self.runs, 1)
         key = (self.team.ci.keys / "ci").read_text()
@@ -91,7 +96,7 @@ class Day:
             run_attempt=attempt,
             run_id=run_id,
         )
-        return run_job(runner, self.workflow)
+        return run_job(runner, self.attesting, "attest") if attest else run_job(runner, self.workflow)
 
     def comments(self) -> list[str]:
         return [c["body"] for c in self.github.comments]
@@ -154,9 +159,10 @@ def day(team_site: tuple[Site, str], tmp_path: Path) -> Iterator[Day]:
     team = team_from_docs(tmp_path, here, superuser, FILES)
     # GitHub serves any commit of the repository by its id, as checkout asks for it.
     subprocess.run(["git", "-C", str(team.remote), "config", "uploadpack.allowAnySHA1InWant", "true"], check=True)
-    (workflow,) = blocks("ci.md", "The GitHub Action", "yaml")
+    workflow, attesting = blocks("ci.md", "The GitHub Action", "yaml")
+    assert "attest: svr" in attesting.text and "attest: svr" not in workflow.text
     with serve() as github:
-        yield Day(tmp_path, team, github, workflow.text)
+        yield Day(tmp_path, team, github, workflow.text, attesting.text)
 
 
 def _claude_code_stop(agent: Machine) -> subprocess.CompletedProcess[str]:
@@ -300,6 +306,7 @@ def test_a_teams_day_from_the_agents_loop_to_the_audit(day: Day) -> None:
     _decided(day.job("merge_group", _queue_payload(pr7, sha, tree, message)), "pass")
     before, after, tree, message = _merge(team, pr7, "squash")
     _decided(day.job("push", _push_payload(before, after, tree, message)), "pass")
+    _attested(day, _push_payload(before, after, tree, message))
 
     # 7. PR 8 is now behind main: the queue's commit holds a tree nobody reviewed, and is
     # refused. Brought up to date, it is a new candidate: reviewed again, it passes.
@@ -332,6 +339,41 @@ def test_a_teams_day_from_the_agents_loop_to_the_audit(day: Day) -> None:
 
 def _csv(text: str) -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(text)))
+
+
+def _attested(day: Day, push: dict[str, Any]) -> None:
+    """The docs' attesting workflow on the same push: the Statement actions/attest is handed
+    is about the bundle git carries, and says what the verifier found; an auditor's lines
+    of the docs, as written, fetch those bytes and verify them (the `gh` line needs GitHub)."""
+    run = day.job("push", push, attest=True)
+    _decided(run, "pass")
+    (kept,) = run.attestations.iterdir()
+    statement = json.loads(kept.read_text())
+    assert statement["predicateType"] == "https://in-toto.io/attestation/svr/v0.2"
+    predicate = statement["predicate"]
+    assert predicate["https://receipt-ledger.dev/svr/receipt/v1"]["receipt"] == run.outputs["receipt"]
+    assert {"RECEIPT_LEDGER_RECEIPT_VERIFIED", "RECEIPT_LEDGER_MERGE_ELIGIBLE", "RECEIPT_LEDGER_HUMAN_APPROVED"} <= set(
+        predicate["properties"]
+    ), predicate
+    assert run.outputs["attestation-url"].startswith("https://github.com/acme/app/attestations/")
+    auditor = Machine(day.tmp, "attestation-auditor", day.team.remote)
+    auditor.env["RECEIPT"] = run.outputs["receipt"]
+    (block,) = [b for b in blocks("ci.md", "The GitHub Action", "sh") if "gh attestation verify" in b.text]
+    lines = block.text.splitlines()
+    assert lines[-1].startswith("gh attestation verify receipt.bundle.zip ") and statement["predicateType"] in lines[-1]
+    auditor.runs("\n".join(lines[:-1]))
+    bundle = (auditor.clone / "receipt.bundle.zip").read_bytes()
+    name = "receipt-%s.bundle.zip" % run.outputs["receipt"].removeprefix("blake3:")[:16]
+    assert statement["subject"] == [{"name": name, "digest": {"sha256": hashlib.sha256(bundle).hexdigest()}}]
+    # Without the permissions actions/attest needs, the step fails: the runner enforces them.
+    bare = day.attesting.replace("      id-token: write        # Sigstore signs with the workflow's identity\n", "")
+    assert bare != day.attesting
+    day.attesting, kept_text = bare, day.attesting
+    try:
+        refused = day.job("push", push, attest=True)
+    finally:
+        day.attesting = kept_text
+    assert not refused.success and "lacks id-token: write" in refused.log, refused.log
 
 
 def _audit(day: Day, auditor: Machine, main: str) -> None:

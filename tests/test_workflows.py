@@ -74,10 +74,11 @@ def test_zizmor_finds_nothing_in_the_action_and_the_docs(tmp_path: Path) -> None
 
 def test_actionlint_finds_nothing_in_the_docs_and_checks_the_action_they_use(tmp_path: Path) -> None:
     ws = _workspace(tmp_path)
-    # actionlint reads a local action's metadata when a workflow uses it: point one at ours.
-    local = (ws / ".github" / "workflows" / "ci-0.yml").read_text()
-    local = re.sub(r"uses: OWNER/receipt-ledger@[0-9a-f]{40} # v1", "uses: ./", local)
-    (ws / ".github" / "workflows" / "local.yml").write_text(local)
+    # actionlint reads a local action's metadata when a workflow uses it: point each at ours.
+    for name, block in doc_workflows():
+        local = re.sub(r"uses: OWNER/receipt-ledger@[0-9a-f]{40} # v1", "uses: ./", block)
+        assert local != block, name
+        (ws / ".github" / "workflows" / ("local-%s.yml" % name)).write_text(local)
     res = _run([_tool("actionlint"), "-no-color", "-shellcheck=", "-pyflakes="], ws)
     assert res.returncode == 0, res.stdout + res.stderr
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from receipts import ReceiptsError, Signer, parse_contract
-from verify import Result, Transparency, verify_receipt
+from verify import Result, Transparency, Trust, verify_receipt
 from verify.postgres import redact_url
 
 from .._config import open_source, shared_store
@@ -44,6 +44,7 @@ from ..keys._key_files import load_signer
 from ..keys._trust import branch_store, resolve_auditors, resolve_trust
 from ..store._ledger import Ledger
 from ..views._render import gate_lines, pr_comment
+from ._attest import Attestation, attest_kind, prepare_attestation
 from ._gate import GateResult, gate
 
 __all__ = [
@@ -226,6 +227,8 @@ class ActionReport:
     notes: list[str] = field(default_factory=list)
     page: Path | None = None  # the verified bundle's report.html, for the workflow artifact
     run_url: str = ""  # the workflow run's page, where the artifact is listed
+    attest: str = "none"  # the `attest` input: what actions/attest is handed (`_attest`)
+    attestation: Attestation | None = None
 
     @property
     def ok(self) -> bool:
@@ -342,7 +345,9 @@ def run_action(env: Mapping[str, str], repo: Path, runner: Runner = _run_ledger)
     except ValueError as exc:
         raise InputError(str(exc)) from None
     report = ActionReport(
-        task_from(event, env.get("LEDGER_TASK", "").strip(), pattern), _steps(env.get("LEDGER_RUN", "auto"), event.name)
+        task_from(event, env.get("LEDGER_TASK", "").strip(), pattern),
+        _steps(env.get("LEDGER_RUN", "auto"), event.name),
+        attest=attest_kind(env.get("LEDGER_ATTEST", "")),
     )
     remote = env.get("LEDGER_REMOTE", "origin")
     trust_ref = env.get("LEDGER_TRUST_REF", "").strip() or "%s/%s" % (remote, event.base_ref)
@@ -466,15 +471,33 @@ def _gate_step(
     if report.gated.receipt and report.receipt is None:
         report.receipt = report.gated.receipt
     if report.receipt:
-        with open_bundle(repo, report.receipt) as bundle:
-            if bundle is not None:
-                from verify import BundleLayout, BundleSource
+        _verify_bundle(env, repo, report, report.receipt, trust)
 
-                with BundleSource(bundle) as source:
-                    report.result = verify_receipt(source, report.receipt, trust, Transparency(require_checkpoint=True))
-                    if report.result.ok:  # its renderings were re-derived and compared: both are verified
-                        report.manifest = json.loads(source.read(BundleLayout.MANIFEST))
-                        report.page = _keep_page(env, source.read(BundleLayout.REPORT_HTML))
+
+def _verify_bundle(env: Mapping[str, str], repo: Path, report: ActionReport, receipt: str, trust: Trust) -> None:
+    """The deciding receipt's bundle from git, verified for the summary, the page and the attestation."""
+    with open_bundle(repo, receipt) as bundle:
+        if bundle is None:
+            return
+        from verify import BundleLayout, BundleSource
+
+        with BundleSource(bundle) as source:
+            report.result = verify_receipt(source, receipt, trust, Transparency(require_checkpoint=True))
+            if report.result.ok:  # its renderings were re-derived and compared: both are verified
+                report.manifest = json.loads(source.read(BundleLayout.MANIFEST))
+                report.page = _keep_page(env, source.read(BundleLayout.REPORT_HTML))
+                _attest(env, report, bundle, source)
+
+
+def _attest(env: Mapping[str, str], report: ActionReport, bundle: Path, source: Any) -> None:
+    if report.attest == "none" or not env.get("RUNNER_TEMP") or report.result is None or not report.receipt:
+        return
+    try:
+        report.attestation = prepare_attestation(
+            Path(env["RUNNER_TEMP"]), bundle, source, report.result, report.receipt
+        )
+    except InputError as exc:
+        report.notes.append("no attestation: %s" % exc)
 
 
 # The action's upload step takes the page from here (action.yml); one per job.
@@ -586,6 +609,9 @@ def summary_markdown(report: ActionReport, event: GithubEvent) -> str:
 
 def _publish(env: Mapping[str, str], event: GithubEvent, report: ActionReport) -> None:
     report.run_url = _run_url(env)
+    said = any(note.startswith("no attestation") for note in report.notes)
+    if report.attest != "none" and report.attestation is None and not said:
+        report.notes.append("no attestation: no receipt was verified from its bundle in this run")
     for line in report.annotations:
         print(line)
     markdown = summary_markdown(report, event)
@@ -599,6 +625,10 @@ def _publish(env: Mapping[str, str], event: GithubEvent, report: ActionReport) -
             out.write("decision=%s\n" % (report.gated.decision if report.gated else "not-run"))
             out.write("merge-eligible=%s\n" % str(eligible).lower())
             out.write("report=%s\n" % (report.page or ""))
+            found = report.attestation
+            out.write("attest-subject=%s\n" % (found.subject if found else ""))
+            out.write("attest-predicate=%s\n" % (found.predicate if found else ""))
+            out.write("attest-predicate-type=%s\n" % (found.predicate_type if found else ""))
     token = env.get("GITHUB_TOKEN", "")
     if event.number is not None and token and env.get("LEDGER_COMMENT", "true") != "false":
         api = GithubApi(env.get("GITHUB_API_URL", "https://api.github.com"), env.get("GITHUB_REPOSITORY", ""), token)

@@ -27,7 +27,7 @@ from receipts import (
     derive_check,
     fingerprint,
 )
-from verify import StoredEntry, Trust, verify_receipt
+from verify import Result, StoredEntry, Trust, verify_receipt
 
 from .. import _clock
 from .._errors import InputError
@@ -42,6 +42,8 @@ __all__ = [
     "export_intoto",
     "export_vsa",
     "vsa_statement",
+    "SVR_PREDICATE_TYPE",
+    "svr_predicate",
     "TEST_RESULT_PREDICATE_TYPE",
     "test_result_statement",
     "export_test_result",
@@ -219,14 +221,33 @@ SVR_EXTENSION = "https://receipt-ledger.dev/svr/receipt/v1"
 
 def svr_statement(ledger: Ledger, receipt_digest: Digest, trust: Trust, now: int | None = None) -> dict[str, Any]:
     """An in-toto Simple Verification Result v0.2 of one receipt, verified here against
-    ``trust``: the properties are those that hold (the receipt verifies, merge eligibility
-    re-derives, each tier that passed as the verifier re-derived it, a human approval),
-    the policy is the receipt's contract (its digest), the subjects its commit and tree.
+    ``trust`` (`svr_predicate`); the subjects are its commit and tree.
     """
     stored, receipt = ledger.receipt(receipt_digest)
     receipt_hash = str(Digest(stored.body_hash))
     result = verify_receipt(ledger.reader, receipt_hash, trust)
     vsa = vsa_statement(ledger, receipt_digest, trust, now=now)  # the same subjects and policy
+    contract = next(
+        rev.contract
+        for _, rev in ledger.contract_revisions(receipt.task_id)
+        if config_hash(rev.contract) == receipt.config_hash
+    )  # vsa_statement found it, or refused
+    return {
+        "_type": STATEMENT_TYPE,
+        "subject": vsa["subject"],
+        "predicateType": SVR_PREDICATE_TYPE,
+        "predicate": svr_predicate(result, receipt, receipt_hash, contract, _clock.now() if now is None else now),
+    }
+
+
+def svr_predicate(
+    result: Result, receipt: LadderReceipt, receipt_hash: str, contract: bytes, verified_at: int
+) -> dict[str, Any]:
+    """The SVR v0.2 predicate for a receipt's verification ``result``: the properties that
+    hold (the receipt verifies, merge eligibility re-derives, each tier that passed as the
+    verifier re-derived it, a human approval), the receipt's ``contract`` (its bytes) as
+    the verifier's policy, ``verified_at`` as timeCreated.
+    """
     properties = []
     if result.ok:
         properties.append("RECEIPT_LEDGER_RECEIPT_VERIFIED")
@@ -240,21 +261,16 @@ def svr_statement(ledger: Ledger, receipt_digest: Digest, trust: Trust, now: int
     )
     if result.ok and approvers:
         properties.append("RECEIPT_LEDGER_HUMAN_APPROVED")
-    policy = vsa["predicate"]["policy"]
+    policy = {"uri": "urn:receipt-ledger:contract:%s" % receipt.task_id, "digest": _sha256(contract)}
     return {
-        "_type": STATEMENT_TYPE,
-        "subject": vsa["subject"],
-        "predicateType": SVR_PREDICATE_TYPE,
-        "predicate": {
-            "verifier": {"id": VERIFIER_ID, "policies": [{"uri": policy["uri"], "digest": policy["digest"]}]},
-            "timeCreated": vsa["predicate"]["timeVerified"],
-            "properties": properties,
-            SVR_EXTENSION: {
-                "receipt": receipt_hash,
-                "task": receipt.task_id,
-                "approvers": approvers,
-                "defects": [d.code for d in result.defects],
-            },
+        "verifier": {"id": VERIFIER_ID, "policies": [policy]},
+        "timeCreated": datetime.datetime.fromtimestamp(verified_at, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "properties": properties,
+        SVR_EXTENSION: {
+            "receipt": receipt_hash,
+            "task": receipt.task_id,
+            "approvers": approvers,
+            "defects": [d.code for d in result.defects],
         },
     }
 
