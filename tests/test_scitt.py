@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -353,3 +354,46 @@ def test_the_known_answer_statement_entry_and_receipt_verify_independently() -> 
     assert _theirs(statement, receipt, pem)
     verdict = r.verify_scitt(statement, receipt, key, key)
     assert verdict.ok and verdict.root == bytes.fromhex(ka["cose_receipt"]["root"]) and verdict.leaf_index == 2
+
+
+def test_two_registrars_at_once_on_the_shared_store_get_two_places_in_one_log(pg_url: str, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    build_sample(tmp_path, store=pg_url)
+    write_private_key(tmp_path / "keys" / "sealer", "sealer")
+    env = {**os.environ, "RECEIPT_LEDGER_KEYS": str(tmp_path / "keys")}
+    statements = []
+    for name in ("a", "b"):
+        statement, public = _es256_statement("urn:example:build:%s" % name)
+        (tmp_path / (name + ".cose")).write_bytes(statement)
+        (tmp_path / (name + ".pem")).write_bytes(public)
+        statements.append(statement)
+    registrars = [
+        subprocess.Popen(
+            [sys.executable, "-m", "ledger", "--store", pg_url, "scitt", "register", str(tmp_path / (n + ".cose"))]
+            + ["--key", "sealer", "--issuer-key", str(tmp_path / (n + ".pem")), "-o", str(tmp_path / (n + ".receipt"))]
+            + ["--json"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in ("a", "b")
+    ]
+    places = []
+    for registrar in registrars:
+        out, err = registrar.communicate(timeout=120)
+        assert registrar.returncode == 0, err
+        places.append(json.loads(out)["index"])
+    assert sorted(places) == [0, 1]
+    log_key = _pem(SIGNERS["sealer"])
+    for name, statement in zip(("a", "b"), statements, strict=True):
+        receipt = (tmp_path / (name + ".receipt")).read_bytes()
+        assert _theirs(statement, receipt, log_key)
+        files = [str(tmp_path / f) for f in (name + ".cose", name + ".receipt", name + ".pem")]
+        pem = tmp_path / "log.pem"
+        pem.write_bytes(log_key)
+        done = run_cli("--store", pg_url, "verify", "--scitt", *files, str(pem), "--registered")
+        assert done.returncode == 0, done.stdout + done.stderr
+    assert run_cli("--store", pg_url, "verify", "--chain", "--trust", ADMIN_ID).returncode == 0
