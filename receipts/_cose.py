@@ -109,7 +109,8 @@ def decode_sign1(data: bytes) -> Sign1:
 
 def verify_sign1(sign1: Sign1, public_key_pem: bytes, payload: bytes | None = None) -> bool:
     """True when the signature verifies over ``payload`` (default: the attached one) under
-    the key (PEM, or one OpenSSH public key line), for the protected header's algorithm (EdDSA with Ed25519, ES256 with P-256).
+    the key (PEM, or one OpenSSH public key line), for the protected header's algorithm
+    (EdDSA with Ed25519, ES256 with P-256).
 
     Raises:
         FormatError: the key cannot be read, or does not fit the algorithm, or there is no

@@ -5,13 +5,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import click
 
 from .. import _api as lib
 from ._group import cli
-from ._options import _FILE, _TrustArgs, json_option, key_option, trust_option
+from ._options import _FILE, F, _TrustArgs, json_option, key_option, trust_option
 from ._output import emit, progress, ticker, write_out
 from ._shared import (
     _Group,
@@ -232,7 +231,8 @@ def scitt() -> None:
     """Register SCITT signed statements in the log and give RFC 9942 receipts for them."""
 
 
-def _scitt_options(f: Any) -> Any:
+def _scitt_options(f: F) -> F:
+    """The statement, the log's key, the issuer's key, where the receipt goes, --json."""
     for option in reversed(
         (
             click.argument("statement", type=_FILE),
@@ -278,7 +278,7 @@ def _statement_inputs(statement: Path, issuer_key: Path | None) -> tuple[bytes, 
     return lib.read_bounded(statement, "statement"), issuer
 
 
-def _said_registration(done: Any, out: Path, as_json: bool) -> None:
+def _said_registration(done: lib.Registration, out: Path, as_json: bool) -> None:
     lib.write_atomic(out, done.receipt)
     how = "registered at entry %d" % done.seq if done.appended else "already registered (entry %d)" % done.seq
     doc = {"seq": done.seq, "index": done.index, "tree_size": done.size, "appended": done.appended, "receipt": str(out)}
