@@ -201,11 +201,16 @@ def test_failing_file_checks_become_annotations_and_the_gate_blocks(
     git(dev, "push", "-q", "origin", "task-2")
     workspace, head = _checkout(top, "ws2", "task-2")
     event = _pull_request_event(top / "event.json", 9, head, "task-2", "Goodbye")
-    res = _action(workspace, _actions_env(top, github, event, LEDGER_RUN="check,gate", **_keys(top)))
+    env = _actions_env(top, github, event, LEDGER_RUN="check,gate", LEDGER_ATTEST="svr", **_keys(top))
+    res = _action(workspace, env)
     assert res.returncode == 1, res.stdout + res.stderr
     assert "::error file=app.py,line=1,title=receipt-ledger check says-goodbye::no match in app.py" in res.stdout
     assert "GATE FAIL: %s" % head[:12] in res.stdout
-    assert "decision=block" in (top / "runner" / "output").read_text()
+    outputs = (top / "runner" / "output").read_text()
+    assert "decision=block" in outputs
+    # Attestation asked for, but no receipt of this candidate was sealed: nothing to attest, said so.
+    assert "attest-predicate=\n" in outputs and "attest-subject=\n" in outputs
+    assert "no attestation: no receipt was verified from its bundle" in (top / "runner" / "summary.md").read_text()
 
 
 def test_bad_input_is_one_line_and_exit_2(world: tuple[Path, dict[str, str], str], github: FakeGithub) -> None:

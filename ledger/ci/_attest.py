@@ -74,10 +74,13 @@ def prepare_attestation(
     if contract is None:
         raise InputError("the bundle lacks the receipt's contract")
     folder = runner_temp / ATTEST_FOLDER
-    folder.mkdir(exist_ok=True)
     subject = folder / ("receipt-%s.bundle.zip" % Digest.parse(receipt_hash).hex[:16])
-    write_atomic(subject, bundle.read_bytes())
-    predicate = svr_predicate(result, receipt, receipt_hash, contract, _clock.now())
     predicate_path = folder / "predicate.json"
-    write_atomic(predicate_path, (json.dumps(predicate, indent=2, sort_keys=True) + "\n").encode())
+    predicate = svr_predicate(result, receipt, receipt_hash, contract, _clock.now())
+    try:
+        folder.mkdir(exist_ok=True)
+        write_atomic(subject, bundle.read_bytes())
+        write_atomic(predicate_path, (json.dumps(predicate, indent=2, sort_keys=True) + "\n").encode())
+    except OSError as exc:
+        raise InputError("cannot write the attestation's files under %s: %s" % (folder, exc)) from None
     return Attestation(subject, predicate_path, SVR_PREDICATE_TYPE)

@@ -31,6 +31,7 @@ from verify import Result, StoredEntry, Trust, verify_receipt
 
 from .. import _clock
 from .._errors import InputError
+from .._files import write_atomic, write_text_atomic
 from ..ladder._evidence import evidence_json, snapshot_of
 from ..store._ledger import Ledger
 
@@ -144,10 +145,7 @@ def write_envelope(ledger: Ledger, statement: dict[str, Any], signer: Signer, ou
             {"keyid": key_id, "sig": base64.b64encode(signer.sign_raw(pae(PAYLOAD_TYPE, payload))).decode("ascii")}
         ],
     }
-    try:
-        out.write_text(json.dumps(envelope, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise InputError("cannot write %s: %s" % (out, exc)) from None
+    write_text_atomic(out, json.dumps(envelope, indent=2, sort_keys=True) + "\n")
     return envelope
 
 
@@ -426,7 +424,7 @@ def export_scitt(ledger: Ledger, receipt_digest: Digest, signer: Signer, out: Pa
         sign=signer.sign_raw,
     )
     try:
-        out.write_bytes(statement)
+        write_atomic(out, statement)
     except OSError as exc:
         raise InputError("cannot write %s: %s" % (out, exc)) from None
     return statement
