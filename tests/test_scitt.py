@@ -253,9 +253,15 @@ def test_an_earlier_statement_is_proved_in_the_grown_log_and_issuers_from_elsewh
         receipt = (tmp_path / ("r%d.cose" % i)).read_bytes()
         assert _theirs(statement, receipt, _pem(SIGNERS["sealer"]))
         assert r.verify_scitt(statement, receipt, public, _pem(SIGNERS["sealer"])).ok
-    # A new receipt for the first statement is over the whole log now.
+    # A new receipt for the first statement is over the whole log now; an outside issuer's
+    # statement gets one without its key (the issuer was checked when it was appended).
     renewed = _register(s.root, ours, tmp_path / "r0-now.cose", env, verb="receipt")
     assert (renewed["index"], renewed["tree_size"], renewed["appended"]) == (0, 4, False)
+    again = _register(s.root, tmp_path / "s2.cose", tmp_path / "r2-now.cose", env, verb="receipt")
+    assert (again["index"], again["tree_size"]) == (2, 4)
+    assert _theirs(
+        (tmp_path / "s2.cose").read_bytes(), (tmp_path / "r2-now.cose").read_bytes(), _pem(SIGNERS["sealer"])
+    )
     assert _theirs(ours.read_bytes(), (tmp_path / "r0-now.cose").read_bytes(), _pem(SIGNERS["sealer"]))
     with LedgerSource.open(s.root) as source:
         verdict = verify_registered(

@@ -232,17 +232,11 @@ def scitt() -> None:
 
 
 def _scitt_options(f: F) -> F:
-    """The statement, the log's key, the issuer's key, where the receipt goes, --json."""
+    """The statement, the log's key, where the receipt goes, --json."""
     for option in reversed(
         (
             click.argument("statement", type=_FILE),
             key_option("The log's seal key: it signs the entry and the receipt"),
-            click.option(
-                "--issuer-key",
-                type=_FILE,
-                help="The statement issuer's public key (PEM or an OpenSSH .pub file); default: the key of this"
-                " ledger that the statement's kid names.",
-            ),
             click.option("-o", "--out", type=_FILE, required=True, help="Write the receipt (COSE_Sign1) here."),
             json_option,
             click.pass_context,
@@ -254,28 +248,28 @@ def _scitt_options(f: F) -> F:
 
 @scitt.command("register")
 @_scitt_options
+@click.option(
+    "--issuer-key",
+    type=_FILE,
+    help="The statement issuer's public key (PEM or an OpenSSH .pub file); default: the key of this"
+    " ledger that the statement's kid names.",
+)
 def scitt_register(
-    ctx: click.Context, statement: Path, key_name: str, issuer_key: Path | None, out: Path, as_json: bool
+    ctx: click.Context, statement: Path, key_name: str, out: Path, as_json: bool, issuer_key: Path | None
 ) -> None:
     """Register a signed statement (once: a retry appends nothing) and write its receipt."""
-    done = lib.register_statement(_ledger(ctx), _signer(key_name), *_statement_inputs(statement, issuer_key))
+    issuer = None if issuer_key is None else lib.read_bounded(issuer_key, "issuer key")
+    done = lib.register_statement(_ledger(ctx), _signer(key_name), lib.read_bounded(statement, "statement"), issuer)
     _said_registration(done, out, as_json)
 
 
 @scitt.command("receipt")
 @_scitt_options
-def scitt_receipt(
-    ctx: click.Context, statement: Path, key_name: str, issuer_key: Path | None, out: Path, as_json: bool
-) -> None:
+def scitt_receipt(ctx: click.Context, statement: Path, key_name: str, out: Path, as_json: bool) -> None:
     """Write a new receipt for a registered statement, over the statement log as it stands now."""
-    inputs = _statement_inputs(statement, issuer_key)
-    done = lib.register_statement(_ledger(ctx), _signer(key_name), *inputs, append=False)
+    data = lib.read_bounded(statement, "statement")
+    done = lib.register_statement(_ledger(ctx), _signer(key_name), data, None, append=False)
     _said_registration(done, out, as_json)
-
-
-def _statement_inputs(statement: Path, issuer_key: Path | None) -> tuple[bytes, bytes | None]:
-    issuer = None if issuer_key is None else lib.read_bounded(issuer_key, "issuer key")
-    return lib.read_bounded(statement, "statement"), issuer
 
 
 def _said_registration(done: lib.Registration, out: Path, as_json: bool) -> None:

@@ -45,18 +45,19 @@ def register_statement(
     """Register ``statement`` (unless it already is) and return a receipt for it.
 
     Steps: 1. the signer is an active seal key of the ledger (it signs the entry and the
-    receipt); 2. the statement is a COSE_Sign1 whose signature verifies under
-    ``issuer_key`` (PEM or an OpenSSH line) or, when none is given, under the active key
-    of this ledger its kid names; 3. a statement already in the log is not appended again
-    (a retry after a crash gets its receipt); 4. the receipt is over the statement log as
-    it stands after the append.
+    receipt); 2. the statement is a COSE_Sign1 of at most 64 KiB; 3. one already in the
+    log is not appended again (a retry after a crash gets its receipt; its issuer was
+    checked when it was appended); else its signature must verify under ``issuer_key``
+    (PEM or an OpenSSH line) or, when none is given, under the active key of this ledger
+    its kid names, and then it is appended; 4. the receipt is over the statement log as it
+    stands after the append.
 
     Args:
         ledger: the ledger whose log registers it.
         signer: the log's seal key.
         statement: the signed statement's bytes (a tagged COSE_Sign1).
         issuer_key: the issuer's public key, or None for the keyring's key its kid names.
-        append: False only re-issues a receipt for a statement already registered.
+        append: False only gives a receipt for a statement already registered.
 
     Raises:
         InputError: any step refuses; nothing is written.
@@ -66,21 +67,19 @@ def register_statement(
     state = ledger.keyring().get(key_id)
     if state is None or state.revoked_at is not None or "seal" not in [r.value for r in state.spec.roles]:
         raise InputError("refused: statements are registered by an active seal key of this ledger")
-    # 2. The registration policy: the issuer's signature.
+    # 2. A statement.
     try:
         body = StatementRegistration(statement)
-        if not verify_sign1(decode_sign1(statement), issuer_key or _issuer_in_keyring(ledger, statement)):
-            raise InputError("refused: the statement's signature does not verify under the issuer's key")
     except ReceiptsError as exc:
         raise InputError("refused: %s" % exc) from None
-    # 3. Once.
-    # Two registrars racing may both append it: the log then holds it twice, and its
-    # first position is the one every receipt names.
+    # 3. Once, and only what the issuer signed. Two registrars racing may both append
+    # it: the log then holds it twice, and its first place is the one receipts name.
     seq = _registered_at(ledger, body.leaf)
     appended = seq is None
     if seq is None:
         if not append:
             raise InputError("this statement is not registered in this ledger: register it first")
+        _check_issuer(ledger, statement, issuer_key)
         seq = ledger.append(body, signer).seq
     # 4. The receipt.
     leaves = [(s, statement_leaf(b.statement)) for s, b in ledger.reader.statements()]
@@ -94,6 +93,15 @@ def register_statement(
         sign=signer.sign_raw,
     )
     return Registration(seq, index, len(leaves), receipt, appended)
+
+
+def _check_issuer(ledger: Ledger, statement: bytes, issuer_key: bytes | None) -> None:
+    """The registration policy: the statement's signature verifies under its issuer's key."""
+    try:
+        if not verify_sign1(decode_sign1(statement), issuer_key or _issuer_in_keyring(ledger, statement)):
+            raise InputError("refused: the statement's signature does not verify under the issuer's key")
+    except ReceiptsError as exc:
+        raise InputError("refused: %s" % exc) from None
 
 
 def _issuer_in_keyring(ledger: Ledger, statement: bytes) -> bytes:
