@@ -158,6 +158,16 @@ class TlogPolicy:
         )
         return self._met(self.quorum, frozenset(signed)), signed
 
+    def names_log_of(self, note: SignedNote) -> bool:
+        """Whether the checkpoint is of a log this policy names (its origin is a `log`
+        line's name) and one of that log's keys signed it; a policy with no `log` line
+        names any log.
+        """
+        if not self.logs:
+            return True
+        origin = note.text.split("\n", 1)[0]
+        return any(is_valid_note_signature(note, origin, key) for key in self.logs.get(origin, ()))
+
     def _met(self, name: str, signed: frozenset[str]) -> bool:
         if name == "none":
             return True

@@ -19,7 +19,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import receipts as r
-from conftest import run_cli, sealed_repo
+from conftest import SIGNERS, run_cli, sealed_repo
 from ledger import Ledger
 
 
@@ -127,8 +127,17 @@ def test_two_witnesses_and_a_policy_needing_both(site: tuple[Path, dict[str, str
     line = "witness.example/w1 " + witnesses[0].key.with_suffix(".pub").read_text().strip()
     one = run_cli("verify", receipt, "--witness", line, "--witness-quorum", "1", cwd=repo, env=env)
     assert one.returncode == 0, one.stdout
+    # A policy naming another log (our origin, another key as the log's) is not met by
+    # our checkpoint, however well witnessed.
+    kept = policy.read_text()
+    ours = next(line for line in kept.splitlines() if line.startswith("log "))
+    other = r.verifier_key(ours[4:].split("+")[0], r.parse_public_key_blob(SIGNERS["admin"].public_key_blob))
+    policy.write_text(kept.replace(ours, "log " + other))
+    foreign = run_cli("verify", receipt, "--policy", str(policy), "--json", cwd=repo, env=env)
+    assert foreign.returncode == 1, foreign.stdout + foreign.stderr
+    assert [d["code"] for d in json.loads(foreign.stdout)["defects"]] == ["log-not-in-policy"], foreign.stdout
     # A policy file with a fault is bad input naming its line.
-    policy.write_text(policy.read_text() + "quorum W1\n")
+    policy.write_text(kept + "quorum W1\n")
     bad = run_cli("verify", receipt, "--policy", str(policy), cwd=repo, env=env)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "a second quorum line" in bad.stderr
 

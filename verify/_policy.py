@@ -114,6 +114,14 @@ def witnessed(note: SignedNote, size: int, signer: str | None, policy: Transpare
                 "the checkpoint has %d valid witness cosignature(s); %d are required" % (len(names), policy.quorum),
             )
         )
+    if policy.tlog_policy is not None and not policy.tlog_policy.names_log_of(note):
+        defects.append(
+            Defect(
+                "log-not-in-policy",
+                "the checkpoint's log %r is not one the policy's log lines name, or none of their keys signed it"
+                % note.text.split("\n", 1)[0],
+            )
+        )
     if policy.tlog_policy is not None:
         met, signed = policy.tlog_policy.witnessed(note)
         names += [n for n in signed if n not in names]
