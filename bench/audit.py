@@ -99,7 +99,12 @@ def _breakdown(source: LedgerSource, trust: Any, raw_per_signature: float, sampl
         checks.append((ring[entry.signer], r.namespace_for(role), r.entry_signed_bytes(entry), entry.signature))
     entries = source.count()
     everything = timed(lambda: verify_chain(source, trust, workers=1, evidence=False)) / entries
-    sshsig = timed(lambda: [r.sshsig_verify(*c) for c in checks]) / len(checks)
+
+    def verify_each() -> None:
+        for c in checks:
+            r.sshsig_verify(*c)
+
+    sshsig = timed(verify_each) / len(checks)
     return {
         "everything": round(everything * 1e6, 1),
         "walk_without_signatures": round((everything - sshsig) * 1e6, 1),

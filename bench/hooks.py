@@ -70,7 +70,7 @@ _LIFECYCLE: dict[str, dict[str, object]] = {
 
 
 def _payload(repo: Path, event: str, tool: str = "Edit") -> bytes:
-    doc = {
+    doc: dict[str, object] = {
         "session_id": "bench-session",
         "transcript_path": str(repo / "transcript.jsonl"),
         "cwd": str(repo),

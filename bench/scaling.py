@@ -175,9 +175,9 @@ def measure(out: Path, repeat: int = 3, sizes: tuple[int, ...] = SIZES) -> dict[
             name: {"cpu_s": round(statistics.median(v), 3), "peak_mib": round(rss[name], 1)} for name, v in cpu.items()
         }
         if size == 100_000:
-            rows[str(size)]["warm"] = _warm(d, repeat)  # type: ignore[assignment]
+            rows[str(size)]["warm"] = _warm(d, repeat)
         if size == SIZES[-1]:
-            rows[str(size)]["resume after 1000"] = _resume(d, 1000, repeat)  # type: ignore[assignment]
+            rows[str(size)]["resume after 1000"] = _resume(d, 1000, repeat)
         print(json.dumps({size: rows[str(size)]}), file=sys.stderr, flush=True)
     ratios = {}
     if "1000" in rows and "1000000" in rows:

@@ -114,7 +114,9 @@ def _stripped_writer(url: str, size: int, n: int, ready: Any) -> None:
                 conn.execute("SELECT %s FROM entries WHERE task = %%s ORDER BY seq DESC LIMIT 1" % columns, (task,))
                 conn.execute("SELECT %s FROM entries WHERE seq > %%s ORDER BY seq LIMIT 64" % columns, (last,))
                 conn.execute(FRONTIER)
-            seq, prev = head.fetchone()[:2]
+            found = head.fetchone()
+            assert found is not None, "the ledger has a genesis entry"
+            seq, prev = found[:2]
             last = seq + 1
             entry = secrets.token_bytes(size) + key.sign(bytes(prev))
             digest = hashlib.sha256(entry).digest()
