@@ -6,14 +6,13 @@ verify's one reader (which re-hashes every blob), so that `status`, `seal`, expo
 from __future__ import annotations
 
 import os
-import re
 from typing import IO, Any
 
 from receipts import SNAPSHOT_FORMAT, Digest, EvidenceReader, LadderReceipt, Tier, TierRecord
 from verify import SMALL_BLOB, CannotVerify, evidence_reader, read_blob, read_evidence
 
 from .._errors import InputError, StoreError
-from ..store._ledger import Store
+from ..store._ledger import Store, hash_prefix
 
 __all__ = [
     "resolve_blob",
@@ -85,9 +84,6 @@ def candidate_snapshot(
     return None if latest is None else (latest, snapshot_of(store, latest))
 
 
-_PREFIX = re.compile(r"blake3:([0-9a-f]{8,64})")
-
-
 def copy_blob(store: Store, digest: Digest, out: IO[bytes]) -> None:
     """Stream a stored blob to ``out`` whole (`InputError` if it is not stored)."""
     handle = store.reader.open_blob(digest)
@@ -121,17 +117,17 @@ def blob_preview(store: Store, digest: Digest, max_lines: int, max_bytes: int = 
 
 
 def resolve_blob(store: Store, text: str) -> Digest:
-    """A blob's digest from its full text or a unique prefix of at least 8 hex digits (as
-    tables print it). `InputError` for no match, several, or text of another form.
+    """A blob's digest from its full text or a unique prefix of at least 8 hex digits, read
+    as `hash_prefix` reads an entry's (as tables print it). `InputError` for no match,
+    several, or text of another form.
     """
-    match = _PREFIX.fullmatch(text)
-    if match is None:
+    prefix = hash_prefix(text)
+    if prefix is None:
         raise InputError(
             "a blob is named blake3:<hex>, in full or by at least 8 of its first hex digits: %r" % text[:80]
         )
-    prefix = match.group(1)
     if len(prefix) == 64:
-        return Digest.parse(text)
+        return Digest.parse("blake3:" + prefix)
     try:
         found = store.reader.blob_digests(prefix)
     except CannotVerify as exc:
