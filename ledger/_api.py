@@ -148,6 +148,7 @@ if TYPE_CHECKING:
         sign_checkpoint,
     )
     from .transparency._scitt import Registration, register_statement
+    from .transparency._scrapi import ScittService, serve_scitt
     from .transparency._tile_stores import DirTileStore, S3TileStore, TileStore, open_tile_store
     from .transparency._tiles import Published, TileConflict, publish_tiles
     from .transparency._tsa import timestamp_checkpoint
@@ -213,6 +214,8 @@ __all__ = [
     "set_retention",
     "timestamp_checkpoint",
     "register_statement",
+    "ScittService",
+    "serve_scitt",
     "Registration",
     "prune",
     "PruneReport",
@@ -524,6 +527,8 @@ _WHERE = {
     "set_retention": "store._retention",
     "timestamp_checkpoint": "transparency._tsa",
     "register_statement": "transparency._scitt",
+    "ScittService": "transparency._scrapi",
+    "serve_scitt": "transparency._scrapi",
     "Registration": "transparency._scitt",
     "prune": "store._retention",
     "PruneReport": "store._retention",

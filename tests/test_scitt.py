@@ -403,3 +403,78 @@ def test_two_registrars_at_once_on_the_shared_store_get_two_places_in_one_log(pg
         done = run_cli("--store", pg_url, "verify", "--scitt", *files, str(pem), "--registered")
         assert done.returncode == 0, done.stdout + done.stderr
     assert run_cli("--store", pg_url, "verify", "--chain", "--trust", ADMIN_ID).returncode == 0
+
+
+# -- the registration server (SCRAPI shape) -----------------------------------------------
+
+
+def _http(
+    method: str, url: str, body: bytes | None = None, media_type: str = "application/cose"
+) -> tuple[int, dict[str, str], bytes]:
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(
+        url, data=body, method=method, headers={"Content-Type": media_type} if body else {}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            return answer.status, dict(answer.headers), answer.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), exc.read()
+
+
+def test_the_registration_server_answers_as_scrapi_describes(tmp_path: Path) -> None:
+    import base64
+    import subprocess
+    import sys
+
+    import cbor2
+
+    s, ours, env = _sealed_statement(tmp_path)
+    outside, outside_key = _es256_statement("urn:example:build:1")
+    (tmp_path / "issuer.pem").write_bytes(outside_key)
+    cmd = [sys.executable, "-m", "ledger", "--dir", str(s.root), "scitt", "serve", "--key", "sealer"]
+    cmd += ["--issuer-key", str(tmp_path / "issuer.pem"), "--port", "0"]
+    server = subprocess.Popen(cmd, env={**os.environ, **env}, stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stderr is not None
+        said = server.stderr.readline()  # announced only once it listens
+        assert "serving http://" in said, said
+        url = said.split("serving ")[1].strip().rstrip("/")
+        log_key = _pem(SIGNERS["sealer"])
+        # Registration: 201, the receipt, and where a fresh one is; a retry registers nothing new.
+        for statement in (ours.read_bytes(), outside, ours.read_bytes()):
+            status, headers, receipt = _http("POST", url + "/entries", statement)
+            assert status == 201 and headers["Content-Type"] == "application/cose", (status, receipt)
+            assert headers["Location"] == "/entries/" + hashlib.sha256(statement).hexdigest()
+            assert _theirs(statement, receipt, log_key)
+        status, headers, fresh = _http("GET", url + "/entries/" + hashlib.sha256(outside).hexdigest())
+        assert status == 200 and _theirs(outside, fresh, log_key)
+        assert r.decode_sign1(fresh).unprotected[396][-1][0] == cbor2.dumps(
+            [2, 1, [r.statement_leaf(ours.read_bytes())]]
+        )
+        # The log's key, as a COSE Key Set and by its kid (base64url: ours holds / and +).
+        status, _, keys = _http("GET", url + "/.well-known/scitt-keys")
+        (key,) = cbor2.loads(keys)
+        assert status == 200 and key[-2] == r.parse_public_key_blob(SIGNERS["sealer"].public_key_blob)
+        kid = base64.urlsafe_b64encode(key[2]).decode().rstrip("=")
+        assert cbor2.loads(_http("GET", url + "/.well-known/scitt-keys/" + kid)[2]) == key
+        # Problems are RFC 9290 concise problem details.
+        stranger, _ = _es256_statement("urn:example:build:2")
+        for method, path, body, status_wanted, title in (
+            ("POST", "/entries", b"not cbor", 400, "Malformed request"),
+            ("POST", "/entries", stranger, 400, "Rejected"),
+            ("GET", "/entries/" + "0" * 64, None, 404, "Not Found"),
+            ("GET", "/.well-known/scitt-keys/nope", None, 404, "No such key"),
+        ):
+            status, headers, problem = _http(method, url + path, body)
+            assert status == status_wanted and headers["Content-Type"] == "application/concise-problem-details+cbor"
+            assert cbor2.loads(problem)[-1] == title, cbor2.loads(problem)
+    finally:
+        server.terminate()
+        server.wait()
+    # What was registered over HTTP is in the chain, which verifies.
+    with LedgerSource.open(s.root) as source:
+        assert [b.statement for _, b in source.statements()] == [ours.read_bytes(), outside]
+    assert run_cli("--dir", str(s.root), "verify", "--chain", "--trust", ADMIN_ID).returncode == 0

@@ -281,3 +281,23 @@ def _said_registration(done: lib.Registration, out: Path, as_json: bool) -> None
         doc,
         ["%s, index %d of %d in the statement log; receipt written to %s" % (how, done.index, done.size, out)],
     )
+
+
+@scitt.command("serve")
+@key_option("The log's seal key: it signs the entries and the receipts")
+@click.option(
+    "--issuer-key",
+    "issuer_keys",
+    type=_FILE,
+    multiple=True,
+    help="An issuer whose statements are accepted (PEM or an OpenSSH .pub file; repeat). Statements whose kid"
+    " names an active key of this ledger are accepted too.",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=0, show_default=True, help="Port (0: a free one, printed).")
+@click.pass_context
+def scitt_serve(ctx: click.Context, key_name: str, issuer_keys: tuple[Path, ...], host: str, port: int) -> None:
+    """Serve SCITT registration (SCRAPI): POST /entries, GET /entries/ID, GET /.well-known/scitt-keys."""
+    issuers = [lib.read_bounded(path, "issuer key") for path in issuer_keys]
+    service = lib.ScittService(_ledger(ctx), _signer(key_name), issuers)
+    lib.serve_scitt(service, host, port, lambda url: click.echo("SCITT registration serving %s" % url, err=True))

@@ -1,0 +1,167 @@
+"""`ledger scitt serve`: the registration side of SCITT over HTTP, in the shape of the SCITT
+Reference APIs (SCRAPI; the working group's editor's copy at commit eb06ab0, May 2026,
+published as draft-ietf-scitt-scrapi-10/11). Resources:
+
+- ``POST /entries`` (``application/cose``): registers a signed statement (format.md §15a)
+  and answers 201 with its receipt and ``Location: /entries/<id>``, ``<id>`` being the
+  lowercase hex SHA-256 of the statement (its statement-log leaf's preimage);
+- ``GET /entries/<id>``: a fresh receipt over the statement log as it stands, or 404;
+- ``GET /.well-known/scitt-keys`` and ``/.well-known/scitt-keys/<kid>``: the log's key as a
+  COSE Key Set / COSE Key (OKP, Ed25519), ``<kid>`` the base64url of the kid (ours holds
+  ``/`` and ``+``, so the draft asks for that form).
+
+Registration is synchronous (no 303). Errors are RFC 9290 concise problem details in
+CBOR. The registration policy: the statement's signature verifies under one of the
+issuer keys the operator gave, or under the active key of this ledger its kid names.
+One request at a time (a plain, single-threaded server): the ledger's connection is not
+shared between threads, and the chain's append serialises registrations anyway.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+from collections.abc import Callable, Sequence
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import cbor2
+
+from receipts import ReceiptsError, Signer, decode_sign1, fingerprint, parse_public_key_blob, verify_sign1
+
+from .._errors import InputError, LedgerError
+from ..store._ledger import Ledger
+from ._scitt import register_statement
+
+__all__ = ["ScittService", "serve_scitt"]
+
+MAX_STATEMENT = 1 << 16
+COSE = "application/cose"
+PROBLEM = "application/concise-problem-details+cbor"
+_Answer = tuple[int, str, bytes, dict[str, str]]
+
+
+def _problem(status: int, title: str, detail: str) -> _Answer:
+    return status, PROBLEM, cbor2.dumps({-1: title, -2: detail}), {}
+
+
+class ScittService:
+    """What the server answers, apart from HTTP: registration, receipts and keys."""
+
+    def __init__(self, ledger: Ledger, signer: Signer, issuer_keys: Sequence[bytes] = ()) -> None:
+        self.ledger, self.signer, self.issuer_keys = ledger, signer, tuple(issuer_keys)
+        self.kid = fingerprint(signer.public_key_blob).encode()
+
+    def get(self, path: str) -> _Answer:
+        """The answer to a GET of ``path`` (query string ignored)."""
+        path = path.split("?", 1)[0].rstrip("/")
+        if path.startswith("/entries/"):
+            return self.receipt(path.removeprefix("/entries/"))
+        if path == "/.well-known/scitt-keys":
+            return self.keys(None)
+        if path.startswith("/.well-known/scitt-keys/"):
+            return self.keys(path.removeprefix("/.well-known/scitt-keys/"))
+        return _problem(404, "Not Found", "no such resource")
+
+    def post(self, path: str, media_type: str, length: int, read: Callable[[int], bytes]) -> _Answer:
+        """The answer to a POST of ``length`` bytes (``read`` gives them) to ``path``."""
+        if path.rstrip("/") != "/entries":
+            return _problem(404, "Not Found", "no such resource")
+        if media_type != COSE:
+            return _problem(415, "Unsupported Media Type", "a signed statement is sent as %s" % COSE)
+        if not 0 < length <= MAX_STATEMENT:
+            return _problem(400, "Malformed request", "a body of 1 to %d bytes" % MAX_STATEMENT)
+        return self.register(read(length))
+
+    def register(self, statement: bytes) -> _Answer:
+        """POST /entries: 201 with the receipt, or a problem (400 malformed or rejected)."""
+        try:
+            decode_sign1(statement)
+        except ReceiptsError as exc:
+            return _problem(400, "Malformed request", "not a signed statement: %s" % exc)
+        issuer = self._issuer_for(statement)
+        try:
+            done = register_statement(self.ledger, self.signer, statement, issuer)
+        except InputError as exc:
+            return _problem(400, "Rejected", "not accepted by the registration policy: %s" % exc)
+        except LedgerError as exc:
+            return _problem(503, "Unavailable", "the log cannot be written: %s" % exc)
+        entry = hashlib.sha256(statement).hexdigest()
+        return 201, COSE, done.receipt, {"Location": "/entries/%s" % entry}
+
+    def receipt(self, entry: str) -> _Answer:
+        """GET /entries/<id>: a fresh receipt for a registered statement, or 404."""
+        found = next(
+            (
+                b.statement
+                for _, b in self.ledger.reader.statements()
+                if hashlib.sha256(b.statement).hexdigest() == entry
+            ),
+            None,
+        )
+        if found is None:
+            return _problem(404, "Not Found", "no registered statement has the entry id %s" % entry[:80])
+        try:
+            done = register_statement(self.ledger, self.signer, found, None, append=False)
+        except LedgerError as exc:
+            return _problem(503, "Unavailable", "no receipt can be given now: %s" % exc)
+        return 200, COSE, done.receipt, {"Location": "/entries/%s" % entry}
+
+    def keys(self, kid: str | None) -> _Answer:
+        """GET /.well-known/scitt-keys[/<base64url kid>]: a COSE Key Set, or one COSE Key."""
+        key = {1: 1, 3: -8, -1: 6, -2: parse_public_key_blob(self.signer.public_key_blob), 2: self.kid}
+        if kid is None:
+            return 200, "application/cbor", cbor2.dumps([key]), {}
+        if kid != base64.urlsafe_b64encode(self.kid).decode("ascii").rstrip("="):
+            return _problem(404, "No such key", "no key could be found for this kid value")
+        return 200, "application/cbor", cbor2.dumps(key), {}
+
+    def _issuer_for(self, statement: bytes) -> bytes | None:
+        """The first operator-given issuer key the statement verifies under; None (the
+        keyring's key its kid names) when none does.
+        """
+        sign1 = decode_sign1(statement)
+        for key in self.issuer_keys:
+            with contextlib.suppress(ReceiptsError):
+                if verify_sign1(sign1, key):
+                    return key
+        return None
+
+
+def serve_scitt(service: ScittService, host: str, port: int, announce: Callable[[str], None]) -> None:
+    """Answer the SCRAPI resources until interrupted; ``announce`` is told the address once
+    the socket listens (port 0 picks a free one).
+
+    Raises:
+        InputError: the address cannot be bound.
+    """
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            said = self.headers.get("Content-Length") or "0"
+            length = int(said) if said.isdigit() else -1
+            self._answer(*service.post(self.path, self.headers.get_content_type(), length, self.rfile.read))
+
+        def do_GET(self) -> None:
+            self._answer(*service.get(self.path))
+
+        def _answer(self, status: int, media_type: str, body: bytes, headers: dict[str, str]) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", media_type)
+            self.send_header("Content-Length", str(len(body)))
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass  # what was registered is in the chain; no access log on stderr
+
+    try:
+        server = HTTPServer((host, port), Handler)
+    except OSError as exc:
+        raise InputError("cannot listen on %s:%d: %s" % (host, port, exc.strerror or exc)) from None
+    host_bound, port_bound = server.server_address[:2]
+    announce("http://%s:%d/" % (str(host_bound), int(port_bound)))
+    with contextlib.suppress(KeyboardInterrupt), server:
+        server.serve_forever()
