@@ -137,6 +137,8 @@ def serve_scitt(service: ScittService, host: str, port: int, announce: Callable[
     """
 
     class Handler(BaseHTTPRequestHandler):
+        timeout = 30  # one request at a time: a client that stops sending must not hold the server
+
         def do_POST(self) -> None:
             said = self.headers.get("Content-Length") or "0"
             length = int(said) if said.isdigit() else -1
