@@ -15,7 +15,17 @@ from typing import Any
 import pytest
 
 import receipts as r
-from conftest import ADMIN_ID, SIGNERS, Sample, build_sample, read_rows, run_cli, shared_vectors, write_private_key
+from conftest import (
+    ADMIN_ID,
+    SIGNERS,
+    Sample,
+    build_sample,
+    read_rows,
+    run_cli,
+    sealed_repo,
+    shared_vectors,
+    write_private_key,
+)
 from verify import LedgerSource, verify_registered
 
 NAMES = (
@@ -478,3 +488,61 @@ def test_the_registration_server_answers_as_scrapi_describes(tmp_path: Path) -> 
     with LedgerSource.open(s.root) as source:
         assert [b.statement for _, b in source.statements()] == [ours.read_bytes(), outside]
     assert run_cli("--dir", str(s.root), "verify", "--chain", "--trust", ADMIN_ID).returncode == 0
+
+
+def test_docs_scitt_md_runs_as_written(tmp_path: Path) -> None:
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    import cbor2
+    from docs_as_written import blocks, run_shell
+
+    repo, env, receipt = sealed_repo(tmp_path)
+    keys = Path(env["RECEIPT_LEDGER_KEYS"])
+    path = "%s%s%s" % (Path(sys.executable).parent, os.pathsep, os.environ.get("PATH", ""))
+    shell_env = {**os.environ, **env, "PATH": path, "RECEIPT": receipt, "SEAL_PUB": str(keys / "sealer.pub")}
+    (ours,) = blocks("scitt.md", "A statement about a receipt", "sh")
+    done = run_shell(ours.text, repo, shell_env)
+    assert done.returncode == 0 and "VERIFIED" in done.stdout, done.stdout + done.stderr
+    seal_pem = _pem_of_line((keys / "sealer.pub").read_text())
+    statement, cose = (repo / "statement.cose").read_bytes(), (repo / "receipt.cose").read_bytes()
+    assert _theirs(statement, cose, seal_pem)
+    # The server's blocks: a vendor's statement and key where the docs name them; the one
+    # change is the port (8443 in the docs) for a free one.
+    serve, client = blocks("scitt.md", "Statements from other issuers", "sh")
+    sbom, vendor = _es256_statement("urn:example:sbom:1")
+    (repo / "sbom.cose").write_bytes(sbom)
+    (repo / "vendor.pem").write_bytes(vendor)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        ["bash", "--noprofile", "--norc", "-euo", "pipefail", "-c", serve.text.replace("8443", str(port))],
+        cwd=repo,
+        env=shell_env,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # the block's shell and the server it runs: stopped together
+    )
+    try:
+        assert server.stderr is not None
+        said = server.stderr.readline()  # once it listens
+        assert said == "SCITT registration serving http://127.0.0.1:%d/\n" % port, said
+        posted = run_shell(client.text.replace("8443", str(port)), repo, shell_env)
+        assert posted.returncode == 0, posted.stdout + posted.stderr
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait()
+    assert posted.stdout.strip().lower() == "location: /entries/%s" % hashlib.sha256(sbom).hexdigest()
+    assert _theirs(sbom, (repo / "sbom.receipt.cose").read_bytes(), seal_pem)
+    (key,) = cbor2.loads((repo / "log-keys.cbor").read_bytes())
+    assert key[-2] == r.parse_public_key_blob(r.parse_public_key_line((keys / "sealer.pub").read_text())[0])
+
+
+def _pem_of_line(line: str) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    key = serialization.load_ssh_public_key(line.strip().encode())
+    return key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
