@@ -702,6 +702,16 @@ def fresh_clone(top: Path, name: str, branch: str = "task-1") -> Path:
 NO_KEYS = {"RECEIPT_LEDGER_KEYS": "/nonexistent/keys", **GIT_ENV}
 
 
+def free_port() -> int:
+    """A port free on 127.0.0.1 just now, for a docs block that names a fixed one (the one
+    change made to such a block)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 def shared_vectors(name: str) -> Path:
     """A third-party vector set from `../shared/vectors/` beside the project (or beside the
     repository a clone was made from), read in place, never copied in; skipped, saying so,

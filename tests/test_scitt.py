@@ -20,6 +20,7 @@ from conftest import (
     SIGNERS,
     Sample,
     build_sample,
+    free_port,
     read_rows,
     run_cli,
     sealed_repo,
@@ -492,7 +493,6 @@ def test_the_registration_server_answers_as_scrapi_describes(tmp_path: Path) -> 
 
 def test_docs_scitt_md_runs_as_written(tmp_path: Path) -> None:
     import signal
-    import socket
     import subprocess
     import sys
 
@@ -515,9 +515,7 @@ def test_docs_scitt_md_runs_as_written(tmp_path: Path) -> None:
     sbom, vendor = _es256_statement("urn:example:sbom:1")
     (repo / "sbom.cose").write_bytes(sbom)
     (repo / "vendor.pem").write_bytes(vendor)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     server = subprocess.Popen(
         ["bash", "--noprofile", "--norc", "-euo", "pipefail", "-c", serve.text.replace("8443", str(port))],
         cwd=repo,

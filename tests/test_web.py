@@ -23,7 +23,7 @@ from starlette.testclient import TestClient
 from test_report_page import _chromium
 
 import receipts as r
-from conftest import ADMIN_ID, SIGNERS, TASK, build_sample, contract_bytes, flaky_command, git, run_cli
+from conftest import ADMIN_ID, SIGNERS, TASK, build_sample, contract_bytes, flaky_command, free_port, git, run_cli
 from ledger import (
     Ledger,
     add_cosignatures,
@@ -444,9 +444,7 @@ def test_the_serve_blocks_of_docs_web_run_as_written(sample: Any, tmp_path: Path
 
     serve, ask = blocks("web.md", "Run it for a team", "sh")
     # The one change: port 8000 (the docs' example) becomes a free one, as a site's names do.
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     env = _docs_env(sample)
     proc = subprocess.Popen(
         ["bash", "--noprofile", "--norc", "-euo", "pipefail", "-c", serve.text.replace("8000", str(port))],

@@ -19,7 +19,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import receipts as r
-from conftest import SIGNERS, run_cli, sealed_repo
+from conftest import SIGNERS, free_port, run_cli, sealed_repo
 from ledger import Ledger
 
 
@@ -246,7 +246,6 @@ def test_policy_files_are_checked_line_by_line() -> None:
 def test_docs_witnesses_md_runs_as_written(site: tuple[Path, dict[str, str], str, list[Witness]]) -> None:
     import os
     import signal
-    import socket
 
     from docs_as_written import blocks, run_shell
 
@@ -267,9 +266,7 @@ def test_docs_witnesses_md_runs_as_written(site: tuple[Path, dict[str, str], str
     (run,) = blocks("witnesses.md", "Run a witness", "sh")
     home = witnesses[0].key.parent
     (home / "vkey").write_text(vkey + "\n")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     w1 = subprocess.Popen(
         ["bash", "--noprofile", "--norc", "-euo", "pipefail", "-c", run.text.replace("8080", str(port))],
         cwd=home,

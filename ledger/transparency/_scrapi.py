@@ -23,7 +23,7 @@ import base64
 import contextlib
 import hashlib
 from collections.abc import Callable, Sequence
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import HTTPServer
 
 import cbor2
 
@@ -31,6 +31,7 @@ from receipts import ReceiptsError, Signer, decode_sign1, fingerprint, parse_pub
 
 from .._errors import InputError, LedgerError
 from ..store._ledger import Ledger
+from ._http import QuietHandler, listen_and_serve
 from ._scitt import register_statement
 
 __all__ = ["ScittService", "serve_scitt"]
@@ -136,34 +137,15 @@ def serve_scitt(service: ScittService, host: str, port: int, announce: Callable[
         InputError: the address cannot be bound.
     """
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         timeout = 30  # one request at a time: a client that stops sending must not hold the server
 
         def do_POST(self) -> None:
             said = self.headers.get("Content-Length") or "0"
             length = int(said) if said.isdigit() else -1
-            self._answer(*service.post(self.path, self.headers.get_content_type(), length, self.rfile.read))
+            self.answer(*service.post(self.path, self.headers.get_content_type(), length, self.rfile.read))
 
         def do_GET(self) -> None:
-            self._answer(*service.get(self.path))
+            self.answer(*service.get(self.path))
 
-        def _answer(self, status: int, media_type: str, body: bytes, headers: dict[str, str]) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", media_type)
-            self.send_header("Content-Length", str(len(body)))
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass  # what was registered is in the chain; no access log on stderr
-
-    try:
-        server = HTTPServer((host, port), Handler)
-    except OSError as exc:
-        raise InputError("cannot listen on %s:%d: %s" % (host, port, exc.strerror or exc)) from None
-    host_bound, port_bound = server.server_address[:2]
-    announce("http://%s:%d/" % (str(host_bound), int(port_bound)))
-    with contextlib.suppress(KeyboardInterrupt), server:
-        server.serve_forever()
+    listen_and_serve(HTTPServer, Handler, host, port, announce)

@@ -19,7 +19,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 from receipts import (
@@ -42,6 +42,7 @@ from verify import WitnessKey
 
 from .._errors import InputError
 from ..store._ledger import Ledger
+from ._http import QuietHandler, listen_and_serve
 from ._witness import add_cosignatures, read_witness_state, write_witness_state
 
 __all__ = [
@@ -159,35 +160,18 @@ def serve_witness(service: WitnessService, host: str, port: int, announce: Calla
         InputError: the address cannot be bound.
     """
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_POST(self) -> None:
             said = self.headers.get("Content-Length") or "0"
             length = int(said) if said.isdigit() else -1
             if self.path.rstrip("/").rsplit("/", 1)[-1] != "add-checkpoint":
-                self._answer(404, "text/plain; charset=utf-8", b"not found\n")
+                self.answer(404, "text/plain; charset=utf-8", b"not found\n")
             elif not 0 < length <= MAX_BODY:
-                self._answer(400, "text/plain; charset=utf-8", b"a request body of 1 to 65536 bytes\n")
+                self.answer(400, "text/plain; charset=utf-8", b"a request body of 1 to 65536 bytes\n")
             else:
-                self._answer(*service.add_checkpoint(self.rfile.read(length)))
+                self.answer(*service.add_checkpoint(self.rfile.read(length)))
 
-        def _answer(self, status: int, media_type: str, body: bytes) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", media_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass  # the witness's decisions are its state file; no access log on stderr
-
-    try:
-        server = ThreadingHTTPServer((host, port), Handler)
-    except OSError as exc:
-        raise InputError("cannot listen on %s:%d: %s" % (host, port, exc.strerror or exc)) from None
-    host_bound, port_bound = server.server_address[:2]
-    announce("http://%s:%d/" % (str(host_bound), int(port_bound)))
-    with contextlib.suppress(KeyboardInterrupt), server:
-        server.serve_forever()
+    listen_and_serve(ThreadingHTTPServer, Handler, host, port, announce)
 
 
 @dataclass(frozen=True, slots=True)
