@@ -544,3 +544,42 @@ def _pem_of_line(line: str) -> bytes:
 
     key = serialization.load_ssh_public_key(line.strip().encode())
     return key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["sqlite", "postgresql"])
+def test_a_registrar_that_looked_before_another_appended_does_not_append_again(
+    shared: bool, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """Two registrars of one statement: each looks, finds nothing, and appends. The second
+    one's look is asked again under the writers' lock (`append_unless`), and there it
+    finds the first one's entry: the statement log holds it once."""
+    from ledger import Ledger, register_statement
+
+    store = request.getfixturevalue("pg_url") if shared else None
+    s = build_sample(tmp_path, store=store)
+    sealer = SIGNERS["sealer"]
+    statement = r.receipt_statement(
+        b"a receipt",
+        "logs.example",
+        "urn:example:x",
+        "urn:example:y",
+        r.fingerprint(sealer.public_key_blob).encode(),
+        sealer.sign_raw,
+    )
+    body = r.StatementRegistration(statement)
+    first, second = Ledger.open(s.root, store=store), Ledger.open(s.root, store=store)
+    try:
+        assert not any(b.leaf == body.leaf for _, b in second.reader.statements())  # the second one's look
+        done = register_statement(first, sealer, statement, None)  # meanwhile, the first registers it
+        assert done.appended and done.index == 0
+        again = second.append_unless(
+            body, sealer, lambda: any(b.leaf == body.leaf for _, b in second.reader.statements())
+        )
+        assert again is None
+        assert [b.statement for _, b in second.reader.statements()] == [statement]
+        # The question is what stopped it: a writer told nothing stands for it appends.
+        assert second.append_unless(body, sealer, lambda: False) is not None
+        assert len(second.reader.statements()) == 2
+    finally:
+        first.close()
+        second.close()

@@ -213,6 +213,15 @@ class Store(Protocol):
         """
         ...
 
+    def append_unless(self, body: Body, signer: Signer, held: Callable[[], bool]) -> Appended | None:
+        """`append`, unless ``held()`` says an entry already stands for ``body``: then
+        nothing is written and None is returned.
+
+        It MUST ask ``held`` inside the write transaction, after the writers' lock is taken,
+        so that two writers of the same body append it once.
+        """
+        ...
+
     def find(self, digest: Digest) -> StoredEntry | None:
         """An entry by its body hash (a record or receipt hash) or its entry hash; None if absent."""
         ...
@@ -739,7 +748,18 @@ class Ledger:
         """Sign and append ``body`` as the next entry, in one write transaction."""
         if isinstance(body, Genesis):
             raise InputError("a ledger has exactly one genesis entry")
-        return self._sequenced(lambda: self._append(body, signer, seq=None, prev=None, now=None))
+        appended = self._sequenced(lambda: self._append(body, signer, seq=None, prev=None, now=None))
+        if appended is None:  # only a `held` question, never asked here, writes nothing
+            raise StoreError("the entry was not appended")
+        return appended
+
+    def append_unless(self, body: Body, signer: Signer, held: Callable[[], bool]) -> Appended | None:
+        """`append`, unless ``held()``, asked in the write transaction after the lock, says
+        an entry already stands for ``body`` (then None, and nothing written).
+        """
+        if isinstance(body, Genesis):
+            raise InputError("a ledger has exactly one genesis entry")
+        return self._sequenced(lambda: self._append(body, signer, seq=None, prev=None, now=None, held=held))
 
     def _sequenced(self, run: Callable[[], _T]) -> _T:
         """Run one whole write transaction; again, from the start, when the connection broke
@@ -824,8 +844,18 @@ class Ledger:
         cursor.rows.clear()
         cursor.nodes.clear()
 
-    def _append(self, body: Body, signer: Signer, seq: int | None, prev: Digest | None, now: int | None) -> Appended:
+    def _append(
+        self,
+        body: Body,
+        signer: Signer,
+        seq: int | None,
+        prev: Digest | None,
+        now: int | None,
+        held: Callable[[], bool] | None = None,
+    ) -> Appended | None:
         with self.backend.write():
+            if seq is None and held is not None and held():
+                return None  # asked under the lock: another writer's entry stands for it
             if seq is None:
                 with self._reading_ahead(_task_of(body)):
                     cursor, ring = self._head(_task_of(body))

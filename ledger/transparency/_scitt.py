@@ -47,7 +47,8 @@ def register_statement(
     Steps: 1. the signer is an active seal key of the ledger (it signs the entry and the
     receipt); 2. the statement is a COSE_Sign1 of at most 64 KiB; 3. one already in the
     log is not appended again (a retry after a crash gets its receipt; its issuer was
-    checked when it was appended); else its signature must verify under ``issuer_key``
+    checked when it was appended; asked again under the writers' lock, so two registrars
+    of one statement append it once); else its signature must verify under ``issuer_key``
     (PEM or an OpenSSH line) or, when none is given, under the active key of this ledger
     its kid names, and then it is appended; 4. the receipt is over the statement log as it
     stands after the append.
@@ -72,15 +73,19 @@ def register_statement(
         body = StatementRegistration(statement)
     except ReceiptsError as exc:
         raise InputError("refused: %s" % exc) from None
-    # 3. Once, and only what the issuer signed. Two registrars racing may both append
-    # it: the log then holds it twice, and its first place is the one receipts name.
+    # 3. Once (asked again under the writers' lock: two registrars racing append it once),
+    # and only what the issuer signed.
     seq = _registered_at(ledger, body.leaf)
-    appended = seq is None
+    appended = False
     if seq is None:
         if not append:
             raise InputError("this statement is not registered in this ledger: register it first")
         _check_issuer(ledger, statement, issuer_key)
-        seq = ledger.append(body, signer).seq
+        added = ledger.append_unless(body, signer, lambda: _registered_at(ledger, body.leaf) is not None)
+        appended = added is not None
+        seq = added.seq if added is not None else _registered_at(ledger, body.leaf)
+        if seq is None:
+            raise InputError("the statement was neither appended nor found: try again")
     # 4. The receipt.
     leaves = [(s, statement_leaf(b.statement)) for s, b in ledger.reader.statements()]
     index = next(i for i, (s, _) in enumerate(leaves) if s == seq)
