@@ -24,6 +24,7 @@ from conftest import (
     read_rows,
     run_cli,
     sealed_repo,
+    seeded_signer,
     shared_vectors,
     write_private_key,
 )
@@ -583,3 +584,37 @@ def test_a_registrar_that_looked_before_another_appended_does_not_append_again(
     finally:
         first.close()
         second.close()
+
+
+def test_a_statement_counts_as_the_keyring_stood_at_its_entry(tmp_path: Path) -> None:
+    """The statement log replays the keyring once, past its last entry: a seal key revoked
+    after registering keeps its statements, and a key added later never counts for them."""
+    from ledger import Ledger, add_key, register_statement, revoke_key
+
+    s = build_sample(tmp_path)
+    sealer = SIGNERS["sealer"]
+
+    def statement(n: int) -> bytes:
+        return r.receipt_statement(
+            b"%d" % n,
+            "logs.example",
+            "urn:example:%d" % n,
+            "urn:x",
+            r.fingerprint(sealer.public_key_blob).encode(),
+            sealer.sign_raw,
+        )
+
+    ledger = Ledger.open(s.root)
+    try:
+        first = register_statement(ledger, sealer, statement(1), None)
+        revoke_key(ledger, SIGNERS["admin"], "sealer", "rotated")
+        successor = seeded_signer("sealer2")
+        add_key(ledger, SIGNERS["admin"], "sealer2", [r.Role.SEAL], successor.public_key_blob)
+        # The old key's statement, now registered by its successor (the issuer named).
+        register_statement(ledger, successor, statement(2), _pem(sealer))
+        with pytest.raises(Exception, match="seal key"):
+            register_statement(ledger, sealer, statement(3), None)  # the revoked key registers nothing
+        with LedgerSource.open(s.root) as source:
+            assert [seq for seq, _ in source.statements()] == [first.seq, first.seq + 3]
+    finally:
+        ledger.close()
