@@ -79,8 +79,6 @@ def test_one_flipped_byte_anywhere_in_a_valid_pair_is_refused() -> None:
 
 
 def test_our_statement_about_a_receipt_verifies_with_scitt_cose_and_with_ours(tmp_path: Path) -> None:
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
     from scitt_cose import parse_signed_statement
 
     s = build_sample(tmp_path)
@@ -102,10 +100,7 @@ def test_our_statement_about_a_receipt_verifies_with_scitt_cose_and_with_ours(tm
         env={"RECEIPT_LEDGER_KEYS": str(tmp_path / "keys")},
     )
     assert done.returncode == 0, done.stderr
-    raw = r.parse_public_key_blob(SIGNERS["sealer"].public_key_blob)
-    pem = Ed25519PublicKey.from_public_bytes(raw).public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
+    pem = SEAL_PEM
     data = out.read_bytes()
     theirs = parse_signed_statement(data, public_key_pem=pem)
     assert theirs["signature_verified"] is True, theirs
@@ -144,14 +139,18 @@ def test_verify_scitt_on_the_command_line(name: str) -> None:
 # -- registering statements in our log, and our RFC 9942 receipts (§15a) ---------------
 
 
-def _pem(signer: r.Ed25519Signer) -> bytes:
+def _pem(blob: bytes) -> bytes:
+    """An OpenSSH Ed25519 key blob as the PEM public key scitt-cose takes."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-    raw = r.parse_public_key_blob(signer.public_key_blob)
+    raw = r.parse_public_key_blob(blob)
     return Ed25519PublicKey.from_public_bytes(raw).public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
+
+
+SEAL_PEM = _pem(SIGNERS["sealer"].public_key_blob)  # the seal key: issuer of ours, and the log
 
 
 def _theirs(statement: bytes, receipt: bytes, log_key_pem: bytes) -> bool:
@@ -212,7 +211,7 @@ def test_a_registered_statement_gets_a_receipt_that_scitt_cose_and_we_verify(tmp
     first = _register(s.root, statement_file, receipt_file, env)
     assert (first["index"], first["tree_size"], first["appended"]) == (0, 1, True)
     statement, receipt = statement_file.read_bytes(), receipt_file.read_bytes()
-    log_key = _pem(SIGNERS["sealer"])
+    log_key = SEAL_PEM
     assert _theirs(statement, receipt, log_key)
     assert r.verify_scitt(statement, receipt, log_key, log_key).ok
     # The receipt's claims: the log as iss, the statement's own subject as sub (RFC 9943 §6).
@@ -263,8 +262,8 @@ def test_an_earlier_statement_is_proved_in_the_grown_log_and_issuers_from_elsewh
         )
         assert (got["index"], got["tree_size"]) == (i, i + 1)
         receipt = (tmp_path / ("r%d.cose" % i)).read_bytes()
-        assert _theirs(statement, receipt, _pem(SIGNERS["sealer"]))
-        assert r.verify_scitt(statement, receipt, public, _pem(SIGNERS["sealer"])).ok
+        assert _theirs(statement, receipt, SEAL_PEM)
+        assert r.verify_scitt(statement, receipt, public, SEAL_PEM).ok
     # A new receipt for the first statement is over the whole log now; an outside issuer's
     # statement gets one without its key (the issuer was checked when it was appended).
     renewed = _register(s.root, ours, tmp_path / "r0-now.cose", env, verb="receipt")
@@ -272,16 +271,18 @@ def test_an_earlier_statement_is_proved_in_the_grown_log_and_issuers_from_elsewh
     again = _register(s.root, tmp_path / "s2.cose", tmp_path / "r2-now.cose", env, verb="receipt")
     assert (again["index"], again["tree_size"]) == (2, 4)
     assert _theirs(
-        (tmp_path / "s2.cose").read_bytes(), (tmp_path / "r2-now.cose").read_bytes(), _pem(SIGNERS["sealer"])
+        (tmp_path / "s2.cose").read_bytes(),
+        (tmp_path / "r2-now.cose").read_bytes(),
+        SEAL_PEM,
     )
-    assert _theirs(ours.read_bytes(), (tmp_path / "r0-now.cose").read_bytes(), _pem(SIGNERS["sealer"]))
+    assert _theirs(ours.read_bytes(), (tmp_path / "r0-now.cose").read_bytes(), SEAL_PEM)
     with LedgerSource.open(s.root) as source:
         verdict = verify_registered(
             source,
             ours.read_bytes(),
             (tmp_path / "r0-now.cose").read_bytes(),
-            _pem(SIGNERS["sealer"]),
-            _pem(SIGNERS["sealer"]),
+            SEAL_PEM,
+            SEAL_PEM,
         )
     assert verdict.ok and (verdict.tree_size, verdict.leaf_index) == (4, 0), verdict
 
@@ -341,7 +342,7 @@ def test_a_receipt_over_a_tree_this_ledger_does_not_hold_is_a_split_view(tmp_pat
         )
     # The fork's receipt verifies offline (the log's key signed it) but not against this ledger.
     pem = tmp_path / "log.pem"
-    pem.write_bytes(_pem(SIGNERS["sealer"]))
+    pem.write_bytes(SEAL_PEM)
     files = [str(tmp_path / f) for f in ("b.cose", "b-receipt.cose", "b.pem")] + [str(pem)]
     assert run_cli("--dir", str(s.root), "verify", "--scitt", *files).returncode == 0
     done = run_cli("--dir", str(s.root), "verify", "--scitt", *files, "--registered", "--json")
@@ -360,7 +361,7 @@ def test_the_known_answer_statement_entry_and_receipt_verify_independently() -> 
     key = ka["scitt_statement"]["signer_public_key"].encode()
     from scitt_cose import parse_signed_statement
 
-    pem = _pem(SIGNERS["sealer"])
+    pem = SEAL_PEM
     assert parse_signed_statement(statement, public_key_pem=pem)["signature_verified"] is True
     preimage = bytes.fromhex(ka["scitt_statement"]["preimage_cbor"])
     assert r.decode_sign1(statement).payload == hashlib.sha256(preimage).digest()
@@ -405,7 +406,7 @@ def test_two_registrars_at_once_on_the_shared_store_get_two_places_in_one_log(pg
         assert registrar.returncode == 0, err
         places.append(json.loads(out)["index"])
     assert sorted(places) == [0, 1]
-    log_key = _pem(SIGNERS["sealer"])
+    log_key = SEAL_PEM
     for name, statement in zip(("a", "b"), statements, strict=True):
         receipt = (tmp_path / (name + ".receipt")).read_bytes()
         assert _theirs(statement, receipt, log_key)
@@ -454,7 +455,7 @@ def test_the_registration_server_answers_as_scrapi_describes(tmp_path: Path) -> 
         said = server.stderr.readline()  # announced only once it listens
         assert "serving http://" in said, said
         url = said.split("serving ")[1].strip().rstrip("/")
-        log_key = _pem(SIGNERS["sealer"])
+        log_key = SEAL_PEM
         # Registration: 201, the receipt, and where a fresh one is; a retry registers nothing new.
         for statement in (ours.read_bytes(), outside, ours.read_bytes()):
             status, headers, receipt = _http("POST", url + "/entries", statement)
@@ -507,7 +508,7 @@ def test_docs_scitt_md_runs_as_written(tmp_path: Path) -> None:
     (ours,) = blocks("scitt.md", "A statement about a receipt", "sh")
     done = run_shell(ours.text, repo, shell_env)
     assert done.returncode == 0 and "VERIFIED" in done.stdout, done.stdout + done.stderr
-    seal_pem = _pem_of_line((keys / "sealer.pub").read_text())
+    seal_pem = _pem(r.parse_public_key_line((keys / "sealer.pub").read_text())[0])
     statement, cose = (repo / "statement.cose").read_bytes(), (repo / "receipt.cose").read_bytes()
     assert _theirs(statement, cose, seal_pem)
     # The server's blocks: a vendor's statement and key where the docs name them; the one
@@ -538,13 +539,6 @@ def test_docs_scitt_md_runs_as_written(tmp_path: Path) -> None:
     assert _theirs(sbom, (repo / "sbom.receipt.cose").read_bytes(), seal_pem)
     (key,) = cbor2.loads((repo / "log-keys.cbor").read_bytes())
     assert key[-2] == r.parse_public_key_blob(r.parse_public_key_line((keys / "sealer.pub").read_text())[0])
-
-
-def _pem_of_line(line: str) -> bytes:
-    from cryptography.hazmat.primitives import serialization
-
-    key = serialization.load_ssh_public_key(line.strip().encode())
-    return key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
 
 
 @pytest.mark.parametrize("shared", [False, True], ids=["sqlite", "postgresql"])
@@ -611,7 +605,7 @@ def test_a_statement_counts_as_the_keyring_stood_at_its_entry(tmp_path: Path) ->
         successor = seeded_signer("sealer2")
         add_key(ledger, SIGNERS["admin"], "sealer2", [r.Role.SEAL], successor.public_key_blob)
         # The old key's statement, now registered by its successor (the issuer named).
-        register_statement(ledger, successor, statement(2), _pem(sealer))
+        register_statement(ledger, successor, statement(2), _pem(sealer.public_key_blob))
         with pytest.raises(Exception, match="seal key"):
             register_statement(ledger, sealer, statement(3), None)  # the revoked key registers nothing
         with LedgerSource.open(s.root) as source:
