@@ -34,6 +34,16 @@ def _grow(root: Path, n: int, start: int = 0) -> None:
     ledger.close()
 
 
+def _old_and_new(tmp_path: Path, n: int) -> tuple[Path, Path]:
+    """A ledger of n entries copied aside (old), then grown by n more (new)."""
+    s = build_sample(tmp_path)
+    _grow(s.root, n)
+    old = tmp_path / "old"
+    shutil.copytree(s.root, old)
+    _grow(s.root, n, start=n)
+    return old, s.root
+
+
 def _publish(root: Path, folder: Path) -> None:
     with LedgerSource.open(root) as source:
         publish_tiles(source, DirTileStore(folder))
@@ -152,13 +162,9 @@ def test_publish_writes_each_tile_once_and_reports_an_altered_one(tmp_path: Path
 
 
 def test_the_checkpoint_never_moves_backwards_nor_to_a_fork(tmp_path: Path) -> None:
-    s = build_sample(tmp_path)
-    _grow(s.root, 20)
-    old = tmp_path / "old"
-    shutil.copytree(s.root, old)
-    _grow(s.root, 20, start=20)
+    old, new = _old_and_new(tmp_path, 20)
     folder = tmp_path / "tiles"
-    _publish(s.root, folder)
+    _publish(new, folder)
     published = (folder / "checkpoint").read_bytes()
     with LedgerSource.open(old) as source, pytest.raises(Exception, match="would move it backwards"):
         publish_tiles(source, DirTileStore(folder))
@@ -170,11 +176,7 @@ def test_the_checkpoint_never_moves_backwards_nor_to_a_fork(tmp_path: Path) -> N
 
 
 def test_two_publishers_at_once_leave_the_larger_checkpoint(tmp_path: Path) -> None:
-    s = build_sample(tmp_path)
-    _grow(s.root, 300)
-    old = tmp_path / "old"
-    shutil.copytree(s.root, old)
-    _grow(s.root, 300, start=300)
+    old, new = _old_and_new(tmp_path, 300)
     folder = tmp_path / "tiles"
     procs = [
         subprocess.Popen(
@@ -183,13 +185,13 @@ def test_two_publishers_at_once_leave_the_larger_checkpoint(tmp_path: Path) -> N
             stderr=subprocess.PIPE,
             text=True,
         )
-        for root in (old, s.root)
+        for root in (old, new)
     ]
     outcomes = [(p.returncode, err) for p in procs for _, err in [p.communicate()]]
     # The newer one always lands; the older one lands first or is refused for going backwards.
     assert outcomes[1][0] == 0, outcomes
     assert outcomes[0][0] == 0 or "would move it backwards" in outcomes[0][1], outcomes
-    with LedgerSource.open(s.root) as source:
+    with LedgerSource.open(new) as source:
         newest = source.newest_checkpoint()
     assert newest is not None and (folder / "checkpoint").read_text() == newest[1]
 
@@ -317,11 +319,7 @@ def test_two_publishers_to_one_bucket_never_move_the_checkpoint_backwards(
     bucket: tuple[Any, dict[str, str]], tmp_path: Path
 ) -> None:
     client, env = bucket
-    s = build_sample(tmp_path)
-    _grow(s.root, 300)
-    old = tmp_path / "old"
-    shutil.copytree(s.root, old)
-    _grow(s.root, 300, start=300)
+    old, new = _old_and_new(tmp_path, 300)
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "ledger", "--dir", str(root), "publish", "tiles", "--to", "s3://team-log/log"],
@@ -330,12 +328,12 @@ def test_two_publishers_to_one_bucket_never_move_the_checkpoint_backwards(
             text=True,
             env={**os.environ, **env},
         )
-        for root in (old, s.root, old, s.root)
+        for root in (old, new, old, new)
     ]
     outcomes = [(p.returncode, err) for p in procs for _, err in [p.communicate()]]
     assert all(code == 0 or "would move it backwards" in err for code, err in outcomes), outcomes
     assert outcomes[1][0] == 0 and outcomes[3][0] == 0, outcomes
-    with LedgerSource.open(s.root) as source:
+    with LedgerSource.open(new) as source:
         newest = source.newest_checkpoint()
     body = client.get_object(Bucket="team-log", Key="log/checkpoint")["Body"].read().decode()
     assert newest is not None and body == newest[1]
