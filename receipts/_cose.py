@@ -25,6 +25,7 @@ __all__ = [
     "Sign1",
     "decode_sign1",
     "verify_sign1",
+    "read_cose_key",
     "encode_sign1",
     "receipt_statement",
     "ScittVerdict",
@@ -107,6 +108,23 @@ def decode_sign1(data: bytes) -> Sign1:
     return Sign1(protected, header, unprotected, payload, signature)
 
 
+def read_cose_key(data: bytes) -> object:
+    """A public key as `verify_sign1` takes it: PEM (SubjectPublicKeyInfo) or one OpenSSH
+    public key line, as allowed_signers and .pub files hold it.
+
+    Raises:
+        FormatError: neither.
+    """
+    from cryptography.hazmat.primitives import serialization
+
+    try:
+        if data.lstrip().startswith(b"ssh-"):
+            return serialization.load_ssh_public_key(data.strip())
+        return serialization.load_pem_public_key(data)
+    except ValueError as exc:
+        raise FormatError("cannot read the public key: %s" % exc) from None
+
+
 def verify_sign1(sign1: Sign1, public_key_pem: bytes, payload: bytes | None = None) -> bool:
     """True when the signature verifies over ``payload`` (default: the attached one) under
     the key (PEM, or one OpenSSH public key line), for the protected header's algorithm
@@ -117,7 +135,7 @@ def verify_sign1(sign1: Sign1, public_key_pem: bytes, payload: bytes | None = No
             payload to check.
     """
     from cryptography.exceptions import InvalidSignature
-    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.asymmetric import ec, ed25519
     from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 
@@ -125,14 +143,7 @@ def verify_sign1(sign1: Sign1, public_key_pem: bytes, payload: bytes | None = No
     if content is None:
         raise FormatError("the payload is detached and none was given")
     signed = cbor2.dumps(["Signature1", sign1.protected, b"", content])
-    try:
-        key: object
-        if public_key_pem.lstrip().startswith(b"ssh-"):  # an OpenSSH line, as allowed_signers holds
-            key = serialization.load_ssh_public_key(public_key_pem.strip())
-        else:
-            key = serialization.load_pem_public_key(public_key_pem)
-    except ValueError as exc:
-        raise FormatError("cannot read the public key: %s" % exc) from None
+    key = read_cose_key(public_key_pem)
     alg = sign1.header.get(HDR_ALG)
     try:
         if alg == ALG_EDDSA and isinstance(key, ed25519.Ed25519PublicKey):

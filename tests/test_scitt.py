@@ -447,6 +447,13 @@ def test_the_registration_server_answers_as_scrapi_describes(tmp_path: Path) -> 
     s, ours, env = _sealed_statement(tmp_path)
     outside, outside_key = _es256_statement("urn:example:build:1")
     (tmp_path / "issuer.pem").write_bytes(outside_key)
+    # An issuer key that is no key stops the server before it listens, in one line.
+    (tmp_path / "garbage.pem").write_text("not a key\n")
+    args = ("--dir", str(s.root), "scitt", "serve", "--key", "sealer", "--issuer-key", str(tmp_path / "garbage.pem"))
+    refused = run_cli(*args, env=env)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "issuer key 1" in refused.stderr, (
+        refused.stderr
+    )
     cmd = [sys.executable, "-m", "ledger", "--dir", str(s.root), "scitt", "serve", "--key", "sealer"]
     cmd += ["--issuer-key", str(tmp_path / "issuer.pem"), "--port", "0"]
     server = subprocess.Popen(cmd, env={**os.environ, **env}, stderr=subprocess.PIPE, text=True)

@@ -27,7 +27,15 @@ from http.server import HTTPServer
 
 import cbor2
 
-from receipts import ReceiptsError, Signer, decode_sign1, fingerprint, parse_public_key_blob, verify_sign1
+from receipts import (
+    ReceiptsError,
+    Signer,
+    decode_sign1,
+    fingerprint,
+    parse_public_key_blob,
+    read_cose_key,
+    verify_sign1,
+)
 
 from .._errors import InputError, LedgerError
 from ..store._ledger import Ledger
@@ -50,6 +58,17 @@ class ScittService:
     """What the server answers, apart from HTTP: registration, receipts and keys."""
 
     def __init__(self, ledger: Ledger, signer: Signer, issuer_keys: Sequence[bytes] = ()) -> None:
+        """The log's ``ledger`` and seal key, and the issuer keys its policy accepts.
+
+        Raises:
+            InputError: an issuer key is neither PEM nor an OpenSSH line (refused at start,
+                not ignored at each registration).
+        """
+        for n, key in enumerate(issuer_keys, 1):
+            try:
+                read_cose_key(key)
+            except ReceiptsError as exc:
+                raise InputError("issuer key %d: %s" % (n, exc)) from None
         self.ledger, self.signer, self.issuer_keys = ledger, signer, tuple(issuer_keys)
         self.kid = fingerprint(signer.public_key_blob).encode()
 
