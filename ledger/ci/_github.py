@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from receipts import ReceiptsError, Signer, parse_contract
-from verify import Result, Transparency, Trust, verify_receipt
+from verify import Result, Source, Transparency, Trust, verify_receipt
 from verify.postgres import redact_url
 
 from .._config import open_source, shared_store
@@ -229,6 +229,7 @@ class ActionReport:
     run_url: str = ""  # the workflow run's page, where the artifact is listed
     attest: str = "none"  # the `attest` input: what actions/attest is handed (`_attest`)
     attestation: Attestation | None = None
+    attest_refused: str | None = None  # why the verified receipt could not be attested
 
     @property
     def ok(self) -> bool:
@@ -489,7 +490,7 @@ def _verify_bundle(env: Mapping[str, str], repo: Path, report: ActionReport, rec
                 _attest(env, report, bundle, source)
 
 
-def _attest(env: Mapping[str, str], report: ActionReport, bundle: Path, source: Any) -> None:
+def _attest(env: Mapping[str, str], report: ActionReport, bundle: Path, source: Source) -> None:
     if report.attest == "none" or not env.get("RUNNER_TEMP") or report.result is None or not report.receipt:
         return
     try:
@@ -497,7 +498,7 @@ def _attest(env: Mapping[str, str], report: ActionReport, bundle: Path, source: 
             Path(env["RUNNER_TEMP"]), bundle, source, report.result, report.receipt
         )
     except InputError as exc:
-        report.notes.append("no attestation: %s" % exc)
+        report.attest_refused = str(exc)
 
 
 # The action's upload step takes the page from here (action.yml); one per job.
@@ -609,9 +610,9 @@ def summary_markdown(report: ActionReport, event: GithubEvent) -> str:
 
 def _publish(env: Mapping[str, str], event: GithubEvent, report: ActionReport) -> None:
     report.run_url = _run_url(env)
-    said = any(note.startswith("no attestation") for note in report.notes)
-    if report.attest != "none" and report.attestation is None and not said:
-        report.notes.append("no attestation: no receipt was verified from its bundle in this run")
+    if report.attest != "none" and report.attestation is None:
+        why = report.attest_refused or "no receipt was verified from its bundle in this run"
+        report.notes.append("no attestation: %s" % why)
     for line in report.annotations:
         print(line)
     markdown = summary_markdown(report, event)
