@@ -110,7 +110,7 @@ def _check_issuer(ledger: Ledger, statement: bytes, issuer_key: bytes | None) ->
 
 
 def _issuer_in_keyring(ledger: Ledger, statement: bytes) -> bytes:
-    kid = decode_sign1(statement).header.get(4)
+    kid = decode_sign1(statement).header.get(4)  # COSE label 4: kid
     name = kid.decode("utf-8", "replace") if isinstance(kid, bytes) else None
     state = ledger.keyring().get(name) if name else None
     if state is None or state.revoked_at is not None:
