@@ -127,6 +127,10 @@ class Contract:
     # from the base revision (docs/format.md §6a).
     clean_room: bool = False
     test_files: tuple[str, ...] = ()
+    # Every command of a clean room runs in a sandbox (docs/format.md §6a): nothing of the
+    # runner (keys, ledger, real checkout, parent processes) is reachable from it.
+    sandbox: bool = False
+    version: int = 1
 
     @property
     def no_op(self) -> bool:
@@ -254,8 +258,11 @@ _CONTRACT_FIELDS = frozenset(
     }
 )
 _POLICY_FIELDS = frozenset(
-    {"required_tiers", "judge_threshold", "human_approvals", "independent_approvers", "clean_room"}
+    {"required_tiers", "judge_threshold", "human_approvals", "independent_approvers", "clean_room", "sandbox"}
 )
+# Version 2 changes one thing: a code task's checks run in the sandboxed clean room unless
+# its policy opts out. Version 1 keeps its signed meaning (both off unless set).
+CONTRACT_VERSIONS = frozenset({1, 2})
 _HOOKS_FIELDS = frozenset({"stop_budget_s"})
 
 
@@ -327,8 +334,8 @@ def parse_contract(data: bytes, source: str = "contract") -> Contract:
     """Parse a contract's exact bytes (whose config hash the tier records carry)."""
     r, doc = _document(data, source)
     version = _get(r, doc, "version", int, 1)
-    if version != 1:
-        raise r.fail("only version 1 is known", "version")
+    if version not in CONTRACT_VERSIONS:
+        raise r.fail("versions 1 and 2 are known", "version")
     task = _get(r, doc, "task", str)
     try:
         check_task_id(task)
@@ -342,6 +349,8 @@ def parse_contract(data: bytes, source: str = "contract") -> Contract:
     threshold, approvals, independent = _policy(r, policy)
     budgets = _get(r, doc, "budgets", dict, {})
     check_timeout, total_timeout = _timeouts(r, budgets)
+    secure_default = version >= 2 and kind == "code"
+    clean_room = _get(r, policy, "clean_room", bool, secure_default, tname="policy")
     freshness = _get(r, doc, "freshness", dict, {})
     max_age = _get(r, freshness, "max_evidence_age_s", int, None, tname="freshness")
     for field in sorted(doc.keys() - _CONTRACT_FIELDS):
@@ -371,8 +380,11 @@ def parse_contract(data: bytes, source: str = "contract") -> Contract:
         no_progress_after=_positive(r, budgets, "no_progress_after", 3),
         independent_approvers=independent,
         stop_budget_s=_stop_budget(r, _get(r, doc, "hooks", dict, {})),
-        clean_room=_get(r, policy, "clean_room", bool, False, tname="policy"),
+        clean_room=clean_room,
         test_files=_strings(r, doc, "test_files"),
+        # On with the clean room from version 2; version 1 keeps the meaning it was signed with.
+        sandbox=_get(r, policy, "sandbox", bool, clean_room and version >= 2, tname="policy"),
+        version=version,
     )
 
 
@@ -510,6 +522,12 @@ WEAKENING_RULES: tuple[tuple[str, Callable[[Contract, Contract], list[str]]], ..
         "clean-room-dropped",
         lambda o, n: (
             ["the deterministic tier no longer has to run in a clean room"] if o.clean_room and not n.clean_room else []
+        ),
+    ),
+    (
+        "sandbox-dropped",
+        lambda o, n: (
+            ["the clean room's commands no longer have to run in a sandbox"] if o.sandbox and not n.sandbox else []
         ),
     ),
     ("test-file-dropped", lambda o, n: _dropped(o.test_files, n.test_files, "test file (restored in a clean room)")),

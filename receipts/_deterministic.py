@@ -16,6 +16,7 @@ from typing import Any
 from ._contract import Check, Contract, ToolPolicy, Waiver, thaw
 from ._digest import Digest
 from ._errors import FormatError
+from ._harness import is_harness_path, runs_pytest, sandbox_findings, test_report_findings
 from ._model import TierRecord, Verdict
 from ._provenance import PROVENANCE_FORMAT, declared_facts, undeclared
 
@@ -34,6 +35,7 @@ __all__ = [
     "derive_check",
     "derive_deterministic",
     "integrity_failure",
+    "requires_report",
     "EvidenceReader",
     "rederive_deterministic",
     "waivers_in_force",
@@ -70,13 +72,15 @@ def result_key(check: Check, attempt: int) -> str:
     return check.id if check.runs == 1 else "%s#%d" % (check.id, attempt)
 
 
-def derive_attempts(check: Check, results: Mapping[str, Mapping[str, Any]]) -> tuple[bool, str, int]:
+def derive_attempts(
+    check: Check, results: Mapping[str, Mapping[str, Any]], require_report: bool = False
+) -> tuple[bool, str, int]:
     """Whether ``check`` passed, from the results of all its attempts: every attempt must be
     recorded (one dropped fails the check) and ``min_passes`` of them pass. Returns
-    (passed, why, how many attempts passed).
+    (passed, why, how many attempts passed). ``require_report`` as `derive_check`.
     """
     if check.runs == 1:
-        ok, why = derive_check(check, results.get(check.id))
+        ok, why = derive_check(check, results.get(check.id), require_report)
         return ok, why, int(ok)
     passes, missing, first_failure = 0, [], ""
     for attempt in range(1, check.runs + 1):
@@ -84,7 +88,7 @@ def derive_attempts(check: Check, results: Mapping[str, Mapping[str, Any]]) -> t
         if result is None:
             missing.append(str(attempt))
             continue
-        ok, why = derive_check(check, result)
+        ok, why = derive_check(check, result, require_report)
         if ok and result.get("attempt") != attempt:
             ok, why = False, "the recorded attempt is numbered %r" % (result.get("attempt"),)
         passes += int(ok)
@@ -140,6 +144,13 @@ def _test_passes_facts(check: Check, facts: Mapping[str, Any]) -> tuple[bool, st
     if facts.get("error"):
         return False, "could not run: %s" % facts["error"]
     code = _fact(facts, "exit_code", int)
+    if "control" in facts:  # a sandboxed pytest run: what ran decides, with the control (§6a)
+        found = test_report_findings(facts)
+        if found:
+            return False, "; ".join(found[:5])
+        report = facts["report"]["tests"]
+        passed = sum(1 for v in report.values() if v == "passed")
+        return True, "%d test(s) passed; the control test failed, as it must" % passed
     return (code == 0), "exit code %d" % code
 
 
@@ -223,9 +234,17 @@ def _derive_facts(check: Check, facts: Mapping[str, Any]) -> tuple[bool, str]:
     return rule(check, facts)
 
 
-def derive_check(check: Check, result: Mapping[str, Any] | None) -> tuple[bool, str]:
+def requires_report(contract: Contract, check: Check) -> bool:
+    """Whether ``check`` must be judged by its test report and control (§6a): a pytest
+    command of a contract whose clean room is sandboxed.
+    """
+    return contract.sandbox and check.type == "test_passes" and runs_pytest(thaw(check.param("command")))
+
+
+def derive_check(check: Check, result: Mapping[str, Any] | None, require_report: bool = False) -> tuple[bool, str]:
     """Whether one check passed, from its recorded result. Anything missing, malformed or
-    recorded for a different check than the contract declares is a fail.
+    recorded for a different check than the contract declares is a fail; so is, with
+    ``require_report`` (`requires_report`), a test run recorded without its report.
     """
     if result is None:
         return False, "no recorded result"
@@ -236,6 +255,10 @@ def derive_check(check: Check, result: Mapping[str, Any] | None) -> tuple[bool, 
     facts = result.get("facts")
     if not isinstance(facts, dict):
         return False, "the recorded result has no facts"
+    if require_report and "control" not in facts:
+        if facts.get("error"):
+            return False, "could not run: %s" % facts["error"]
+        return False, "the contract requires the run's test report and control test; none was recorded"
     try:
         return _derive_facts(check, facts)
     except FormatError as exc:
@@ -267,7 +290,7 @@ def derive_deterministic(
     waived: list[str] = []
     passed: list[Check] = []
     for check in contract.checks:
-        ok, why, passes = derive_attempts(check, results)
+        ok, why, passes = derive_attempts(check, results, requires_report(contract, check))
         if ok:
             passed.append(check)
             if passes < check.runs:
@@ -332,7 +355,8 @@ def _clean_room_findings(contract: Contract, snapshot: Mapping[str, Any]) -> tup
     if not isinstance(room, dict):
         return ["the clean room's record is malformed"], []
     restored, kept_new, changed = room.get("restored"), room.get("kept_new"), snapshot.get("changed_files")
-    lists = (restored, kept_new, changed)
+    removed = room.get("removed", [])
+    lists = (restored, kept_new, changed, removed)
     if (
         not all(isinstance(v, list) and all(isinstance(p, str) for p in v) for v in lists)
         or not isinstance(room.get("network_cut"), bool)
@@ -340,19 +364,45 @@ def _clean_room_findings(contract: Contract, snapshot: Mapping[str, Any]) -> tup
     ):
         return ["the clean room's record is malformed"], []
     assert isinstance(restored, list) and isinstance(kept_new, list) and isinstance(changed, list)
+    assert isinstance(removed, list)
     if room.get("base") != snapshot.get("base"):
         return ["the clean room restored from %s, not from the base %s" % (room.get("base"), snapshot.get("base"))], []
     import fnmatch
 
     globs = (*contract.protected_paths, *contract.test_files)
-    covered = set(restored) | set(kept_new)
+    covered = set(restored) | set(kept_new) | set(removed)
     reasons = [
         "clean room: %s changed but was not restored from the base" % path
         for path in changed
         if path not in covered and any(fnmatch.fnmatchcase(path, g) for g in globs)
     ]
+    if contract.sandbox:
+        reasons += _sandbox_reasons(contract, room, changed, restored, removed)
     warnings = [] if room["network_cut"] else ["the clean room's network was %s" % room["network"]]
     return reasons, warnings
+
+
+def _sandbox_reasons(
+    contract: Contract, room: Mapping[str, Any], changed: list[str], restored: list[str], removed: list[str]
+) -> list[str]:
+    """A sandboxed contract's room: the sandbox as required, and every harness file the
+    candidate changed restored from the base (or, new, removed).
+    """
+    allowed = set(contract.secret_env)
+    for check in contract.checks:
+        env = thaw(check.param("env", ()))
+        if isinstance(env, list):
+            allowed.update(str(v) for v in env)
+    reasons = ["sandbox: %s" % r for r in sandbox_findings(room, frozenset(allowed))]
+    handled = set(restored) | set(removed)
+    reasons += [
+        "harness: %s changed but was neither restored from the base nor removed" % path
+        for path in changed
+        if is_harness_path(path) and path not in handled
+    ]
+    kept = room.get("kept_new") or []
+    reasons += ["harness: the candidate's new %s was kept" % path for path in kept if is_harness_path(str(path))]
+    return reasons
 
 
 def _attribution_findings(

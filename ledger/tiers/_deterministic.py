@@ -137,7 +137,9 @@ def _evaluated(
     """
     if in_room and snapshot.dirty is not None:
         raise InputError("a clean room runs the committed candidate: commit the changes, or leave out --allow-dirty")
-    with _clean_room(repo, contract, snapshot.commit, snapshot.base) if in_room else contextlib.nullcontext() as room:
+    with (
+        _clean_room(repo, contract, snapshot.commit, snapshot.base, env) if in_room else contextlib.nullcontext()
+    ) as room:
         if room is not None:
             snapshot = dataclasses.replace(snapshot, clean_room=room.document())
         refs, snap_doc = _put_snapshot(store, snapshot)
@@ -150,6 +152,9 @@ def _evaluated(
             environ=env,
             command_prefix=() if room is None else room.command_prefix,
             diff=snapshot.diff,
+            sandbox=None if room is None else room.sandbox,
+            sandbox_refused=None if room is None else room.sandbox_refused,
+            expected=() if room is None else room.expected,
         )
         before = untracked(ctx.repo)
         results, rows = _run_checks(ctx, refs, on_check)

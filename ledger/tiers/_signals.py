@@ -12,11 +12,15 @@ import io
 import json
 import os
 import re
+import secrets
+import shlex
+import shutil
 import signal
 import subprocess
 import tempfile
 import time
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,12 +34,15 @@ from receipts import (
     content_digest,
     declared_facts,
     declared_params,
+    runs_pytest,
 )
 
 from .. import _clock
 from ..git._commands import git
 from ..store._ledger import Store
+from ._harness import control_plugin, read_report
 from ._redact import Redactor
+from ._sandbox import Sandbox
 from ._snapshot import worktree_roots
 
 __all__ = ["READ_ONLY_TYPES", "RUNNING_GROUPS", "Context", "Evaluated", "evaluate"]
@@ -60,6 +67,10 @@ class Context:
     environ: dict[str, str]
     command_prefix: tuple[str, ...] = ()  # what every check command runs under (a clean room's network cut)
     diff: bytes | None = None  # the candidate's diff against its base (the snapshot's), for attribution_declared
+    sandbox: Sandbox | None = None  # a clean room's: each command runs in it, on a fresh copy of the room
+    sandbox_refused: str | None = None  # why no command may run (the contract needs a sandbox; none was made)
+    expected: tuple[str, ...] = ()  # the tests the restored test files define (a pytest run must pass each)
+    last_tree: Path | None = None  # where the last sandboxed command ran (a build's artifact is read there)
     _worktrees: list[Path] | None = None
 
     def worktrees(self) -> list[Path]:
@@ -149,10 +160,80 @@ def _store_stream(
     return str(digest), [r.as_dict(stream) for r in redactions]
 
 
+def _named_paths(command: Any, tree: Path) -> list[str]:
+    """The paths of the room a command names (a test run limited to them), or [] for none."""
+    words = shlex.split(command) if isinstance(command, str) else [str(w) for w in command]
+    named = []
+    for word in words[1:]:
+        if word.startswith("-") or word in ("pytest", "py.test"):
+            continue
+        rel = os.path.normpath(word)
+        if not rel.startswith(("..", "/")) and (tree / rel).exists():
+            named.append(rel)
+    return named
+
+
+def _expected_for(ctx: Context, command: Any, tree: Path) -> list[str]:
+    """The expected tests a command's run must show: those under the paths it names, or all."""
+    named = _named_paths(command, tree)
+    if not named or "." in named:
+        return list(ctx.expected)
+    return [t for t in ctx.expected if any(t.split("::")[0] == p or t.startswith(p + "/") for p in named)]
+
+
+def _nothing_to_record(facts: dict[str, Any]) -> None:
+    """A command whose run leaves no report of ours (not pytest, or not sandboxed)."""
+
+
+def _in_sandbox(
+    ctx: Context, argv: list[str], env: dict[str, str], command: Any, check: Check
+) -> tuple[list[str], dict[str, str], Path, Callable[[dict[str, Any]], None]]:
+    """``argv`` made to run in the sandbox, on a fresh copy of the room (an earlier command
+    cannot change what a later one sees): the argv, its environment, where to start it,
+    and what records the run's report afterwards (a pytest run's, with its control).
+    """
+    assert ctx.sandbox is not None
+    if ctx.last_tree is not None:
+        shutil.rmtree(ctx.last_tree.parent, ignore_errors=True)
+    run = Path(tempfile.mkdtemp(prefix="receipt-ledger-sandboxed-"))
+    tree = run / "tree"
+    subprocess.run(["cp", "-a", "--reflink=auto", str(ctx.repo), str(tree)], check=True, capture_output=True)
+    ctx.sandbox.prepare(tree)
+    ctx.last_tree = tree
+    read_only: dict[Path, str] = {}
+    writable: dict[Path, str] = {}
+    record: Callable[[dict[str, Any]], None] = _nothing_to_record
+    if check.type == "test_passes" and runs_pytest(command):
+        tag = secrets.token_hex(8)
+        report_dir, plugin_dir = run / "report", run / "plugin"
+        report_dir.mkdir()
+        plugin_dir.mkdir()
+        ctx.sandbox.prepare(report_dir)
+        inside = "/run/receipt-ledger-%s" % tag
+        plugin = control_plugin(inside + "/report.json")
+        (plugin_dir / (plugin.module + ".py")).write_bytes(plugin.source)
+        writable[report_dir] = inside
+        read_only[plugin_dir] = "/opt/receipt-ledger-%s" % tag
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (read_only[plugin_dir], env.get("PYTHONPATH")) if p)
+        env["PYTEST_ADDOPTS"] = "-p %s" % plugin.module
+        expected = _expected_for(ctx, command, tree)
+
+        def record(facts: dict[str, Any]) -> None:
+            facts["control"] = plugin.fact()
+            facts["expected"] = expected
+            facts["report"] = read_report(report_dir / "report.json")
+
+    return ctx.sandbox.argv(tree, argv, read_only, writable), ctx.sandbox.environment(env), run, record
+
+
 def _run(
     ctx: Context, check: Check, command: Any, shell: bool, timeout: float, out: Evaluated, label: str
 ) -> dict[str, Any]:
     argv = [*ctx.command_prefix, *(["/bin/sh", "-c", command] if shell else list(command))]
+    env, cwd = _scrubbed_env(ctx, check), ctx.repo
+    record: Callable[[dict[str, Any]], None] = _nothing_to_record
+    if ctx.sandbox is not None:
+        argv, env, cwd, record = _in_sandbox(ctx, argv, env, command, check)
     facts: dict[str, Any] = {
         "command": command,
         "shell": shell,
@@ -165,19 +246,22 @@ def _run(
         stdout, stderr = Path(tmp) / "stdout", Path(tmp) / "stderr"
         started = time.monotonic()
         with stdout.open("wb") as so, stderr.open("wb") as se:
+            proc = None
             try:
-                proc = subprocess.Popen(
-                    argv,
-                    cwd=ctx.repo,
-                    env=_scrubbed_env(ctx, check),
-                    stdout=so,
-                    stderr=se,
-                    stdin=subprocess.DEVNULL,
-                    start_new_session=True,
-                )
+                if ctx.sandbox_refused is not None:  # never outside the sandbox the contract requires
+                    facts["error"] = "not run: the contract requires a sandbox and %s" % ctx.sandbox_refused
+                else:
+                    proc = subprocess.Popen(
+                        argv,
+                        cwd=cwd,
+                        env=env,
+                        stdout=so,
+                        stderr=se,
+                        stdin=subprocess.DEVNULL,
+                        start_new_session=True,
+                    )
             except OSError as exc:
                 facts["error"] = "%s: %s" % (argv[0], exc.strerror or exc)
-                proc = None
             if proc is not None:
                 RUNNING_GROUPS.add(proc.pid)
                 try:
@@ -199,6 +283,8 @@ def _run(
             redactions += found
     facts["streams"] = streams
     facts["redactions"] = redactions
+    if facts["error"] is None:
+        record(facts)
     return facts
 
 
@@ -327,8 +413,10 @@ def _schema_valid(ctx: Context, check: Check) -> dict[str, Any]:
     return facts
 
 
-def _artifact_digest(ctx: Context, check: Check) -> str | None:
-    _, data = _read(ctx, str(check.param("path")))
+def _artifact_digest(ctx: Context, check: Check, built: bool = False) -> str | None:
+    """The artifact's digest: where the last command ran after a build (a sandbox's own copy)."""
+    where = ctx.last_tree if built and ctx.last_tree is not None else ctx.repo
+    _, data = _read(dataclasses.replace(ctx, repo=where), str(check.param("path")))
     return None if data is None else str(content_digest(data))
 
 
@@ -341,7 +429,7 @@ def _hash_stable(ctx: Context, check: Check, out: Evaluated) -> dict[str, Any]:
         facts = _run(ctx, check, command, isinstance(command, str), _timeout(ctx, check), out, "build%d-" % n)
         builds.append(facts)
         ok = facts["exit_code"] == 0 and not facts["timed_out"]
-        digests.append(_artifact_digest(ctx, check) if ok else None)
+        digests.append(_artifact_digest(ctx, check, built=True) if ok else None)
     return {"path": check.param("path"), "mode": "rebuild", "digests": digests, "builds": builds}
 
 
