@@ -95,12 +95,21 @@ if TYPE_CHECKING:
     from .git._sync import SyncResult, fetch_receipts, fetch_refspecs, push_receipts
     from .keys._key_files import generate_key_file, key_dir, key_path, load_signer, read_public_key, refuse_inside_repo
     from .keys._keyring import add_key, allowed_signers, choose_admin, create_key, genesis_admin, revoke_key
-    from .keys._trust import AUDITORS_PATH, REPO_TRUST_PATH, TRUST_FILE, parse_auditors, resolve_auditors, resolve_trust
+    from .keys._trust import (
+        AUDITORS_PATH,
+        REPO_TRUST_PATH,
+        TRUST_FILE,
+        parse_auditors,
+        resolve_auditors,
+        resolve_trust,
+    )
     from .ladder._contracts import (
         ContractHistoryRow,
+        TargetContract,
         contract_history,
         current_contract,
         register_contract,
+        target_contract,
         waive_check,
     )
     from .ladder._events import begin_effect, end_effect, record_event, task_events, verified_receipt
@@ -280,6 +289,8 @@ __all__ = [
     "read_public_key",
     # contracts and waivers
     "register_contract",
+    "TargetContract",
+    "target_contract",
     "current_contract",
     "contract_history",
     "ContractHistoryRow",
@@ -563,6 +574,8 @@ _WHERE = {
     "read_public_key": "keys._key_files",
     "allowed_signers": "keys._keyring",
     "register_contract": "ladder._contracts",
+    "TargetContract": "ladder._contracts",
+    "target_contract": "ladder._contracts",
     "current_contract": "ladder._contracts",
     "contract_history": "ladder._contracts",
     "ContractHistoryRow": "ladder._contracts",

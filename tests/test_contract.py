@@ -125,6 +125,7 @@ BASE = dataclasses.replace(
     repair_attempts=3,
     no_progress_after=2,
     clean_room=True,
+    sandbox=True,
     test_files=("tests/*",),
 )
 J, T = BASE.judge, BASE.tools
@@ -158,6 +159,7 @@ WEAKER = {
     "no-progress-budget-raised": dataclasses.replace(BASE, no_progress_after=9),
     "independent-approvers-dropped": dataclasses.replace(BASE, independent_approvers=False),
     "clean-room-dropped": dataclasses.replace(BASE, clean_room=False),
+    "sandbox-dropped": dataclasses.replace(BASE, sandbox=False),
     "test-file-dropped": dataclasses.replace(BASE, test_files=()),
 }
 RULES = dict(r.WEAKENING_RULES)

@@ -367,17 +367,24 @@ def _fetch_target(repo: Path, remote: str, event: GithubEvent) -> None:
     push the branch holds the pushed commit itself: it is taken as it was before the push.
     """
     target = "refs/remotes/%s/%s" % (remote, event.base_ref)
+    shallow = run_git(repo, "rev-parse", "--is-shallow-repository").stdout.strip() == b"true"
     if event.name != "push":
-        fetched = run_git(repo, "fetch", "--quiet", "--no-tags", remote, "+refs/heads/%s:%s" % (event.base_ref, target))
+        # The whole history, whatever the checkout's depth: the candidate is judged against
+        # its merge base with the target branch, never against "the first commit".
+        deepen = ["--unshallow"] if shallow else []
+        spec = "+refs/heads/%s:%s" % (event.base_ref, target)
+        fetched = run_git(repo, "fetch", "--quiet", "--no-tags", *deepen, remote, spec)
         if fetched.returncode != 0:
-            raise InputError("cannot fetch the target branch %s from %s" % (event.base_ref, remote))
+            raise InputError(
+                "cannot fetch the target branch %s and its history from %s (give actions/checkout"
+                " fetch-depth: 0 and keep its credentials)" % (event.base_ref, remote)
+            )
         return
     if not re.fullmatch("[0-9a-f]{40}", event.before) or event.before == "0" * 40:
         raise InputError(
             "the push created %s: there is no earlier pin to judge it by (gate it in its pull request)" % event.base_ref
         )
-    # In a shallow checkout (actions/checkout's default) one commit is enough.
-    shallow = run_git(repo, "rev-parse", "--is-shallow-repository").stdout.strip() == b"true"
+    # In a shallow checkout (actions/checkout's default) one commit is enough to gate.
     fetched = run_git(repo, "fetch", "--quiet", "--no-tags", *(["--depth=1"] if shallow else []), remote, event.before)
     if fetched.returncode != 0 or run_git(repo, "update-ref", target, event.before).returncode != 0:
         raise InputError(
@@ -557,7 +564,12 @@ def _tier(
             " ref: the head sha)" % (head[:12], event.head_sha[:12])
         )
     if step == "check":
-        done = runner(["check", task, "--key", key, "--json"], child, repo)
+        target = "refs/remotes/%s/%s" % (child.get("LEDGER_REMOTE", "origin"), event.base_ref)
+        base = run_git(repo, "merge-base", "HEAD", target)
+        if base.returncode != 0:
+            raise InputError("the pull request's head shares no history with %s: no base to judge it against" % target)
+        args = ["check", task, "--key", key, "--json", "--base", base.stdout.decode().strip(), "--trust-ref", target]
+        done = runner(args, child, repo)
         report.tier_exits["check"] = done.returncode
         try:
             ledger_dir = Path(child["LEDGER_DIR"]) if child.get("LEDGER_DIR") else repo / ".ledger"

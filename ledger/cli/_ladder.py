@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -108,6 +109,16 @@ def _shows_progress(as_json: bool) -> bool:
     return sys.stderr.isatty() and not as_json
 
 
+def _in_force(ctx: click.Context, task: str, contract_path: Path | None, trust_ref: str | None) -> dict[str, Any]:
+    """The repository and the contract a check runs on: the file given, or the task's file
+    as a revision of the contract in force (the registered one, else the target branch's).
+    """
+    source, data = _required_contract(ctx, task, contract_path)
+    repo = _repo()
+    target = None if contract_path else lib.target_contract(repo, _root(ctx), task, trust_ref)
+    return {"repo": repo, "contract_bytes": data, "source": source, "target": target, "from_target": not contract_path}
+
+
 @cli.command()
 @click.argument("task")
 @contract_option
@@ -119,6 +130,13 @@ def _shows_progress(as_json: bool) -> bool:
     is_flag=True,
     help="Run the checks in a fresh checkout of the candidate, protected paths and test files restored from the base.",
 )
+@click.option(
+    "--trust-ref",
+    "trust_ref",
+    envvar="LEDGER_TRUST_REF",
+    help="The target branch whose contract is in force when the ledger has none registered"
+    " (default: origin/main, else main; never the candidate's config.toml).",
+)
 @json_option
 @click.pass_context
 def check(
@@ -129,24 +147,24 @@ def check(
     base: str | None,
     allow_dirty: bool,
     clean_room: bool,
+    trust_ref: str | None,
     as_json: bool,
 ) -> None:
     """Run the deterministic tier: evaluate the contract's checks on the candidate.
 
-    Exit 0 if the tier passed, 1 if it failed.
+    The contract in force is the ledger's registered one, else the target branch's: the
+    candidate's own copy is a revision of it (a weakening needs an admin key), never a
+    first registration. Exit 0 if the tier passed, 1 if it failed.
     """
-    source, data = _required_contract(ctx, task, contract_path)
     run = lib.run_deterministic(
         _ledger(ctx),
-        repo=_repo(),
         task_id=task,
-        contract_bytes=data,
-        source=source,
         signer=_signer(key_name),
         base=base,
         allow_dirty=allow_dirty,
         on_check=(lambda cid: click.echo("running %s ..." % cid, err=True)) if _shows_progress(as_json) else None,
         clean_room=clean_room,
+        **_in_force(ctx, task, contract_path, trust_ref),
     )
     emit(as_json, lib.check_document(run), lib.check_lines(run))
     exit_with(run.outcome.verdict is Verdict.PASS)

@@ -44,6 +44,7 @@ __all__ = [
     "trust_file_text",
     "write_trust_file",
     "configured_trust_ref",
+    "branch_file",
     "branch_trust",
     "qualified_branch",
     "resolve_trust",
@@ -149,6 +150,18 @@ def _branch_text(repo: Path, branch: tuple[str, str], path: str) -> str | None:
         return shown.stdout.decode("utf-8")
     except UnicodeDecodeError:
         raise InputError("%s:%s is not UTF-8 text" % (branch[0], path)) from None
+
+
+def branch_file(repo: Path, ref: str | None, path: str) -> tuple[str, bytes | None] | None:
+    """``path``'s exact bytes as committed on the target branch (`_target_branch`), with
+    where that is (``BRANCH:PATH``); bytes None when the branch has no such file, and
+    None when there is no target branch.
+    """
+    branch = _target_branch(repo, ref)
+    if branch is None:
+        return None
+    shown = run_git(repo, "show", "%s:%s" % (branch[1], path))
+    return "%s:%s" % (branch[0], path), shown.stdout if shown.returncode == 0 else None
 
 
 def branch_trust(repo: Path, ref: str | None) -> tuple[TrustRoot | None, str]:

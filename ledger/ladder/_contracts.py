@@ -5,6 +5,7 @@ the store decides), read a task's history, and waive a named check until a date.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from receipts import (
     Contract,
@@ -21,9 +22,20 @@ from receipts import (
 
 from .. import _clock
 from .._errors import InputError
+from .._layout import contract_path
+from ..keys._trust import branch_file
 from ..store._ledger import Appended, Store
 
-__all__ = ["register_contract", "current_contract", "contract_history", "ContractHistoryRow", "waive_check"]
+__all__ = [
+    "register_contract",
+    "register_in_force",
+    "TargetContract",
+    "target_contract",
+    "current_contract",
+    "contract_history",
+    "ContractHistoryRow",
+    "waive_check",
+]
 
 
 def register_contract(
@@ -45,6 +57,68 @@ def register_contract(
         return contract, None
     revision = ContractRevision(task_id, data, None if latest is None else latest.config_hash)
     return contract, store.append(revision, signer)
+
+
+@dataclass(frozen=True, slots=True)
+class TargetContract:
+    """The task's contract as committed on the target branch (``data`` None: it has none)."""
+
+    where: str  # e.g. origin/main:.ledger/contracts/T-3.toml
+    data: bytes | None
+
+
+def target_contract(repo: Path, ledger_dir: Path, task_id: str, trust_ref: str | None) -> TargetContract | None:
+    """The task's contract on the target branch (`ledger.keys._trust.branch_file`: the
+    trust ref given, else origin/main, else main), at the path the ledger directory gives
+    it in the repository (``.ledger/contracts/`` for a ledger kept outside); None when
+    there is no target branch.
+    """
+    path = contract_path(ledger_dir, task_id)
+    try:
+        named = path.resolve().relative_to(repo.resolve()).as_posix()
+    except ValueError:
+        named = Path(".ledger", *path.parts[-2:]).as_posix()
+    found = branch_file(repo, trust_ref, named)
+    return None if found is None else TargetContract(*found)
+
+
+def register_in_force(
+    store: Store,
+    task_id: str,
+    data: bytes,
+    signer: Signer,
+    source: str,
+    target: TargetContract | None,
+) -> tuple[Contract, Appended | None]:
+    """The contract a candidate is checked against: never one it brings on its own.
+
+    The contract in force is the ledger's latest registered revision, else the target
+    branch's copy (registered first, by ``signer``, as the task's first revision). The
+    candidate's copy ``data`` is then a revision of that one, judged by the weakening rules
+    (`register_contract`: a weakening needs an admin key).
+
+    Args:
+        store: the ledger.
+        task_id: the task.
+        data: the candidate's contract file.
+        signer: the key that registers (the deterministic role's, in CI).
+        source: where ``data`` was read (for messages).
+        target: the target branch's copy (None: no target branch was found).
+
+    Raises:
+        InputError: nothing registered and nothing on the target branch; a weakening
+            without an admin key; a contract that does not parse.
+    """
+    if store.latest_contract(task_id) is None:
+        if target is None or target.data is None:
+            where = target.where if target is not None else "the target branch (none was found)"
+            raise InputError(
+                "task %s has no contract at %s and none registered in the ledger: a candidate cannot bring its"
+                " own; commit it to the target branch, or register it (`ledger contract set %s --key KEY`)"
+                % (task_id, where, task_id)
+            )
+        register_contract(store, task_id, target.data, signer, target.where)
+    return register_contract(store, task_id, data, signer, source)
 
 
 def current_contract(store: Store, task_id: str, config: Digest) -> Contract:

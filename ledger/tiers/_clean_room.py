@@ -15,6 +15,7 @@ the network cut. What was done is stated in the snapshot's ``clean_room`` docume
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fnmatch
 import shutil
 import subprocess
@@ -152,6 +153,65 @@ def _passed_names(contract: Contract, environ: Mapping[str, str]) -> list[str]:
     return sorted(names)
 
 
+def _restore_declared(
+    folder: Path, base: str, globs: tuple[str, ...], at_base: dict[str, str], at_commit: dict[str, str]
+) -> tuple[list[str], list[str]]:
+    """The protected paths and test files made the base's: (restored, kept new)."""
+    restored, kept_new = [], []
+    for path in sorted(set(at_base) | set(at_commit)):
+        if not _matches(path, globs) or is_harness_path(path):
+            continue  # a harness file is `_harness`'s, whatever the globs say
+        if path not in at_base:
+            kept_new.append(path)
+        elif at_commit.get(path) != at_base[path]:
+            git(folder, "checkout", "--quiet", base, "--", path)
+            restored.append(path)
+    return restored, kept_new
+
+
+def _make(
+    repo: Path, folder: Path, contract: Contract, commit: str, base: str | None, environ: Mapping[str, str]
+) -> CleanRoom:
+    """Fill ``folder`` as the clean room of ``commit`` and say how its commands will run."""
+    git(repo, "clone", "--quiet", "--shared", "--no-checkout", str(repo.resolve()), str(folder))
+    git(folder, "-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", commit)
+    at_base, at_commit = (_files_at(repo, base) if base is not None else {}), _files_at(repo, commit)
+    globs = (*contract.protected_paths, *contract.test_files)
+    restored: list[str] = []
+    kept_new: list[str] = []
+    if base is not None and globs:
+        restored, kept_new = _restore_declared(folder, base, globs, at_base, at_commit)
+    harness_restored, removed = _harness(repo, folder, base, at_base, at_commit)
+    restored = sorted({*restored, *harness_restored})
+    _dissociate(folder)
+    tests = [p for p in at_base if contract.test_files and _matches(p, contract.test_files)]
+    made = CleanRoom(
+        folder,
+        base,
+        tuple(restored),
+        tuple(kept_new),
+        False,
+        "",
+        (),
+        tuple(removed),
+        expected=tuple(expected_tests(folder, tests)),
+    )
+    box = make_sandbox(environ)
+    if isinstance(box, Sandbox):
+        network = "cut: each command runs in a bubblewrap sandbox with a network namespace of its own"
+        doc = box.document(_passed_names(contract, environ), ())
+        return dataclasses.replace(made, network_cut=True, network=network, sandbox=box, sandbox_doc=doc)
+    prefix, network = _network_cut()
+    return dataclasses.replace(
+        made,
+        network_cut=bool(prefix),
+        network=network,
+        command_prefix=prefix,
+        sandbox_refused=box if contract.sandbox else None,
+        sandbox_doc={"tool": None, "error": box},
+    )
+
+
 @contextlib.contextmanager
 def clean_room(
     repo: Path, contract: Contract, commit: str, base: str | None, environ: Mapping[str, str] | None = None
@@ -165,72 +225,17 @@ def clean_room(
         commit: the candidate commit.
         base: the base revision (None: nothing to restore from; the room is still clean,
             and every harness file is the candidate's new one, so removed).
-        environ: the runner's environment (which Pythons the sandbox binds).
+        environ: the runner's environment (where bwrap is, which Pythons the sandbox binds).
 
     Raises:
         InputError: git could not make the room.
     """
-    environ = dict(environ or {})
-    globs = (*contract.protected_paths, *contract.test_files)
     holder = Path(tempfile.mkdtemp(prefix="receipt-ledger-clean-room-"))
-    folder = holder / "tree"
     try:
-        git(repo, "clone", "--quiet", "--shared", "--no-checkout", str(repo.resolve()), str(folder))
-        git(folder, "-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", commit)
-        restored: list[str] = []
-        kept_new: list[str] = []
-        at_base, at_commit = (_files_at(repo, base) if base is not None else {}), _files_at(repo, commit)
-        if base is not None and globs:
-            for path in sorted(set(at_base) | set(at_commit)):
-                if not _matches(path, globs) or is_harness_path(path):
-                    continue
-                if path not in at_base:
-                    kept_new.append(path)
-                elif at_commit.get(path) != at_base[path]:
-                    git(folder, "checkout", "--quiet", base, "--", path)
-                    restored.append(path)
-        harness_restored, removed = _harness(repo, folder, base, at_base, at_commit)
-        restored = sorted({*restored, *harness_restored})
-        _dissociate(folder)
-        tests = [p for p in at_base if contract.test_files and _matches(p, contract.test_files)]
-        expected = tuple(expected_tests(folder, tests))
-        box = make_sandbox(environ)
-        if isinstance(box, Sandbox):
-            doc = box.document(_passed_names(contract, environ), ())
-            network = "cut: each command runs in a bubblewrap sandbox with new network namespace"
-            yield CleanRoom(
-                folder,
-                base,
-                tuple(restored),
-                tuple(kept_new),
-                True,
-                network,
-                (),
-                tuple(removed),
-                box,
-                None,
-                doc,
-                expected,
-            )
-            return
-        refused = box if contract.sandbox else None
-        prefix, network = _network_cut()
-        doc = {"tool": None, "error": box}
-        yield CleanRoom(
-            folder,
-            base,
-            tuple(restored),
-            tuple(kept_new),
-            bool(prefix),
-            network,
-            prefix,
-            tuple(removed),
-            None,
-            refused,
-            doc,
-            expected,
-        )
-    except InputError as exc:
-        raise InputError("cannot make the clean room: %s" % exc) from None
+        try:
+            room = _make(repo, holder / "tree", contract, commit, base, dict(environ or {}))
+        except InputError as exc:
+            raise InputError("cannot make the clean room: %s" % exc) from None
+        yield room
     finally:
         shutil.rmtree(holder, ignore_errors=True)

@@ -39,7 +39,7 @@ from receipts import (
 from .. import _clock
 from .._errors import InputError
 from ..agents._traces import process_facts
-from ..ladder._contracts import register_contract
+from ..ladder._contracts import TargetContract, register_contract, register_in_force
 from ..ladder._records import append_tier_record
 from ..store._ledger import Appended, Store
 from ._clean_room import clean_room as _clean_room
@@ -82,6 +82,8 @@ def run_deterministic(
     environ: dict[str, str] | None = None,
     on_check: Callable[[str], None] | None = None,
     clean_room: bool = False,
+    target: TargetContract | None = None,
+    from_target: bool = False,
 ) -> CheckRun:
     """The deterministic tier on ``repo``'s HEAD: register the contract (a weakening needs an
     admin), snapshot the candidate (dirty trees refused unless ``allow_dirty``), run every
@@ -90,9 +92,15 @@ def run_deterministic(
     `InputError` on a bad contract, a dirty tree or a git failure; a failing check is a
     FAIL verdict, not an error. With ``clean_room`` (or a contract whose policy requires
     it) the checks run in a clean room (`_clean_room`), and the snapshot says what it did.
-    Returns the record, its entry and the table of checks.
+    With ``from_target`` the contract in force is the registered one or the target
+    branch's (``target``), and ``contract_bytes`` (the candidate's copy) a revision of it
+    (`register_in_force`): a candidate never brings its own contract. Returns the
+    record, its entry and the table of checks.
     """
-    contract, contract_entry = register_contract(store, task_id, contract_bytes, signer, source)
+    if from_target:
+        contract, contract_entry = register_in_force(store, task_id, contract_bytes, signer, source, target)
+    else:
+        contract, contract_entry = register_contract(store, task_id, contract_bytes, signer, source)
     subtasks = _subtasks(store, contract)
     snapshot = take_snapshot(repo, contract, base=base, allow_dirty=allow_dirty, subtasks=subtasks)
     snapshot = dataclasses.replace(snapshot, process=process_facts(store, task_id, contract, snapshot.candidate))

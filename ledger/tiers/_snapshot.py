@@ -84,6 +84,13 @@ def _default_base(repo: Path) -> tuple[str | None, str]:
         if mb and mb != head:
             return mb, "merge-base with %s" % ref
         tip_of = tip_of or (ref if mb == head else None)
+    if git_ok(repo, "rev-parse", "--is-shallow-repository") == "true":
+        # A shallow clone (actions/checkout's default depth 1) hides the history: its "first
+        # commit" would make the whole repository the diff.
+        raise InputError(
+            "the checkout is shallow and holds no base to compare with: fetch the target branch's history"
+            " (actions/checkout with fetch-depth: 0) or pass --base"
+        )
     parent = git_ok(repo, "rev-parse", "--verify", "--quiet", "HEAD~1")
     if parent is None:
         return None, "none (the first commit)"
