@@ -13,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import append
 import audit
+import catch
 import cold_verify
 import ingest
 
@@ -23,6 +24,7 @@ if __name__ == "__main__":
         "audit": audit.main(3000) if quick else audit.main(),
         "ingest": ingest.main(64) if quick else ingest.main(),
         "cold_verify": cold_verify.main(3) if quick else cold_verify.main(),
+        "catch": catch.main(1) if quick else catch.main(),
     }
     print(json.dumps(results, indent=2))
     print("transparency on a million entries: python bench/transparency.py --entries 1000000", file=sys.stderr)

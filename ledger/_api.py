@@ -109,6 +109,7 @@ if TYPE_CHECKING:
         contract_history,
         current_contract,
         register_contract,
+        register_in_force,
         target_contract,
         waive_check,
     )
@@ -290,6 +291,7 @@ __all__ = [
     # contracts and waivers
     "register_contract",
     "TargetContract",
+    "register_in_force",
     "target_contract",
     "current_contract",
     "contract_history",
@@ -576,6 +578,7 @@ _WHERE = {
     "register_contract": "ladder._contracts",
     "TargetContract": "ladder._contracts",
     "target_contract": "ladder._contracts",
+    "register_in_force": "ladder._contracts",
     "current_contract": "ladder._contracts",
     "contract_history": "ladder._contracts",
     "ContractHistoryRow": "ladder._contracts",

@@ -267,12 +267,15 @@ def build_sample(
     clean_room: bool = False,
     provenance: Path | None = None,
     store: str | None = None,
+    sandboxed: bool = False,
 ) -> Sample:
     """A ledger with keys for every role, a real deterministic run on a real repository
     (passing unless ``verdicts`` says FAIL; its `tests` check runs ``command`` when given,
     with ``check_extra`` lines added to the check, ``top`` lines at the contract's top, in a
     clean room when asked, after the agent added the Agent Trace record ``provenance``),
-    hand-made judge and human records, and a receipt; on the shared ``store`` when given."""
+    hand-made judge and human records, and a receipt; on the shared ``store`` when given.
+    ``sandboxed``: the check is pytest on a test the base holds, run in the sandboxed clean
+    room, and the candidate brings a conftest.py of its own (which the room removes)."""
     verdicts = verdicts or {t: r.Verdict.PASS for t in r.LADDER}
     root = tmp / "ledger"
     ev = tmp / "evidence"
@@ -285,6 +288,9 @@ def build_sample(
         command = "print('1 passed')" if verdicts[r.Tier.DETERMINISTIC] is r.Verdict.PASS else "raise SystemExit(1)"
     judge_mode = {r.Verdict.PASS: ("accept", "0.9"), r.Verdict.FAIL: ("reject", "0.9")}[verdicts[r.Tier.JUDGE]]
     contract = contract_bytes(command=command, judge=judge or judge_table(*judge_mode), extra=check_extra, top=top)
+    if sandboxed:
+        repo, contract = _sandboxed(repo, contract)
+        clean_room = True
     if provenance is not None:
         add_provenance(ledger, SIGNERS["agent"], TASK, None, repo=repo, agent_trace=provenance)
     run = run_deterministic(
@@ -322,6 +328,25 @@ def build_sample(
     _, sealed = seal_receipt(ledger, task_id=TASK, signer=SIGNERS["sealer"], input_hash=run.record.input_hash)
     ledger.close()
     return Sample(root, str(sealed.body_hash), records, ev, repo, contract)
+
+
+def _sandboxed(repo: Path, contract: bytes) -> tuple[Path, bytes]:
+    """`build_sample`'s sandboxed variant: the base holds a test, the candidate a conftest.py."""
+    (repo / "tests").mkdir()
+    (repo / "tests" / "test_app.py").write_text("def test_app():\n    assert True\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "tests")
+    (repo / "conftest.py").write_text("# the candidate's own, never run\n")
+    (repo / "app.py").write_text("print('hello, sandbox')\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "TASK-1: app, with a conftest of its own")
+    pytest_argv = json.dumps([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"])
+    lines = [
+        "command = %s" % pytest_argv if line.startswith("command = ") and '"-c"' in line else line
+        for line in contract.decode().splitlines()
+    ]
+    text = "\n".join(lines).replace("[policy]\n", "[policy]\nclean_room = true\nsandbox = true\n", 1)
+    return repo, ('test_files = ["tests/*"]\n' + text + "\n").encode()
 
 
 def other_records(

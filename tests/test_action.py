@@ -194,7 +194,12 @@ def test_failing_file_checks_become_annotations_and_the_gate_blocks(
     top, env, _ = world
     dev = top / "dev"
     extra = '\n[[checks]]\nid = "says-goodbye"\ntype = "file_contains"\npath = "app.py"\nliteral = "goodbye"\n'
+    # The team's contract is on main before the work: the contract in force is never the candidate's.
+    git(dev, "checkout", "-q", "main")
     (dev / ".ledger" / "contracts" / "TASK-2.toml").write_bytes(contract_bytes(task="TASK-2", extra=extra))
+    git(dev, "add", ".ledger/contracts/TASK-2.toml")
+    git(dev, "commit", "-qm", "the contract of TASK-2")
+    git(dev, "push", "-q", "origin", "main")
     git(dev, "checkout", "-qb", "task-2", "main")
     (dev / "app.py").write_text("print('hello only')\n")
     git(dev, "commit", "-qam", "TASK-2: greet without goodbye")

@@ -17,12 +17,21 @@ import socket
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import receipts as r
 from conftest import SIGNERS, git
-from ledger import CheckRun, Ledger, run_deterministic
+from ledger import (
+    CheckRun,
+    InputError,
+    Ledger,
+    TargetContract,
+    register_contract,
+    register_in_force,
+    run_deterministic,
+)
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is installed by .ci/run")
 
@@ -282,3 +291,38 @@ def test_a_contract_that_needs_a_sandbox_runs_nothing_without_one(env: tuple[Pat
     _fails(
         refused, "not run: the contract requires a sandbox", "sandbox: the contract requires a sandbox; none was made"
     )
+
+
+# -- the contract in force comes from the ledger or the target branch ----------------------
+
+IN_FORCE = json.loads((Path(__file__).parent / "vectors" / "contract_in_force.json").read_text())
+
+
+def _text(spec: str | dict[str, str] | None) -> bytes | None:
+    if spec is None or spec == "no-branch":
+        return None
+    text: str = IN_FORCE["base"]
+    edits: dict[str, str] = {} if isinstance(spec, str) else spec
+    for old, new in edits.items():
+        assert old in text
+        text = text.replace(old, new)
+    return text.encode()
+
+
+@pytest.mark.parametrize("case", IN_FORCE["cases"], ids=[c["name"] for c in IN_FORCE["cases"]])
+def test_contract_in_force_vector(case: dict[str, Any], env: tuple[Path, Ledger]) -> None:
+    ledger = env[1]
+    if case["registered"] is not None:
+        register_contract(ledger, "TASK-1", _text(case["registered"]) or b"", SIGNERS["ci"])
+    target = None
+    if case["target"] != "no-branch":
+        target = TargetContract("main:.ledger/contracts/TASK-1.toml", _text(case["target"]))
+    mine = _text(case["candidate"] or "base")
+    assert mine is not None
+    try:
+        contract, _ = register_in_force(ledger, "TASK-1", mine, SIGNERS["ci"], "candidate", target)
+    except InputError as exc:
+        assert str(exc).startswith(case["expect"]), str(exc)
+        return
+    assert case["expect"] == "in force: human_approvals %d" % contract.human_approvals
+    assert ledger.latest_contract("TASK-1") is not None

@@ -565,28 +565,93 @@ def _provenance_altered(tmp: Path) -> Sample:
     return s
 
 
-@mutation("clean-room-file-left-unlisted")
-def _room_unlisted(tmp: Path) -> Sample:
-    # The runner re-signs its own record with a clean room that no longer accounts for a
-    # changed file the contract's test_files match.
-    s = build_sample(tmp, clean_room=True, top='test_files = ["app.py"]\n')
+def _forged_evidence(s: Sample, edit: Callable[[str, dict[str, Any]], bool]) -> Sample:
+    """The runner re-signs its deterministic record of ``s`` with the JSON evidence that
+    ``edit`` changed (it returns whether it changed the document of that check id)."""
     rows = read_rows(s.root)
     i = find_row(rows, s.records[r.Tier.DETERMINISTIC])
     rec = _record_body(rows, i)
     out = []
     for ref in rec.evidence:
-        if ref.check_id == "snapshot":
+        if ref.media_type in (r.SNAPSHOT_MEDIA_TYPE, r.CHECK_RESULT_MEDIA_TYPE):
             doc = json.loads(_blob(s, ref.digest).read_bytes())
-            assert doc["clean_room"]["kept_new"] == ["app.py"]
-            doc["clean_room"]["kept_new"] = []
-            ref = _stored_as(s, ref, doc)
+            if edit(ref.check_id, doc):
+                ref = _stored_as(s, ref, doc)
         out.append(ref)
     evidence = tuple(out)
+    assert evidence != rec.evidence, "nothing was edited"
     forged = dataclasses.replace(rec, evidence=evidence, evidence_hash=r.evidence_list_hash(evidence))
     _replace_body(rows, i, forged)
     s.receipt = _retarget_receipt(rows, s.records[r.Tier.DETERMINISTIC], r.tier_record_hash(forged))
     write_rows(s.root, rows, resign_from=i)
     return s
+
+
+@mutation("clean-room-file-left-unlisted")
+def _room_unlisted(tmp: Path) -> Sample:
+    # The runner re-signs its own record with a clean room that no longer accounts for a
+    # changed file the contract's test_files match.
+    def edit(check_id: str, doc: dict[str, Any]) -> bool:
+        if check_id != "snapshot":
+            return False
+        assert doc["clean_room"]["kept_new"] == ["app.py"]
+        doc["clean_room"]["kept_new"] = []
+        return True
+
+    return _forged_evidence(build_sample(tmp, clean_room=True, top='test_files = ["app.py"]\n'), edit)
+
+
+def _room_edit(change: Callable[[dict[str, Any]], None]) -> Callable[[str, dict[str, Any]], bool]:
+    def edit(check_id: str, doc: dict[str, Any]) -> bool:
+        if check_id == "snapshot":
+            change(doc["clean_room"])
+        return check_id == "snapshot"
+
+    return edit
+
+
+def _report_edit(change: Callable[[dict[str, Any]], None]) -> Callable[[str, dict[str, Any]], bool]:
+    def edit(check_id: str, doc: dict[str, Any]) -> bool:
+        if check_id == "check:tests":
+            change(doc["facts"])
+        return check_id == "check:tests"
+
+    return edit
+
+
+@mutation("sandbox-missing")
+def _sandbox_missing(tmp: Path) -> Sample:
+    # A sandboxed contract's record re-signed as if its commands had run without one.
+    return _forged_evidence(build_sample(tmp, sandboxed=True), _room_edit(lambda room: room.pop("sandbox")))
+
+
+@mutation("control-passed")
+def _control_passed(tmp: Path) -> Sample:
+    # The report re-written so that the control test passed: a harness that cannot fail.
+    def change(facts: dict[str, Any]) -> None:
+        facts["report"]["tests"][facts["control"]["id"]] = "passed"
+
+    return _forged_evidence(build_sample(tmp, sandboxed=True), _report_edit(change))
+
+
+@mutation("restored-harness-file-left-unlisted")
+def _harness_unlisted(tmp: Path) -> Sample:
+    # The candidate's own conftest.py is no longer listed as removed from the room.
+    def change(room: dict[str, Any]) -> None:
+        assert room["removed"] == ["conftest.py"]
+        room["removed"] = []
+
+    return _forged_evidence(build_sample(tmp, sandboxed=True), _room_edit(change))
+
+
+@mutation("restored-test-skipped")
+def _restored_test_skipped(tmp: Path) -> Sample:
+    # A test the base's test files define, reported skipped (as a skip marker would have it).
+    def change(facts: dict[str, Any]) -> None:
+        assert facts["expected"] == ["tests/test_app.py::test_app"]
+        facts["report"]["tests"]["tests/test_app.py::test_app"] = "skipped"
+
+    return _forged_evidence(build_sample(tmp, sandboxed=True), _report_edit(change))
 
 
 def _stored_as(s: Sample, ref: r.EvidenceRef, doc: dict[str, Any]) -> r.EvidenceRef:

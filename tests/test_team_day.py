@@ -229,8 +229,10 @@ def _merge(team: Team, pr: PullRequest, how: str) -> tuple[str, str, str, str]:
 
 
 def _open_pr(agent: Machine, pr: PullRequest, path: str, text: str) -> None:
+    """The agent's change on a branch of main, with what its clone already holds of it."""
     agent.git("fetch", "-q", "origin", "main")
-    agent.git("checkout", "-q", "-B", pr.branch, "origin/main")
+    if agent.git("branch", "--show-current").strip() != pr.branch:
+        agent.git("checkout", "-q", "-B", pr.branch, "origin/main")
     (agent.clone / path).write_text(text)
     agent.git("commit", "-qam", pr.title)
     agent.git("push", "-q", "-f", "origin", pr.branch)
@@ -299,6 +301,20 @@ def test_a_teams_day_from_the_agents_loop_to_the_audit(day: Day) -> None:
         _approve(reviewer, pr8, "T-2")
     _decided(day.job("pull_request_review", _review_payload(pr8, "alice")), "pass")
     assert len(day.comments()) == 2  # one per pull request
+
+    # 5b. The agent edits its own contract in a pull request (two approvals down to one,
+    # issue 43): the contract in force is the one the ledger holds from main, so CI refuses
+    # the revision as a weakening only an admin may sign, and the change cannot pass.
+    pr9 = PullRequest(9, "T-1: a.txt says two, one reviewer is enough", "T-1-one-reviewer")
+    agent.git("fetch", "-q", "origin", "main")
+    agent.git("checkout", "-q", "-B", pr9.branch, "origin/main")
+    own = agent.clone / ".ledger" / "contracts" / "T-1.toml"
+    own.write_text(own.read_text().replace("human_approvals = 2", "human_approvals = 1"))
+    _open_pr(agent, pr9, "a.txt", "two\n")
+    weaker = day.job("pull_request", _pr_payload(pr9, "opened"))
+    _decided(weaker, "block")
+    assert "refused: this revision weakens the contract of T-1 (human approvals lowered" in weaker.log, weaker.log
+    assert "receipt-ledger: check exited 2" in weaker.log and weaker.outputs["merge-eligible"] == "false"
 
     # 6. The merge queue takes PR 7 (its tree is the reviewed tree): gate-only, it passes;
     # then PR 7 is squash-merged and the push to main is gated again.
