@@ -491,6 +491,28 @@ def test_case_is_folded_where_the_file_system_folds_it(box: Box) -> None:
     assert not any(fnmatch.fnmatchcase(args["file_path"], g) for g in globs)
 
 
+def test_a_task_without_a_contract_is_blocked_and_a_removed_one_is_read_from_main(box: Box) -> None:
+    """Issue 43: no contract is not an open door, and deleting one's own contract opens none."""
+    cwd = str(box.repo)
+    fetch = payload("claude-code", "pre-tool-use", cwd=cwd, tool="WebFetch", tool_input={"url": "https://x.invalid"})
+    read = payload("claude-code", "pre-tool-use", cwd=cwd, tool="Read", tool_input={"file_path": cwd + "/app.py"})
+    own = box.repo / ".ledger" / "contracts" / "TASK-1.toml"
+    text = own.read_bytes()
+    own.unlink()
+    blocked = _decision(box.hook("pre-tool-use", read))
+    assert blocked is not None and blocked[0] == "deny" and "task TASK-1 has no contract" in blocked[1]
+    # Committed on main, the contract holds whatever the agent's tree says: WebFetch stays denied.
+    git(box.repo, "checkout", "-q", "main")
+    own.write_bytes(text)
+    git(box.repo, "add", "-f", str(own))
+    git(box.repo, "commit", "-qm", "the contract of TASK-1")
+    git(box.repo, "checkout", "-q", "task-1")  # a branch of main from before: it holds no contract
+    assert not own.exists()
+    assert _decision(box.hook("pre-tool-use", read)) is None
+    denied = _decision(box.hook("pre-tool-use", fetch))
+    assert denied is not None and denied[0] == "deny" and "tool WebFetch is denied" in denied[1]
+
+
 def test_the_installed_hook_fails_closed_where_ledger_cannot_be_run(box: Box, tmp_path: Path) -> None:
     # An agent treats a hook's exit other than 2 as a non-blocking error: a hook whose
     # `ledger` cannot be found (127) would silently let every tool call through.

@@ -326,3 +326,12 @@ def test_contract_in_force_vector(case: dict[str, Any], env: tuple[Path, Ledger]
         return
     assert case["expect"] == "in force: human_approvals %d" % contract.human_approvals
     assert ledger.latest_contract("TASK-1") is not None
+
+
+def test_the_readmes_contract_is_the_secure_one() -> None:
+    """What a team copies from the README runs its checks sandboxed, the harness from the base."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    block = readme.split("```toml\n", 1)[1].split("```", 1)[0]
+    contract = r.parse_contract(block.encode(), "README.md")
+    assert contract.version == 2 and contract.clean_room and contract.sandbox and contract.test_files
+    assert any(r.requires_report(contract, check) for check in contract.checks)

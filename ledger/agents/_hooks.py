@@ -151,13 +151,35 @@ class _Where:
 
 
 def _contract_file(where: _Where) -> tuple[bytes, str] | None:
+    """The task's contract: the working tree's file, else (the agent removed it, or never
+    had it) the copy committed on the target branch, which CI holds it to anyway.
+    """
     path = contract_path(where.ledger_dir, where.task)
     try:
         return path.read_bytes(), str(path)
     except FileNotFoundError:
-        return None
+        return _committed_contract(where, path)
     except OSError as exc:
         raise _CannotEvaluate("cannot read %s: %s" % (path, exc.strerror)) from None
+
+
+def _committed_contract(where: _Where, path: Path) -> tuple[bytes, str] | None:
+    import subprocess
+
+    try:
+        named = path.resolve().relative_to(where.repo.resolve()).as_posix()
+    except ValueError:
+        return None  # a ledger outside the project: no branch holds its contracts
+    for branch in ("origin/main", "main"):
+        try:
+            shown = subprocess.run(
+                ["git", "show", "%s:%s" % (branch, named)], cwd=where.repo, capture_output=True, timeout=10, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        if shown.returncode == 0:
+            return shown.stdout, "%s:%s" % (branch, named)
+    return None
 
 
 def _parsed(where: _Where, parse: Callable[[bytes, str], _T]) -> _T | None:
@@ -374,9 +396,16 @@ def _pre_tool_use(where: _Where, payload: dict[str, Any] | None, problem: str | 
         rules = _rules(where)
     except _CannotEvaluate as exc:
         return _permission("deny", "cannot evaluate the tool policy: %s" % exc)
-    from receipts import REJECTED, REQUIRES_HUMAN, ToolPolicy, decide_tool_call
+    from receipts import REJECTED, REQUIRES_HUMAN, decide_tool_call
 
-    policy, protected, secrets = rules if rules is not None else (ToolPolicy(), (), ())
+    if rules is None:
+        # A task with no contract is blocked, not open: nothing says what it may do.
+        return _permission(
+            "deny",
+            "task %s has no contract (%s, nor on main): it is blocked until its contract is committed"
+            % (where.task, contract_path(where.ledger_dir, where.task)),
+        )
+    policy, protected, secrets = rules
     protected = (*protected, *_always_protected(where))
     tool = payload.get("tool_name") if payload else None
     if problem is not None or not isinstance(tool, str):
