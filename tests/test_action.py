@@ -7,7 +7,9 @@ summary, the outputs) are real files; only the GitHub REST API is a local server
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,7 @@ import pytest
 from github_api import FakeGithub, serve
 
 from conftest import GIT_ENV, LEDGER, contract_bytes, fresh_clone, git, ok, run_cli
+from ledger import Ledger
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -216,6 +219,82 @@ def test_failing_file_checks_become_annotations_and_the_gate_blocks(
     # Attestation asked for, but no receipt of this candidate was sealed: nothing to attest, said so.
     assert "attest-predicate=\n" in outputs and "attest-subject=\n" in outputs
     assert "no attestation: no receipt was verified from its bundle" in (top / "runner" / "summary.md").read_text()
+
+
+PROBE = """import glob, json, os
+
+
+def _try(what, action):
+    try:
+        return "%s: REACHED %s" % (what, action())
+    except Exception as exc:
+        return "%s: blocked (%s)" % (what, type(exc).__name__)
+
+
+def _keys():
+    found = glob.glob(os.path.join(RUNNER_TEMP, "receipt-ledger-keys-*", "*"))
+    return [open(f).read()[:12] for f in found] or 1 / 0
+
+
+def test_probe():
+    said = [
+        _try("key files under RUNNER_TEMP", _keys),
+        _try("runner temp", lambda: os.listdir(RUNNER_TEMP)),
+        _try("key variables", lambda: [k for k in os.environ if k.endswith("_KEY") or k == "PGPASSWORD"] or 1 / 0),
+        _try("GitHub token", lambda: os.environ["GITHUB_TOKEN"]),
+        _try("ledger", lambda: os.listdir(LEDGER_DIR)),
+        _try("workspace", lambda: os.listdir(WORKSPACE)),
+        _try("parent environ", lambda: open("/proc/%d/environ" % os.getppid(), "rb").read()[:40]),
+    ]
+    print("\\nPROBE " + json.dumps(said))
+"""
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is installed by .ci/run")
+def test_in_the_actions_own_step_a_candidates_test_reaches_no_key(
+    world: tuple[Path, dict[str, str], str], github: FakeGithub
+) -> None:
+    """Issue 43: the action holds the three signing keys while `check` runs the candidate's
+    tests; from inside them, no key file, key variable, token, ledger or checkout is there."""
+    top, _, _ = world
+    dev = top / "dev"
+    git(dev, "checkout", "-q", "main")
+    pytest_argv = json.dumps([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "tests"])
+    contract = (
+        'version = 2\ntask = "TASK-3"\nowned_files = ["tests/test_probe.py"]\ntest_files = ["tests/*"]\n\n'
+        '[policy]\nrequired_tiers = ["deterministic"]\n\n'
+        '[[checks]]\nid = "tests"\ntype = "test_passes"\ncommand = %s\n' % pytest_argv
+    )
+    (dev / ".ledger" / "contracts" / "TASK-3.toml").write_text(contract)
+    git(dev, "add", ".ledger/contracts/TASK-3.toml")
+    git(dev, "commit", "-qm", "the contract of TASK-3")
+    git(dev, "push", "-q", "origin", "main")
+    git(dev, "checkout", "-qb", "task-3", "main")
+    (dev / "tests").mkdir(exist_ok=True)
+    runner, ledger_dir = top / "runner", top / "dev" / ".ledger"
+    workspace = top / "ws-probe"
+    places = "RUNNER_TEMP, LEDGER_DIR, WORKSPACE = %r, %r, %r\n" % (str(runner), str(ledger_dir), str(workspace))
+    (dev / "tests" / "test_probe.py").write_text(places + PROBE)
+    git(dev, "add", "tests/test_probe.py")
+    git(dev, "commit", "-qm", "TASK-3: a test that looks around")
+    git(dev, "push", "-q", "origin", "task-3")
+    workspace, head = _checkout(top, "ws-probe", "task-3")
+    event = _pull_request_event(top / "event-probe.json", 11, head, "task-3", "TASK-3: probe")
+    keys = _keys(top)
+    res = _action(workspace, _actions_env(top, github, event, LEDGER_RUN="check", PGPASSWORD="hunter2", **keys))
+    assert "receipt-ledger: check exited 0" in res.stderr, res.stderr
+    ledger = Ledger.open(ledger_dir)
+    try:
+        (row,) = [row for row in ledger.records_for("TASK-3") if row.record.tier.value == "deterministic"]
+        ref = next(e for e in row.record.evidence if e.check_id == "check:tests:stdout")
+        out = ledger.blob_path(ref.digest).read_text()
+    finally:
+        ledger.close()
+    said = json.loads(next(line for line in out.splitlines() if line.startswith("PROBE "))[6:])
+    assert len(said) == 7 and [line for line in said if "REACHED" in line] == [], said
+    # Nor any secret in what the check stored: a key's base64 body, the password, the token.
+    for secret in ("hunter2", "ghs_test-token", *(pem.strip().splitlines()[1] for pem in keys.values())):
+        assert secret not in out
 
 
 def test_bad_input_is_one_line_and_exit_2(world: tuple[Path, dict[str, str], str], github: FakeGithub) -> None:

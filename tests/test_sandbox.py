@@ -335,3 +335,12 @@ def test_the_readmes_contract_is_the_secure_one() -> None:
     contract = r.parse_contract(block.encode(), "README.md")
     assert contract.version == 2 and contract.clean_room and contract.sandbox and contract.test_files
     assert any(r.requires_report(contract, check) for check in contract.checks)
+
+
+def test_a_version_2_contract_that_opts_out_says_so_in_every_verdict(env: tuple[Path, Ledger]) -> None:
+    ledger = env[1]
+    opted_out = _contract().replace(b'test_files = ["tests/*"]', b'test_files = ["tests/*"]\n[policy]\nsandbox = false')
+    assert r.parse_contract(opted_out).clean_room and not r.parse_contract(opted_out).sandbox
+    run = _check(ledger, _repo(env[0].parent, {"app.py": HONEST}), opted_out)
+    assert run.outcome.verdict is r.Verdict.PASS, run.outcome
+    assert "the contract opts out of the sandboxed clean room" in " ".join(run.outcome.warnings)

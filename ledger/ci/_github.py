@@ -568,7 +568,9 @@ def _tier(
         base = run_git(repo, "merge-base", "HEAD", target)
         if base.returncode != 0:
             raise InputError("the pull request's head shares no history with %s: no base to judge it against" % target)
-        args = ["check", task, "--key", key, "--json", "--base", base.stdout.decode().strip(), "--trust-ref", target]
+        # The contract in force is read where the trust pin is: the trust-ref input, else the target.
+        trust_ref = (child.get("LEDGER_TRUST_REF") or "").strip() or target
+        args = ["check", task, "--key", key, "--json", "--base", base.stdout.decode().strip(), "--trust-ref", trust_ref]
         done = runner(args, child, repo)
         report.tier_exits["check"] = done.returncode
         try:
