@@ -102,7 +102,8 @@ class Problem:
         return str(self.row["prompt"]) + str(self.row["canonical_solution"])
 
     def tests(self, body: str | None = None, marker: str = "") -> str:
-        head = "import pytest\nfrom solution import %s\n\n" % self.entry
+        # The whole module: some tests call helpers the prompt defines (encode_cyclic for decode_cyclic).
+        head = "import pytest\nfrom solution import *  # noqa: F403\nfrom solution import %s\n\n" % self.entry
         check = body if body is not None else self.row["test"]
         return head + check + "\n\n%sdef test_check():\n    check(%s)\n" % (marker, self.entry)
 

@@ -312,7 +312,9 @@ def derive_deterministic(
     warnings.extend(room_warnings)
     if contract.version >= 2 and not contract.no_op and not (contract.clean_room and contract.sandbox):
         # Version 2's default for a code task is the sandboxed clean room: leaving it is said every time.
-        warnings.append("the contract opts out of the sandboxed clean room (policy.clean_room or policy.sandbox = false)")
+        warnings.append(
+            "the contract opts out of the sandboxed clean room (policy.clean_room or policy.sandbox = false)"
+        )
     if str(snapshot.get("base_source", "")).startswith("fallback:"):
         warnings.append("the diff base fell back to HEAD~1: no main branch was found to compare with (pass --base)")
     attribution_reasons, attribution_warnings = _attribution_findings(contract, snapshot, passed)

@@ -344,3 +344,14 @@ def test_a_version_2_contract_that_opts_out_says_so_in_every_verdict(env: tuple[
     run = _check(ledger, _repo(env[0].parent, {"app.py": HONEST}), opted_out)
     assert run.outcome.verdict is r.Verdict.PASS, run.outcome
     assert "the contract opts out of the sandboxed clean room" in " ".join(run.outcome.warnings)
+
+
+def test_a_sandboxed_check_leaves_no_folder_behind(
+    env: tuple[Path, Ledger], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(temp))  # every folder the runner makes, here
+    run = _check(env[1], _repo(env[0].parent, {"app.py": HONEST}))
+    assert run.outcome.verdict is r.Verdict.PASS, run.outcome
+    assert list(temp.iterdir()) == []

@@ -24,7 +24,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from receipts import Contract, is_harness_path, thaw
+from receipts import BASE_ENVIRONMENT, Contract, is_harness_path, thaw
 
 from .._errors import InputError
 from ..git._commands import git
@@ -143,13 +143,11 @@ def _dissociate(folder: Path) -> None:
 
 def _passed_names(contract: Contract, environ: Mapping[str, str]) -> list[str]:
     """The variables a command of this contract may see (`ledger.tiers._signals` gives them)."""
-    names = {"PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "PYTHONPATH", "PYTEST_ADDOPTS"}
+    names = {n for n in BASE_ENVIRONMENT if n != "VIRTUAL_ENV" or n in environ}
     for check in contract.checks:
         env = thaw(check.param("env", ()))
         names.update(str(n) for n in (env if isinstance(env, list) else ()) if str(n) in environ)
     names.update(n for n in contract.secret_env if n in environ)
-    if "VIRTUAL_ENV" in environ:
-        names.add("VIRTUAL_ENV")
     return sorted(names)
 
 
