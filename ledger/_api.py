@@ -150,6 +150,7 @@ if TYPE_CHECKING:
     from .store._repair import HeadRepair, repair_head
     from .store._retention import PruneReport, prune, set_retention
     from .tiers import CheckRun, JudgeRun, decide, decision_caveats, run_deterministic, run_judge
+    from .tiers._sealed import SealedSet, open_sealed_set, recipients_for, seal_files
     from .transparency._proofs import (
         checkpoint_vkey,
         latest_checkpoint,
@@ -291,6 +292,10 @@ __all__ = [
     # contracts and waivers
     "register_contract",
     "TargetContract",
+    "SealedSet",
+    "open_sealed_set",
+    "recipients_for",
+    "seal_files",
     "register_in_force",
     "target_contract",
     "current_contract",
@@ -577,6 +582,10 @@ _WHERE = {
     "allowed_signers": "keys._keyring",
     "register_contract": "ladder._contracts",
     "TargetContract": "ladder._contracts",
+    "SealedSet": "tiers._sealed",
+    "open_sealed_set": "tiers._sealed",
+    "recipients_for": "tiers._sealed",
+    "seal_files": "tiers._sealed",
     "target_contract": "ladder._contracts",
     "register_in_force": "ladder._contracts",
     "current_contract": "ladder._contracts",

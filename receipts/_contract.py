@@ -151,7 +151,9 @@ MAX_RUNS = 20
 
 _CHECK_FIELDS = {
     "path_exists": ({"path"}, set()),
-    "test_passes": ({"command"}, {"timeout_s", "shell", "env"}),
+    # ``sealed``: the digest of a sealed set of held-out files the run needs (§6e);
+    # ``max_exposures``: how many candidates of the task may be run against it.
+    "test_passes": ({"command"}, {"timeout_s", "shell", "env", "sealed", "max_exposures"}),
     "file_contains": ({"path"}, {"literal", "regex"}),
     "absence_verified": (set(), {"literal", "regex", "path_glob", "paths"}),
     "schema_valid": ({"path", "schema"}, set()),
@@ -195,7 +197,23 @@ def _check(r: _Reader, raw: Any, i: int) -> Check:
                 raise r.fail(
                     "must be a non-empty list of strings (or a string with shell = true)", "command", "checks", i
                 )
+            _sealed_fields(r, params, i)
     return Check(cid, ctype, _freeze(params), fast, runs, min_passes)
+
+
+def _sealed_fields(r: _Reader, params: dict[str, Any], i: int) -> None:
+    """A sealed set is named by its digest; its exposure cap, when set, is at least 1."""
+    if "sealed" in params:
+        try:
+            Digest.parse(params["sealed"])
+        except FormatError:
+            raise r.fail("must be a sealed set's digest, blake3:<64 hex digits>", "sealed", "checks", i) from None
+    if "max_exposures" in params:
+        if "sealed" not in params:
+            raise r.fail("is a limit of a sealed check: set sealed too", "max_exposures", "checks", i)
+        cap = params["max_exposures"]
+        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+            raise r.fail("must be a whole number of at least 1", "max_exposures", "checks", i)
 
 
 def _runs(r: _Reader, raw: dict[str, Any], i: int) -> tuple[int, int]:
@@ -260,8 +278,9 @@ _CONTRACT_FIELDS = frozenset(
 _POLICY_FIELDS = frozenset(
     {"required_tiers", "judge_threshold", "human_approvals", "independent_approvers", "clean_room", "sandbox"}
 )
-# Version 2 changes one thing: a code task's checks run in the sandboxed clean room unless
-# its policy opts out. Version 1 keeps its signed meaning (both off unless set).
+# Version 2 changes two defaults: a code task's checks run in the clean room, and its
+# commands in the sandbox, unless its policy opts out. Version 1 keeps its signed meaning
+# (both off unless set).
 CONTRACT_VERSIONS = frozenset({1, 2})
 _HOOKS_FIELDS = frozenset({"stop_budget_s"})
 

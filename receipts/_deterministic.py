@@ -255,6 +255,9 @@ def derive_check(check: Check, result: Mapping[str, Any] | None, require_report:
     facts = result.get("facts")
     if not isinstance(facts, dict):
         return False, "the recorded result has no facts"
+    if check.param("sealed") is not None and not isinstance(facts.get("sealed_run"), dict):
+        # A runner that did not run the sealed set did not run the check the contract declares.
+        return False, "the check's sealed set %s was not run" % check.param("sealed")
     if require_report and "control" not in facts:
         if facts.get("error"):
             return False, "could not run: %s" % facts["error"]

@@ -10,7 +10,7 @@ from .. import _api as lib
 from ._group import cli
 from ._options import contract_option, json_option, key_option
 from ._output import emit
-from ._shared import _Group, _ledger, _reader, _required_contract, _signer
+from ._shared import _Group, _ledger, _reader, _repo, _required_contract, _signer
 
 
 @cli.command()
@@ -63,4 +63,35 @@ def contract_show(ctx: click.Context, task: str, as_json: bool) -> None:
             % (r.seq, r.config, r.signer, ("  WEAKENS: " + "; ".join(r.weakenings)) if r.weakenings else "")
             for r in rows
         ],
+    )
+
+
+@cli.group(cls=_Group)
+def sealed() -> None:
+    """Sealed checks: held-out files committed to before the work, opened only by CI."""
+
+
+@sealed.command("add")
+@click.argument("task")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--to",
+    "names",
+    multiple=True,
+    required=True,
+    help="A deterministic-role key of the keyring (or an age1... recipient) to seal to; repeatable.",
+)
+@click.pass_context
+def sealed_add(ctx: click.Context, task: str, paths: tuple[Path, ...], names: tuple[str, ...]) -> None:
+    """Encrypt held-out files to CI's keys as .ledger/sealed/HEX.age; name the digest in TASK's contract.
+
+    The files must not be tracked by git: keep them out of the repository, and commit the
+    ciphertext and the contract's `sealed` line to the target branch before the work begins.
+    """
+    done = lib.seal_files(_repo(), [str(p) for p in paths], lib.recipients_for(_reader(ctx).keyring(), names))
+    click.echo(str(done.digest))
+    click.echo(
+        "sealed %d file(s) to %d recipient(s) in %s; in %s's check: %s"
+        % (len(done.files), len(done.recipients), done.path, task, done.contract_line()),
+        err=True,
     )

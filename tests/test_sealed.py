@@ -1,0 +1,158 @@
+"""Sealed check sets (issue 44, its first part; docs/format.md §6e): the plaintext's exact
+bytes and digest, the contract's commitment to it, `ledger sealed add` writing age files
+that the `age` tool opens, our reading of the files `age` writes, and a sealed check that
+no runner ran failing closed."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import receipts as r
+from conftest import GIT_ENV, git, run_cli
+from ledger import InputError, open_sealed_set
+
+HELD_OUT = b"from app import add\n\n\ndef test_add_large():\n    assert add(10**9, 1) == 10**9 + 1\n"
+needs_age = pytest.mark.skipif(shutil.which("age") is None, reason="age is installed by .ci/run")
+
+
+def test_a_sealed_set_has_one_encoding_and_its_digest_names_it() -> None:
+    files = {"tests/held_out/test_add.py": HELD_OUT, "tests/held_out/data.json": b"[1, 2]"}
+    plain = r.pack_sealed_set(files)
+    assert r.unpack_sealed_set(plain) == files
+    assert r.pack_sealed_set(dict(reversed(list(files.items())))) == plain  # order does not matter
+    assert r.sealed_set_digest(plain) == r.content_digest(plain)
+    assert r.sealed_file_name(r.sealed_set_digest(plain)) == ".ledger/sealed/%s.age" % r.content_digest(plain).hex
+    # Another encoding of the same files is not read: one set, one digest.
+    import cbor2
+
+    loose = cbor2.dumps({"files": files, "format": r.SEALED_SET_FORMAT})
+    assert loose != plain
+    with pytest.raises(r.FormatError, match="canonical"):
+        r.unpack_sealed_set(loose)
+
+
+@pytest.mark.parametrize(
+    "path", ["/etc/passwd", "../up.py", "a/../b.py", "a//b.py", "./a.py", "a\\b.py", "", "x" * 201]
+)
+def test_a_sealed_path_is_a_plain_relative_path(path: str) -> None:
+    with pytest.raises(r.FormatError, match="plain relative path"):
+        r.pack_sealed_set({path: b"x"})
+
+
+def _contract(extra: str) -> bytes:
+    return (
+        'version = 2\ntask = "T-1"\n\n[[checks]]\nid = "held-out"\ntype = "test_passes"\n'
+        'command = ["python", "-m", "pytest", "-q", "tests/held_out"]\n%s' % extra
+    ).encode()
+
+
+def test_the_contract_commits_to_a_sealed_set_and_changing_it_is_a_weakening() -> None:
+    digest = r.content_digest(b"a set")
+    sealed = r.parse_contract(_contract('sealed = "%s"\nmax_exposures = 3\n' % digest))
+    assert sealed.checks[0].param("sealed") == str(digest)
+    other = r.parse_contract(_contract('sealed = "%s"\nmax_exposures = 3\n' % r.content_digest(b"another")))
+    assert r.weakenings(sealed, other) == ("check held-out was changed",)  # another set is a changed check
+    for extra, said in (
+        ('sealed = "sha256:00"\n', "sealed set's digest"),
+        ("max_exposures = 3\n", "set sealed too"),
+        ('sealed = "%s"\nmax_exposures = 0\n' % digest, "at least 1"),
+    ):
+        with pytest.raises(r.ContractError, match=said):
+            r.parse_contract(_contract(extra))
+
+
+def test_a_sealed_check_no_runner_ran_fails_closed() -> None:
+    """Visible tests that pass do not pass a check whose held-out set was not run."""
+    contract = r.parse_contract(_contract('sealed = "%s"\n' % r.content_digest(b"a set")))
+    check = contract.checks[0]
+    result = {
+        "id": check.id,
+        "type": check.type,
+        "declared": r.declared_params(check),
+        "facts": {"command": "x", "shell": False, "exit_code": 0, "timed_out": False, "error": None},
+    }
+    ok, why = r.derive_check(check, result)
+    assert not ok and why == "the check's sealed set %s was not run" % check.param("sealed")
+
+
+@pytest.fixture
+def lead(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A repository with a ledger whose keyring holds CI's deterministic key."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    env = {**GIT_ENV, "RECEIPT_LEDGER_KEYS": str(tmp_path / "keys")}
+    for args in (
+        ("init",),
+        ("keys", "generate", "ci", "--role", "deterministic"),
+        ("keys", "generate", "bob", "--role", "human"),
+    ):
+        done = run_cli(*args, cwd=repo, env=env)
+        assert done.returncode == 0, done.stderr
+    (repo / "held_out").mkdir()
+    (repo / "held_out" / "test_add.py").write_bytes(HELD_OUT)
+    return repo, env
+
+
+@needs_age
+def test_ledger_sealed_add_writes_an_age_file_the_age_tool_opens(
+    lead: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    repo, env = lead
+    done = run_cli("sealed", "add", "T-1", "held_out/test_add.py", "--to", "ci", cwd=repo, env=env)
+    assert done.returncode == 0, done.stderr
+    digest = r.Digest.parse(done.stdout.strip())
+    sealed = repo / r.sealed_file_name(digest)
+    assert 'sealed = "%s"' % digest in done.stderr
+    ciphertext = sealed.read_bytes()
+    assert ciphertext.startswith(b"age-encryption.org/v1\n-> ssh-ed25519 ") and b"add(10**9" not in ciphertext
+    # The age tool opens it with CI's private key file, to the plaintext the contract names.
+    opened = subprocess.run(
+        ["age", "--decrypt", "-i", str(tmp_path / "keys" / "ci"), str(sealed)], capture_output=True, check=True
+    ).stdout
+    assert r.sealed_set_digest(opened) == digest
+    assert r.unpack_sealed_set(opened) == {"held_out/test_add.py": HELD_OUT}
+    # And so does ours; with another key, or against another digest, it does not.
+    key = (tmp_path / "keys" / "ci").read_bytes()
+    assert open_sealed_set(ciphertext, key, digest) == {"held_out/test_add.py": HELD_OUT}
+    with pytest.raises(InputError, match="does not open with this key"):
+        open_sealed_set(ciphertext, (tmp_path / "keys" / "bob").read_bytes(), digest)
+    with pytest.raises(InputError, match="not the .* the contract names"):
+        open_sealed_set(ciphertext, key, r.content_digest(b"another set"))
+
+
+@needs_age
+def test_we_open_a_sealed_set_the_age_tool_wrote(lead: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    """What age writes, to an X25519 recipient or to CI's SSH key, we read (the lead's keys)."""
+    identity = subprocess.run(["age-keygen"], capture_output=True, text=True, check=True).stdout
+    recipient = next(line.split(": ")[1] for line in identity.splitlines() if line.startswith("# public key"))
+    plain = r.pack_sealed_set({"held_out/test_add.py": HELD_OUT})
+    (tmp_path / "set.cbor").write_bytes(plain)
+    subprocess.run(["age", "-r", recipient, "-o", str(tmp_path / "set.age"), str(tmp_path / "set.cbor")], check=True)
+    secret = next(line for line in identity.splitlines() if line.startswith("AGE-SECRET-KEY-")).encode()
+    opened = open_sealed_set((tmp_path / "set.age").read_bytes(), secret, r.sealed_set_digest(plain))
+    assert opened == {"held_out/test_add.py": HELD_OUT}
+    # An SSH key's recipient line, as age reads it from a .pub file, works the same way.
+    ssh_pub = (tmp_path / "keys" / "ci.pub").read_text()
+    subprocess.run(
+        ["age", "-R", str(tmp_path / "keys" / "ci.pub"), "-o", str(tmp_path / "ssh.age"), str(tmp_path / "set.cbor")],
+        check=True,
+    )
+    assert ssh_pub.startswith("ssh-ed25519 ")
+    key = (tmp_path / "keys" / "ci").read_bytes()
+    assert open_sealed_set((tmp_path / "ssh.age").read_bytes(), key, r.sealed_set_digest(plain)) == opened
+
+
+def test_sealing_refuses_tracked_files_and_keys_that_cannot_run_the_check(lead: tuple[Path, dict[str, str]]) -> None:
+    repo, env = lead
+    refused = run_cli("sealed", "add", "T-1", "held_out/test_add.py", "--to", "bob", cwd=repo, env=env)
+    assert refused.returncode == 2 and "lacks the deterministic role" in refused.stderr
+    assert refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
+    git(repo, "add", "held_out/test_add.py")
+    tracked = run_cli("sealed", "add", "T-1", "held_out/test_add.py", "--to", "ci", cwd=repo, env=env)
+    assert tracked.returncode == 2 and "is tracked by git" in tracked.stderr
+    assert not (repo / ".ledger" / "sealed").exists()  # nothing written
