@@ -149,7 +149,7 @@ if TYPE_CHECKING:
     from .store._mirror import PullResult, pull
     from .store._repair import HeadRepair, repair_head
     from .store._retention import PruneReport, prune, set_retention
-    from .tiers import CheckRun, JudgeRun, decide, decision_caveats, run_deterministic, run_judge
+    from .tiers import CheckRun, JudgeRun, LoopRun, decide, decision_caveats, run_deterministic, run_in_loop, run_judge
     from .tiers._sealed import SealedSet, open_sealed_set, recipients_for, seal_files
     from .transparency._proofs import (
         checkpoint_vkey,
@@ -313,6 +313,8 @@ __all__ = [
     "record_by_hand",
     "seal_receipt",
     "run_deterministic",
+    "run_in_loop",
+    "LoopRun",
     "CheckRun",
     "run_judge",
     "JudgeRun",
@@ -601,6 +603,8 @@ _WHERE = {
     "seal_receipt": "ladder._records",
     "record_by_hand": "ladder._records",
     "run_deterministic": "tiers",
+    "run_in_loop": "tiers",
+    "LoopRun": "tiers",
     "CheckRun": "tiers",
     "run_judge": "tiers",
     "JudgeRun": "tiers",

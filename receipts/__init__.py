@@ -210,9 +210,11 @@ if TYPE_CHECKING:
     )
     from ._retention import TIMESTAMP_MEDIA_TYPE, CheckpointTimestamp, RetentionPolicy
     from ._sealed import (
+        AGE_MEDIA_TYPE,
         MAX_SEALED_BYTES,
         MAX_SEALED_FILES,
         MAX_SEALED_PATH,
+        SEALED_RESULT_MEDIA_TYPE,
         SEALED_SET_FORMAT,
         SEALED_SET_MEDIA_TYPE,
         pack_sealed_set,
@@ -427,6 +429,8 @@ __all__ = [
     "requires_report",
     "SEALED_SET_FORMAT",
     "SEALED_SET_MEDIA_TYPE",
+    "AGE_MEDIA_TYPE",
+    "SEALED_RESULT_MEDIA_TYPE",
     "MAX_SEALED_FILES",
     "MAX_SEALED_BYTES",
     "MAX_SEALED_PATH",
@@ -604,6 +608,8 @@ _WHERE = {
     "requires_report": "_deterministic",
     "SEALED_SET_FORMAT": "_sealed",
     "SEALED_SET_MEDIA_TYPE": "_sealed",
+    "AGE_MEDIA_TYPE": "_sealed",
+    "SEALED_RESULT_MEDIA_TYPE": "_sealed",
     "MAX_SEALED_FILES": "_sealed",
     "MAX_SEALED_BYTES": "_sealed",
     "MAX_SEALED_PATH": "_sealed",

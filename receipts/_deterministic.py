@@ -143,6 +143,13 @@ def _test_passes_facts(check: Check, facts: Mapping[str, Any]) -> tuple[bool, st
         return False, "timed out after %s s" % facts.get("timeout_s")
     if facts.get("error"):
         return False, "could not run: %s" % facts["error"]
+    if "sealed_run" in facts:  # held-out tests: the runner's signed outcome until reveal (§6e)
+        run = _fact(facts, "sealed_run", dict)
+        said = "sealed set %s: %s (its content is not public before reveal)" % (
+            check.param("sealed"),
+            _fact(run, "summary", str),
+        )
+        return _fact(run, "passed", bool), said
     code = _fact(facts, "exit_code", int)
     if "control" in facts:  # a sandboxed pytest run: what ran decides, with the control (§6a)
         found = test_report_findings(facts)
@@ -257,8 +264,10 @@ def derive_check(check: Check, result: Mapping[str, Any] | None, require_report:
         return False, "the recorded result has no facts"
     if check.param("sealed") is not None and not isinstance(facts.get("sealed_run"), dict):
         # A runner that did not run the sealed set did not run the check the contract declares.
+        if facts.get("error"):
+            return False, "could not run: %s" % facts["error"]
         return False, "the check's sealed set %s was not run" % check.param("sealed")
-    if require_report and "control" not in facts:
+    if require_report and "control" not in facts and "sealed_run" not in facts:
         if facts.get("error"):
             return False, "could not run: %s" % facts["error"]
         return False, "the contract requires the run's test report and control test; none was recorded"

@@ -21,6 +21,8 @@ from ._errors import FormatError
 __all__ = [
     "SEALED_SET_FORMAT",
     "SEALED_SET_MEDIA_TYPE",
+    "SEALED_RESULT_MEDIA_TYPE",
+    "AGE_MEDIA_TYPE",
     "MAX_SEALED_FILES",
     "MAX_SEALED_BYTES",
     "MAX_SEALED_PATH",
@@ -32,6 +34,10 @@ __all__ = [
 
 SEALED_SET_FORMAT = "receipt-ledger/sealed-set/v1"
 SEALED_SET_MEDIA_TYPE = "application/vnd.receipt-ledger.sealed-set+cbor"
+# A sealed check's full result (its report, control, expected tests and facts), as age
+# ciphertext to the key that ran it; and any other evidence kept encrypted until reveal.
+SEALED_RESULT_MEDIA_TYPE = "application/vnd.receipt-ledger.sealed-result+age"
+AGE_MEDIA_TYPE = "application/age"
 # Within canonical CBOR's 1 MiB document limit (§1): 256 paths of at most 200 characters
 # and 900 KiB of file bytes leave room for the encoding.
 MAX_SEALED_FILES = 256

@@ -224,6 +224,16 @@ class Ed25519Signer:
     def sign_raw(self, data: bytes) -> bytes:
         return self._key.sign(data)
 
+    def openssh_private_bytes(self) -> bytes:
+        """The key as an unencrypted OpenSSH private key file: the age identity that opens
+        the sealed sets sealed to this key (§6e). Only the deterministic runner asks.
+        """
+        from cryptography.hazmat.primitives import serialization
+
+        return self._key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
+        )
+
 
 @functools.lru_cache(maxsize=256)
 def _signed_prefix(namespace: bytes, hash_alg: bytes) -> bytes:

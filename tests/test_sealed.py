@@ -5,15 +5,18 @@ no runner ran failing closed."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 import receipts as r
-from conftest import GIT_ENV, git, run_cli
-from ledger import InputError, open_sealed_set
+from conftest import GIT_ENV, SIGNERS, git, run_cli
+from ledger import CheckRun, InputError, Ledger, open_sealed_set, run_deterministic, run_in_loop, seal_files
 
 HELD_OUT = b"from app import add\n\n\ndef test_add_large():\n    assert add(10**9, 1) == 10**9 + 1\n"
 needs_age = pytest.mark.skipif(shutil.which("age") is None, reason="age is installed by .ci/run")
@@ -156,3 +159,147 @@ def test_sealing_refuses_tracked_files_and_keys_that_cannot_run_the_check(lead: 
     tracked = run_cli("sealed", "add", "T-1", "held_out/test_add.py", "--to", "ci", cwd=repo, env=env)
     assert tracked.returncode == 2 and "is tracked by git" in tracked.stderr
     assert not (repo / ".ledger" / "sealed").exists()  # nothing written
+
+
+# -- a sealed check run by the signed tier (CI) ---------------------------------------------
+
+VISIBLE = b"from app import add\n\n\ndef test_add():\n    assert add(2, 2) == 4\n"
+HONEST = "def add(a, b):\n    return a + b\n"
+HARD_CODED = "def add(a, b):\n    return {(2, 2): 4}[(a, b)]\n"  # the visible test's answer, nothing more
+
+
+def _sealed_repo(tmp: Path, digest_holder: list[r.Digest]) -> Path:
+    """main: add() unwritten, its visible test, and the sealed held-out test (ciphertext only)
+    with the contract naming it, all committed before the work; the plaintext is gone."""
+    repo = tmp / "agent"
+    (repo / "tests").mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "app.py").write_text("def add(a, b):\n    raise NotImplementedError\n")
+    (repo / "tests" / "test_app.py").write_bytes(VISIBLE)
+    (repo / ".gitignore").write_text("__pycache__/\n")
+    (repo / "held_out").mkdir()
+    (repo / "held_out" / "test_add.py").write_bytes(HELD_OUT)
+    recipient = r.public_key_line(SIGNERS["ci"].public_key_blob)
+    sealed = seal_files(repo, ["held_out/test_add.py"], [recipient])
+    shutil.rmtree(repo / "held_out")  # the lead keeps it elsewhere: never in the repository
+    digest_holder.append(sealed.digest)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "the task, with its held-out tests sealed")
+    return repo
+
+
+def _sealed_contract(digest: r.Digest, cap: int = 3) -> bytes:
+    python = json.dumps(sys.executable)
+    return (
+        'version = 2\ntask = "TASK-1"\ngoal = "add adds"\nowned_files = ["app.py"]\ntest_files = ["tests/*"]\n\n'
+        '[[checks]]\nid = "tests"\ntype = "test_passes"\ncommand = [%s, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"]\n\n'
+        '[[checks]]\nid = "held-out"\ntype = "test_passes"\ncommand = [%s, "-m", "pytest", "-q", "-p", "no:cacheprovider", "held_out"]\n'
+        'sealed = "%s"\nmax_exposures = %d\n' % (python, python, digest, cap)
+    ).encode()
+
+
+def _candidate(repo: Path, branch: str, source: str) -> None:
+    git(repo, "checkout", "-q", "-B", branch, "main")
+    (repo / "app.py").write_text(source)
+    git(repo, "commit", "-qam", "TASK-1: add")
+
+
+def _check(ledger: Ledger, repo: Path, contract: bytes) -> CheckRun:
+    return run_deterministic(
+        ledger,
+        repo=repo,
+        task_id="TASK-1",
+        contract_bytes=contract,
+        source="c.toml",
+        signer=SIGNERS["ci"],
+        base="main",
+        environ={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )
+
+
+needs_sandbox = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is installed by .ci/run")
+
+
+@needs_sandbox
+def test_a_sealed_check_catches_what_the_visible_tests_cannot(env: tuple[Path, Ledger]) -> None:
+    ledger = env[1]
+    digests: list[r.Digest] = []
+    repo = _sealed_repo(env[0].parent, digests)
+    contract = _sealed_contract(digests[0])
+    _candidate(repo, "honest", HONEST)
+    honest = _check(ledger, repo, contract)
+    assert honest.outcome.verdict is r.Verdict.PASS, honest.outcome
+    assert honest.rows[1][:2] == ("held-out", "pass")
+    assert "passed: 1 passed (its content is not public before reveal)" in honest.rows[1][2]
+    _candidate(repo, "hard-coded", HARD_CODED)
+    cheat = _check(ledger, repo, contract)
+    assert cheat.rows[0][:2] == ("tests", "pass")  # the visible test cannot tell
+    assert cheat.rows[1][:2] == ("held-out", "fail") and "failed: 1 failed" in cheat.rows[1][2], cheat.rows
+    assert cheat.outcome.verdict is r.Verdict.FAIL
+
+
+@needs_sandbox
+def test_the_sealed_plaintext_is_nowhere_an_agent_can_read(env: tuple[Path, Ledger], tmp_path: Path) -> None:
+    """Not in the working tree, any ref, the ledger's unencrypted evidence or what the
+    record says in the clear; the sealed result opens, with CI's key, in the age tool."""
+    ledger = env[1]
+    digests: list[r.Digest] = []
+    repo = _sealed_repo(env[0].parent, digests)
+    _candidate(repo, "hard-coded", HARD_CODED)
+    run = _check(ledger, repo, _sealed_contract(digests[0]))
+    secret = b"add(10**9, 1)"
+    assert secret not in b"".join(p.read_bytes() for p in repo.rglob("*") if p.is_file() and ".git" not in p.parts)
+    everything = subprocess.run(["git", "log", "--all", "-p", "--binary"], cwd=repo, capture_output=True).stdout
+    assert secret not in everything and b"test_add_large" not in everything
+    sealed_refs = []
+    for ref in run.record.evidence:
+        data = ledger.blob_path(ref.digest).read_bytes()
+        if ref.media_type in (r.AGE_MEDIA_TYPE, r.SEALED_RESULT_MEDIA_TYPE):
+            assert data.startswith(b"age-encryption.org/v1\n")
+            sealed_refs.append(ref)
+        assert secret not in data and b"test_add_large" not in data, ref.check_id
+    assert {ref.check_id for ref in sealed_refs} == {
+        "check:held-out:stdout",
+        "check:held-out:stderr",
+        "check:held-out:sealed",
+    }
+    (tmp_path / "ci").write_bytes(SIGNERS["ci"].openssh_private_bytes())
+    (tmp_path / "ci").chmod(0o600)
+    result = next(ref for ref in sealed_refs if ref.check_id == "check:held-out:sealed")
+    if shutil.which("age"):
+        opened = subprocess.run(
+            ["age", "-d", "-i", str(tmp_path / "ci"), str(ledger.blob_path(result.digest))],
+            capture_output=True,
+            check=True,
+        ).stdout
+        full = json.loads(opened)
+        assert full["report"]["tests"]["held_out/test_add.py::test_add_large"] == "failed"
+        assert "held_out/test_add.py::test_add_large" in full["expected"]
+
+
+@needs_sandbox
+def test_an_exposure_cap_stops_an_agent_probing_the_sealed_tests(env: tuple[Path, Ledger]) -> None:
+    ledger = env[1]
+    digests: list[r.Digest] = []
+    repo = _sealed_repo(env[0].parent, digests)
+    contract = _sealed_contract(digests[0], cap=2)
+    for n in (1, 2):
+        _candidate(repo, "try-%d" % n, HARD_CODED + "# try %d\n" % n)
+        tried = _check(ledger, repo, contract)
+        assert tried.rows[1][:2] == ("held-out", "fail") and "failed" in tried.rows[1][2]
+    again = _check(ledger, repo, contract)  # the same candidate again: no new exposure
+    assert "exposure cap" not in again.rows[1][2]
+    _candidate(repo, "try-3", HONEST)
+    capped = _check(ledger, repo, contract)
+    assert capped.rows[1][:2] == ("held-out", "fail")
+    assert (
+        "exposure cap reached: this would be candidate 3 run against the sealed set, the contract allows 2"
+        in (capped.rows[1][2])
+    )
+
+
+def test_the_agents_loop_never_runs_a_sealed_check(tmp_path: Path) -> None:
+    contract = r.parse_contract(_sealed_contract(r.content_digest(b"a set")))
+    git(tmp_path, "init", "-q", "-b", "main")
+    loop = run_in_loop(tmp_path, contract, budget_s=None)
+    assert ("held-out", "a sealed check: it runs only in CI, and only its verdict is shown") in loop.deferred

@@ -88,7 +88,7 @@ def sealed_add(ctx: click.Context, task: str, paths: tuple[Path, ...], names: tu
     The files must not be tracked by git: keep them out of the repository, and commit the
     ciphertext and the contract's `sealed` line to the target branch before the work begins.
     """
-    done = lib.seal_files(_repo(), [str(p) for p in paths], lib.recipients_for(_reader(ctx).keyring(), names))
+    done = lib.seal_files(_repo(), [str(p.resolve()) for p in paths], lib.recipients_for(_reader(ctx).keyring(), names))
     click.echo(str(done.digest))
     click.echo(
         "sealed %d file(s) to %d recipient(s) in %s; in %s's check: %s"

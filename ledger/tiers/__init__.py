@@ -13,16 +13,28 @@ from typing import TYPE_CHECKING
 from receipts import lazy_names
 
 if TYPE_CHECKING:
-    from ._deterministic import CheckRun, run_advisory, run_deterministic
+    from ._deterministic import CheckRun, LoopRun, run_advisory, run_deterministic, run_in_loop
     from ._human import decide, decision_caveats
     from ._judge import JudgeRun, run_judge
 
-__all__ = ["run_deterministic", "run_advisory", "CheckRun", "run_judge", "JudgeRun", "decide", "decision_caveats"]
+__all__ = [
+    "run_deterministic",
+    "run_advisory",
+    "run_in_loop",
+    "LoopRun",
+    "CheckRun",
+    "run_judge",
+    "JudgeRun",
+    "decide",
+    "decision_caveats",
+]
 
 # Loaded on first use: an agent hook imports the redactor alone, not the runners.
 _WHERE = {
     "run_deterministic": "_deterministic",
     "run_advisory": "_deterministic",
+    "run_in_loop": "_deterministic",
+    "LoopRun": "_deterministic",
     "CheckRun": "_deterministic",
     "decide": "_human",
     "decision_caveats": "_human",

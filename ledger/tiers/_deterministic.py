@@ -21,6 +21,7 @@ from receipts import (
     Check,
     Contract,
     Digest,
+    Ed25519Signer,
     EvidenceRef,
     Outcome,
     ReceiptsError,
@@ -33,6 +34,7 @@ from receipts import (
     derive_attempts,
     derive_check,
     derive_deterministic,
+    public_key_line,
     result_key,
 )
 
@@ -106,7 +108,7 @@ def run_deterministic(
     snapshot = dataclasses.replace(snapshot, process=process_facts(store, task_id, contract, snapshot.candidate))
     env = dict(os.environ if environ is None else environ)
     snapshot, refs, snap_doc, results, rows = _evaluated(
-        store, repo, contract, snapshot, env, on_check, clean_room or contract.clean_room
+        store, repo, contract, snapshot, env, on_check, clean_room or contract.clean_room, signer
     )
     now = _clock.now()
     waived = {
@@ -138,6 +140,7 @@ def _evaluated(
     env: dict[str, str],
     on_check: Callable[[str], None] | None,
     in_room: bool,
+    signer: Signer,
 ) -> tuple[Snapshot, list[EvidenceRef], dict[str, Any], dict[str, dict[str, Any]], list[tuple[str, str, str, str]]]:
     """Store the snapshot and run every check, in the working tree or in a clean room (which
     the snapshot then describes): the snapshot, the evidence refs, the snapshot document as
@@ -163,6 +166,11 @@ def _evaluated(
             sandbox=None if room is None else room.sandbox,
             sandbox_refused=None if room is None else room.sandbox_refused,
             expected=() if room is None else room.expected,
+            base=snapshot.base,
+            candidate=snapshot.candidate,
+            # Only a key file held here opens a sealed set; an agent-held key cannot (§6e).
+            sealed_key=signer.openssh_private_bytes() if isinstance(signer, Ed25519Signer) else None,
+            sealed_recipient=public_key_line(signer.public_key_blob),
         )
         before = untracked(ctx.repo)
         results, rows = _run_checks(ctx, refs, on_check)
@@ -343,6 +351,8 @@ def _loop_plan(contract: Contract, budget_s: float | None) -> tuple[list[Check],
     for check in contract.checks:
         if check.type == "attribution_declared":  # it reads the ledger's provenance and the snapshot's diff
             deferred.append((check.id, "decided by the signed tier"))
+        elif check.param("sealed") is not None:  # held-out tests: never run or shown on the agent's machine
+            deferred.append((check.id, "a sealed check: it runs only in CI, and only its verdict is shown"))
         elif budget_s is not None and not check.fast:
             deferred.append((check.id, "not marked fast"))
         else:

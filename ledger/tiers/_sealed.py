@@ -21,6 +21,7 @@ from receipts import (
     FormatError,
     Keyring,
     Role,
+    TierRecord,
     pack_sealed_set,
     public_key_line,
     sealed_file_name,
@@ -31,7 +32,7 @@ from receipts import (
 from .._errors import InputError
 from .._files import write_atomic
 
-__all__ = ["SealedSet", "seal_files", "open_sealed_set", "recipients_for"]
+__all__ = ["SealedSet", "seal_files", "open_sealed_set", "recipients_for", "seal_bytes", "exposures"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +96,7 @@ def _tracked(repo: Path, paths: Sequence[str]) -> list[str]:
 
 
 def seal_files(repo: Path, paths: Sequence[str], recipients: Sequence[str]) -> SealedSet:
-    """Pack ``paths`` (relative to ``repo``), encrypt them to ``recipients`` (age recipient
+    """Pack ``paths`` (absolute, or relative to ``repo``), encrypt them to ``recipients`` (age recipient
     lines: ``ssh-ed25519 …`` or ``age1…``) and write the ciphertext at its place.
 
     Raises:
@@ -107,7 +108,7 @@ def seal_files(repo: Path, paths: Sequence[str], recipients: Sequence[str]) -> S
     root = repo.resolve()
     files: dict[str, bytes] = {}
     for given in paths:
-        path = (Path.cwd() / given).resolve()
+        path = (root / given).resolve()  # relative to the repository; the CLI gives them absolute
         if not path.is_relative_to(root) or path == root:
             raise InputError("%s is outside the repository %s" % (given, repo))
         try:
@@ -162,3 +163,28 @@ def open_sealed_set(ciphertext: bytes, identity: bytes, expected: Digest) -> dic
         return unpack_sealed_set(plaintext)
     except FormatError as exc:
         raise InputError(str(exc)) from None
+
+
+def seal_bytes(data: bytes, recipients: Sequence[str]) -> bytes:
+    """``data`` as age ciphertext to ``recipients``: what a sealed check's output and full
+    result are stored as until they are revealed.
+    """
+    import pyrage
+
+    return bytes(pyrage.encrypt(data, _age_recipients(recipients)))
+
+
+def exposures(records: Sequence[TierRecord], check_id: str, candidate: Digest) -> int:
+    """How many candidates of the task have been run against a sealed check's set, this
+    one included: the distinct candidates of the task's records that carry its sealed result.
+    """
+    seen = {candidate}
+    for record in records:
+        if any(_is_sealed_result(ref.check_id, check_id) for ref in record.evidence):
+            seen.add(record.input_hash)
+    return len(seen)
+
+
+def _is_sealed_result(evidence_id: str, check_id: str) -> bool:
+    name = evidence_id.removeprefix("check:")
+    return name.endswith(":sealed") and name[: -len(":sealed")].partition("#")[0] == check_id

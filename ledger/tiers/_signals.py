@@ -26,23 +26,30 @@ from pathlib import Path
 from typing import Any
 
 from receipts import (
+    AGE_MEDIA_TYPE,
     CHECK_RESULT_FORMAT,
+    SEALED_RESULT_MEDIA_TYPE,
     Check,
     Contract,
+    Digest,
     EvidenceRef,
     added_lines,
     content_digest,
     declared_facts,
     declared_params,
     runs_pytest,
+    sealed_file_name,
+    test_report_findings,
 )
 
 from .. import _clock
-from ..git._commands import git
+from .._errors import InputError
+from ..git._commands import git, run_git
 from ..store._ledger import Store
-from ._harness import control_plugin, read_report
+from ._harness import control_plugin, expected_tests, read_report
 from ._redact import Redactor
 from ._sandbox import Sandbox
+from ._sealed import exposures, open_sealed_set, seal_bytes
 from ._snapshot import worktree_roots
 
 __all__ = ["READ_ONLY_TYPES", "RUNNING_GROUPS", "Context", "Evaluated", "evaluate"]
@@ -71,6 +78,15 @@ class Context:
     sandbox_refused: str | None = None  # why no command may run (the contract needs a sandbox; none was made)
     expected: tuple[str, ...] = ()  # the tests the restored test files define (a pytest run must pass each)
     last_tree: Path | None = None  # where the last sandboxed command ran (a build's artifact is read there)
+    # Sealed checks (§6e): the base the set is read from, the candidate (its exposure), the
+    # deterministic key's identity that opens it and its recipient line that seals the output.
+    base: str | None = None
+    candidate: Digest | None = None
+    sealed_key: bytes | None = None
+    sealed_recipient: str | None = None
+    encrypt_to: str | None = None  # set while a sealed check runs: its streams are stored encrypted
+    extra_read_only: dict[Path, str] = field(default_factory=dict)  # the held-out files, bound in
+    extra_expected: tuple[str, ...] = ()  # the held-out tests, which the run must pass too
     _worktrees: list[Path] | None = None
 
     def worktrees(self) -> list[Path]:
@@ -152,16 +168,23 @@ def _scrubbed_env(ctx: Context, check: Check) -> dict[str, str]:
 def _store_stream(
     ctx: Context, raw: Path, check: Check, stream: str, out: Evaluated
 ) -> tuple[str, list[dict[str, object]]]:
+    media = "text/plain"
     with tempfile.TemporaryFile() as clean, raw.open("rb") as src:
         redactions = ctx.redactor.copy(src, clean)
         clean.seek(0)
-        digest, size = ctx.store.put_blob_stream(clean)
-    out.refs.append(EvidenceRef("check:%s:%s" % (check.id, stream), digest, size, "text/plain"))
+        if ctx.encrypt_to is None:
+            digest, size = ctx.store.put_blob_stream(clean)
+        else:  # a sealed check's output is no one's to read before reveal
+            digest, size = ctx.store.put_blob_stream(io.BytesIO(seal_bytes(clean.read(), [ctx.encrypt_to])))
+            media = AGE_MEDIA_TYPE
+    out.refs.append(EvidenceRef("check:%s:%s" % (check.id, stream), digest, size, media))
     return str(digest), [r.as_dict(stream) for r in redactions]
 
 
-def _named_paths(command: Any, tree: Path) -> list[str]:
-    """The paths of the room a command names (a test run limited to them), or [] for none."""
+def _named_paths(command: Any, tree: Path, bound: tuple[str, ...] = ()) -> list[str]:
+    """The paths of the room a command names (a test run limited to them), or [] for none;
+    ``bound``: paths the sandbox will bind in (a sealed set's files), which count as there.
+    """
     try:
         words = shlex.split(command) if isinstance(command, str) else [str(w) for w in command]
     except ValueError:
@@ -171,14 +194,15 @@ def _named_paths(command: Any, tree: Path) -> list[str]:
         if word.startswith("-") or word in ("pytest", "py.test"):
             continue
         rel = os.path.normpath(word)
-        if not rel.startswith(("..", "/")) and (tree / rel).exists():
+        there = (tree / rel).exists() or any(b == rel or b.startswith(rel + "/") for b in bound)
+        if not rel.startswith(("..", "/")) and there:
             named.append(rel)
     return named
 
 
 def _expected_for(ctx: Context, command: Any, tree: Path) -> list[str]:
     """The expected tests a command's run must show: those under the paths it names, or all."""
-    named = _named_paths(command, tree)
+    named = _named_paths(command, tree, tuple(p.removeprefix("/room/") for p in ctx.extra_read_only.values()))
     if not named or "." in named:
         return list(ctx.expected)
     return [t for t in ctx.expected if any(t.split("::")[0] == p or t.startswith(p + "/") for p in named)]
@@ -202,9 +226,11 @@ def _in_sandbox(
     run = Path(tempfile.mkdtemp(prefix="sandboxed-", dir=ctx.repo.parent))
     tree = run / "tree"
     subprocess.run(["cp", "-a", "--reflink=auto", str(ctx.repo), str(tree)], check=True, capture_output=True)
+    for inside in ctx.extra_read_only.values():  # a held-out file's folder, made as the sandbox's user sees it
+        (tree / inside.removeprefix("/room/")).parent.mkdir(parents=True, exist_ok=True)
     ctx.sandbox.prepare(tree)
     ctx.last_tree = tree
-    read_only: dict[Path, str] = {}
+    read_only: dict[Path, str] = dict(ctx.extra_read_only)
     writable: dict[Path, str] = {}
     record: Callable[[dict[str, Any]], None] = _nothing_to_record
     if check.type == "test_passes" and runs_pytest(command):
@@ -220,7 +246,8 @@ def _in_sandbox(
         read_only[plugin_dir] = "/opt/receipt-ledger-%s" % tag
         env["PYTHONPATH"] = os.pathsep.join(p for p in (read_only[plugin_dir], env.get("PYTHONPATH")) if p)
         env["PYTEST_ADDOPTS"] = "-p %s" % plugin.module
-        expected = _expected_for(ctx, command, tree)
+        # The held-out tests are expected whatever the command names: a run that skips them fails.
+        expected = _expected_for(ctx, command, tree) + list(ctx.extra_expected)
 
         def record(facts: dict[str, Any]) -> None:
             facts["control"] = plugin.fact()
@@ -298,9 +325,116 @@ def _timeout(ctx: Context, check: Check) -> float:
 
 
 def _test_passes(ctx: Context, check: Check, out: Evaluated) -> dict[str, Any]:
+    if check.param("sealed") is not None:
+        return _sealed_test(ctx, check, out)
     return _run(
         ctx, check, declared_params(check)["command"], bool(check.param("shell", False)), _timeout(ctx, check), out, ""
     )
+
+
+def _git_bytes(repo: Path, *args: str) -> bytes | None:
+    """Git's standard output as bytes, or None if it failed."""
+    done = run_git(repo, *args)
+    return done.stdout if done.returncode == 0 else None
+
+
+def _sealed_refusal(ctx: Context, check: Check, exposure: int) -> str | None:
+    """Why a sealed check is not run here (None: it is): only the signed tier in a sandboxed
+    clean room, with the deterministic key's own identity, within the exposure cap.
+    """
+    if ctx.sandbox is None:
+        return "a sealed check runs only in the sandboxed clean room (the signed tier in CI)"
+    if ctx.base is None:
+        return "no base revision holds the sealed set"
+    if ctx.sealed_key is None or ctx.sealed_recipient is None:
+        return "the deterministic key is not a key file this runner holds: it cannot open a sealed set"
+    cap = check.param("max_exposures")
+    if isinstance(cap, int) and exposure > cap:
+        return (
+            "exposure cap reached: this would be candidate %d run against the sealed set, the contract allows %d;"
+            " a human decides (a new sealed set, or a cap an admin raises)" % (exposure, cap)
+        )
+    return None
+
+
+def _sealed_test(ctx: Context, check: Check, out: Evaluated) -> dict[str, Any]:
+    """A sealed check (§6e): the set read from the base and opened with the deterministic
+    key, its files bound read-only into the sandbox at their paths, the run judged by the
+    report rule with the held-out tests expected; in the public facts only the outcome and
+    counts, the output and the full result stored as age ciphertext to the same key.
+    """
+    digest = Digest.parse(str(check.param("sealed")))
+    assert ctx.candidate is not None
+    exposure = exposures([row.record for row in ctx.store.records_for(ctx.contract.task_id)], check.id, ctx.candidate)
+    public: dict[str, Any] = {
+        "command": declared_params(check)["command"],
+        "shell": bool(check.param("shell", False)),
+        "exit_code": None,
+        "timed_out": False,
+        "error": _sealed_refusal(ctx, check, exposure),
+    }
+    if public["error"] is not None:
+        return public
+    assert ctx.base is not None and ctx.sealed_key is not None and ctx.sealed_recipient is not None
+    holder = Path(tempfile.mkdtemp(prefix="sealed-", dir=ctx.repo.parent))
+    try:
+        where = sealed_file_name(digest)
+        shown = _git_bytes(ctx.repo, "show", "%s:%s" % (ctx.base, where))
+        if shown is None:
+            public["error"] = "the base %s holds no %s" % (ctx.base[:12], where)
+            return public
+        files = open_sealed_set(shown, ctx.sealed_key, digest)
+        for path, data in files.items():
+            (holder / path).parent.mkdir(parents=True, exist_ok=True)
+            (holder / path).write_bytes(data)
+            (holder / path).chmod(0o644)
+        holder.chmod(0o755)
+        ctx.extra_read_only = {holder / path: "/room/" + path for path in files}
+        ctx.extra_expected = tuple(expected_tests(holder, list(files)))
+        ctx.encrypt_to = ctx.sealed_recipient
+        facts = _run(ctx, check, public["command"], public["shell"], _timeout(ctx, check), out, "")
+    except InputError as exc:
+        public["error"] = str(exc)
+        return public
+    finally:
+        ctx.extra_read_only, ctx.extra_expected, ctx.encrypt_to = {}, (), None
+        shutil.rmtree(holder, ignore_errors=True)
+    return _sealed_public(ctx, check, public, facts, exposure, out)
+
+
+def _sealed_public(
+    ctx: Context, check: Check, public: dict[str, Any], facts: dict[str, Any], exposure: int, out: Evaluated
+) -> dict[str, Any]:
+    """What of a sealed run is public: its outcome and counts; the full facts sealed."""
+    assert ctx.sealed_recipient is not None
+    if "control" in facts:
+        found = test_report_findings(facts)
+    else:
+        found = [] if facts["exit_code"] == 0 and not facts["timed_out"] and not facts["error"] else ["exit code"]
+    report = facts.get("report") if isinstance(facts.get("report"), dict) else {}
+    tests = report.get("tests", {}) if isinstance(report, dict) else {}
+    control = (facts.get("control") or {}).get("id")
+    counts: dict[str, int] = {}
+    for test, outcome in tests.items():
+        if test != control:
+            counts[outcome] = counts.get(outcome, 0) + 1
+    said = ", ".join("%d %s" % (n, k) for k, n in sorted(counts.items())) or "no test report"
+    sealed = seal_bytes(json.dumps(facts, sort_keys=True).encode(), [ctx.sealed_recipient])
+    digest, size = ctx.store.put_blob_stream(io.BytesIO(sealed))
+    out.refs.append(EvidenceRef("check:%s:sealed" % check.id, digest, size, SEALED_RESULT_MEDIA_TYPE))
+    public.update(
+        exit_code=facts["exit_code"],
+        timed_out=facts["timed_out"],
+        error=facts["error"],
+        sealed_run={
+            "exposure": exposure,
+            "passed": not found,
+            "counts": counts,
+            "summary": ("passed: %s" if not found else "failed: %s") % said,
+            "result": str(digest),
+        },
+    )
+    return public
 
 
 def _read(ctx: Context, value: str) -> tuple[str | None, bytes | None]:
