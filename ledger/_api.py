@@ -150,7 +150,7 @@ if TYPE_CHECKING:
     from .store._repair import HeadRepair, repair_head
     from .store._retention import PruneReport, prune, set_retention
     from .tiers import CheckRun, JudgeRun, LoopRun, decide, decision_caveats, run_deterministic, run_in_loop, run_judge
-    from .tiers._sealed import SealedSet, open_sealed_set, recipients_for, seal_files
+    from .tiers._sealed import SealedSet, open_sealed_set, recipients_for, reveal_sealed, seal_files
     from .transparency._proofs import (
         checkpoint_vkey,
         latest_checkpoint,
@@ -296,6 +296,7 @@ __all__ = [
     "open_sealed_set",
     "recipients_for",
     "seal_files",
+    "reveal_sealed",
     "register_in_force",
     "target_contract",
     "current_contract",
@@ -588,6 +589,7 @@ _WHERE = {
     "open_sealed_set": "tiers._sealed",
     "recipients_for": "tiers._sealed",
     "seal_files": "tiers._sealed",
+    "reveal_sealed": "tiers._sealed",
     "target_contract": "ladder._contracts",
     "register_in_force": "ladder._contracts",
     "current_contract": "ladder._contracts",

@@ -19,6 +19,7 @@ from ._errors import FormatError
 from ._harness import is_harness_path, runs_pytest, sandbox_findings, test_report_findings
 from ._model import TierRecord, Verdict
 from ._provenance import PROVENANCE_FORMAT, declared_facts, undeclared
+from ._sealed import RevealedSet, revealed_findings
 
 __all__ = [
     "CHECK_RESULT_FORMAT",
@@ -145,6 +146,13 @@ def _test_passes_facts(check: Check, facts: Mapping[str, Any]) -> tuple[bool, st
         return False, "could not run: %s" % facts["error"]
     if "sealed_run" in facts:  # held-out tests: the runner's signed outcome until reveal (§6e)
         run = _fact(facts, "sealed_run", dict)
+        cap = check.param("max_exposures")
+        if isinstance(cap, int) and _fact(run, "exposure", int) > cap:
+            return False, "the run was candidate %d against the sealed set, past its cap of %d" % (run["exposure"], cap)
+        if "revealed_findings" in run:  # put there by `rederive_deterministic` from a verified reveal only
+            found = run["revealed_findings"]
+            said = "; ".join(found[:5]) if found else "every held-out test passed"
+            return not found, "sealed set %s, revealed: %s" % (check.param("sealed"), said)
         said = "sealed set %s: %s (its content is not public before reveal)" % (
             check.param("sealed"),
             _fact(run, "summary", str),
@@ -303,6 +311,8 @@ def derive_deterministic(
     passed: list[Check] = []
     for check in contract.checks:
         ok, why, passes = derive_attempts(check, results, requires_report(contract, check))
+        if check.param("sealed") is not None and not _revealed(results, check):
+            warnings.append("%s is sealed: its held-out tests and output stay private until revealed" % check.id)
         if ok:
             passed.append(check)
             if passes < check.runs:
@@ -399,6 +409,13 @@ def _clean_room_findings(contract: Contract, snapshot: Mapping[str, Any]) -> tup
     return reasons, warnings
 
 
+def _revealed(results: Mapping[str, Mapping[str, Any]], check: Check) -> bool:
+    """Whether a sealed check's recorded run was judged by its revealed content."""
+    facts = (results.get(result_key(check, 1)) or {}).get("facts")
+    run = facts.get("sealed_run") if isinstance(facts, dict) else None
+    return isinstance(run, dict) and "revealed_findings" in run
+
+
 def _sandbox_reasons(
     contract: Contract, room: Mapping[str, Any], changed: list[str], restored: list[str], removed: list[str]
 ) -> list[str]:
@@ -460,12 +477,17 @@ to its digest, or is not that format. Verifiers and the lifecycle pass their own
 
 
 def rederive_deterministic(
-    record: TierRecord, contract: Contract, read: EvidenceReader, waivers: Mapping[str, str] | None = None
+    record: TierRecord,
+    contract: Contract,
+    read: EvidenceReader,
+    waivers: Mapping[str, str] | None = None,
+    reveals: Mapping[str, RevealedSet] | None = None,
 ) -> Outcome:
     """The deterministic verdict that ``record``'s stored evidence entails (§6a): the one
     rule behind `ledger verify` step 5e and `ledger status`. Two results for one check
     cancel each other; a result must name its own check; the snapshot must be of the
-    record's candidate.
+    record's candidate. A sealed check's result is judged by its revealed content when
+    ``reveals`` (sealed set digest: what a verified reveal made public) holds its set (§6e).
     """
     snapshot = None
     results: dict[str, dict[str, Any]] = {}
@@ -481,7 +503,7 @@ def rederive_deterministic(
             seen.add(check_id)
             doc = read(ref.digest, CHECK_RESULT_FORMAT)
             if doc is not None and doc.get("id") == check_id.partition("#")[0]:
-                results[check_id] = _provenance_reread(doc, read)
+                results[check_id] = _sealed_reread(_provenance_reread(doc, read), contract, reveals or {})
     if snapshot is not None and snapshot.get("candidate") != str(record.input_hash):
         return Outcome(
             Verdict.FAIL,
@@ -509,6 +531,21 @@ def _provenance_reread(result: dict[str, Any], read: EvidenceReader) -> dict[str
         except FormatError:
             docs.append((digest, None))
     return {**result, "facts": {**facts, **declared_facts(docs)}}
+
+
+def _sealed_reread(result: dict[str, Any], contract: Contract, reveals: Mapping[str, RevealedSet]) -> dict[str, Any]:
+    """A sealed check's result with its revealed findings, when its set was revealed; a
+    ``revealed_findings`` the record itself carries is never believed (it is dropped).
+    """
+    facts = result.get("facts")
+    if not isinstance(facts, dict) or not isinstance(facts.get("sealed_run"), dict):
+        return result
+    run = {k: v for k, v in facts["sealed_run"].items() if k != "revealed_findings"}
+    check = contract.check(str(result.get("id")))
+    sealed = check.param("sealed") if check is not None else None
+    if isinstance(sealed, str) and sealed in reveals:
+        run["revealed_findings"] = revealed_findings(sealed, run, reveals[sealed])
+    return {**result, "facts": {**facts, "sealed_run": run}}
 
 
 def tally_check_runs(record: TierRecord, contract: Contract, read: EvidenceReader, tally: dict[str, list[int]]) -> None:

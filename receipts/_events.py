@@ -29,6 +29,7 @@ class EventType(enum.StrEnum):
     EFFECT_BEGIN = "effect_begin"
     EFFECT_RESULT = "effect_result"  # confirmed, failed or unknown; a confirm is effect_committed
     PROVENANCE = "provenance"  # an agent's own record of what it wrote (Agent Trace, git-ai, Entire)
+    SEALED_REVEALED = "sealed_revealed"  # a sealed set's plaintext and its runs' results, made public (§6e)
 
 
 class EffectOutcome(enum.StrEnum):
@@ -47,6 +48,8 @@ EVENT_ROLES: dict[EventType, Role] = {
     EventType.EFFECT_RESULT: Role.SEAL,
     # The agent's declaration of authorship: signed as submitted, never evidence of success.
     EventType.PROVENANCE: Role.AGENT,
+    # Only the role that opened the set may reveal it: what it ran, as it ran it.
+    EventType.SEALED_REVEALED: Role.DETERMINISTIC,
 }
 
 

@@ -9,6 +9,7 @@ the recorded facts; both read them from here.
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -18,6 +19,7 @@ __all__ = [
     "HARNESS_FILE_NAMES",
     "SANDBOX_TOOL",
     "TEST_OUTCOMES",
+    "defined_tests",
     "is_harness_path",
     "runs_pytest",
     "test_report_findings",
@@ -58,6 +60,36 @@ def is_harness_path(path: str) -> bool:
     """Whether ``path`` (repository-relative, ``/``-separated) is part of the harness."""
     name = path.rsplit("/", 1)[-1]
     return name in HARNESS_FILE_NAMES or name.endswith(".pth")
+
+
+def defined_tests(files: Mapping[str, bytes]) -> list[str]:
+    """The test ids ``files`` (path: source) define, read without running them: each module
+    function ``test*`` and each method ``test*`` of a class ``Test*`` (one with no
+    ``__init__``) of a file named ``test_*.py`` or ``*_test.py`` (pytest's default
+    discovery), as ``FILE::NAME`` or ``FILE::CLASS::NAME``, sorted by file. A file that does
+    not parse defines none (its run fails anyway).
+    """
+    found: list[str] = []
+    for path in sorted(files):
+        name = path.rsplit("/", 1)[-1]
+        if not name.endswith(".py") or not (name.startswith("test_") or name.endswith("_test.py")):
+            continue
+        try:
+            tree = ast.parse(files[path], filename=path)
+        except (SyntaxError, ValueError):
+            continue
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
+                found.append("%s::%s" % (path, node.name))
+            elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+                if any(isinstance(b, ast.FunctionDef) and b.name == "__init__" for b in node.body):
+                    continue  # pytest does not collect a class with __init__
+                found += [
+                    "%s::%s::%s" % (path, node.name, b.name)
+                    for b in node.body
+                    if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef)) and b.name.startswith("test")
+                ]
+    return found
 
 
 def runs_pytest(command: object) -> bool:

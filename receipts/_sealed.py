@@ -10,13 +10,16 @@ deterministic role's keys; encryption is the writer's, never this module's.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from ._cbor import canonical_dumps, canonical_loads
 from ._digest import Digest, content_digest
 from ._errors import FormatError
+from ._harness import defined_tests, test_report_findings
 
 __all__ = [
     "SEALED_SET_FORMAT",
@@ -30,6 +33,8 @@ __all__ = [
     "unpack_sealed_set",
     "sealed_set_digest",
     "sealed_file_name",
+    "RevealedSet",
+    "revealed_findings",
 ]
 
 SEALED_SET_FORMAT = "receipt-ledger/sealed-set/v1"
@@ -106,3 +111,40 @@ def sealed_set_digest(data: bytes) -> Digest:
 def sealed_file_name(digest: Digest) -> str:
     """Where a sealed set's ciphertext is kept in the repository."""
     return ".ledger/sealed/%s.age" % digest.hex
+
+
+@dataclass(frozen=True, slots=True)
+class RevealedSet:
+    """What a reveal made public for one sealed set (§6e): its plaintext and the plaintext
+    results of the runs, by the digest each record committed to (None: unreadable).
+    """
+
+    plaintext: bytes | None
+    results: Mapping[str, bytes | None] = field(default_factory=dict)
+
+
+def revealed_findings(sealed: str, run: Mapping[str, Any], reveal: RevealedSet) -> list[str]:
+    """Why a revealed sealed run does not pass (empty: it does): the set must hash to the
+    contract's digest and the result to the record's; then the result is judged by the
+    report rule (`test_report_findings`), and every test the set defines must have been
+    expected of the run.
+    """
+    if reveal.plaintext is None or str(sealed_set_digest(reveal.plaintext)) != sealed:
+        return ["the revealed sealed set does not hash to %s, the digest the contract commits to" % sealed]
+    committed = run.get("result")
+    data = reveal.results.get(committed) if isinstance(committed, str) else None
+    if data is None:
+        return ["the reveal holds no readable result for this run (%s)" % committed]
+    if str(content_digest(data)) != committed:
+        return ["the revealed result does not hash to %s, the digest the record commits to" % committed]
+    try:
+        files = unpack_sealed_set(reveal.plaintext)
+        full: Any = json.loads(data)
+    except (FormatError, ValueError, RecursionError):
+        return ["the revealed set or result cannot be read"]
+    if not isinstance(full, dict):
+        return ["the revealed result is not an object"]
+    found = test_report_findings(full)
+    expected: list[Any] = full["expected"] if isinstance(full.get("expected"), list) else []
+    found += ["held-out test %s was not expected of the run" % t for t in defined_tests(files) if t not in expected]
+    return found

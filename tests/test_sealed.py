@@ -5,18 +5,32 @@ no runner ran failing closed."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import receipts as r
-from conftest import GIT_ENV, SIGNERS, git, run_cli
-from ledger import CheckRun, InputError, Ledger, open_sealed_set, run_deterministic, run_in_loop, seal_files
+from conftest import ADMIN_ID, GIT_ENV, SIGNERS, git, run_cli
+from ledger import (
+    CheckRun,
+    InputError,
+    Ledger,
+    open_sealed_set,
+    reveal_sealed,
+    run_deterministic,
+    run_in_loop,
+    seal_files,
+    seal_receipt,
+)
+from verify import LedgerSource, TrustRoot, verify_receipt
 
 HELD_OUT = b"from app import add\n\n\ndef test_add_large():\n    assert add(10**9, 1) == 10**9 + 1\n"
 needs_age = pytest.mark.skipif(shutil.which("age") is None, reason="age is installed by .ci/run")
@@ -303,3 +317,130 @@ def test_the_agents_loop_never_runs_a_sealed_check(tmp_path: Path) -> None:
     git(tmp_path, "init", "-q", "-b", "main")
     loop = run_in_loop(tmp_path, contract, budget_s=None)
     assert ("held-out", "a sealed check: it runs only in CI, and only its verdict is shown") in loop.deferred
+
+
+# -- reveal, and what verify makes of it ------------------------------------------------------
+
+SEALED_TAMPER = json.loads((Path(__file__).parent / "vectors" / "sealed_tamper.json").read_text())["cases"]
+
+
+def _passed_and_sealed(tmp: Path, ledger: Ledger) -> tuple[Path, CheckRun, str]:
+    """The honest candidate's sealed check passed, and a receipt sealed on it; (repo, run, receipt)."""
+    digests: list[r.Digest] = []
+    repo = _sealed_repo(tmp, digests)
+    contract = _sealed_contract(digests[0]) + b'\n[policy]\nrequired_tiers = ["deterministic"]\n'
+    _candidate(repo, "honest", HONEST)
+    run = _check(ledger, repo, contract)
+    assert run.outcome.verdict is r.Verdict.PASS, run.outcome
+    _, sealed = seal_receipt(ledger, task_id="TASK-1", signer=SIGNERS["sealer"], input_hash=run.record.input_hash)
+    return repo, run, str(sealed.body_hash)
+
+
+def _verify(ledger: Ledger, receipt: str) -> Any:
+    return verify_receipt(LedgerSource.open(ledger.root), receipt, TrustRoot(frozenset({ADMIN_ID}), "t"))
+
+
+def _deterministic_line(result: Any) -> Any:
+    return next(line for line in result.tiers if line.tier is r.Tier.DETERMINISTIC)
+
+
+@needs_sandbox
+def test_after_reveal_verify_rederives_the_sealed_check_from_what_was_revealed(env: tuple[Path, Ledger]) -> None:
+    ledger = env[1]
+    repo, run, receipt = _passed_and_sealed(env[0].parent, ledger)
+    before = _verify(ledger, receipt)
+    assert before.ok and before.derived_eligible, before.defects
+    assert "held-out is sealed: its held-out tests and output stay private until revealed" in before.warnings
+    (revealed,) = reveal_sealed(ledger, repo, "TASK-1", SIGNERS["ci"], "main")
+    event = ledger.find(revealed.body_hash)
+    assert event is not None
+    after = _verify(ledger, receipt)
+    assert after.ok and after.derived_eligible, after.defects
+    assert _deterministic_line(after).derived == "pass"
+    assert not any("stay private" in w for w in after.warnings)
+    # What was sealed is now public, as evidence anyone reads: the held-out test itself.
+    body = r.decode_as(r.TaskEvent, ledger.reader.by_seq(revealed.seq).body)  # type: ignore[union-attr]
+    (set_ref,) = [e for e in body.evidence if e.check_id == "sealed-set"]
+    assert r.unpack_sealed_set(ledger.blob_path(set_ref.digest).read_bytes()) == {"held_out/test_add.py": HELD_OUT}
+
+
+def _mutate(name: str, ledger: Ledger, repo: Path, run: CheckRun) -> None:
+    if name == "revealed-set-does-not-match":
+        other = r.pack_sealed_set({"held_out/test_add.py": b"def test_nothing():\n    pass\n"})
+        digest, size = ledger.put_blob_stream(io.BytesIO(other))
+        sealed = str(r.parse_contract(ledger.latest_contract("TASK-1").contract).checks[1].param("sealed"))  # type: ignore[union-attr]
+        lie = r.TaskEvent(
+            "TASK-1",
+            r.EventType.SEALED_REVEALED,
+            None,
+            (("check", "held-out"), ("sealed", sealed)),
+            (r.EvidenceRef("sealed-set", digest, size, r.SEALED_SET_MEDIA_TYPE),),
+            int(time.time()),
+        )
+        ledger.append(lie, SIGNERS["ci"])
+    elif name == "revealed-set-byte-changed":
+        (revealed,) = reveal_sealed(ledger, repo, "TASK-1", SIGNERS["ci"], "main")
+        body = r.decode_as(r.TaskEvent, ledger.reader.by_seq(revealed.seq).body)  # type: ignore[union-attr]
+        (set_ref,) = [e for e in body.evidence if e.check_id == "sealed-set"]
+        blob = ledger.blob_path(set_ref.digest)
+        blob.chmod(0o644)
+        data = bytearray(blob.read_bytes())
+        data[-3] ^= 0x01
+        blob.write_bytes(bytes(data))
+    else:
+        raise AssertionError(name)
+
+
+@needs_sandbox
+@pytest.mark.parametrize(
+    "case", [c for c in SEALED_TAMPER if c["name"].startswith("revealed")], ids=lambda c: str(c["name"])
+)
+def test_sealed_tamper_vector_after_reveal(case: dict[str, Any], env: tuple[Path, Ledger]) -> None:
+    ledger = env[1]
+    repo, run, receipt = _passed_and_sealed(env[0].parent, ledger)
+    _mutate(case["name"], ledger, repo, run)
+    result = _verify(ledger, receipt)
+    assert not result.ok and set(case["defects"]) <= {d.code for d in result.defects}, result.defects
+
+
+def _sealed_result(exposure: int, digest: str) -> tuple[r.Check, dict[str, Any]]:
+    contract = r.parse_contract(_sealed_contract(r.Digest.parse(digest), cap=3))
+    check = contract.checks[1]
+    facts = {
+        "command": "x",
+        "shell": False,
+        "exit_code": 1,
+        "timed_out": False,
+        "error": None,
+        "sealed_run": {
+            "exposure": exposure,
+            "passed": True,
+            "counts": {"passed": 1},
+            "summary": "passed: 1 passed",
+            "result": digest,
+        },
+    }
+    return check, {"id": check.id, "type": check.type, "declared": r.declared_params(check), "facts": facts}
+
+
+@pytest.mark.parametrize(
+    "case", [c for c in SEALED_TAMPER if not c["name"].startswith("revealed")], ids=lambda c: str(c["name"])
+)
+def test_sealed_tamper_vector_in_the_record(case: dict[str, Any]) -> None:
+    """The record's own facts, as a runner with the key could re-sign them: the rule refuses."""
+    committed = str(r.content_digest(b"the committed set"))
+    check, result = _sealed_result(3, committed)
+    assert r.derive_check(check, result) == (
+        True,
+        "sealed set %s: passed: 1 passed (its content is not public before reveal)" % committed,
+    )
+    if case["name"] == "sealed-digest-changed":
+        result["declared"] = {**result["declared"], "sealed": str(r.content_digest(b"a set the agent saw"))}
+        assert r.derive_check(check, result) == (False, "the recorded check is not the one the contract declares")
+    else:
+        check, result = _sealed_result(4, committed)
+        ok, why = r.derive_check(check, result)
+        assert not ok and why == "the run was candidate 4 against the sealed set, past its cap of 3"
+    assert case["defects"] == [
+        "verdict-not-entailed"
+    ]  # what verify reports for a record whose verdict the rule refuses

@@ -34,6 +34,7 @@ from receipts import (
     Keyring,
     LadderReceipt,
     ReceiptsError,
+    RevealedSet,
     SampleOutcome,
     TaskEvent,
     Tier,
@@ -161,6 +162,9 @@ def _verify_once(source: Source, target: str, trust: Trust, policy: Transparency
         else:
             source, used = flat, "proof"
     walk = _step2_replay(source, trust, stored.seq, _receipt_task(stored))
+    task = _receipt_task(stored)
+    if task is not None:
+        walk.later_reveals(source.iter_entries(task=task), stored.seq)
     found = walk.bodies.get(stored.body_hash)
     if found is None or not isinstance(found[1], LadderReceipt):
         defects = (*walk.defects, Defect("receipt-malformed", "the receipt entry could not be read", stored.seq))
@@ -518,7 +522,11 @@ def _deterministic_entailed(
     seq = entry.seq
     in_force = waivers_in_force(walk.waivers, rec, seq)
     outcome = rederive_deterministic(
-        rec, contract, evidence_reader(source), {c: describe_waiver(*ws[-1]) for c, ws in in_force.items()}
+        rec,
+        contract,
+        evidence_reader(source),
+        {c: describe_waiver(*ws[-1]) for c, ws in in_force.items()},
+        _reveals(source, walk, rec.task_id),
     )
     defects: list[Defect] = []
     # 5f. A pass that leans on a waiver needs the waiver still in force when the receipt was sealed.
@@ -538,6 +546,26 @@ def _deterministic_entailed(
         defects.append(Defect("verdict-not-entailed", why, seq))
     why = "; ".join(outcome.reasons) or "every check passed"
     return _RecordCheck(outcome.verdict.value, tuple(defects), outcome.warnings, why)
+
+
+def _reveals(source: Source, walk: Walk, task_id: str) -> dict[str, RevealedSet]:
+    """What the task's verified reveals made public, by sealed set digest (§6e): each set's
+    plaintext and its runs' results, as read from the blobs (None: missing or altered).
+    """
+    found: dict[str, RevealedSet] = {}
+    for _, event, _ in walk.reveals:
+        sealed = dict(event.fields).get("sealed")
+        if event.task_id != task_id or sealed is None:
+            continue
+        plaintext, results = None, {}
+        for ref in event.evidence:
+            data = read_blob(source, ref.digest, None)
+            if ref.check_id == "sealed-set":
+                plaintext = data
+            elif ref.check_id.startswith("revealed:"):
+                results[str(ref.digest)] = data
+        found[sealed] = RevealedSet(plaintext, results)
+    return found
 
 
 def _judge_entailed(source: Source, entry: Entry, rec: TierRecord, contract: Contract) -> _RecordCheck:

@@ -4,6 +4,7 @@ against the keyring replayed so far, and the genesis against the trust root.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -17,11 +18,13 @@ from receipts import (
     Digest,
     Entry,
     EntryKind,
+    EventType,
     Genesis,
     Keyring,
     KeyringError,
     ReceiptsError,
     Role,
+    TaskEvent,
     Waiver,
     authorize_entry,
     body_hash,
@@ -74,6 +77,7 @@ class Walk:
     contracts: dict[tuple[str, bytes], Contract] = field(default_factory=dict)
     weakened: list[tuple[str, str]] = field(default_factory=list)  # (task, description)
     waivers: list[tuple[int, Waiver, str]] = field(default_factory=list)  # (seq, waiver, signer label)
+    reveals: list[tuple[int, TaskEvent, str]] = field(default_factory=list)  # sealed sets made public (§6e)
     last_ring: Digest | None = None
     origin: str | None = None
     # When set, signatures are queued (authorization is still judged in order) and checked on worker processes.
@@ -263,6 +267,11 @@ class Walk:
             label = self.sign_check(entry, body)
             if label is not None and self.keeps(body):
                 self.waivers.append((entry.seq, body, label))
+        elif isinstance(body, TaskEvent) and body.type is EventType.SEALED_REVEALED:
+            # A reveal changes what a sealed check's verdict is judged by: its signature always counts.
+            label = self.sign_check(entry, body)
+            if label is not None and self.keeps(body):
+                self.reveals.append((entry.seq, body, label))
         elif check_signature or entry.kind in KEYRING_KINDS:
             self.sign_check(entry, body)
         # 2g. Keyring changes take effect for the entries after this one.
@@ -336,6 +345,32 @@ class Walk:
             )
         self.signers[entry.body_hash.value] = label
         return label
+
+    def later_reveals(self, source_entries: Iterable[StoredEntry], after: int) -> None:
+        """The task's ``sealed_revealed`` events appended after the receipt (at ``after``),
+        each re-hashed, decoded and signature-checked under the keyring the walk reached: a
+        reveal made after a receipt still decides how its sealed checks are judged (§6e).
+        """
+        for stored in source_entries:
+            if stored.seq <= after or stored.kind != EntryKind.EVENT.value:
+                continue
+            try:
+                entry = decode_entry(stored.entry)
+                if body_hash(entry.kind, stored.body) != entry.body_hash:
+                    self.defect(
+                        "body-hash",
+                        "entry %d: body bytes do not hash to the committed body hash" % stored.seq,
+                        stored.seq,
+                    )
+                    continue
+                body = decode_body(entry.kind, stored.body)
+            except ReceiptsError as exc:
+                self.defect("body-malformed", "entry %d: %s" % (stored.seq, exc), stored.seq)
+                continue
+            if isinstance(body, TaskEvent) and body.type is EventType.SEALED_REVEALED:
+                label = self.sign_check(entry, body)
+                if label is not None:
+                    self.reveals.append((entry.seq, body, label))
 
     def sign_check(self, entry: Entry, body: Body, roles: tuple[Role, ...] | None = None) -> str | None:
         """`signature` during the walk: a defect joins the walk's own."""

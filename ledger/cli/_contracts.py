@@ -95,3 +95,20 @@ def sealed_add(ctx: click.Context, task: str, paths: tuple[Path, ...], names: tu
         % (len(done.files), len(done.recipients), done.path, task, done.contract_line()),
         err=True,
     )
+
+
+@sealed.command("reveal")
+@click.argument("task")
+@key_option("Deterministic-role key file: the one the sets were sealed to")
+@click.option(
+    "--from", "rev", default="HEAD", show_default=True, help="The revision whose .ledger/sealed/ holds the sets."
+)
+@click.pass_context
+def sealed_reveal(ctx: click.Context, task: str, key_name: str, rev: str) -> None:
+    """Make TASK's sealed sets public: their files and every run's result, as evidence in the chain.
+
+    After this, `ledger verify` re-derives each sealed check from what was revealed.
+    """
+    for appended in lib.reveal_sealed(_ledger(ctx), _repo(), task, _signer(key_name), rev):
+        click.echo(str(appended.body_hash))
+    click.echo("revealed the sealed sets of %s" % task, err=True)

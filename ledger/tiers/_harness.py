@@ -10,7 +10,6 @@ where the room cannot write.
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 import secrets
@@ -20,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from receipts import TEST_OUTCOMES, content_digest
+from receipts import TEST_OUTCOMES, content_digest, defined_tests
 
 __all__ = ["ControlPlugin", "control_plugin", "expected_tests", "merge_pytest_tables", "read_report"]
 
@@ -78,32 +77,16 @@ def merge_pytest_tables(candidate: bytes, base: bytes | None) -> bytes | None:
 
 
 def expected_tests(folder: Path, files: Iterable[str]) -> list[str]:
-    """The test ids the given test files define, read without running them: each module
-    function ``test*`` and each method ``test*`` of a class ``Test*`` of a file named
-    ``test_*.py`` or ``*_test.py`` (pytest's default discovery), as ``FILE::NAME`` or
-    ``FILE::CLASS::NAME``. A file that does not parse defines none (its run fails anyway).
+    """The test ids the given files under ``folder`` define (`receipts.defined_tests`); a
+    file that cannot be read defines none (its run fails anyway).
     """
-    found: list[str] = []
-    for path in sorted(files):
-        name = path.rsplit("/", 1)[-1]
-        if not name.endswith(".py") or not (name.startswith("test_") or name.endswith("_test.py")):
-            continue
+    found: dict[str, bytes] = {}
+    for path in files:
         try:
-            tree = ast.parse((folder / path).read_bytes(), filename=path)
-        except (OSError, SyntaxError, ValueError):
+            found[path] = (folder / path).read_bytes()
+        except OSError:
             continue
-        for node in tree.body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
-                found.append("%s::%s" % (path, node.name))
-            elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
-                if any(isinstance(b, ast.FunctionDef) and b.name == "__init__" for b in node.body):
-                    continue  # pytest does not collect a class with __init__
-                found += [
-                    "%s::%s::%s" % (path, node.name, b.name)
-                    for b in node.body
-                    if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef)) and b.name.startswith("test")
-                ]
-    return found
+    return defined_tests(found)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,16 +11,25 @@ expected. No plaintext is ever written by this module.
 
 from __future__ import annotations
 
+import io
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from receipts import (
+    AGE_MEDIA_TYPE,
+    SEALED_RESULT_MEDIA_TYPE,
+    SEALED_SET_MEDIA_TYPE,
     Digest,
+    Ed25519Signer,
+    EventType,
+    EvidenceRef,
     FormatError,
     Keyring,
     Role,
+    Signer,
+    TaskEvent,
     TierRecord,
     pack_sealed_set,
     public_key_line,
@@ -29,10 +38,22 @@ from receipts import (
     unpack_sealed_set,
 )
 
+from .. import _clock
 from .._errors import InputError
 from .._files import write_atomic
+from ..ladder._evidence import evidence_bytes
+from ..store._ledger import Appended, Store
 
-__all__ = ["SealedSet", "seal_files", "open_sealed_set", "recipients_for", "seal_bytes", "exposures"]
+__all__ = [
+    "SealedSet",
+    "seal_files",
+    "open_sealed_set",
+    "open_sealed_plaintext",
+    "recipients_for",
+    "seal_bytes",
+    "exposures",
+    "reveal_sealed",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,38 +152,51 @@ def seal_files(repo: Path, paths: Sequence[str], recipients: Sequence[str]) -> S
     return SealedSet(digest, where, tuple(sorted(files)), tuple(recipients))
 
 
-def open_sealed_set(ciphertext: bytes, identity: bytes, expected: Digest) -> dict[str, bytes]:
-    """The files of a sealed set: ``ciphertext`` decrypted with ``identity`` (an OpenSSH
-    private key file's bytes, or an ``AGE-SECRET-KEY-1…`` line), its plaintext's digest
-    checked against ``expected`` (the contract's).
+def _identity(identity: bytes) -> object:
+    import pyrage
+
+    try:
+        text = identity.decode("ascii", "replace").strip()
+        if text.startswith("AGE-SECRET-KEY-"):
+            return pyrage.x25519.Identity.from_str(text)
+        return pyrage.ssh.Identity.from_buffer(identity)
+    except pyrage.IdentityError as exc:
+        raise InputError("cannot read the identity that opens sealed sets: %s" % exc) from None
+
+
+def _decrypted(ciphertext: bytes, identity: bytes, what: str = "the sealed set") -> bytes:
+    import pyrage
+
+    try:
+        return bytes(pyrage.decrypt(ciphertext, [_identity(identity)]))
+    except pyrage.DecryptError as exc:
+        raise InputError("%s does not open with this key: %s" % (what, exc)) from None
+
+
+def open_sealed_plaintext(ciphertext: bytes, identity: bytes, expected: Digest) -> bytes:
+    """A sealed set's plaintext: ``ciphertext`` decrypted with ``identity`` (an OpenSSH
+    private key file's bytes, or an ``AGE-SECRET-KEY-1…`` line), its digest checked against
+    ``expected`` (the contract's) and its form read.
 
     Raises:
         InputError: the identity cannot be read, does not open it, or the plaintext is not
             the sealed set the contract names.
     """
-    import pyrage
-
-    try:
-        text = identity.decode("ascii", "replace").strip()
-        key = (
-            pyrage.x25519.Identity.from_str(text)
-            if text.startswith("AGE-SECRET-KEY-")
-            else pyrage.ssh.Identity.from_buffer(identity)
-        )
-    except pyrage.IdentityError as exc:
-        raise InputError("cannot read the identity that opens sealed sets: %s" % exc) from None
-    try:
-        plaintext = pyrage.decrypt(ciphertext, [key])
-    except pyrage.DecryptError as exc:
-        raise InputError("the sealed set does not open with this key: %s" % exc) from None
+    plaintext = _decrypted(ciphertext, identity)
     if sealed_set_digest(plaintext) != expected:
         raise InputError(
             "the sealed set opened to %s, not the %s the contract names" % (sealed_set_digest(plaintext), expected)
         )
     try:
-        return unpack_sealed_set(plaintext)
+        unpack_sealed_set(plaintext)
     except FormatError as exc:
         raise InputError(str(exc)) from None
+    return plaintext
+
+
+def open_sealed_set(ciphertext: bytes, identity: bytes, expected: Digest) -> dict[str, bytes]:
+    """The files of a sealed set (`open_sealed_plaintext`)."""
+    return unpack_sealed_set(open_sealed_plaintext(ciphertext, identity, expected))
 
 
 def seal_bytes(data: bytes, recipients: Sequence[str]) -> bytes:
@@ -188,3 +222,66 @@ def exposures(records: Sequence[TierRecord], check_id: str, candidate: Digest) -
 def _is_sealed_result(evidence_id: str, check_id: str) -> bool:
     name = evidence_id.removeprefix("check:")
     return name.endswith(":sealed") and name[: -len(":sealed")].partition("#")[0] == check_id
+
+
+def reveal_sealed(store: Store, repo: Path, task_id: str, signer: Signer, rev: str = "HEAD") -> list[Appended]:
+    """Make the task's sealed sets public (§6e): for each sealed check of its latest
+    contract, append a ``sealed_revealed`` event whose evidence is the set's plaintext (read
+    from ``rev`` and opened with ``identity``) and, for every run of it the ledger holds,
+    the decrypted full result and output. Signed, and opened, by ``signer``: the
+    deterministic role's key, as a key file (an agent-held key cannot decrypt).
+
+    Raises:
+        InputError: no contract or no sealed check; the set is not at ``rev`` or does not
+            open with ``identity``; a run's encrypted evidence is missing or does not open.
+    """
+    if not isinstance(signer, Ed25519Signer):
+        raise InputError("revealing needs the deterministic key as a key file: an agent-held key cannot decrypt")
+    identity = signer.openssh_private_bytes()
+    latest = store.latest_contract(task_id)
+    contract = latest.parse() if latest is not None else None
+    sealed = [c for c in (contract.checks if contract else ()) if c.param("sealed") is not None]
+    if not sealed:
+        raise InputError("task %s has no sealed check to reveal" % task_id)
+    records = [row.record for row in store.records_for(task_id)]
+    appended = []
+    for check in sealed:
+        digest = Digest.parse(str(check.param("sealed")))
+        where = sealed_file_name(digest)
+        shown = subprocess.run(["git", "show", "%s:%s" % (rev, where)], cwd=repo, capture_output=True, check=False)
+        if shown.returncode != 0:
+            raise InputError("%s holds no %s" % (rev, where))
+        plaintext = open_sealed_plaintext(shown.stdout, identity, digest)
+        set_digest, set_size = store.put_blob_stream(io.BytesIO(plaintext))
+        refs = [EvidenceRef("sealed-set", set_digest, set_size, SEALED_SET_MEDIA_TYPE)]
+        for record in records:
+            for ref in record.evidence:
+                if ref.media_type in (SEALED_RESULT_MEDIA_TYPE, AGE_MEDIA_TYPE) and _is_of(ref.check_id, check.id):
+                    plain = _decrypted(_blob(store, ref.digest), identity, "sealed evidence %s" % ref.check_id)
+                    plain_digest, size = store.put_blob_stream(io.BytesIO(plain))
+                    media = "application/json" if ref.media_type == SEALED_RESULT_MEDIA_TYPE else "text/plain"
+                    refs.append(EvidenceRef("revealed:%s" % ref.digest.hex, plain_digest, size, media))
+        event = TaskEvent(
+            task_id,
+            EventType.SEALED_REVEALED,
+            None,
+            (("check", check.id), ("sealed", str(digest))),
+            tuple(refs),
+            _clock.now(),
+        )
+        appended.append(store.append(event, signer))
+    return appended
+
+
+def _is_of(evidence_id: str, check_id: str) -> bool:
+    """Whether ``evidence_id`` is a sealed run's encrypted evidence of ``check_id`` (any attempt)."""
+    name = evidence_id.removeprefix("check:")
+    owner, _, part = name.rpartition(":")
+    return part in ("sealed", "stdout", "stderr") and owner.partition("#")[0] == check_id
+
+
+def _blob(store: Store, digest: Digest) -> bytes:
+    data = evidence_bytes(store, digest, None)
+    if data is None:
+        raise InputError("the sealed evidence %s is missing from the ledger" % digest.short())
+    return data

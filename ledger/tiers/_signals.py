@@ -419,8 +419,9 @@ def _sealed_public(
         if test != control:
             counts[outcome] = counts.get(outcome, 0) + 1
     said = ", ".join("%d %s" % (n, k) for k, n in sorted(counts.items())) or "no test report"
-    sealed = seal_bytes(json.dumps(facts, sort_keys=True).encode(), [ctx.sealed_recipient])
-    digest, size = ctx.store.put_blob_stream(io.BytesIO(sealed))
+    # The record commits to the plaintext's digest: a later reveal is checked against it by anyone.
+    plain = json.dumps(facts, sort_keys=True).encode()
+    digest, size = ctx.store.put_blob_stream(io.BytesIO(seal_bytes(plain, [ctx.sealed_recipient])))
     out.refs.append(EvidenceRef("check:%s:sealed" % check.id, digest, size, SEALED_RESULT_MEDIA_TYPE))
     public.update(
         exit_code=facts["exit_code"],
@@ -431,7 +432,7 @@ def _sealed_public(
             "passed": not found,
             "counts": counts,
             "summary": ("passed: %s" if not found else "failed: %s") % said,
-            "result": str(digest),
+            "result": str(content_digest(plain)),
         },
     )
     return public
