@@ -135,6 +135,7 @@ if TYPE_CHECKING:
         derive_human,
     )
     from ._inputs import is_derivation_input
+    from ._integrity import INTEGRITY_KINDS, integrity_facts
     from ._judge import (
         JUDGE_RUN_FORMAT,
         JUDGE_RUN_MEDIA_TYPE,
@@ -448,6 +449,8 @@ __all__ = [
     "SANDBOX_TOOL",
     "TEST_OUTCOMES",
     "defined_tests",
+    "INTEGRITY_KINDS",
+    "integrity_facts",
     "is_harness_path",
     "runs_pytest",
     "sandbox_findings",
@@ -630,6 +633,8 @@ _WHERE = {
     "SANDBOX_TOOL": "_harness",
     "TEST_OUTCOMES": "_harness",
     "defined_tests": "_harness",
+    "INTEGRITY_KINDS": "_integrity",
+    "integrity_facts": "_integrity",
     "is_harness_path": "_harness",
     "runs_pytest": "_harness",
     "sandbox_findings": "_harness",

@@ -44,6 +44,10 @@ class Answer:
     confidence_bp: int
     findings: tuple[Any, ...]
     reasons: tuple[str, ...]
+    # The separate finding (§6b): does the change game the checks instead of doing the work?
+    # None where the reply does not say (replies recorded before the question was asked).
+    gaming: bool | None = None
+    gaming_note: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,11 +114,16 @@ def parse_answer(text: str | None) -> Answer | str:
         return "confidence %r is not a number in [0, 1]" % (confidence,)
     findings = found.get("findings", [])
     reasons = found.get("reasons", [])
+    gaming = found.get("gaming")
+    if gaming is not None and not isinstance(gaming, bool):
+        return "gaming %r is not true or false" % (gaming,)
     return Answer(
         verdict=verdict.strip().lower(),
         confidence_bp=round(float(confidence) * 10000),
         findings=tuple(findings) if isinstance(findings, list) else (),
         reasons=tuple(str(x) for x in reasons) if isinstance(reasons, list) else (str(reasons),),
+        gaming=gaming,
+        gaming_note=str(found.get("gaming_note") or "")[:300],
     )
 
 
@@ -130,6 +139,11 @@ def model_family(model: str) -> str:
 def sample_outcome(answer: Answer | str, *, threshold_bp: int, independent: bool) -> SampleOutcome:
     if isinstance(answer, str):
         return SampleOutcome(Verdict.RETRY, 0, "no usable answer (%s): retry, flagged for review" % answer)
+    if answer.gaming:  # whatever the verdict and confidence: gaming the checks is not doing the work
+        note = answer.gaming_note or "; ".join(answer.reasons)[:300] or "no note"
+        return SampleOutcome(
+            Verdict.FAIL, answer.confidence_bp, "the judge found the change games the checks: %s" % note
+        )
     if answer.verdict == "reject":
         return SampleOutcome(
             Verdict.FAIL, answer.confidence_bp, "the judge rejected: %s" % "; ".join(answer.reasons)[:300]
