@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 import receipts as r
 from ledger import Appended, Ledger, add_key, decide, demo_contract, run_deterministic, run_judge, seal_receipt
 
-ROLES = {"ci": r.Role.DETERMINISTIC, "alice": r.Role.HUMAN, "sealer": r.Role.SEAL}
+ROLES = {"ci": r.Role.DETERMINISTIC, "judge": r.Role.JUDGE, "alice": r.Role.HUMAN, "sealer": r.Role.SEAL}
 
 
 def fresh_ledger(root: Path) -> tuple[Ledger, dict[str, r.Ed25519Signer]]:
