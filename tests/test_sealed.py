@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from docs_as_written import run_shell
 
 import receipts as r
 from conftest import ADMIN_ID, GIT_ENV, SIGNERS, git, run_cli
@@ -531,3 +532,52 @@ def test_a_candidate_reading_the_sealed_tests_answers_from_its_callers_frame_fai
         ledger, task_id="TASK-1", contract_bytes=contract, candidate=honest.record.input_hash, signer=SIGNERS["judge"]
     )
     assert fair.outcome.verdict is r.Verdict.PASS, fair.outcome
+
+
+def test_the_readmes_sealed_check_commands_run_as_written(tmp_path: Path) -> None:
+    """README "Sealed checks": its three lines, pasted into a shell in a team's repository."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    block = readme.split("```sh\nledger sealed add", 1)[1].split("```", 1)[0]
+    lines = ["ledger sealed add" + block.splitlines()[0], *block.splitlines()[1:]]
+    home, repo = tmp_path / "home", tmp_path / "repo"
+    (home / "held-out").mkdir(parents=True)
+    (home / "held-out" / "test_greet_more.py").write_bytes(b"def test_more():\n    assert True\n")
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    env = {
+        **os.environ,
+        **GIT_ENV,
+        "HOME": str(home),
+        "RECEIPT_LEDGER_KEYS": str(tmp_path / "keys"),
+        "PATH": os.pathsep.join((str(Path(sys.executable).parent), os.environ.get("PATH", ""))),
+    }
+    for args in (("init",), ("keys", "generate", "ci", "--role", "deterministic")):
+        assert run_cli(*args, cwd=repo, env=env).returncode == 0
+    added = run_shell(lines[0], repo, env)
+    assert added.returncode == 0, added.stderr
+    digest = added.stdout.strip()
+    contract = _sealed_contract(r.Digest.parse(digest)).replace(b"TASK-1", b"TASK-7")
+    (repo / ".ledger" / "contracts").mkdir(exist_ok=True)
+    (repo / ".ledger" / "contracts" / "TASK-7.toml").write_bytes(contract)  # the comment's step
+    for line in lines[1:]:
+        if line.startswith("ledger sealed reveal"):  # the contract is registered when CI first checks
+            assert run_cli("contract", "set", "TASK-7", "--key", "ci", cwd=repo, env=env).returncode == 0
+        done = run_shell(line, repo, env)
+        assert done.returncode == 0, (line, done.stderr)
+    assert r.Digest.parse(done.stdout.strip())  # the reveal's entry
+    assert git(repo, "ls-files", ".ledger/sealed") == ".ledger/sealed/%s.age" % r.Digest.parse(digest).hex
+
+
+def test_a_ledger_whose_gitignore_predates_sealed_sets_is_told_how_to_commit_one(
+    lead: tuple[Path, dict[str, str]],
+) -> None:
+    repo, env = lead
+    old = "*\n!.gitignore\n!config.toml\n!allowed_signers\n!auditing-witnesses\n!contracts/\n!contracts/**\n"
+    (repo / ".ledger" / ".gitignore").write_text(old)
+    done = run_cli("sealed", "add", "T-1", "held_out", "--to", "ci", cwd=repo, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "warning: git ignores" in done.stderr and "!sealed/*.age" in done.stderr
+    (repo / ".ledger" / ".gitignore").write_text(old + "!sealed/\n!sealed/*.age\n")
+    again = run_cli("sealed", "add", "T-1", "held_out", "--to", "ci", cwd=repo, env=env)
+    assert again.returncode == 0 and "warning" not in again.stderr, again.stderr
+    assert again.stdout == done.stdout  # a folder of one file: the same set, held_out/test_add.py

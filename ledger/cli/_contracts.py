@@ -81,20 +81,33 @@ def sealed() -> None:
     required=True,
     help="A deterministic-role key of the keyring (or an age1... recipient) to seal to; repeatable.",
 )
+@click.option(
+    "--under",
+    default="held_out",
+    show_default=True,
+    help="The folder of the checkout the files appear in when CI runs the check (a file at UNDER/NAME).",
+)
 @click.pass_context
-def sealed_add(ctx: click.Context, task: str, paths: tuple[Path, ...], names: tuple[str, ...]) -> None:
-    """Encrypt held-out files to CI's keys as .ledger/sealed/HEX.age; name the digest in TASK's contract.
+def sealed_add(ctx: click.Context, task: str, paths: tuple[Path, ...], names: tuple[str, ...], under: str) -> None:
+    """Encrypt held-out files (or folders) to CI's keys as .ledger/sealed/HEX.age; name the digest in TASK's contract.
 
-    The files must not be tracked by git: keep them out of the repository, and commit the
+    Keep the files out of the repository (a tracked file is refused), and commit the
     ciphertext and the contract's `sealed` line to the target branch before the work begins.
     """
-    done = lib.seal_files(_repo(), [str(p.resolve()) for p in paths], lib.recipients_for(_reader(ctx).keyring(), names))
+    named = [str(p.resolve()) for p in paths]
+    done = lib.seal_files(_repo(), named, lib.recipients_for(_reader(ctx).keyring(), names), under)
     click.echo(str(done.digest))
     click.echo(
         "sealed %d file(s) to %d recipient(s) in %s; in %s's check: %s"
         % (len(done.files), len(done.recipients), done.path, task, done.contract_line()),
         err=True,
     )
+    if done.ignored:
+        click.echo(
+            "warning: git ignores %s: add the lines !sealed/ and !sealed/*.age to .ledger/.gitignore, then commit it"
+            % done.path,
+            err=True,
+        )
 
 
 @sealed.command("reveal")

@@ -98,7 +98,11 @@ _T = TypeVar("_T")
 _ATTEMPTS = 3  # whole write transactions tried when a shared store's connection drops before COMMIT
 # Only what is versioned with the code is let through: contracts, the shared store's
 # address and this file; the chain, the evidence and private state are not.
-GITIGNORE = "*\n!.gitignore\n!config.toml\n!allowed_signers\n!auditing-witnesses\n!contracts/\n!contracts/**\n"
+# What of the ledger directory a team commits: its config, trust pin, contracts and sealed sets (ciphertext only).
+GITIGNORE = (
+    "*\n!.gitignore\n!config.toml\n!allowed_signers\n!auditing-witnesses\n!contracts/\n!contracts/**\n"
+    "!sealed/\n!sealed/*.age\n"
+)
 
 
 class _ReadAhead:

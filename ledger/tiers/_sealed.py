@@ -64,6 +64,7 @@ class SealedSet:
     path: Path
     files: tuple[str, ...]
     recipients: tuple[str, ...]
+    ignored: bool = False  # git ignores the file (a .ledger/.gitignore from before sealed sets)
 
     def contract_line(self) -> str:
         return 'sealed = "%s"' % self.digest
@@ -116,27 +117,46 @@ def _tracked(repo: Path, paths: Sequence[str]) -> list[str]:
     return [p for p in listed.stdout.decode("utf-8", "replace").split("\0") if p]
 
 
-def seal_files(repo: Path, paths: Sequence[str], recipients: Sequence[str]) -> SealedSet:
-    """Pack ``paths`` (absolute, or relative to ``repo``), encrypt them to ``recipients`` (age recipient
-    lines: ``ssh-ed25519 …`` or ``age1…``) and write the ciphertext at its place.
+def _gathered(paths: Sequence[str], under: str) -> dict[str, Path]:
+    """Each file named, or found under a folder named, at its place in the set: ``UNDER/NAME``
+    for a file, ``UNDER/RELATIVE`` for a folder's files.
+    """
+    placed: dict[str, Path] = {}
+    for given in paths:
+        path = Path(given)
+        found = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        for file in found:
+            name = file.relative_to(path).as_posix() if path.is_dir() else file.name
+            where = "%s/%s" % (under.strip("/"), name) if under.strip("/") else name
+            if where in placed:
+                raise InputError("two files would be %s in the sealed set" % where)
+            placed[where] = file
+    return placed
+
+
+def seal_files(repo: Path, paths: Sequence[str], recipients: Sequence[str], under: str = "held_out") -> SealedSet:
+    """Pack the files ``paths`` name (files, or folders of them; kept outside the
+    repository, or untracked in it) at ``UNDER/NAME`` (where the run finds them), encrypt
+    them to ``recipients`` (age recipient lines: ``ssh-ed25519 …`` or ``age1…``) and write
+    the ciphertext at its place in ``repo``.
 
     Raises:
-        InputError: a path outside the repository, missing, or tracked by git (a sealed
-            file in the repository in plain text is no secret); a bad recipient.
+        InputError: a path missing or tracked by git (a sealed file in the repository in
+            plain text is no secret); two files at one place; a bad recipient or set.
     """
     import pyrage
 
     root = repo.resolve()
     files: dict[str, bytes] = {}
-    for given in paths:
-        path = (root / given).resolve()  # relative to the repository; the CLI gives them absolute
-        if not path.is_relative_to(root) or path == root:
-            raise InputError("%s is outside the repository %s" % (given, repo))
+    inside: list[str] = []
+    for where, path in _gathered([str((root / p).resolve()) for p in paths], under).items():
         try:
-            files[path.relative_to(root).as_posix()] = path.read_bytes()
+            files[where] = path.read_bytes()
         except OSError as exc:
-            raise InputError("cannot read %s: %s" % (given, exc.strerror)) from None
-    tracked = _tracked(repo, sorted(files))
+            raise InputError("cannot read %s: %s" % (path, exc.strerror)) from None
+        if path.resolve().is_relative_to(root):
+            inside.append(path.resolve().relative_to(root).as_posix())
+    tracked = _tracked(repo, inside) if inside else []
     if tracked:
         raise InputError(
             "%s is tracked by git: a sealed file must never be in the repository in plain text" % tracked[0]
@@ -147,9 +167,10 @@ def seal_files(repo: Path, paths: Sequence[str], recipients: Sequence[str]) -> S
         raise InputError(str(exc)) from None
     ciphertext = pyrage.encrypt(plaintext, _age_recipients(recipients))
     digest = sealed_set_digest(plaintext)
-    where = repo / sealed_file_name(digest)
-    write_atomic(where, ciphertext)
-    return SealedSet(digest, where, tuple(sorted(files)), tuple(recipients))
+    target = repo / sealed_file_name(digest)
+    write_atomic(target, ciphertext)
+    ignored = subprocess.run(["git", "check-ignore", "-q", str(target)], cwd=repo, check=False).returncode == 0
+    return SealedSet(digest, target, tuple(sorted(files)), tuple(recipients), ignored)
 
 
 def _identity(identity: bytes) -> object:
