@@ -22,6 +22,7 @@ from docs_as_written import Site
 import receipts as r
 from ledger import (
     Appended,
+    CheckRun,
     Ledger,
     add_key,
     add_provenance,
@@ -328,6 +329,34 @@ def build_sample(
     _, sealed = seal_receipt(ledger, task_id=TASK, signer=SIGNERS["sealer"], input_hash=run.record.input_hash)
     ledger.close()
     return Sample(root, str(sealed.body_hash), records, ev, repo, contract)
+
+
+def ci_check(
+    ledger: Ledger, repo: Path, contract: bytes, environ: dict[str, str] | None = None, clean_room: bool = False
+) -> CheckRun:
+    """CI's deterministic tier on TASK-1's candidate at ``repo``'s HEAD against main, with
+    this process's environment (``environ`` added) and no bytecode written into the tree."""
+    return run_deterministic(
+        ledger,
+        repo=repo,
+        task_id=TASK,
+        contract_bytes=contract,
+        source="c.toml",
+        signer=SIGNERS["ci"],
+        base="main",
+        clean_room=clean_room,
+        environ={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", **(environ or {})},
+    )
+
+
+# A candidate's probe tries each thing and says what it reached (test_sandbox, test_action).
+PROBE_TRY = """
+def _try(what, action):
+    try:
+        return "%s: REACHED %s" % (what, action())
+    except Exception as exc:
+        return "%s: blocked (%s)" % (what, type(exc).__name__)
+"""
 
 
 def _sandboxed(repo: Path, contract: bytes) -> tuple[Path, bytes]:

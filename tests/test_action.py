@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from github_api import FakeGithub, serve
 
-from conftest import GIT_ENV, LEDGER, contract_bytes, fresh_clone, git, ok, run_cli
+from conftest import GIT_ENV, LEDGER, PROBE_TRY, contract_bytes, fresh_clone, git, ok, run_cli
 from ledger import Ledger
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -221,15 +221,10 @@ def test_failing_file_checks_become_annotations_and_the_gate_blocks(
     assert "no attestation: no receipt was verified from its bundle" in (top / "runner" / "summary.md").read_text()
 
 
-PROBE = """import glob, json, os
-
-
-def _try(what, action):
-    try:
-        return "%s: REACHED %s" % (what, action())
-    except Exception as exc:
-        return "%s: blocked (%s)" % (what, type(exc).__name__)
-
+PROBE = (
+    "import glob, json, os\n"
+    + PROBE_TRY
+    + """
 
 def _keys():
     found = glob.glob(os.path.join(RUNNER_TEMP, "receipt-ledger-keys-*", "*"))
@@ -248,6 +243,7 @@ def test_probe():
     ]
     print("\\nPROBE " + json.dumps(said))
 """
+)
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is installed by .ci/run")

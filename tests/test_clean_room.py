@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import receipts as r
-from conftest import ADMIN_ID, SIGNERS, git, sign_decision
-from ledger import CheckRun, Ledger, run_deterministic, run_judge, seal_receipt
+from conftest import ADMIN_ID, SIGNERS, ci_check, git, sign_decision
+from ledger import CheckRun, Ledger, run_judge, seal_receipt
 from verify import LedgerSource, TrustRoot, verify_receipt
 
 TEST = "from app import add\n\n\ndef test_add():\n    assert add(2, 2) == 4\n"
@@ -50,17 +50,7 @@ def _contract(paths: str) -> bytes:
 
 
 def _check(ledger: Ledger, repo: Path, contract: bytes, clean_room: bool) -> CheckRun:
-    return run_deterministic(
-        ledger,
-        repo=repo,
-        task_id="TASK-1",
-        contract_bytes=contract,
-        source="c.toml",
-        signer=SIGNERS["ci"],
-        base="main",
-        clean_room=clean_room,
-        environ={**dict(__import__("os").environ), "PYTHONDONTWRITEBYTECODE": "1"},
-    )
+    return ci_check(ledger, repo, contract, clean_room=clean_room)
 
 
 def _snapshot(ledger: Ledger, run: CheckRun) -> dict[str, object]:

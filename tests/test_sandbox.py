@@ -11,7 +11,6 @@ Each cheat below is one an agent used on the landed `main` before this (issue 43
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import sys
@@ -22,7 +21,7 @@ from typing import Any
 import pytest
 
 import receipts as r
-from conftest import SIGNERS, git
+from conftest import SIGNERS, ci_check, git
 from ledger import (
     CheckRun,
     InputError,
@@ -30,7 +29,6 @@ from ledger import (
     TargetContract,
     register_contract,
     register_in_force,
-    run_deterministic,
 )
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is installed by .ci/run")
@@ -78,16 +76,7 @@ def _repo(tmp: Path, files: dict[str, str], base_files: dict[str, str] | None = 
 def _check(
     ledger: Ledger, repo: Path, contract: bytes | None = None, environ: dict[str, str] | None = None
 ) -> CheckRun:
-    return run_deterministic(
-        ledger,
-        repo=repo,
-        task_id="TASK-1",
-        contract_bytes=contract or _contract(),
-        source="c.toml",
-        signer=SIGNERS["ci"],
-        base="main",
-        environ={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", **(environ or {})},
-    )
+    return ci_check(ledger, repo, contract or _contract(), environ)
 
 
 def _room(ledger: Ledger, run: CheckRun) -> dict[str, object]:

@@ -19,14 +19,13 @@ import pytest
 from docs_as_written import run_shell
 
 import receipts as r
-from conftest import ADMIN_ID, GIT_ENV, SIGNERS, git, run_cli
+from conftest import ADMIN_ID, GIT_ENV, SIGNERS, ci_check, git, run_cli
 from ledger import (
     CheckRun,
     InputError,
     Ledger,
     open_sealed_set,
     reveal_sealed,
-    run_deterministic,
     run_in_loop,
     run_judge,
     seal_files,
@@ -221,16 +220,7 @@ def _candidate(repo: Path, branch: str, source: str) -> None:
 
 
 def _check(ledger: Ledger, repo: Path, contract: bytes) -> CheckRun:
-    return run_deterministic(
-        ledger,
-        repo=repo,
-        task_id="TASK-1",
-        contract_bytes=contract,
-        source="c.toml",
-        signer=SIGNERS["ci"],
-        base="main",
-        environ={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
-    )
+    return ci_check(ledger, repo, contract)
 
 
 needs_sandbox = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is installed by .ci/run")
