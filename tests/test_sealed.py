@@ -24,6 +24,8 @@ from ledger import (
     CheckRun,
     InputError,
     Ledger,
+    check_document,
+    check_lines,
     open_sealed_set,
     reveal_sealed,
     run_in_loop,
@@ -245,15 +247,26 @@ def test_a_sealed_check_catches_what_the_visible_tests_cannot(env: tuple[Path, L
 
 
 @needs_sandbox
-def test_the_sealed_plaintext_is_nowhere_an_agent_can_read(env: tuple[Path, Ledger], tmp_path: Path) -> None:
-    """Not in the working tree, any ref, the ledger's unencrypted evidence or what the
-    record says in the clear; the sealed result opens, with CI's key, in the age tool."""
+def test_the_sealed_plaintext_is_nowhere_an_agent_can_read(
+    env: tuple[Path, Ledger], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not in the working tree, any ref, the ledger's unencrypted evidence, what `ledger check`
+    prints and its JSON (the pull request's summary is made from them), the agent's loop, or
+    any folder the runner made (the sandbox's writable copies of the room among them); the
+    sealed result opens, with CI's key, in the age tool."""
     ledger = env[1]
     digests: list[r.Digest] = []
     repo = _sealed_repo(env[0].parent, digests)
     _candidate(repo, "hard-coded", HARD_CODED)
+    temp = tmp_path / "runner-temp"
+    temp.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(temp))
     run = _check(ledger, repo, _sealed_contract(digests[0]))
+    monkeypatch.undo()
     secret = b"add(10**9, 1)"
+    assert list(temp.iterdir()) == []  # every copy of the room, and the opened set, removed
+    shown = json.dumps(check_document(run)).encode() + "\n".join(check_lines(run)).encode()
+    assert b"test_add_large" not in shown and secret not in shown and b"1 failed" in shown
     assert secret not in b"".join(p.read_bytes() for p in repo.rglob("*") if p.is_file() and ".git" not in p.parts)
     everything = subprocess.run(["git", "log", "--all", "-p", "--binary"], cwd=repo, capture_output=True).stdout
     assert secret not in everything and b"test_add_large" not in everything
