@@ -162,9 +162,6 @@ def _verify_once(source: Source, target: str, trust: Trust, policy: Transparency
         else:
             source, used = flat, "proof"
     walk = _step2_replay(source, trust, stored.seq, _receipt_task(stored))
-    task = _receipt_task(stored)
-    if task is not None:
-        walk.later_reveals(source.iter_entries(task=task), stored.seq)
     found = walk.bodies.get(stored.body_hash)
     if found is None or not isinstance(found[1], LadderReceipt):
         defects = (*walk.defects, Defect("receipt-malformed", "the receipt entry could not be read", stored.seq))
@@ -319,6 +316,8 @@ def _step2_replay(source: Source, trust: Trust, upto: int, task: str | None) -> 
     walk = Walk(trust, sparse=source.sparse, only_task=task)
     for stored in source.iter_entries(upto=upto):
         walk.step(stored, check_signature=stored.kind != EntryKind.TIER_RECORD.value)
+    if task is not None:  # a sealed set revealed after the receipt still decides its checks (§6e)
+        walk.later_reveals(source.iter_entries(task=task), upto)
     return walk
 
 
