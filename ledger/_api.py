@@ -150,6 +150,7 @@ if TYPE_CHECKING:
     from .store._repair import HeadRepair, repair_head
     from .store._retention import PruneReport, prune, set_retention
     from .tiers import CheckRun, JudgeRun, LoopRun, decide, decision_caveats, run_deterministic, run_in_loop, run_judge
+    from .tiers._sandbox import Sandbox, make_sandbox
     from .tiers._sealed import SealedSet, open_sealed_set, recipients_for, reveal_sealed, seal_files
     from .transparency._proofs import (
         checkpoint_vkey,
@@ -293,6 +294,8 @@ __all__ = [
     "register_contract",
     "TargetContract",
     "SealedSet",
+    "Sandbox",
+    "make_sandbox",
     "open_sealed_set",
     "recipients_for",
     "seal_files",
@@ -586,6 +589,8 @@ _WHERE = {
     "register_contract": "ladder._contracts",
     "TargetContract": "ladder._contracts",
     "SealedSet": "tiers._sealed",
+    "Sandbox": "tiers._sandbox",
+    "make_sandbox": "tiers._sandbox",
     "open_sealed_set": "tiers._sealed",
     "recipients_for": "tiers._sealed",
     "seal_files": "tiers._sealed",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import shutil
 import socket
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -27,6 +28,7 @@ from ledger import (
     InputError,
     Ledger,
     TargetContract,
+    make_sandbox,
     register_contract,
     register_in_force,
 )
@@ -344,3 +346,20 @@ def test_a_sandboxed_check_leaves_no_folder_behind(
     run = _check(env[1], _repo(env[0].parent, {"app.py": HONEST}))
     assert run.outcome.verdict is r.Verdict.PASS, run.outcome
     assert list(temp.iterdir()) == []
+
+
+def test_a_python_installed_under_tmp_is_visible_in_the_sandbox(tmp_path: Path) -> None:
+    """A CI clone's virtual environment lives under /tmp, where the sandbox mounts its own
+    private /tmp: the environment must be bound on top of it, traversable, read-only."""
+    venv = tmp_path / "clone" / ".venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (venv / "bin" / "marker").write_text("bound\n")
+    box = make_sandbox({"PATH": "%s:/usr/bin:/bin" % (venv / "bin")})
+    assert not isinstance(box, str), box
+    room = tmp_path / "room"
+    room.mkdir()
+    box.prepare(room)
+    argv = box.argv(room, ["sh", "-c", "cat %s && ! touch %s/new" % (venv / "bin" / "marker", venv / "bin")])
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False, env={"PATH": box.path})
+    assert done.returncode == 0 and done.stdout == "bound\n", done.stderr

@@ -68,10 +68,11 @@ class Sandbox:
                 argv += ["--symlink", os.readlink(host), str(host)]
             elif host.is_dir():
                 argv += ["--ro-bind", str(host), str(host)]
+        # The private /tmp first: a Python installed under /tmp (a CI clone's venv) is bound on top of it.
+        argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
         made: set[str] = set()
         for host_dir in self.read_only:
             argv += _parents(host_dir, made) + ["--ro-bind", host_dir, host_dir]
-        argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
         argv += ["--bind", str(room), ROOM]
         for source, inside in (read_only or {}).items():
             argv += _parents(inside, made) + ["--ro-bind", str(source), inside]
@@ -126,7 +127,7 @@ def _parents(inside: str, made: set[str]) -> list[str]:
         where = "/" + "/".join(parts[:n])
         if where in made or any(where == top or where.startswith(top + "/") for top in _SYSTEM):
             continue
-        if where in ("/tmp", "/proc", "/dev", ROOM) or where.startswith(("/tmp/", ROOM + "/")):
+        if where in ("/tmp", "/proc", "/dev", ROOM) or where.startswith(ROOM + "/"):
             continue
         made.add(where)
         out += ["--perms", "0755", "--dir", where]
