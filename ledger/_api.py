@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     )
     from .agents._provenance import Provenance, add_provenance, task_provenance
     from .agents._traces import TRACE_DECISIONS_FORMAT, ingest_trace, process_facts
+    from .audit._merges import MERGE_COLUMNS, MergeRow, merges, merges_csv, sample_rows
     from .audit._monitor import MONITOR_STATE_FORMAT, Alert, MonitorSetup, follow_log, monitor_once, webhook_sender
     from .audit._population import POPULATION_COLUMNS, ChangeRow, mark_reached, population, population_csv
     from .audit._stats import FamilyStats, family_of, parse_ks, stats
@@ -192,6 +193,7 @@ if TYPE_CHECKING:
         keyring_rows,
         log_lines,
         log_rows,
+        merges_lines,
         population_lines,
         pr_comment,
         pull_lines,
@@ -234,6 +236,12 @@ __all__ = [
     "mark_reached",
     "population",
     "population_csv",
+    "merges",
+    "merges_csv",
+    "sample_rows",
+    "MergeRow",
+    "MERGE_COLUMNS",
+    "merges_lines",
     "csv_cell",
     "read_bounded",
     "markdown_text",
@@ -517,6 +525,7 @@ _WHERE = {
     "check_lines": "views._render",
     "check_document": "views._render",
     "population_lines": "views._render",
+    "merges_lines": "views._render",
     "ExportRequest": "exports._bundle",
     "export_receipt": "exports._bundle",
     "EXPORT_FORMATS": "exports._bundle",
@@ -559,6 +568,11 @@ _WHERE = {
     "mark_reached": "audit._population",
     "population": "audit._population",
     "population_csv": "audit._population",
+    "merges": "audit._merges",
+    "merges_csv": "audit._merges",
+    "sample_rows": "audit._merges",
+    "MergeRow": "audit._merges",
+    "MERGE_COLUMNS": "audit._merges",
     "csv_cell": "_escape",
     "read_bounded": "_config",
     "markdown_text": "_escape",

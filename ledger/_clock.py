@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 from ._errors import InputError
 
-__all__ = ["now", "frozen_clock", "parse_when"]
+__all__ = ["now", "frozen_clock", "parse_when", "spreadsheet_time"]
 
 _source: Callable[[], float] = time.time
 
@@ -72,3 +72,14 @@ def parse_when(text: str, option: str, end_of_day: bool = False) -> int:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=datetime.UTC)
     return int(moment.timestamp())
+
+
+def spreadsheet_time(seconds: int | None) -> str:
+    """A UTC time as a spreadsheet reads a date: ``2027-01-10T12:00:00``, ISO 8601 with no
+    zone letter (the column's name says UTC). LibreOffice's default CSV import reads this
+    form as a date, and reads the same time with a trailing ``Z``, or with a space for the
+    ``T``, as text.
+    """
+    if seconds is None:
+        return ""
+    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S")

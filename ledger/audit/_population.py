@@ -32,6 +32,7 @@ from receipts import (
 )
 from verify import Trust, verify_receipt
 
+from .._clock import spreadsheet_time
 from .._errors import InputError
 from .._escape import csv_cell
 from ..git._commands import run_git
@@ -62,6 +63,7 @@ class ChangeRow:
     defects: tuple[str, ...]
     gate: str | None  # the latest gate decision this receipt made, if any
     reached: bool | None = None  # its change is on the target branch (None: not asked)
+    weakenings: tuple[str, ...] = ()  # the contract's weakenings up to the receipt, as verified
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -76,6 +78,7 @@ class ChangeRow:
             "tiers": dict(self.tiers),
             "approvers": list(self.approvers),
             "waivers": list(self.waivers),
+            "weakenings": list(self.weakenings),
             "merge_eligible": self.merge_eligible,
             "verified": self.verified,
             "defects": list(self.defects),
@@ -86,7 +89,7 @@ class ChangeRow:
 
 POPULATION_COLUMNS = (
     "receipt",
-    "sealed_at",
+    "sealed_at_utc",
     "task",
     "commit",
     "tree",
@@ -98,6 +101,7 @@ POPULATION_COLUMNS = (
     "human",
     "approvers",
     "waivers",
+    "weakenings",
     "merge_eligible",
     "verified",
     "defects",
@@ -200,7 +204,8 @@ def _row(
         merge_eligible=bool(result.derived_eligible) and result.ok,
         verified=result.ok,
         defects=tuple("%s: %s" % (d.code, d.message) for d in result.defects),
-        gate=_gate(task.gates, digest, receipt),
+        gate=_gate(task.gates, digest, receipt, snapshot.get("tree")),
+        weakenings=result.weakenings,
     )
 
 
@@ -241,17 +246,21 @@ def _author_model(ledger: Ledger, record: TierRecord) -> str | None:
     return None
 
 
-def _gate(gates: tuple[TaskEvent, ...], digest: Digest, receipt: LadderReceipt) -> str | None:
+def _gate(gates: tuple[TaskEvent, ...], digest: Digest, receipt: LadderReceipt, tree: str | None) -> str | None:
     """The latest gate decision this receipt made: a decision names the receipt that
-    decided it (``decided_by``), which let the commit through or blocked it. A decision
-    recorded before that field existed names only the receipt that let it through, and
-    a block only its candidate: such a block is shown on none of the candidate's
-    receipts, since any of them may have decided it.
+    decided it (``decided_by``), which let the commit through or blocked it, whatever
+    commit it judged (the gate runs on the merge commit: another candidate, the same tree).
+    A decision recorded before that field existed names only the receipt that let it
+    through, and a block only its candidate, and since decisions name their tree, a block
+    by tree: such a block counts for each receipt of that candidate or tree, since any of
+    them may have decided it.
     """
     decision = None
     for event in gates:
         decided_by = event.field("decided_by") or event.field("receipt")
-        if event.candidate == receipt.input_hash and decided_by == str(digest):
+        if decided_by == str(digest) or (
+            not decided_by and (event.candidate == receipt.input_hash or (tree and event.field("tree") == tree))
+        ):
             decision = "%s (%s)" % (event.field("decision") or "?", event.field("mode") or "?")
     return decision
 
@@ -266,7 +275,7 @@ def population_csv(rows: list[ChangeRow]) -> str:
         # Every cell may carry ledger text (a contract's author_model, a waiver's reason).
         cells = [
             row.receipt,
-            utc_text(row.sealed_at),  # a spreadsheet shows a date, not an epoch
+            spreadsheet_time(row.sealed_at),  # a spreadsheet shows a date, not an epoch
             row.task,
             row.commit or "",
             row.tree or "",
@@ -281,6 +290,7 @@ def population_csv(rows: list[ChangeRow]) -> str:
                 for a in row.approvers
             ),
             "; ".join(row.waivers),
+            "; ".join(row.weakenings),
             "yes" if row.merge_eligible else "no",
             "yes" if row.verified else "no",
             "; ".join(row.defects),

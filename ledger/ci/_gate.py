@@ -455,6 +455,7 @@ def gate(
                 "mode": mode,
                 "decision": result.decision,
                 "commit": result.commit,
+                "tree": result.tree,  # what it judged: a merge commit's tree is its change's
                 "receipt": result.receipt or "",
                 "decided_by": result.decided_by or "",
             },

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from receipts import Digest
+
 from .. import _api as lib
 from ._group import cli
 from ._options import _FILE, _TrustArgs, json_option, key_option, trust_option
@@ -70,6 +72,18 @@ def _in_this_repository(branch: str | None) -> tuple[Path, str] | None:
     metavar="BRANCH",
     help="Mark each change whose commit, or a commit with its exact tree, is on BRANCH (e.g. origin/main).",
 )
+@click.option(
+    "--merges",
+    metavar="BRANCH",
+    help="One row per commit that reached BRANCH (its first-parent history, from git), not per receipt.",
+)
+@click.option("--sample", type=int, help="With --merges: draw this many rows, reproducibly (with --seed).")
+@click.option("--seed", default="0", show_default=True, help="The sample's seed: the same seed draws the same rows.")
+@click.option(
+    "--export-sample",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="With --sample: export each sampled row's receipt bundle into this folder.",
+)
 @trust_option
 @json_option
 @click.pass_context
@@ -82,6 +96,10 @@ def report(
     as_html: bool,
     output: Path | None,
     reached: str | None,
+    merges: str | None,
+    sample: int | None,
+    seed: str,
+    export_sample: Path | None,
     trust: _TrustArgs,
     as_json: bool,
 ) -> None:
@@ -90,15 +108,16 @@ def report(
 
     An auditor samples from the population: commit, tree, task, contract, author model,
     each tier, approvers and how they approved, waivers, eligibility and the gate's decision.
+    With --merges BRANCH the rows are the commits that reached the branch instead.
     """
+    if merges is not None or sample is not None or export_sample is not None:
+        _merges_report(ctx, merges, (from_text, to_text), (as_csv, as_json), trust, (sample, seed, export_sample))
+        return
     if hash_text is not None:
-        if not as_html or from_text or to_text or as_csv or as_json:
-            raise lib.InputError("a receipt's report is `ledger report HASH --html`")
-        write_out(output, lib.receipt_page(_reader(ctx), _resolved(ctx, hash_text), _trust(ctx, trust)))
+        _receipt_page(ctx, hash_text, output, trust, not as_html or bool(from_text or to_text or as_csv or as_json))
         return
     start, end = lib.period(None if as_html else from_text, to_text)
-    if as_csv and as_json:
-        raise lib.InputError("choose --csv or --json")
+    _one_format(as_csv, as_json)
     root = _trust(ctx, trust)
     rows = lib.population(_reader(ctx), root, start, end, reached_on=_in_this_repository(reached))
     if as_csv:
@@ -106,3 +125,56 @@ def report(
         click.echo(lib.population_csv(rows), nl=False)
         return
     emit(as_json, [row.as_dict() for row in rows], lib.population_lines(rows, from_text or "", to_text or ""), root)
+
+
+def _one_format(as_csv: bool, as_json: bool) -> None:
+    if as_csv and as_json:
+        raise lib.InputError("choose --csv or --json")
+
+
+def _receipt_page(ctx: click.Context, hash_text: str, output: Path | None, trust: _TrustArgs, misused: bool) -> None:
+    if misused:
+        raise lib.InputError("a receipt's report is `ledger report HASH --html`")
+    write_out(output, lib.receipt_page(_reader(ctx), _resolved(ctx, hash_text), _trust(ctx, trust)))
+
+
+def _merges_report(
+    ctx: click.Context,
+    branch: str | None,
+    when: tuple[str | None, str | None],
+    formats: tuple[bool, bool],
+    trust: _TrustArgs,
+    sampling: tuple[int | None, str, Path | None],
+) -> None:
+    (as_csv, as_json), (size, seed, export_to) = formats, sampling
+    if branch is None:
+        raise lib.InputError("--sample draws from --merges BRANCH")
+    _one_format(as_csv, as_json)
+    if export_to is not None and size is None:
+        raise lib.InputError("--export-sample exports a sample: add --sample N")
+    start, end = lib.period(*when)
+    root = _trust(ctx, trust)
+    repo = lib.git_root(Path.cwd()) or Path.cwd()
+    reader = _reader(ctx)
+    rows = lib.merges(reader, root, repo, branch, start, end)
+    if size is not None:
+        rows = lib.sample_rows(rows, size, seed)
+    if export_to is not None:
+        _export_sample(reader, rows, export_to)
+    if as_csv:
+        warn_if_unsafe(root)
+        click.echo(lib.merges_csv(rows), nl=False)
+        return
+    emit(as_json, [row.as_dict() for row in rows], lib.merges_lines(rows, branch, when[0] or "", when[1] or ""), root)
+
+
+def _export_sample(reader: lib.Ledger, rows: list[lib.MergeRow], folder: Path) -> None:
+    # Each sampled row's receipt, as the bundle an auditor re-checks offline; a row with no
+    # receipt has nothing to export and says so (it is a finding in the population already).
+    folder.mkdir(parents=True, exist_ok=True)
+    for row in rows:
+        if row.receipt is None:
+            click.echo("no receipt to export for %s" % row.commit[:12], err=True)
+            continue
+        lib.export_bundle(reader, Digest.parse(row.receipt), folder / ("%s.zip" % row.receipt.replace(":", "-")))
+        click.echo("exported %s" % (folder / ("%s.zip" % row.receipt.replace(":", "-"))), err=True)

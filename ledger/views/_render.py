@@ -32,6 +32,7 @@ from verify import ChainResult, Result, StoredEntry
 from .._escape import markdown_text
 
 if TYPE_CHECKING:
+    from ..audit._merges import MergeRow
     from ..audit._population import ChangeRow
     from ..audit._stats import FamilyStats
     from ..ci._gate import GateResult, ReceiptCheck
@@ -586,6 +587,33 @@ def population_lines(rows: Sequence[ChangeRow], from_text: str, to_text: str) ->
         for row in rows
     ]
     lines.append("%d sealed receipt(s) from %s to %s" % (len(rows), from_text, to_text))
+    return lines
+
+
+def merges_lines(rows: Sequence[MergeRow], branch: str, from_text: str, to_text: str) -> list[str]:
+    """`ledger report --merges`: the count and how many need a look first, then one block
+    per commit on the branch (findings first, so a clean merge is one line).
+    """
+    flagged = [row for row in rows if row.findings]
+    lines = [
+        "%d commit(s) reached %s from %s to %s; %d need a look" % (len(rows), branch, from_text, to_text, len(flagged))
+    ]
+    for row in rows:
+        lines.append(
+            "%s  %s  %-11s %-16s %s  %s"
+            % (
+                datetime.datetime.fromtimestamp(row.merged_at, datetime.UTC).strftime("%Y-%m-%d %H:%M"),
+                row.commit[:12],
+                row.kind,
+                row.task or "-",
+                "eligible at merge" if row.eligible_at_merge else "NOT ELIGIBLE AT MERGE",
+                "approved by %s of %s required" % (", ".join(row.approvals) or "nobody", row.required_approvals)
+                if row.required_approvals is not None
+                else "no contract",
+            )
+        )
+        lines += ["    ! %s" % finding for finding in row.findings]
+        lines += ["    after the merge: %s" % text for text in row.after_merge]
     return lines
 
 
