@@ -72,11 +72,14 @@ def decision_method(doc: dict[str, object]) -> str:
     return method if isinstance(method, str) else "unrecorded"
 
 
-def derive_human(record: TierRecord, signer: str, read: EvidenceReader) -> tuple[Verdict, str]:
+def derive_human(
+    record: TierRecord, signer: str, read: EvidenceReader, shown_as: str | None = None
+) -> tuple[Verdict, str]:
     """The verdict a human record's evidence entails, with the reason: PASS only for one
     readable decision document that says ``approve`` and names ``signer`` (the key id that
     signed the record) as its approver. Anything else is FAIL: a decision that cannot be
-    read, or is someone else's, approves nothing.
+    read, or is someone else's, approves nothing. The reason names the person as
+    ``shown_as`` (the key's name, for people) when given, and a rejection carries its note.
     """
     refs = [ref for ref in record.evidence if ref.check_id == HUMAN_DECISION_ID]
     if len(refs) != 1:
@@ -100,8 +103,10 @@ def derive_human(record: TierRecord, signer: str, read: EvidenceReader) -> tuple
             signer,
         )
     decision = doc.get("decision")
+    who = shown_as or signer
     if decision == "approve":
-        return Verdict.PASS, "approved by %s" % signer
+        return Verdict.PASS, "approved by %s" % who
     if decision == "reject":
-        return Verdict.FAIL, "rejected by %s" % signer
+        note = doc.get("note")
+        return Verdict.FAIL, "rejected by %s%s" % (who, ": %s" % note if isinstance(note, str) and note else "")
     return Verdict.FAIL, "its decision is %r, neither approve nor reject" % (decision,)

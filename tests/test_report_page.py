@@ -123,7 +123,7 @@ def test_a_failing_check_shows_its_reason_and_evidence(browser: Any, tmp_path: P
     context, page, _ = _read(browser, unpacked, "failing")
     try:
         banner = page.inner_text("#decision")
-        assert banner.startswith("NOT MERGE-ELIGIBLE: tier deterministic verdict is fail"), banner
+        assert banner.startswith("NOT MERGE-ELIGIBLE (verified): tier deterministic verdict is fail"), banner
         row = page.locator("tr", has=page.locator("td", has_text="test_passes"))
         assert "fail" in row.inner_text() and "exit code 1" in row.inner_text()
         assert _links_resolve(page, unpacked) >= 3
@@ -140,7 +140,9 @@ def test_a_rejected_receipt_names_who_rejected_and_why(browser: Any, tmp_path: P
     try:
         banner = page.inner_text("#decision")
         alice = r.fingerprint(SIGNERS["alice"].public_key_blob)
-        assert banner.startswith("NOT MERGE-ELIGIBLE: tier human verdict is fail by %s" % alice), banner
+        assert banner.startswith("NOT MERGE-ELIGIBLE (verified): tier human verdict is fail by alice (%s)" % alice), (
+            banner
+        )
         rows = page.inner_text("table:below(h2:text('Approvals and rejections'))")
         assert "reject" in rows and "alice" in rows and "reviewed" in rows and alice in rows
         assert _links_resolve(page, unpacked) >= 3

@@ -58,7 +58,7 @@ def test_search_by_commit_finds_the_receipt_and_its_page_shows_the_verifiers_dec
     link = "receipt/%s.html" % receipt_name(sample.receipt)
     assert link in found.text
     page = client.get("/" + link)
-    assert page.status_code == 200 and "VERIFIED" in page.text and "merge-eligible" in page.text
+    assert page.status_code == 200 and "MERGE-ELIGIBLE (verified)" in page.text
     assert commit in page.text
     api = client.get("/api/receipt/%s" % receipt_name(sample.receipt)).json()
     assert api["verified"] is True and api["derived_eligible"] is True and api["defects"] == []
@@ -286,7 +286,7 @@ def test_in_chromium_search_leads_to_the_decision_and_hostile_text_stays_text(
         page.fill("input[name=q]", git(sample.repo, "rev-parse", "HEAD")[:10])
         page.click("header button")
         page.click("a[href*='receipt/']")
-        assert "VERIFIED" in page.inner_text("main") and "merge-eligible" in page.inner_text("main")
+        assert "MERGE-ELIGIBLE (verified)" in page.inner_text("main")
         assert page.evaluate("document.documentElement.scrollWidth") <= 1280
         stdout = page.get_attribute("tr:has-text('check:tests:stdout') a", "href")
         page.goto(page.url.rsplit("/", 2)[0] + "/" + stdout.removeprefix("../"))
@@ -346,7 +346,7 @@ def test_in_chromium_the_demo_ledger_and_its_tampered_copy(browser: Any, tmp_pat
     trust = TrustRoot(frozenset({r.fingerprint(admin)}), "the demo admin key")
     root = tmp_path / "ws" / "repo" / ".ledger"
     text = _commit_to_decision(browser, _Served(root, trust=trust), commit.group(1))
-    assert "VERIFIED" in text and "merge-eligible" in text and receipt.group(1) in text
+    assert "MERGE-ELIGIBLE (verified)" in text and receipt.group(1) in text
     # The demo's own tampered copy (one byte of a tier record's body): the same page, rejected.
     tampered = _Served(tmp_path / "ws" / "tampered-ledger", trust=trust)
     try:
@@ -363,11 +363,11 @@ def test_in_chromium_the_shared_store_and_a_mirror_pulled_from_it(browser: Any, 
     s = build_sample(tmp_path, store=pg_url)
     commit = git(s.repo, "rev-parse", "HEAD")[:12]
     text = _commit_to_decision(browser, _Served(None, lambda: PostgresSource.open_url(pg_url)), commit)
-    assert "VERIFIED" in text and "merge-eligible" in text and s.receipt in text
+    assert "MERGE-ELIGIBLE (verified)" in text and s.receipt in text
     pulled = run_cli("pull", "--from", pg_url, "--to", str(tmp_path / "mirror"))
     assert pulled.returncode == 0, pulled.stderr
     text = _commit_to_decision(browser, _Served(tmp_path / "mirror"), commit)
-    assert "VERIFIED" in text and "merge-eligible" in text and s.receipt in text
+    assert "MERGE-ELIGIBLE (verified)" in text and s.receipt in text
 
 
 def test_the_static_site_reads_the_same_in_chromium(browser: Any, sample: Any, tmp_path: Path) -> None:
@@ -375,7 +375,7 @@ def test_the_static_site_reads_the_same_in_chromium(browser: Any, sample: Any, t
     page, elsewhere, dialogs = _page(browser, "file://")
     page.goto((tmp_path / "site" / "commits.html").as_uri())
     page.click("a[href*='receipt/']")
-    assert "VERIFIED" in page.inner_text("main")
+    assert "MERGE-ELIGIBLE (verified)" in page.inner_text("main")
     assert page.evaluate("document.documentElement.scrollWidth") <= 1280
     assert elsewhere == [] and dialogs == []
     page.close()
@@ -388,7 +388,7 @@ def test_the_shared_store_is_read_in_a_session_that_cannot_write(pg_url: str, tm
     link = "receipt/%s.html" % receipt_name(s.receipt)
     assert link in client.get("/search", params={"q": commit[:12]}).text
     page = client.get("/" + link)
-    assert "VERIFIED" in page.text and "merge-eligible" in page.text
+    assert "MERGE-ELIGIBLE (verified)" in page.text
     source = PostgresSource.open_url(pg_url)
     try:
         with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):

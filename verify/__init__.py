@@ -17,10 +17,12 @@ if TYPE_CHECKING:
     from ._errors import CannotVerify, NoLedger, VerifyError
     from ._escape import csv_cell, markdown_text, terminal_text
     from ._evidence import SMALL_BLOB, evidence_reader, read_blob, read_evidence
+    from ._exceptions import EXCEPTION_KINDS, ExceptionNote, completeness_text, decision_headline, exceptions, headline
     from ._layout import BundleLayout
     from ._manifest import BUNDLE_FORMAT, ManifestClaims, Redaction
     from ._policy import Transparency, WitnessKey, cosignature_statuses
     from ._rendering import RENDERINGS, bundle_manifest, final_status, listed_records, report_html
+    from ._report_page import exceptions_html
     from ._result import ChainResult, Defect, Finding, Result, TierLine, VerificationFailed
     from ._scitt import verify_registered
     from ._source import KEYRING_KIND_NAMES, LedgerSource, Source, StoredEntry, keyring_changes
@@ -86,6 +88,13 @@ __all__ = [
     "report_html",
     "final_status",
     "csv_cell",
+    "EXCEPTION_KINDS",
+    "ExceptionNote",
+    "completeness_text",
+    "exceptions",
+    "headline",
+    "decision_headline",
+    "exceptions_html",
     "markdown_text",
     "terminal_text",
     # what they return and raise
@@ -110,6 +119,13 @@ _WHERE = {
     "NoLedger": "_errors",
     "VerifyError": "_errors",
     "csv_cell": "_escape",
+    "EXCEPTION_KINDS": "_exceptions",
+    "ExceptionNote": "_exceptions",
+    "completeness_text": "_exceptions",
+    "exceptions": "_exceptions",
+    "headline": "_exceptions",
+    "decision_headline": "_exceptions",
+    "exceptions_html": "_report_page",
     "markdown_text": "_escape",
     "terminal_text": "_escape",
     "SMALL_BLOB": "_evidence",

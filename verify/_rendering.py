@@ -43,13 +43,16 @@ from receipts import (
     decode_as,
     decode_body,
     decode_entry,
+    derive_attempts,
     derive_check,
     parse_checkpoint,
     replay_keyring,
+    requires_report,
 )
 
 from ._errors import CannotVerify
 from ._escape import markdown_text
+from ._exceptions import exceptions, headline
 from ._layout import BundleLayout
 from ._manifest import ManifestClaims, Redaction
 from ._report_page import report_html
@@ -184,6 +187,7 @@ def bundle_manifest(
         "decisions": evidence.decisions,
         "timeline": [_event(seq, e, names) for seq, e in sorted(entries.items())],
         "verification": _verification_part(result),
+        **_decision_part(result),
         "change_set": {"diff": evidence.snapshot.get("diff"), "attribution": evidence.snapshot.get("attribution")},
         "artifacts": evidence.artifacts,
         "checks": evidence.checks,
@@ -199,13 +203,19 @@ def bundle_manifest(
             "waivers": list(result.waivers),
             "contract_weakenings": list(result.weakenings),
         },
-        "unresolved": _unresolved_part(result),
+        "unresolved": _unresolved_part(result, evidence.checks),
         "checkpoint": _checkpoint_part(cp),
         "how_to_verify": "ledger verify --bundle BUNDLE.zip --trust ALLOWED_SIGNERS",
     }
 
 
 _Names = dict[str, tuple[str, tuple[str, ...]]]
+
+
+def _decision_part(result: Result) -> dict[str, Any]:
+    # The decision first, then every exception it rests on (one wording for every page).
+    notes = exceptions(result)
+    return {"headline": headline(result, notes), "exceptions": [n.as_dict() for n in notes]}
 
 
 def _receipt_in(entries: dict[int, StoredEntry], receipt_hash: str) -> LadderReceipt:
@@ -244,12 +254,15 @@ def _contract_part(receipt: LadderReceipt, seq: int | None, contract: Contract |
     }
 
 
-def _unresolved_part(result: Result) -> dict[str, Any]:
-    """What the receipt leaves open: skipped tiers, stale approvals, waivers, assumptions."""
+def _unresolved_part(result: Result, checks: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the receipt leaves open: skipped tiers, stale approvals, flaky checks (run more
+    than once, and failed at least once), waivers, assumptions.
+    """
     return {
         "skipped_tiers": [t.tier.value for t in result.tiers if t.status in ("skip", "missing")],
         "stale_approvals": list(result.stale),
-        "flaky_checks": list(result.waivers),
+        "flaky_checks": [c["id"] for c in checks if any(a["status"] != "pass" for a in c.get("attempts") or ())],
+        "waivers": list(result.waivers),
         "unverified_assumptions": list(result.warnings),
         "not_eligible_because": list(result.eligibility_reasons),
     }
@@ -303,6 +316,7 @@ def _evidence_parts(
 ) -> _EvidenceParts:
     parts = _EvidenceParts()
     for digest, (rec, signer) in sorted(records.items()):
+        attempts: dict[str, list[EvidenceRef]] = {}
         for ref in rec.evidence:
             parts.artifacts.append(
                 {
@@ -316,7 +330,11 @@ def _evidence_parts(
             if ref.check_id == "snapshot":
                 parts.snapshot = read_json(ref.digest, SNAPSHOT_FORMAT) or {}
             if ref.check_id.startswith("check:") and ref.check_id.count(":") == 1:
-                parts.checks.append(_check_row(rec, ref, read_json, contract))
+                if "#" in ref.check_id:  # one attempt of a check run several times: one row for all
+                    attempts.setdefault(ref.check_id[6:].split("#", 1)[0], []).append(ref)
+                else:
+                    parts.checks.append(_check_row(rec, ref, read_json, contract))
+        parts.checks += [_attempts_row(rec, base, refs, read_json, contract) for base, refs in attempts.items()]
         if rec.tier.value == "human":
             (parts.approvals if rec.verdict is Verdict.PASS else parts.rejections).append(
                 {"record": digest, "signer": signer, "created": rec.created}
@@ -335,7 +353,11 @@ def _check_row(
     doc = read_json(ref.digest, CHECK_RESULT_FORMAT) or {}
     facts = doc.get("facts") or {}
     declared = contract.check(ref.check_id[6:]) if contract is not None else None
-    passed, why = derive_check(declared, doc) if declared is not None else (False, "not in the contract")
+    passed, why = (
+        derive_check(declared, doc, requires_report(contract, declared))
+        if contract is not None and declared is not None
+        else (False, "not in the contract")
+    )
     own = [ref] + [e for e in rec.evidence if e.check_id.startswith(ref.check_id + ":")]
     return {
         "id": ref.check_id[6:],
@@ -348,6 +370,50 @@ def _check_row(
         "status": "pass" if passed else "fail",
         "reason": why,
         "duration_ms": doc.get("duration_ms"),
+        "evidence": [str(e.digest) for e in own],
+        "files": [{"name": e.check_id, "digest": str(e.digest)} for e in own],
+    }
+
+
+def _attempts_row(
+    rec: TierRecord,
+    base: str,
+    refs: list[EvidenceRef],
+    read_json: Callable[[Digest, str], dict[str, Any] | None],
+    contract: Contract | None,
+) -> dict[str, Any]:
+    """A check run ``runs`` times, as one row: the contract's rule over all its attempts
+    (`derive_attempts`), and each attempt's status.
+    """
+    docs = {ref.check_id[6:]: read_json(ref.digest, CHECK_RESULT_FORMAT) or {} for ref in refs}
+    declared = contract.check(base) if contract is not None else None
+    if contract is not None and declared is not None:
+        report = requires_report(contract, declared)
+        passed, why, _ = derive_attempts(declared, docs, report)
+        each = [(key, derive_check(declared, doc, report)) for key, doc in sorted(docs.items())]
+    else:
+        passed, why, each = False, "not in the contract", [(key, (False, "not in the contract")) for key in docs]
+    own = [
+        e
+        for ref in refs
+        for e in rec.evidence
+        if e.check_id == ref.check_id or e.check_id.startswith(ref.check_id + ":")
+    ]
+    first = docs[min(docs)] if docs else {}
+    return {
+        "id": base,
+        "type": first.get("type"),
+        "verifier": rec.verifier,
+        "verifier_version": rec.verifier_version,
+        "environment": str(rec.environment),
+        "started": first.get("started"),
+        "exit_status": (first.get("facts") or {}).get("exit_code"),
+        "status": "pass" if passed else "fail",
+        "reason": why or "passed %d of %d runs" % (len(docs), len(docs)),
+        "duration_ms": sum(int(d.get("duration_ms") or 0) for d in docs.values()),
+        "attempts": [
+            {"attempt": key, "status": "pass" if ok else "fail", "reason": reason} for key, (ok, reason) in each
+        ],
         "evidence": [str(e.digest) for e in own],
         "files": [{"name": e.check_id, "digest": str(e.digest)} for e in own],
     }
@@ -413,6 +479,8 @@ def report_markdown(m: dict[str, Any]) -> str:
         "",
         "Status: **%s** (merge_eligible=%s)" % (md(m["final_status"]), str(m["merge_eligible"]).lower()),
         "",
+        "**%s**" % md(m.get("headline") or ""),
+        "",
         "Receipt `%s`, candidate `%s`" % (m["receipt"], m["input_snapshot"]["candidate"]),
         "",
         "| tier | required | status | signer / detail |",
@@ -423,6 +491,8 @@ def report_markdown(m: dict[str, Any]) -> str:
             "| %s | %s | %s | %s |"
             % (t["tier"], "yes" if t["required"] else "no", md(t["status"]), md(t["signer"] or t["detail"]))
         )
+    if m.get("exceptions"):
+        lines += ["", "## Exceptions", ""] + ["- **%s**: %s" % (md(n["kind"]), md(n["text"])) for n in m["exceptions"]]
     lines += ["", "## Evidence", "", "| tier | check | digest | size | type |", "|---|---|---|---|---|"]
     lines += [
         "| %s | %s | `%s` | %d | %s |" % (a["tier"], md(a["check"]), a["digest"], a["size"], md(a["media_type"]))

@@ -13,7 +13,9 @@ from typing import Any
 
 from receipts import approvals_shortfall
 
-__all__ = ["report_html", "decision_sentence"]
+from ._exceptions import decision_headline
+
+__all__ = ["report_html", "exceptions_html"]
 
 _CSS = """
 :root{--ok:#0a6b2d;--bad:#a3131b;--warn:#8a5a00;--line:#c8c8c8;--muted:#555}
@@ -43,13 +45,16 @@ def _when(ts: object) -> str:
     return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def decision_sentence(eligible: bool, verified: bool, reasons: list[str]) -> str:
-    """The banner's one sentence."""
-    if not verified:
-        return "NOT VERIFIED: the receipt did not verify at export, so nothing here can be relied on."
-    if eligible:
-        return "MERGE-ELIGIBLE: every required tier passed, and the verifier re-derived it."
-    return "NOT MERGE-ELIGIBLE: %s." % (reasons[0] if reasons else "a required tier did not pass")
+def exceptions_html(notes: list[dict[str, str]]) -> str:
+    """The exceptions list every page shows under its decision (`verify.exceptions`)."""
+    if not notes:
+        return ""
+    items = "".join(
+        '<li class="exception %s"><strong>%s</strong>: %s</li>'
+        % (_e(n["kind"].replace(" ", "-")), _e(n["kind"]), _e(n["text"]))
+        for n in notes
+    )
+    return '<h2 id="exceptions">Exceptions</h2><ul>%s</ul>' % items
 
 
 def _dl(pairs: list[tuple[str, object]]) -> str:
@@ -78,9 +83,12 @@ def report_html(m: dict[str, Any], links: bool = True) -> str:
     v = m["verification"]
     redacted = {(r["check"], r["digest"]) for r in m.get("redacted", [])}
     eligible = bool(v["verified"] and m["merge_eligible"] and v["merge_eligible_derived"])
-    banner = '<div class="banner %s" role="status" id="decision">%s</div>' % (
-        "ok" if eligible else "bad",
-        _e(decision_sentence(eligible, v["verified"], v["not_eligible_because"])),
+    notes = m.get("exceptions") or []
+    said = decision_headline(v["verified"], eligible, v["not_eligible_because"], [n["kind"] for n in notes])
+    banner = '<div class="banner %s" role="status" id="decision">%s</div>%s' % (
+        "ok" if said.startswith("MERGE-ELIGIBLE (") else "bad",
+        _e(said),
+        exceptions_html(notes),
     )
     candidate, contract_dl = _candidate_and_contract(m)
     kept = m["policy_decisions"]
@@ -181,22 +189,8 @@ def _ladder_rows(m: dict[str, Any], links: bool, redacted: set[tuple[str, str]])
         )
         for t in m["tiers"]
     )
-    checks = (
-        "".join(
-            "<tr><td>%s</td><td>%s</td><td class=%s>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>"
-            % (
-                _e(c["id"]),
-                _e(c.get("type")),
-                _e(c.get("status")),
-                _e(c.get("status")),
-                _e(c.get("reason")),
-                _e("%s ms" % c["duration_ms"] if isinstance(c.get("duration_ms"), int) else "not recorded"),
-                "<br>".join(_file(f["name"], f["digest"], f["name"], links, redacted) for f in c.get("files", []))
-                or '<span class="muted">none</span>',
-            )
-            for c in m["checks"]
-        )
-        or '<tr><td colspan=7 class="muted">no deterministic checks</td></tr>'
+    checks = "".join(_check_tr(c, links, redacted) for c in m["checks"]) or (
+        '<tr><td colspan=7 class="muted">no deterministic checks</td></tr>'
     )
     people = (
         "".join(
@@ -217,6 +211,24 @@ def _ladder_rows(m: dict[str, Any], links: bool, redacted: set[tuple[str, str]])
         or '<tr><td colspan=8 class="muted">no human decision on this candidate</td></tr>'
     )
     return tiers, checks, people
+
+
+def _check_tr(c: dict[str, Any], links: bool, redacted: set[tuple[str, str]]) -> str:
+    # A check run several times is one row: its rule over all attempts, then each attempt.
+    attempts = "".join(
+        "<br>attempt %s: %s%s" % (_e(a["attempt"]), _e(a["status"]), _e(": " + a["reason"] if a["reason"] else ""))
+        for a in c.get("attempts") or ()
+    )
+    return "<tr><td>%s</td><td>%s</td><td class=%s>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>" % (
+        _e(c["id"]),
+        _e(c.get("type")),
+        _e(c.get("status")),
+        _e(c.get("status")),
+        _e(c.get("reason")) + attempts,
+        _e("%s ms" % c["duration_ms"] if isinstance(c.get("duration_ms"), int) else "not recorded"),
+        "<br>".join(_file(f["name"], f["digest"], f["name"], links, redacted) for f in c.get("files", []))
+        or '<span class="muted">none</span>',
+    )
 
 
 def _record_rows(m: dict[str, Any], links: bool, redacted: set[tuple[str, str]]) -> tuple[str, str, str]:

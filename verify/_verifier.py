@@ -467,7 +467,7 @@ def _check_record(
     if rec.tier is not tier:
         return _RecordCheck(None, tuple(defects), tuple(warnings))
     if tier is Tier.HUMAN:
-        entailed = _human_entailed(source, entry, rec)
+        entailed = _human_entailed(source, entry, rec, walk.signers.get(entry.body_hash.value))
     else:
         contract = walk.contracts.get((rec.task_id, rec.config_hash.value))
         if contract is None:
@@ -505,9 +505,10 @@ def _binding_defects(receipt: LadderReceipt, tier: Tier, entry: Entry, rec: Tier
     return defects
 
 
-def _human_entailed(source: Source, entry: Entry, rec: TierRecord) -> _RecordCheck:
-    # 5h. A human verdict is what its decision document says, by the key that signed it.
-    human, why = derive_human(rec, entry.signer, evidence_reader(source))
+def _human_entailed(source: Source, entry: Entry, rec: TierRecord, label: str | None) -> _RecordCheck:
+    # 5h. A human verdict is what its decision document says, by the key that signed it
+    # (named by the keyring's name for it, when its signature verified: people read names).
+    human, why = derive_human(rec, entry.signer, evidence_reader(source), label)
     if human is rec.verdict:
         return _RecordCheck(human.value, reason=why)
     message = "the human record says %s but its decision entails %s: %s" % (rec.verdict, human, why)
@@ -543,7 +544,10 @@ def _deterministic_entailed(
             "; ".join(outcome.reasons) or "all checks passed",
         )
         defects.append(Defect("verdict-not-entailed", why, seq))
-    why = "; ".join(outcome.reasons) or "every check passed"
+    # A pass that leans on a waiver is never worded as if every check passed.
+    why = "; ".join(outcome.reasons) or (
+        "passed with waived failure(s): %s" % ", ".join(outcome.waived) if outcome.waived else "every check passed"
+    )
     return _RecordCheck(outcome.verdict.value, tuple(defects), outcome.warnings, why)
 
 
@@ -746,6 +750,7 @@ def _step7_eligibility(
         max_evidence_age_s=contract.max_evidence_age_s if contract else None,
         not_approvers=authors,
     )
+    derived = replace(derived, reasons=_named(derived.reasons, walk))
     if derived.eligible == receipt.merge_eligible:
         return derived, []
     return derived, [
@@ -756,6 +761,20 @@ def _step7_eligibility(
             entry.seq,
         )
     ]
+
+
+def _named(reasons: tuple[str, ...], walk: Walk) -> tuple[str, ...]:
+    """The rule's reasons with each key id named as people read it: "alice (SHA256:…)"."""
+    if walk.keyring is None:
+        return reasons
+    names = {state.key_id: "%s (%s)" % (state.spec.name, state.key_id) for state in walk.keyring}
+    named = []
+    for reason in reasons:
+        for key_id, label in names.items():
+            if key_id in reason and label not in reason:
+                reason = reason.replace(key_id, label)
+        named.append(reason)
+    return tuple(named)
 
 
 # -- 8 ------------------------------------------------------------------------------------------

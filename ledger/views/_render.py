@@ -27,7 +27,7 @@ from receipts import (
     public_key_line,
     utc_text,
 )
-from verify import ChainResult, Result, StoredEntry
+from verify import ChainResult, Result, StoredEntry, completeness_text, exceptions, headline
 
 from .._escape import markdown_text
 
@@ -92,7 +92,7 @@ def verify_lines(result: Result) -> list[str]:
     """A receipt's verification for a person (and a CI log): the ladder, the derived
     eligibility, weakenings, waivers and every defect.
     """
-    lines = ["receipt   %s" % result.target]
+    lines = [headline(result, exceptions(result)), "receipt   %s" % result.target]
     if result.task_id is not None:
         lines.append("task      %s" % result.task_id)
         lines.append("candidate %s" % result.candidate)
@@ -175,16 +175,6 @@ def status_lines(report: StatusReport) -> list[str]:
             % (100 * n.threshold, ", ".join(n.recent_unverified))
         )
     return lines
-
-
-def completeness_text(completeness: str, certified_by: Iterable[str] = ()) -> str:
-    """How the task's completeness up to the receipt was proven (format.md §8.1a)."""
-    said = {
-        "audited": "audited (this gate's chain audit of the store covers the receipt's entry)",
-        "walked": "walked (every entry up to the receipt linked)",
-        "certified": "certified by auditing witness(es) %s" % ", ".join(certified_by),
-    }
-    return said.get(completeness, "UNPROVEN (no auditing witness cosigned its checkpoint)")
 
 
 def gate_lines(result: GateResult) -> list[str]:
@@ -278,10 +268,9 @@ def pr_comment(
             )
             for d in decisions
         ]
-    notes = [*("weakened contract: %s" % w for w in result.weakenings), *("waiver: %s" % w for w in result.waivers)]
-    notes += ["stale approval (not counted): %s" % w for w in result.stale]
+    notes = [n for n in exceptions(result) if n.kind not in ("judge", "rejection")]  # those are shown above
     if notes:
-        lines += ["", "**Notes:**"] + ["- %s" % md(n) for n in notes]
+        lines += ["", "**Exceptions:**"] + ["- **%s**: %s" % (md(n.kind), md(n.text)) for n in notes]
     lines += [
         "",
         "Receipt `%s`, candidate `%s`%s."
@@ -301,12 +290,13 @@ def pr_comment(
 def _comment_head(result: Result) -> list[str]:
     """The decision, then each reason for it: what a reviewer reads first."""
     md = markdown_text
+    said = headline(result, exceptions(result))
     verdict = (
-        "merge-eligible"
+        ("merge-eligible with exceptions" if said.startswith("MERGE-ELIGIBLE WITH") else "merge-eligible")
         if result.ok and result.derived_eligible
         else ("NOT merge-eligible" if result.ok else "REJECTED by verification")
     )
-    lines = ["### receipt-ledger: %s **%s**" % (md(result.task_id or "?"), verdict)]
+    lines = ["### receipt-ledger: %s **%s**" % (md(result.task_id or "?"), verdict), "", md(said)]
     if result.defects:
         lines += ["", "Verification found:"] + ["- `%s` %s" % (d.code, md(d.message)) for d in result.defects]
     if result.eligibility_reasons:

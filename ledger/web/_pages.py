@@ -15,7 +15,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from receipts import Digest, EntryKind, FormatError, ReceiptsError, parse_note
-from verify import LedgerSource, Transparency, Trust, cosignature_statuses, read_blob, verify_receipt
+from verify import (
+    LedgerSource,
+    Transparency,
+    Trust,
+    cosignature_statuses,
+    exceptions,
+    exceptions_html,
+    headline,
+    read_blob,
+    verify_receipt,
+)
 
 from ._index import ChainIndex, IndexRow
 
@@ -212,20 +222,12 @@ class Pages:
         if row is None or row.kind != EntryKind.RECEIPT:
             return self._frame("No such receipt", "<p>No receipt %s in this ledger.</p>" % _e(target), 1, 404)
         doc = self.receipt_document(target)
-        verified = doc["verified"]
-        eligible = doc["derived_eligible"]
-        banner = '<p class="%s"><strong>%s</strong> %s</p>' % (
-            "ok" if verified and eligible else "bad",
-            "VERIFIED" if verified else "REJECTED",
-            _e(
-                (
-                    "merge-eligible: every required tier passed, re-derived by the verifier."
-                    if eligible
-                    else "not merge-eligible: %s" % "; ".join(doc["eligibility_reasons"] or ["see below"])
-                )
-                if verified
-                else "the receipt did not verify: nothing it claims can be relied on."
-            ),
+        clean = doc["verified"] and doc["derived_eligible"] and not doc["headline"].startswith("MERGE-ELIGIBLE WITH")
+        # The decision first, in words; the exceptions it rests on right under it.
+        banner = '<p class="%s" id="decision"><strong>%s</strong></p>%s' % (
+            "ok" if clean else "bad",
+            _e(doc["headline"]),
+            exceptions_html(doc["exceptions"]),
         )
         defects = "".join("<li><code>%s</code> %s</li>" % (_e(d["code"]), _e(d["message"])) for d in doc["defects"])
         tiers = "".join(
@@ -287,6 +289,9 @@ class Pages:
         doc["verified"] = result.ok
         doc["derived_eligible"] = bool(result.ok and result.derived_eligible)
         doc["eligibility_reasons"] = list(result.eligibility_reasons)
+        notes = exceptions(result)
+        doc["headline"] = headline(result, notes)
+        doc["exceptions"] = [n.as_dict() for n in notes]
         doc["defects"] = [{"code": d.code, "message": d.message} for d in result.defects]
         doc["tiers"] = [
             {
