@@ -154,13 +154,24 @@ def sample_outcome(answer: Answer | str, *, threshold_bp: int, independent: bool
         return SampleOutcome(
             Verdict.REVIEW,
             answer.confidence_bp,
-            "accepted at confidence %d bp, below the threshold of %d bp" % (answer.confidence_bp, threshold_bp),
+            "accepted at confidence %s, below the threshold of %s"
+            % (confidence_text(answer.confidence_bp), confidence_text(threshold_bp)),
         )
     if not independent:
         return SampleOutcome(
             Verdict.REVIEW, answer.confidence_bp, "the judge is of the same model family as the author"
         )
-    return SampleOutcome(Verdict.PASS, answer.confidence_bp, "accepted at confidence %d bp" % answer.confidence_bp)
+    return SampleOutcome(
+        Verdict.PASS, answer.confidence_bp, "accepted at confidence %s" % confidence_text(answer.confidence_bp)
+    )
+
+
+def confidence_text(bp: int) -> str:
+    """A confidence in basis points as people read it: ``0.90`` for 9000 (the signed value
+    stays an integer; only its wording is a decimal).
+    """
+    whole, frac = divmod(bp, 10000)
+    return "%d.%s" % (whole, ("%04d" % frac).rstrip("0").ljust(2, "0"))
 
 
 def attempt_outcome(samples: Sequence[SampleOutcome]) -> SampleOutcome:

@@ -346,6 +346,7 @@ def test_advisory_mode_on_a_failing_task_records_would_block(tmp_path: Path) -> 
         ["decision", "would-block"],
         ["mode", "advisory"],
         ["receipt", ""],
+        ["tree", git(repo, "rev-parse", "HEAD^{tree}")],  # what it judged: a merge commit's tree is its change's
     ]
     enforce = run_cli("gate", *pin, "--json", cwd=repo, env=keys)
     assert enforce.returncode == 1 and json.loads(enforce.stdout)["decision"] == "block"

@@ -121,9 +121,10 @@ def test_a_failing_tier_seals_an_honest_non_eligible_receipt(repo: Path) -> None
     sealed = json.loads(run("seal", "T-1", "--key", "sealer", "--json").stdout)
     assert sealed["body"]["merge_eligible"] is False
     res = run("verify", sealed["receipt"], "--json")
-    assert res.exit_code == 0  # the receipt is authentic and its (negative) claim is entailed
+    # The receipt is authentic and its (negative) claim is entailed: verified, not eligible (3).
+    assert res.exit_code == 3
     reasons = json.loads(res.stdout)["eligibility_reasons"]
-    assert any(x.startswith("tier human verdict is fail by SHA256:") for x in reasons), reasons
+    assert any(x.startswith("tier human verdict is fail by alice (SHA256:") for x in reasons), reasons
 
 
 def test_seal_says_each_reason_a_receipt_is_not_eligible(repo: Path) -> None:

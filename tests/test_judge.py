@@ -123,7 +123,9 @@ def test_a_clear_accept_passes_and_verifies(env: tuple[Path, Ledger]) -> None:
 
 def test_accept_at_confidence_069_is_review_not_eligible(env: tuple[Path, Ledger]) -> None:
     result, contract = judged(env, judge_table("accept", "0.69"))
-    assert result.outcome.verdict is r.Verdict.REVIEW and "below the threshold of 7000" in result.outcome.reason
+    assert (
+        result.outcome.verdict is r.Verdict.REVIEW and "below the threshold of 0.70" in result.outcome.reason
+    )  # a decimal, as people read it
     check = seal_and_verify(env, contract, result.record.input_hash)
     assert check.ok and not check.derived_eligible and "tier judge verdict is review" in check.eligibility_reasons
 

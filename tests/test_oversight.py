@@ -72,7 +72,7 @@ def test_the_author_cannot_approve_its_own_change(env: tuple[Path, Ledger]) -> N
     dev = r.fingerprint(DEV.public_key_blob)
     assert receipt.merge_eligible is False and result.ok and result.derived_eligible is False
     assert any(
-        "approval by %s does not count: that key signed the task's answer_proposed event" % dev in reason
+        "approval by dev (%s) does not count: that key signed the task's answer_proposed event" % dev in reason
         for reason in result.eligibility_reasons
     ), result.eligibility_reasons
     # Another person's approval is what the contract asks for.

@@ -404,7 +404,8 @@ def test_a_bundle_verifies_the_receipt_its_entries_prove_not_the_manifests(
     ok("export", newer, "-o", str(bundle), cwd=dev, env=env)
     trust = ("--trust", str(dev / ".ledger" / "allowed_signers"))
     plain = run_cli("verify", "--bundle", str(bundle), "--json", *trust, cwd=dev, env=env)
-    assert plain.returncode == 0 and json.loads(plain.stdout)["target"] == newer, plain.stdout
+    # Verified, and rejected by a person: exit 3, "verified but not merge-eligible".
+    assert plain.returncode == 3 and json.loads(plain.stdout)["target"] == newer, plain.stdout
     bundle.write_bytes(_manifest_naming(bundle.read_bytes(), older))
     edited = run_cli("verify", "--bundle", str(bundle), "--json", *trust, cwd=dev, env=env)
     doc = json.loads(edited.stdout)

@@ -221,7 +221,14 @@ class BundleSource(SparseEntries):
         return any(item.digest == str(digest) for item in self.redactions())
 
     def pruned(self, record: TierRecord, ref: EvidenceRef) -> str | None:
-        return None  # evidence pruned before export travels as a redaction (manifest.json)
+        # Evidence pruned before export travels as a redaction that carries the exporter's
+        # reason (manifest.json, unsigned): named as retention, in the exporter's words.
+        for item in self.redactions():
+            if item.digest == str(ref.digest) and item.reason:
+                return (
+                    "removed before export under the ledger's retention policy, as the exporter says (%s)" % item.reason
+                )
+        return None
 
     def checkpoints(self) -> list[tuple[int, str]]:
         try:

@@ -48,6 +48,7 @@ from receipts import (
     parse_checkpoint,
     replay_keyring,
     requires_report,
+    utc_text,
 )
 
 from ._errors import CannotVerify
@@ -448,7 +449,7 @@ def _event(seq: int, stored: StoredEntry, names: dict[str, tuple[str, tuple[str,
     elif isinstance(body, ContractRevision):
         what = "contract revision %s" % body.config_hash.short()
     elif isinstance(body, Waiver):
-        what = "waiver of %s until %d: %s" % (body.check_id, body.expires, body.reason)
+        what = "waiver of %s until %s: %s" % (body.check_id, utc_text(body.expires), body.reason)
     elif isinstance(body, TaskEvent):
         detail = ", ".join("%s=%s" % kv for kv in body.fields)
         what = "%s%s" % (body.type.value, " (%s)" % detail if detail else "")

@@ -22,7 +22,7 @@ _CSS = """
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;max-width:72em;padding:1.5em;color:#111}
 h1{font-size:1.5em;margin:.2em 0}h2{font-size:1.15em;margin:1.6em 0 .5em;border-bottom:1px solid var(--line)}
 table{border-collapse:collapse;width:100%;margin:.3em 0}th,td{border:1px solid var(--line);padding:.3em .5em;text-align:left;vertical-align:top;overflow-wrap:anywhere}
-th{background:#f2f2f2}code{font-size:.85em;word-break:break-all}.muted{color:var(--muted)}
+th{background:#f2f2f2}code{font-size:.85em;word-break:break-all}.muted{color:var(--muted)}li,p,.banner{overflow-wrap:anywhere}
 .banner{padding:.8em 1em;border-radius:6px;font-size:1.15em;font-weight:600;margin:1em 0}
 .banner.ok{background:#e3f4e8;border:2px solid var(--ok);color:var(--ok)}
 .banner.bad{background:#fbe5e6;border:2px solid var(--bad);color:var(--bad)}
@@ -66,8 +66,11 @@ def _link(member: str, text: str, links: bool) -> str:
     return '<a href="%s">%s</a>' % (_e(member), _e(text)) if links else "<code>%s</code>" % _e(text)
 
 
-def _file(name: str, digest: str, text: str, links: bool, redacted: set[tuple[str, str]]) -> str:
+def _file(name: str, digest: str, text: str, links: bool, redacted: dict[tuple[str, str], str | None]) -> str:
     if (name, digest) in redacted:
+        why = redacted[(name, digest)]
+        if why:  # pruned before export: retention, not an exporter's choice
+            return '%s <span class="muted">(%s; its digest is %s)</span>' % (_e(text), _e(why), _e(digest))
         return '%s <span class="muted">(redacted from this bundle; its digest is %s)</span>' % (_e(text), _e(digest))
     return _link("blobs/" + digest.split(":", 1)[1], text, links)
 
@@ -81,7 +84,7 @@ def report_html(m: dict[str, Any], links: bool = True) -> str:
     links to the bundle's members (off for a page written outside a bundle).
     """
     v = m["verification"]
-    redacted = {(r["check"], r["digest"]) for r in m.get("redacted", [])}
+    redacted = {(r["check"], r["digest"]): r.get("reason") for r in m.get("redacted", [])}
     eligible = bool(v["verified"] and m["merge_eligible"] and v["merge_eligible_derived"])
     notes = m.get("exceptions") or []
     said = decision_headline(v["verified"], eligible, v["not_eligible_because"], [n["kind"] for n in notes])
@@ -168,7 +171,7 @@ def _approvals_short(reasons: list[str]) -> str | None:
     return "%d of %d approvals" % found if found else None
 
 
-def _ladder_rows(m: dict[str, Any], links: bool, redacted: set[tuple[str, str]]) -> tuple[str, str, str]:
+def _ladder_rows(m: dict[str, Any], links: bool, redacted: dict[tuple[str, str], str | None]) -> tuple[str, str, str]:
     """The tiers', the checks' and the human decisions' table rows."""
     short = _approvals_short(m["verification"]["not_eligible_because"])
     tiers = "".join(
@@ -213,7 +216,7 @@ def _ladder_rows(m: dict[str, Any], links: bool, redacted: set[tuple[str, str]])
     return tiers, checks, people
 
 
-def _check_tr(c: dict[str, Any], links: bool, redacted: set[tuple[str, str]]) -> str:
+def _check_tr(c: dict[str, Any], links: bool, redacted: dict[tuple[str, str], str | None]) -> str:
     # A check run several times is one row: its rule over all attempts, then each attempt.
     attempts = "".join(
         "<br>attempt %s: %s%s" % (_e(a["attempt"]), _e(a["status"]), _e(": " + a["reason"] if a["reason"] else ""))
@@ -231,7 +234,7 @@ def _check_tr(c: dict[str, Any], links: bool, redacted: set[tuple[str, str]]) ->
     )
 
 
-def _record_rows(m: dict[str, Any], links: bool, redacted: set[tuple[str, str]]) -> tuple[str, str, str]:
+def _record_rows(m: dict[str, Any], links: bool, redacted: dict[tuple[str, str], str | None]) -> tuple[str, str, str]:
     """The timeline's, the signers' and the evidence files' table rows."""
     timeline = "".join(
         "<tr><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>"

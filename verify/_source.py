@@ -399,10 +399,11 @@ class LedgerSource:
         if found is None or not found[1].removable(record, ref, int(time.time())):
             return None
         seq, policy, signer = found
-        return "removed under the retention policy of entry %d (evidence older than %d s may go; signed by %s)" % (
+        return "removed under the retention policy of entry %d (evidence older than %s may go; signed by %s)%s" % (
             seq,
-            policy.evidence_max_age_s,
+            days_text(policy.evidence_max_age_s),
             signer,
+            "; this evidence was %s old" % days_text(int(time.time()) - record.created),
         )
 
     def checkpoints(self) -> list[tuple[int, str]]:
@@ -564,3 +565,10 @@ def ledger_transparency(
             pass  # step 8c refuses it
     proof = _WholeLedger(source, sizes, max(max(sizes, default=0), receipt_seq + 1), roots, ring)
     return check_checkpoints(proof, stored[-1] if stored else None, origin, receipt_seq, policy)
+
+
+def days_text(seconds: int) -> str:
+    """A duration as people read it: whole days, or hours under two days."""
+    if seconds >= 2 * 86400:
+        return "%d days" % (seconds // 86400)
+    return "%d hours" % max(seconds // 3600, 0)

@@ -616,8 +616,11 @@ def _evidence_defects(
             and not is_derivation_input(tier, ref)
             and source.redacted(ref.digest)
         ):
+            retained = source.pruned(record, ref)
             warnings.append(
-                "REDACTED from this bundle by its exporter, not checked: tier %s evidence %s (%s)"
+                "tier %s evidence %s (%s) %s: not checked" % (tier, ref.check_id, ref.digest.short(), retained)
+                if retained
+                else "REDACTED from this bundle by its exporter, not checked: tier %s evidence %s (%s)"
                 % (tier, ref.check_id, ref.digest.short())
             )
         elif problem == "evidence-missing" and warnings is not None and (why := source.pruned(record, ref)):

@@ -103,6 +103,7 @@ def follow_log(
     setup: MonitorSetup,
     every: int | None,
     tell: Callable[[Alert], None],
+    say: Callable[[str], None] | None = None,
 ) -> int:
     """One pass (``every`` None), or a pass every ``every`` seconds until interrupted.
 
@@ -120,7 +121,7 @@ def follow_log(
     while True:
         with open_source() as source:
             evidence = setup.evidence_dir or setup.state.parent
-            raised += len(monitor_once(source, setup.trust, setup.policy, setup.state, evidence, send))
+            raised += len(monitor_once(source, setup.trust, setup.policy, setup.state, evidence, send, say))
         if every is None:
             return raised
         try:
@@ -136,9 +137,11 @@ def monitor_once(
     state_path: Path,
     evidence_dir: Path,
     send: Callable[[Alert], None],
+    baseline: Callable[[str], None] | None = None,
 ) -> list[Alert]:
     """One pass of the monitor (the module's steps); returns the alerts sent in it. The
-    first pass (no state file yet) takes the log as found as its baseline and sends none.
+    first pass (no state file yet) takes the log as found as its baseline and sends none,
+    but says what it found there to ``baseline``: a baseline is never silent health.
 
     Raises:
         InputError: the state file is not a monitor's.
@@ -169,6 +172,8 @@ def monitor_once(
             message = "witness quorum lost at size %d: %s" % (newest[0], short)
             alerts.append(Alert("quorum", "quorum:%d" % newest[0], message))
     if first_pass:  # the log as found is the baseline: alerts are for what changes from here
+        if baseline is not None:
+            baseline(baseline_text(len(index.rows), alerts))
         alerts = []
     # 4. New alerts are kept as pending with the new position, in one write; then each
     # pending one is sent and moved to sent. A send that fails leaves it pending.
@@ -184,6 +189,18 @@ def monitor_once(
         _write_state(state_path, state)
         sent.append(alert)
     return sent
+
+
+def baseline_text(entries: int, found: list[Alert]) -> str:
+    """What a first pass found in the history it took as its baseline, by kind."""
+    counts: dict[str, int] = {}
+    for alert in found:
+        counts[alert.kind] = counts.get(alert.kind, 0) + 1
+    said = ", ".join("%d %s" % (n, kind) for kind, n in sorted(counts.items())) or "nothing to alert on"
+    return "BASELINE taken at %d entries; the history holds %s (not alerted: alerts are for what changes from here)" % (
+        entries,
+        said,
+    )
 
 
 def _alert(doc: dict[str, Any]) -> Alert:

@@ -15,7 +15,19 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from receipts import Digest, ScittVerdict
-from verify import AuditState, BundleSource, LedgerSource, TileAudit, Transparency, Trust, verify_chain, verify_receipt
+from verify import (
+    AuditState,
+    BundleSource,
+    LedgerSource,
+    Result,
+    TileAudit,
+    Transparency,
+    Trust,
+    exceptions,
+    headline,
+    verify_chain,
+    verify_receipt,
+)
 
 from .._config import read_bounded
 from .._errors import InputError
@@ -71,11 +83,22 @@ class VerifyRequest:
 
 @dataclass(frozen=True, slots=True)
 class Verified:
-    """A verification's outcome: ``ok`` (exit 0, else 1), the document (``--json``) and the lines for people."""
+    """A verification's outcome: ``ok`` (else exit 1), the document (``--json``) and the
+    lines for people. ``eligible`` is whether a verified receipt is merge-eligible (None for
+    a chain audit): verified but not eligible is a distinct exit code (3), never silence.
+    """
 
     ok: bool
     document: Any
     lines: tuple[str, ...]
+    eligible: bool | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """0 verified (and eligible), 1 rejected, 3 verified but not merge-eligible."""
+        if not self.ok:
+            return 1
+        return 3 if self.eligible is False else 0
 
 
 def run_verify(
@@ -108,16 +131,27 @@ def run_verify(
     """
     if request.commit is not None:
         checks = verify_commit(repo(), request.commit, trust, policy, open_ledger=open_ledger)
-        return Verified(all(c.ok for c in checks), [c.as_dict() for c in checks], tuple(commit_lines(checks)))
+        return Verified(
+            all(c.ok for c in checks),
+            [c.as_dict() for c in checks],
+            tuple(commit_lines(checks)),
+            any(c.lets_through for c in checks),
+        )
     if request.bundle is not None:
         with BundleSource(request.bundle) as bundle:
             result = verify_receipt(bundle, request.receipt or bundle.receipt_hash(), trust, policy, request.method)
-        return Verified(result.ok, result.as_dict(), tuple(verify_lines(result)))
+        return Verified(result.ok, _document(result), tuple(verify_lines(result)), bool(result.derived_eligible))
     with open_source() as source:
         if request.chain:
             return _audit(source, request, trust, policy, progress)
         result = verify_receipt(source, request.receipt or "", trust, policy, request.method)
-    return Verified(result.ok, result.as_dict(), tuple(verify_lines(result)))
+    return Verified(result.ok, _document(result), tuple(verify_lines(result)), bool(result.derived_eligible))
+
+
+def _document(result: Result) -> dict[str, object]:
+    # The JSON carries the sentence and exceptions every page shows (`verify.exceptions`).
+    notes = exceptions(result)
+    return {**result.as_dict(), "headline": headline(result, notes), "exceptions": [n.as_dict() for n in notes]}
 
 
 def _audit(

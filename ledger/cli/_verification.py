@@ -96,7 +96,8 @@ def verify_cmd(
 ) -> None:
     """Recompute every hash and signature and re-derive merge_eligible.
 
-    Exit 0 verified, 1 rejected, 2 cannot run.
+    Exit 0 verified (a receipt: and merge-eligible), 1 rejected, 2 cannot run, 3 a receipt
+    verified but not merge-eligible.
     """
     if scitt:
         _verify_scitt(ctx, scitt, registered, as_json)
@@ -111,7 +112,7 @@ def verify_cmd(
     with progress(as_json, "verifying chain") as bar:
         verified = lib.run_verify(request, root, policy, progress=bar, **_readers(ctx))
     emit(as_json, verified.document, verified.lines, root)
-    exit_with(verified.ok)
+    sys.exit(verified.exit_code)
 
 
 def _verify_scitt(
@@ -263,5 +264,6 @@ def monitor(
         lib.MonitorSetup(_trust(ctx, trust), _policy(trust, auditors, checkpoints), state_path, evidence_dir, webhook),
         every,
         lambda alert: click.echo("ALERT %s: %s" % (alert.kind, alert.message)),
+        click.echo,
     )
     sys.exit(1 if raised else 0)

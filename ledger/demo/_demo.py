@@ -209,9 +209,7 @@ def _climb(ledger: Ledger, repo: Path, signers: Mapping[str, Signer]) -> Appende
         ledger, task_id=TASK, contract_bytes=contract_bytes, candidate=candidate, signer=signers["judge"]
     )
     outcome = judged.outcome
-    click.echo(
-        "    judge %s at confidence %s bp: %s" % (outcome.verdict.value, judged.record.confidence_bp, outcome.reason)
-    )
+    click.echo("    judge %s: %s" % (outcome.verdict.value, outcome.reason))
     _say("6. A human (the demo key 'alice') sees what she approves, and signs")
     approval = decide(
         ledger,

@@ -123,6 +123,7 @@ def verify_lines(result: Result) -> list[str]:
         lines.append("waiver in force: %s" % w)
     for w in result.stale:
         lines.append("stale (not counted): %s" % w)
+    lines += ["%s: %s" % (n.kind, n.text) for n in exceptions(result) if n.kind in ("rejection", "judge")]
     if result.ok:
         lines.append(
             "VERIFIED (%d chain entries checked%s)"
@@ -268,7 +269,7 @@ def pr_comment(
             )
             for d in decisions
         ]
-    notes = [n for n in exceptions(result) if n.kind not in ("judge", "rejection")]  # those are shown above
+    notes = [n for n in exceptions(result) if n.kind != "judge"]  # the judge line is above
     if notes:
         lines += ["", "**Exceptions:**"] + ["- **%s**: %s" % (md(n.kind), md(n.text)) for n in notes]
     lines += [

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from receipts import Digest, EntryKind, FormatError, ReceiptsError, parse_note
+from receipts import Digest, EntryKind, FormatError, ReceiptsError, TierRecord, decode_as, parse_note
 from verify import (
     LedgerSource,
     Transparency,
@@ -42,7 +42,7 @@ STYLE = """body{font:15px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1200
 header{display:flex;gap:16px;align-items:baseline;border-bottom:1px solid #ccc;padding:8px 0;flex-wrap:wrap}
 header a{text-decoration:none}table{border-collapse:collapse;width:100%;table-layout:fixed}
 td,th{border-bottom:1px solid #ddd;padding:4px 6px;text-align:left;vertical-align:top;overflow-wrap:anywhere}
-code,pre{font:13px ui-monospace,monospace;overflow-wrap:anywhere;white-space:pre-wrap}
+code,pre{font:13px ui-monospace,monospace;overflow-wrap:anywhere;white-space:pre-wrap}p,li,dd{overflow-wrap:anywhere}
 .ok{background:#e5f5e5;border:2px solid #2a7a2a;padding:8px}.bad{background:#fbe4e4;border:2px solid #a02020;padding:8px}
 .pass{color:#2a7a2a}.fail{color:#a02020}svg{max-width:100%;height:auto}form{margin:12px 0}
 @media print{header form{display:none}}
@@ -359,7 +359,8 @@ class Pages:
             "a quorum of %d is required" % quorum if quorum else "no quorum is required",
         )
         table = (
-            "<table><thead><tr><th>Size</th><th>Origin</th><th>Root</th><th>Signed by</th><th>Witnesses</th></tr>"
+            "<table><thead><tr><th>Size</th><th>Covers entries up to</th><th>Origin</th><th>Root</th><th>Signed by</th>"
+            "<th>Witnesses</th></tr>"
             "</thead><tbody>%s</tbody></table>" % "".join(rows)
         )
         return self._frame("Checkpoints", said + table if rows else "<p>No checkpoint has been signed.</p>", 0)
@@ -383,6 +384,8 @@ class Pages:
             docs.append(
                 {
                     "size": size,
+                    # A checkpoint carries no time of its own: the newest entry it covers bounds it.
+                    "covers_until": _when(self.index.rows[size - 1].time) if 0 < size <= len(self.index.rows) else None,
                     "origin": lines[0] if lines else "",
                     "root": lines[2] if len(lines) > 2 else "",
                     "signer": note.signatures[0].name if note.signatures else "",
@@ -395,7 +398,7 @@ class Pages:
 
     def _checkpoint_row(self, doc: dict[str, Any]) -> str:
         if "error" in doc:
-            return '<tr><td>%d</td><td colspan="4" class="fail">%s</td></tr>' % (doc["size"], _e(doc["error"]))
+            return '<tr><td>%d</td><td colspan="5" class="fail">%s</td></tr>' % (doc["size"], _e(doc["error"]))
         witnesses = "".join(
             '<li class="%s">%s: %s</li>'
             % (
@@ -412,8 +415,9 @@ class Pages:
             if doc["quorum"]
             else ""
         )
-        return "<tr><td>%d</td><td>%s</td><td><code>%s</code></td><td>%s</td><td>%s</td></tr>" % (
+        return "<tr><td>%d</td><td>%s</td><td>%s</td><td><code>%s</code></td><td>%s</td><td>%s</td></tr>" % (
             doc["size"],
+            _e(doc.get("covers_until") or "not known"),
             _e(doc["origin"]),
             _e(doc["root"]),
             _e(doc["signer"] or "nobody"),
@@ -469,9 +473,7 @@ class Pages:
         with self.open_source() as source:
             data = read_blob(source, digest, MAX_SHOWN + 1)
         if data is None:
-            return self._frame(
-                "No such evidence", "<p>No blob %s (or it no longer hashes to it).</p>" % _e(digest_text), 1, 404
-            )
+            return self._missing_evidence(digest)
         try:
             text = data[:MAX_SHOWN].decode("utf-8")
         except UnicodeDecodeError:
@@ -484,6 +486,31 @@ class Pages:
             return Page(200, data, "application/octet-stream", download=digest_text.replace(":", "-") + ".bin")
         cut = "<p>The first %d KiB are shown.</p>" % (MAX_SHOWN >> 10) if len(data) > MAX_SHOWN else ""
         return self._frame("Evidence %s" % digest_text[:19], cut + "<pre>%s</pre>" % _e(text), 1)
+
+    def _missing_evidence(self, digest: Digest) -> Page:
+        # Evidence removed under the signed retention policy is named as such (410 Gone),
+        # with the policy entry that let it go; anything else missing is a 404.
+        holder = next(
+            (row for row in reversed(self.index.rows) if any(d == str(digest) for _, d, _ in row.evidence)), None
+        )
+        why = None
+        if holder is not None:
+            with self.open_source() as source:
+                stored = source.by_body_hash(Digest.parse(holder.body_hash))
+                record = decode_as(TierRecord, stored.body) if stored is not None else None
+                ref = next((e for e in record.evidence if e.digest == digest), None) if record else None
+                why = source.pruned(record, ref) if record is not None and ref is not None else None
+        if why is not None:
+            return self._frame(
+                "Evidence removed under the retention policy",
+                "<p>Evidence %s of %s was %s. The verdicts derived from the documents that are kept still"
+                " verify.</p>" % (_e(str(digest)), _e(holder.summary if holder else ""), _e(why)),
+                1,
+                410,
+            )
+        return self._frame(
+            "No such evidence", "<p>No blob %s (or it no longer hashes to it).</p>" % _e(str(digest)), 1, 404
+        )
 
     def feed(self, base: str = "") -> Page:
         """An Atom feed of receipts (the newest `FEED_VERIFIED` verified as their pages
