@@ -13,14 +13,13 @@ import re
 import sys
 import time
 import zipfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
-from test_report_page import _chromium
+from test_report_page import browser  # noqa: F401, F811 - the module's Chromium, shared
 from test_web import _Served
 
 import receipts as r
@@ -152,21 +151,9 @@ def test_retention_is_named_as_retention_on_the_evidence_link(history: History) 
     assert all("older than 24 hours may go" in g.text and "86400" not in g.text for g in gone)  # time for people
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=_chromium(), args=["--no-sandbox"])
-        try:
-            yield b
-        finally:
-            b.close()
-
-
 @pytest.mark.parametrize("width", [1280, 390])
 def test_every_page_shows_every_exception_in_chromium(
-    history: History, browser: Any, width: int, tmp_path: Path
+    history: History, browser: Any, width: int, tmp_path: Path  # noqa: F811 - the fixture imported above
 ) -> None:
     served = _Served(history.root)
     page = browser.new_page(viewport={"width": width, "height": 900})
