@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
-from test_report_page import browser  # noqa: F401, F811 - the module's Chromium, shared
+from test_report_page import browser  # noqa: F401 - the module's Chromium, shared
 from test_web import _Served
 
 import receipts as r
