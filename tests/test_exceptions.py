@@ -153,7 +153,10 @@ def test_retention_is_named_as_retention_on_the_evidence_link(history: History) 
 
 @pytest.mark.parametrize("width", [1280, 390])
 def test_every_page_shows_every_exception_in_chromium(
-    history: History, browser: Any, width: int, tmp_path: Path  # noqa: F811 - the fixture imported above
+    history: History,
+    browser: Any,  # noqa: F811 - the fixture imported above
+    width: int,
+    tmp_path: Path,
 ) -> None:
     served = _Served(history.root)
     page = browser.new_page(viewport={"width": width, "height": 900})
