@@ -205,6 +205,8 @@ if TYPE_CHECKING:
         verify_lines,
     )
     from .web._app import serve_app, web_app
+    from .web._branch import Branch
+    from .web._index import ChainIndex, web_index
     from .web._site import build_site
 
 __all__ = [
@@ -358,6 +360,9 @@ __all__ = [
     "web_app",
     "serve_app",
     "build_site",
+    "Branch",
+    "ChainIndex",
+    "web_index",
     # status and the nudge
     "task_state",
     "deterministic_runs",
@@ -649,6 +654,9 @@ _WHERE = {
     "web_app": "web._app",
     "serve_app": "web._app",
     "build_site": "web._site",
+    "Branch": "web._branch",
+    "ChainIndex": "web._index",
+    "web_index": "web._index",
     "Provenance": "agents._provenance",
     "add_provenance": "agents._provenance",
     "task_provenance": "agents._provenance",

@@ -64,11 +64,11 @@ def test_search_by_commit_finds_the_receipt_and_its_page_shows_the_verifiers_dec
     assert api["verified"] is True and api["derived_eligible"] is True and api["defects"] == []
     # Other criteria: a check id, a signer's name, a verdict and a date range.
     assert link in client.get("/search", params={"q": "tests"}).text
-    by_name = client.get("/api/search", params={"q": "sealer"}).json()
+    by_name = client.get("/api/search", params={"q": "sealer"}).json()["results"]
     assert by_name and all(row["signer_name"] == "sealer" for row in by_name)
-    passes = client.get("/api/search", params={"verdict": "pass"}).json()
+    passes = client.get("/api/search", params={"verdict": "pass"}).json()["results"]
     assert {row["tier"] for row in passes} == {"deterministic", "judge", "human"}
-    assert client.get("/api/search", params={"q": TASK, "to": "2000-01-01"}).json() == []
+    assert client.get("/api/search", params={"q": TASK, "to": "2000-01-01"}).json()["results"] == []
 
 
 def test_a_flipped_byte_in_a_copy_of_the_ledger_reads_rejected_with_the_defect(sample: Any, tmp_path: Path) -> None:
@@ -414,8 +414,9 @@ def test_the_candidate_the_index_names_is_the_snapshots(sample: Any) -> None:
     with LedgerSource.open(sample.root) as source:
         assert index.update(source) == source.count()
         assert index.update(source) == 0  # nothing new: nothing read
-    receipt = next(row for row in index.rows if row.kind == r.EntryKind.RECEIPT)
-    assert index.commits[receipt.candidate or ""][0] == git(sample.repo, "rev-parse", "HEAD")
+    (receipt,) = index.of_kind(r.EntryKind.RECEIPT)
+    found = index.commit_of(receipt.candidate)
+    assert found is not None and found[0] == git(sample.repo, "rev-parse", "HEAD")
 
 
 # -- docs/web.md, as written ----------------------------------------------------------------------

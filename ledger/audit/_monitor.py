@@ -162,9 +162,9 @@ def monitor_once(
     # 2. The entries since the last pass.
     index = ChainIndex()
     index.update(source)
-    for row in index.rows[state["seq"] + 1 :]:
+    for row in index.rows_between(state["seq"] + 1, index.count()):
         alerts.extend(_entry_alerts(row, source, trust, policy))
-    state["seq"] = len(index.rows) - 1
+    state["seq"] = index.count() - 1
     # 3. The witness quorum on the newest checkpoint.
     if newest is not None and policy.wants_quorum:
         short = _quorum_short(parse_note(newest[1]), policy)
@@ -173,7 +173,7 @@ def monitor_once(
             alerts.append(Alert("quorum", "quorum:%d" % newest[0], message))
     if first_pass:  # the log as found is the baseline: alerts are for what changes from here
         if baseline is not None:
-            baseline(baseline_text(len(index.rows), alerts))
+            baseline(baseline_text(index.count(), alerts))
         alerts = []
     # 4. New alerts are kept as pending with the new position, in one write; then each
     # pending one is sent and moved to sent. A send that fails leaves it pending.

@@ -1,11 +1,24 @@
 """The window onto a ledger: a read-only web view (`ledger serve`) and the same pages as
 a static site (`ledger site build`). Pages are rendered by one module (`_pages`) from an
-index built from the chain (`_index`), which finds things and never decides them: a
-receipt's decision is the verifier's, computed on each request.
+index built from the chain and kept beside the ledger (`_index`), which finds things and
+never decides them: a receipt's decision is the verifier's, computed on each request. The
+target branch's commits come from git (`_branch`).
 """
 
-from ._index import ChainIndex, IndexRow
+from ._branch import Branch, BranchCommit
+from ._index import ChainIndex, IndexRow, TaskSummary, web_index
 from ._pages import Pages, page_name, receipt_name
 from ._site import build_site
 
-__all__ = ["ChainIndex", "IndexRow", "Pages", "build_site", "page_name", "receipt_name"]
+__all__ = [
+    "Branch",
+    "BranchCommit",
+    "ChainIndex",
+    "IndexRow",
+    "Pages",
+    "TaskSummary",
+    "build_site",
+    "page_name",
+    "receipt_name",
+    "web_index",
+]

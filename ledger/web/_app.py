@@ -14,8 +14,9 @@ from typing import Any
 from verify import LedgerSource, Transparency, Trust
 
 from .._errors import InputError
+from ._branch import Branch
 from ._index import ChainIndex
-from ._pages import CSP, STYLE, Page, Pages
+from ._pages import CSP, STYLE, Page, Pages, _page_number
 
 __all__ = ["web_app", "serve_app", "SECURITY_HEADERS"]
 
@@ -35,9 +36,20 @@ def web_app(
     trust: Trust,
     title: str = "receipt-ledger",
     policy: Transparency | None = None,
+    index: ChainIndex | None = None,
+    branch: Branch | None = None,
 ) -> Any:
     """The ASGI application over the ledger ``open_source`` opens, verifying against
     ``trust`` and ``policy`` (the witnesses and checkpoint `ledger verify` would be given).
+
+    Args:
+        open_source: opens the ledger read-only (each page reads through it).
+        trust: what the receipts are verified against.
+        title: the site's name on every page.
+        policy: the witnesses and checkpoint receipts and checkpoints are checked against.
+        index: the chain's index (`ChainIndex`: a file kept beside the ledger starts at
+            once after a restart); None keeps one in memory.
+        branch: the target branch, for the commits page and search by a commit on it.
 
     Raises:
         InputError: the `web` extra is not installed.
@@ -50,14 +62,14 @@ def web_app(
     except ImportError:
         raise InputError("ledger serve needs the web extra: pip install 'receipt-ledger[web]'") from None
 
-    index = ChainIndex()
-    pages = Pages(index, open_source, trust, title, policy=policy)
+    index = index or ChainIndex()
+    pages = Pages(index, open_source, trust, title, policy=policy, branch=branch)
 
     def route(path: str, render: Render) -> Route:
         async def endpoint(request: Request) -> Response:
             with open_source() as source:  # the index catches up with the chain first
                 index.update(source)
-            asked = {k: request.query_params.get(k, "") for k in ("q", "verdict", "from", "to")}
+            asked = {k: request.query_params.get(k, "") for k in ("q", "verdict", "from", "to", "page")}
             page = render(dict(request.path_params), asked)
             headers = dict(SECURITY_HEADERS)
             if page.download:
@@ -80,7 +92,7 @@ def _routes(pages: Pages) -> list[tuple[str, Render]]:
         ("/index.html", lambda p, q: pages.tasks()),
         ("/style.css", lambda p, q: Page(200, STYLE.encode(), "text/css; charset=utf-8")),
         ("/keys.html", lambda p, q: pages.keys()),
-        ("/commits.html", lambda p, q: pages.commits()),
+        ("/commits.html", lambda p, q: pages.commits(_page_number(q.get("page")))),
         ("/checkpoints.html", lambda p, q: pages.checkpoints()),
         ("/checks.html", lambda p, q: pages.checks()),
         ("/search", lambda p, q: pages.search(q)),

@@ -10,6 +10,7 @@ import datetime
 import html
 import json
 import re
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -27,11 +28,14 @@ from verify import (
     verify_receipt,
 )
 
-from ._index import ChainIndex, IndexRow
+from ._branch import Branch
+from ._index import ChainIndex, IndexRow, TaskSummary
 
 __all__ = ["Pages", "Page", "CSP", "STYLE", "page_name", "receipt_name", "PAGE_SIZE", "MAX_SHOWN"]
 
-PAGE_SIZE = 100  # chain rows per page
+PAGE_SIZE = 100  # chain rows (and search results) per page
+TASK_ROWS = 500  # a task's page shows its newest entries, and says so when there are more
+COMMITS_SHOWN = 500  # branch commits per commits page
 MAX_SHOWN = 256 << 10  # the most of an evidence blob a page shows as text
 FEED_VERIFIED = 20  # the feed verifies its newest receipts by proof; older ones say their claim
 # No script, nothing from another origin: the CSS is our own file.
@@ -91,6 +95,8 @@ class Pages:
         static: render for a static host (no search form; binary evidence described, not served).
         policy: the witnesses, auditing witnesses and checkpoint the auditor asks for, as
             `ledger verify` takes them; receipts and checkpoints are checked against it.
+        branch: the target branch in its repository, read from git: the commits page lists
+            its commits and search finds a receipt by a commit on it (through its tree).
     """
 
     def __init__(
@@ -101,8 +107,10 @@ class Pages:
         title: str = "receipt-ledger",
         static: bool = False,
         policy: Transparency | None = None,
+        branch: Branch | None = None,
     ) -> None:
         self.index = index
+        self.branch = branch or Branch(None, "main")
         self.policy = policy or Transparency()
         self.open_source = open_source
         self.trust = trust
@@ -156,7 +164,7 @@ class Pages:
             elif row.verdict in ("fail", "not eligible"):
                 what = '<span class="fail">%s</span>' % what
             # A record or event links to the newest receipt of its candidate, where one was sealed.
-            receipt = self.index.receipts.get(row.candidate or "")
+            receipt = self.index.receipt_of(row.candidate) if row.candidate else None
             if row.kind == EntryKind.RECEIPT:
                 entry = self._link_receipt(row, depth)
             else:
@@ -179,29 +187,48 @@ class Pages:
     # -- pages ---------------------------------------------------------------------------------
 
     def tasks(self) -> Page:
-        rows = []
-        for task, entries in self.index.tasks().items():
-            receipts = [e for e in entries if e.kind == EntryKind.RECEIPT]
-            state = receipts[-1].verdict if receipts else "no receipt yet"
-            rows.append(
-                "<tr><td>%s</td><td>%s</td><td>%d</td><td>%s</td></tr>"
-                % (
-                    self._link_task(task, 0),
-                    _e("latest receipt claims: %s" % state if receipts else state),
-                    len(entries),
-                    _e(_when(entries[-1].time)),
-                )
-            )
+        rows = [
+            "<tr><td>%s</td><td>%s</td><td>%d</td><td>%s</td></tr>"
+            % (self._link_task(t.task, 0), _e(self._task_state(t)), t.entries, _e(_when(t.last_time)))
+            for t in self.index.task_summaries()
+        ]
         table = (
-            "<table><thead><tr><th>Task</th><th>State (the claim; open the receipt for the verifier's decision)</th>"
+            "<table><thead><tr><th>Task</th><th>Receipts (the claims; open a receipt for the verifier's decision)</th>"
             "<th>Entries</th><th>Last activity</th></tr></thead><tbody>%s</tbody></table>" % "".join(rows)
         )
         return self._frame("Tasks", table + self._weekly_chart(), 0)
 
+    def _task_state(self, task: TaskSummary) -> str:
+        """A task's receipts as the gate would look for them: the newest that claims
+        eligibility (what a merge of its commit rests on), then a newer one that does not.
+        """
+        if task.receipt is None:
+            return "no receipt yet"
+        newest = "latest receipt claims: %s (commit %s)" % (task.receipt.verdict, self._commit_text(task.receipt))
+        if task.eligible is None or task.eligible.seq == task.receipt.seq:
+            return newest
+        return "merge-eligible receipt claimed for commit %s; %s" % (self._commit_text(task.eligible), newest)
+
+    def _commit_text(self, receipt: IndexRow) -> str:
+        found = self.index.commit_of(receipt.candidate)
+        return found[0][:12] if found else "not recorded"
+
+    def _task_document(self, task: TaskSummary) -> dict[str, Any]:
+        return {
+            "task": task.task,
+            "entries": task.entries,
+            "last": task.last_time,
+            "latest_receipt": task.receipt.body_hash if task.receipt else None,
+            "latest_claim": task.receipt.verdict if task.receipt else None,
+            "eligible_receipt": task.eligible.body_hash if task.eligible else None,
+            "state": self._task_state(task),
+        }
+
     def task(self, task: str) -> Page:
-        entries = self.index.tasks().get(task)
-        if not entries:
+        summary = self.index.summary_of(task)
+        if summary is None:
             return self._frame("No such task", "<p>No entry names task %s.</p>" % _e(task), 1, 404)
+        entries = self.index.task_rows(task, newest=TASK_ROWS)
         revisions = "".join(
             '<h3 class="%s">Contract revision at entry %d%s</h3>%s<pre>%s</pre>'
             % (
@@ -211,14 +238,26 @@ class Pages:
                 "<ul>%s</ul>" % "".join("<li>%s</li>" % _e(w) for w in row.weakened) if row.weakened else "",
                 _e(row.text),
             )
-            for row in entries
-            if row.kind == EntryKind.CONTRACT
+            for row in self.index.task_rows(task, kind=EntryKind.CONTRACT)
         )
-        body = self._timeline(entries) + self._rows_table(entries, 1) + "<h2>Contract revisions</h2>" + revisions
+        shown = (
+            "<p>The newest %d of the task's %d entries; the rest are on the chain pages.</p>"
+            % (len(entries), summary.entries)
+            if len(entries) < summary.entries
+            else ""
+        )
+        body = (
+            "<p>%s</p>" % _e(self._task_state(summary))
+            + self._timeline(entries)
+            + shown
+            + self._rows_table(entries, 1)
+            + "<h2>Contract revisions</h2>"
+            + revisions
+        )
         return self._frame("Task %s" % task, body, 1)
 
     def receipt(self, target: str) -> Page:
-        row = self.index.by_hash.get(target)
+        row = self.index.row(target)
         if row is None or row.kind != EntryKind.RECEIPT:
             return self._frame("No such receipt", "<p>No receipt %s in this ledger.</p>" % _e(target), 1, 404)
         doc = self.receipt_document(target)
@@ -235,7 +274,7 @@ class Pages:
             % (_e(t["tier"]), _e(t["claimed"]), _e(t["derived"]), _e(t["why"]))
             for t in doc["tiers"]
         )
-        commit, tree = self.index.commits.get(row.candidate or "", ("", ""))
+        commit, tree = self.index.commit_of(row.candidate) or ("", "")
         body = (
             banner
             + ("<h2>Defects</h2><ul>%s</ul>" % defects if defects else "")
@@ -275,11 +314,7 @@ class Pages:
 
     def evidence_rows(self, receipt: IndexRow) -> list[IndexRow]:
         """The task's tier records on the receipt's candidate, appended before the receipt."""
-        return [
-            row
-            for row in self.index.by_task.get(receipt.task or "", [])
-            if row.seq < receipt.seq and row.kind == EntryKind.TIER_RECORD and row.candidate == receipt.candidate
-        ]
+        return self.index.records_before(receipt)
 
     def receipt_document(self, target: str) -> dict[str, Any]:
         """The verifier's result for one receipt, as `ledger verify --json` gives it."""
@@ -305,11 +340,11 @@ class Pages:
         return doc
 
     def chain(self, page: int) -> Page:
-        total = len(self.index.rows)
+        total = self.index.count()
         last = max(0, (total - 1) // PAGE_SIZE)
         if page < 0 or page > last:
             return self._frame("No such page", "<p>The chain has pages 0 to %d.</p>" % last, 1, 404)
-        rows = self.index.rows[page * PAGE_SIZE : (page + 1) * PAGE_SIZE]
+        rows = self.index.rows_between(page * PAGE_SIZE, (page + 1) * PAGE_SIZE)
         nav = " ".join(
             '<a href="%d.html">%s</a>' % (n, label)
             for n, label in ((page - 1, "newer entries ←"), (page + 1, "→ later entries"))
@@ -322,7 +357,9 @@ class Pages:
         return self._frame("Keys and their history", self._rows_table(rows, 0), 0)
 
     def search(self, query: dict[str, str]) -> Page:
-        rows = self.search_rows(query)
+        page = _page_number(query.get("page"))
+        found = self.search_rows(query, page)
+        rows = found[:PAGE_SIZE]
         form = (
             '<form action="search" method="get"><input name="q" value="%s" aria-label="text"> '
             '<select name="verdict" aria-label="verdict">%s</select> '
@@ -339,12 +376,34 @@ class Pages:
                 _e(query.get("to", "")),
             )
         )
-        said = "<p>%d result(s)</p>" % len(rows)
-        return self._frame("Search", form + said + self._rows_table(rows[:500], 0), 0)
+        first = page * PAGE_SIZE
+        said = (
+            "<p>Results %d to %d, newest first.</p>" % (first + 1, first + len(rows))
+            if rows
+            else "<p>No %sresult.</p>" % ("further " if page else "")
+        )
+        asked = {k: v for k, v in query.items() if k in ("q", "verdict", "from", "to") and v}
+        nav = " ".join(
+            '<a href="search?%s">%s</a>' % (_e(urllib.parse.urlencode({**asked, "page": n})), label)
+            for n, label, shown in (
+                (page - 1, "← newer results", page > 0),
+                (page + 1, "older results →", len(found) > PAGE_SIZE),
+            )
+            if shown
+        )
+        return self._frame("Search", form + said + self._rows_table(rows, 0) + ("<p>%s</p>" % nav if nav else ""), 0)
 
-    def search_rows(self, query: dict[str, str]) -> list[IndexRow]:
+    def search_rows(self, query: dict[str, str], page: int = 0) -> list[IndexRow]:
+        """One page of results (and one more row when there is a next page)."""
+        text = query.get("q", "")
         return self.index.search(
-            query.get("q", ""), query.get("verdict", ""), _day(query.get("from")), _day(query.get("to"), 86400)
+            text,
+            query.get("verdict", ""),
+            _day(query.get("from")),
+            _day(query.get("to"), 86400),
+            trees=self.branch.trees_named(text),
+            offset=page * PAGE_SIZE,
+            limit=PAGE_SIZE + 1,
         )
 
     def checkpoints(self) -> Page:
@@ -385,7 +444,7 @@ class Pages:
                 {
                     "size": size,
                     # A checkpoint carries no time of its own: the newest entry it covers bounds it.
-                    "covers_until": _when(self.index.rows[size - 1].time) if 0 < size <= len(self.index.rows) else None,
+                    "covers_until": self._covers_until(size),
                     "origin": lines[0] if lines else "",
                     "root": lines[2] if len(lines) > 2 else "",
                     "signer": note.signatures[0].name if note.signatures else "",
@@ -395,6 +454,10 @@ class Pages:
                 }
             )
         return docs
+
+    def _covers_until(self, size: int) -> str | None:
+        newest = self.index.rows_between(size - 1, size) if size > 0 else []
+        return _when(newest[0].time) if newest else None
 
     def _checkpoint_row(self, doc: dict[str, Any]) -> str:
         if "error" in doc:
@@ -429,7 +492,7 @@ class Pages:
         one (pass^1 high, pass^3 lower), a broken one as broken.
         """
         parts = []
-        for family, tally in sorted(self.index.check_runs.items()):
+        for family, tally in self.index.check_runs().items():
             rows = sorted(tally.items())
             table = "".join(
                 "<tr><td>%s</td><td>%d</td><td>%d</td>%s</tr>"
@@ -443,13 +506,50 @@ class Pages:
         body = "".join(parts) or "<p>No check has been run under a registered contract.</p>"
         return self._frame("Checks: pass^k by family", body, 0)
 
-    def commits(self) -> Page:
-        """Each receipt by its candidate's commit: the static site's way to find one."""
+    def commits(self, page: int = 0) -> Page:
+        """The target branch's commits, newest first, each with the receipt whose candidate
+        has its tree (what the gate accepts: squash and rebase merges included) or its
+        absence; with no repository, each receipt by its candidate's commit.
+        """
+        listed = self.branch.commits(page * COMMITS_SHOWN, COMMITS_SHOWN + 1)
+        if listed is None:
+            return self._receipts_by_commit()
+        shown = listed[:COMMITS_SHOWN]
+        covered = self.index.receipts_on_trees(c.tree for c in shown)
+        body = "".join(
+            "<tr><td><code>%s</code></td><td>%s</td><td>%s</td><td>%s</td></tr>"
+            % (
+                _e(c.commit[:12]),
+                _e(_when(c.time)),
+                _e(c.subject),
+                "%s (%s)" % (self._link_receipt(covered[c.tree], 0), _e(covered[c.tree].verdict))
+                if c.tree in covered
+                else '<span class="fail">no receipt for this commit or its tree</span>',
+            )
+            for c in shown
+        )
+        more = len(listed) > COMMITS_SHOWN
+        nav = (
+            '<p><a href="commits.html?page=%d">older commits →</a></p>' % (page + 1)
+            if more and not self.static
+            else "<p>Only the newest %d commits are listed here; <code>ledger report --merges %s</code> lists"
+            " them all.</p>" % (COMMITS_SHOWN, _e(self.branch.name))
+            if more
+            else ""
+        )
+        return self._frame(
+            "Commits on %s" % self.branch.name,
+            "<table><thead><tr><th>Commit</th><th>Committed</th><th>Subject</th><th>Receipt (claim)</th></tr>"
+            "</thead><tbody>%s</tbody></table>%s" % (body, nav),
+            0,
+        )
+
+    def _receipts_by_commit(self) -> Page:
         rows = self.index.of_kind(EntryKind.RECEIPT)[::-1]
         body = "".join(
             "<tr><td><code>%s</code></td><td>%s</td><td>%s</td><td>%s</td></tr>"
             % (
-                _e(self.index.commits.get(r.candidate or "", ("not recorded", ""))[0]),
+                _e((self.index.commit_of(r.candidate) or ("not recorded", ""))[0]),
                 self._link_task(r.task or "", 0),
                 self._link_receipt(r, 0),
                 _e(_when(r.time)),
@@ -458,8 +558,8 @@ class Pages:
         )
         return self._frame(
             "Receipts by commit",
-            "<table><thead><tr><th>Commit</th><th>Task</th><th>Receipt</th><th>Sealed</th></tr></thead>"
-            "<tbody>%s</tbody></table>" % body,
+            "<p>%s</p><table><thead><tr><th>Commit</th><th>Task</th><th>Receipt</th><th>Sealed</th></tr></thead>"
+            "<tbody>%s</tbody></table>" % (_e(self.branch.why_not), body),
             0,
         )
 
@@ -490,9 +590,7 @@ class Pages:
     def _missing_evidence(self, digest: Digest) -> Page:
         # Evidence removed under the signed retention policy is named as such (410 Gone),
         # with the policy entry that let it go; anything else missing is a 404.
-        holder = next(
-            (row for row in reversed(self.index.rows) if any(d == str(digest) for _, d, _ in row.evidence)), None
-        )
+        holder = self.index.holder_of(str(digest))
         why = None
         if holder is not None:
             with self.open_source() as source:
@@ -518,8 +616,8 @@ class Pages:
         named) and key changes.
         """
         kinds = {EntryKind.RECEIPT, EntryKind.CONTRACT, EntryKind.KEY_ADD, EntryKind.KEY_REVOKE}
-        failing = [r for r in self.index.of_kind(EntryKind.TIER_RECORD) if r.verdict == "fail"]
-        rows = sorted(self.index.of_kind(*kinds) + failing, key=lambda r: -r.seq)[:100]
+        failing = self.index.of_kind(EntryKind.TIER_RECORD, newest=100, verdict="fail")
+        rows = sorted(self.index.of_kind(*kinds, newest=100) + failing, key=lambda r: -r.seq)[:100]
         receipts = [r for r in rows if r.kind == EntryKind.RECEIPT][:FEED_VERIFIED]
         decided = {r.body_hash: self.receipt_document(r.body_hash) for r in receipts}
         updated = _atom_time(rows[0].time if rows else 0)
@@ -547,16 +645,22 @@ class Pages:
         """The JSON API (docs/web.md): the same facts as the pages."""
         doc: Any
         if what == "tasks":
-            doc = [{"task": t, "entries": len(rows), "last": rows[-1].time} for t, rows in self.index.tasks().items()]
+            doc = [self._task_document(t) for t in self.index.task_summaries()]
         elif what == "receipt":
             doc = self.receipt_document(str(args["target"]))
         elif what == "search":
-            doc = [r.as_dict() for r in self.search_rows(args["query"])[:500]]
+            page = _page_number(args["query"].get("page"))
+            found = self.search_rows(args["query"], page)
+            doc = {
+                "results": [r.as_dict() for r in found[:PAGE_SIZE]],
+                "page": page,
+                "next_page": page + 1 if len(found) > PAGE_SIZE else None,
+            }
         elif what == "checkpoints":
             doc = self.checkpoint_documents()
         else:
             page = int(args.get("page", 0))
-            doc = [r.as_dict() for r in self.index.rows[page * PAGE_SIZE : (page + 1) * PAGE_SIZE]]
+            doc = [r.as_dict() for r in self.index.rows_between(page * PAGE_SIZE, (page + 1) * PAGE_SIZE)]
         return Page(200, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode(), "application/json")
 
     # -- pictures ------------------------------------------------------------------------------
@@ -584,12 +688,12 @@ class Pages:
     def _weekly_chart(self) -> str:
         """Receipts per week, eligible and not, as server-drawn SVG bars."""
         weeks: dict[str, list[int]] = {}
-        for row in self.index.of_kind(EntryKind.RECEIPT):
-            if row.time:
-                day = datetime.datetime.fromtimestamp(row.time, datetime.UTC).date()
+        for time, claim in self.index.receipt_times():
+            if time:
+                day = datetime.datetime.fromtimestamp(time, datetime.UTC).date()
                 week = (day - datetime.timedelta(days=day.weekday())).isoformat()
                 counts = weeks.setdefault(week, [0, 0])
-                counts[0 if row.verdict == "eligible" else 1] += 1
+                counts[0 if claim == "eligible" else 1] += 1
         if not weeks:
             return ""
         shown = sorted(weeks.items())[-26:]
@@ -610,6 +714,11 @@ class Pages:
         )
 
 
+def _page_number(text: str | None) -> int:
+    """A page number from a query (anything else is the first page)."""
+    return int(text) if text and text.isdigit() and len(text) < 9 else 0
+
+
 def _feed_title(row: IndexRow, decided: dict[str, Any] | None) -> str:
     """A feed entry's title: what happened, in words, the verifier's decision for a receipt."""
     if row.kind == EntryKind.CONTRACT and row.weakened:
@@ -628,7 +737,7 @@ def _pass_k(runs: int, passes: int, k: int) -> str:
     return "%.2f" % (math.comb(passes, k) / math.comb(runs, k)) if runs >= k else "–"
 
 
-def _bars(rows: list[tuple[str, list[int]]]) -> str:
+def _bars(rows: list[tuple[str, tuple[int, int]]]) -> str:
     """pass^1 (dark) and pass^3 (light) per check as SVG bars: no script, prints as drawn."""
     import math
 

@@ -16,6 +16,7 @@ from receipts import EntryKind
 from verify import LedgerSource, Transparency, Trust
 
 from .._errors import InputError
+from ._branch import Branch
 from ._index import ChainIndex
 from ._pages import PAGE_SIZE, STYLE, Page, Pages, page_name, receipt_name
 
@@ -34,23 +35,22 @@ def _plan(pages: Pages, index: ChainIndex) -> list[tuple[str, Callable[[], Page]
         ("api/tasks.json", lambda: pages.api("tasks")),
         ("api/checkpoints.json", lambda: pages.api("checkpoints")),
     ]
-    for n in range(max(1, (len(index.rows) + PAGE_SIZE - 1) // PAGE_SIZE)):
+    for n in range(max(1, (index.count() + PAGE_SIZE - 1) // PAGE_SIZE)):
         plan.append(("chain/%d.html" % n, functools.partial(pages.chain, n)))
         plan.append(("api/chain/%d.json" % n, functools.partial(pages.api, "chain", page=n)))
-    for task in sorted(index.tasks()):
+    for task in sorted(t.task for t in index.task_summaries()):
         plan.append(("task/%s.html" % page_name(task), functools.partial(pages.task, task)))
     seen: set[str] = set()
-    for row in index.rows:
-        if row.kind == EntryKind.RECEIPT:
-            name = receipt_name(row.body_hash)
-            plan.append(("receipt/%s.html" % name, functools.partial(pages.receipt, row.body_hash)))
-            plan.append(("api/receipt/%s.json" % name, functools.partial(pages.api, "receipt", target=row.body_hash)))
-            for record in pages.evidence_rows(row):
-                for _, digest, _ in record.evidence:
-                    blob = "evidence/%s.html" % digest.removeprefix("blake3:")
-                    if blob not in seen:
-                        seen.add(blob)
-                        plan.append((blob, functools.partial(pages.evidence, digest)))
+    for row in index.of_kind(EntryKind.RECEIPT):
+        name = receipt_name(row.body_hash)
+        plan.append(("receipt/%s.html" % name, functools.partial(pages.receipt, row.body_hash)))
+        plan.append(("api/receipt/%s.json" % name, functools.partial(pages.api, "receipt", target=row.body_hash)))
+        for record in pages.evidence_rows(row):
+            for _, digest, _ in record.evidence:
+                blob = "evidence/%s.html" % digest.removeprefix("blake3:")
+                if blob not in seen:
+                    seen.add(blob)
+                    plan.append((blob, functools.partial(pages.evidence, digest)))
     return plan
 
 
@@ -61,6 +61,7 @@ def build_site(
     title: str = "receipt-ledger",
     progress: Callable[[int, int], None] | None = None,
     policy: Transparency | None = None,
+    branch: Branch | None = None,
 ) -> int:
     """Write the site into ``folder`` (replaced whole, never left half-written).
 
@@ -71,6 +72,7 @@ def build_site(
         title: the site's name.
         progress: told (pages written, pages in all).
         policy: the witnesses and checkpoint the receipts and checkpoints are checked against.
+        branch: the target branch, whose commits the commits page lists with their receipts.
 
     Returns:
         How many files were written.
@@ -84,7 +86,7 @@ def build_site(
     index = ChainIndex()
     with open_source() as source:
         index.update(source)
-    plan = _plan(Pages(index, open_source, trust, title, static=True, policy=policy), index)
+    plan = _plan(Pages(index, open_source, trust, title, static=True, policy=policy, branch=branch), index)
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".site-", dir=folder.parent))
     try:
