@@ -97,19 +97,18 @@ def filler(ledger: Ledger, signer: r.Ed25519Signer, n: int, batch: int = 20000) 
     return time.perf_counter() - started
 
 
-def seal_demo_receipt(ledger: Ledger, signers: dict[str, r.Ed25519Signer], repo: Path) -> Appended:
-    """One real receipt: a deterministic run on ``repo``, the scripted judge, an approval.
-    ``signers`` holds ci, judge, alice and sealer keys already in the keyring."""
-    contract = demo_contract()
-    run = run_deterministic(
-        ledger, repo=repo, task_id="DEMO-1", contract_bytes=contract, source="c", signer=signers["ci"]
-    )
-    run_judge(
-        ledger, task_id="DEMO-1", contract_bytes=contract, candidate=run.record.input_hash, signer=signers["judge"]
-    )
+def seal_demo_receipt(
+    ledger: Ledger, signers: dict[str, r.Ed25519Signer], repo: Path, task: str = "DEMO-1"
+) -> Appended:
+    """One real receipt of ``task`` (the demo's contract under that name): a deterministic
+    run on ``repo``, the scripted judge, an approval. ``signers`` holds ci, judge, alice and
+    sealer keys already in the keyring."""
+    contract = demo_contract().replace(b'task = "DEMO-1"', b'task = "%s"' % task.encode())
+    run = run_deterministic(ledger, repo=repo, task_id=task, contract_bytes=contract, source="c", signer=signers["ci"])
+    run_judge(ledger, task_id=task, contract_bytes=contract, candidate=run.record.input_hash, signer=signers["judge"])
     decide(
         ledger,
-        task_id="DEMO-1",
+        task_id=task,
         contract_bytes=contract,
         candidate=run.record.input_hash,
         signer=signers["alice"],
@@ -118,7 +117,7 @@ def seal_demo_receipt(ledger: Ledger, signers: dict[str, r.Ed25519Signer], repo:
         repo=repo,
         confirm=lambda s: True,
     )
-    _, sealed = seal_receipt(ledger, task_id="DEMO-1", signer=signers["sealer"], input_hash=run.record.input_hash)
+    _, sealed = seal_receipt(ledger, task_id=task, signer=signers["sealer"], input_hash=run.record.input_hash)
     return sealed
 
 

@@ -122,8 +122,11 @@ def test_the_action_runs_the_ladder_summarises_comments_once_and_gates(
     receipt = outputs["receipt"]
     assert receipt.startswith("blake3:") and outputs["decision"] == "pass" and outputs["merge-eligible"] == "true"
     summary = (top / "runner" / "summary.md").read_text()
-    assert "<!-- receipt-ledger:comment -->" in summary and "### receipt-ledger: TASK-1 **merge-eligible**" in summary
-    assert "| deterministic | yes | ✅ pass |" in summary and "**GATE PASS: %s " % head[:12] in summary
+    # The gate's decision heads it; the receipt it rests on follows under its own heading.
+    assert summary.startswith(
+        "<!-- receipt-ledger:comment -->\n### receipt-ledger: TASK-1 **GATE PASS: %s " % head[:12]
+    )
+    assert "#### The receipt: TASK-1 **merge-eligible**" in summary and "| deterministic | yes | ✅ pass |" in summary
     # What a reviewer reads: the goal, each check with its reason, who approved, and the
     # command to re-check this very commit (not a placeholder).
     assert "**Goal:** a test task" in summary and "| tests | ✅ pass | exit code 0 |" in summary, summary

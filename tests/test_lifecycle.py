@@ -137,3 +137,13 @@ def test_two_approvals_needed() -> None:
 def test_every_state_is_reachable() -> None:
     reached = {expected for _, _, expected in ARROWS}
     assert reached == set(State)
+
+
+def test_a_sealed_receipt_that_is_not_eligible_is_named_never_called_absent() -> None:
+    # All tiers ruled after a receipt was sealed without the approval: `ledger status` must
+    # not say "no receipt sealed yet" of a task whose receipt says NOT eligible.
+    sealed_early = derive_state([DET_PASS, JUDGE_PASS, Step("receipt", A, "not"), APPROVE])
+    assert sealed_early.state is State.VERIFYING
+    assert "receipt is NOT merge-eligible" in sealed_early.reason and "no receipt" not in sealed_early.reason
+    unsealed = derive_state([DET_PASS, JUDGE_PASS, APPROVE])
+    assert unsealed.reason == "all tiers ruled; no receipt sealed yet"

@@ -319,7 +319,12 @@ def test_a_teams_day_from_the_agents_loop_to_the_audit(day: Day) -> None:
     # 6. The merge queue takes PR 7 (its tree is the reviewed tree): gate-only, it passes;
     # then PR 7 is squash-merged and the push to main is gated again.
     sha, tree, message = _queue_commit(team, pr7)
-    _decided(day.job("merge_group", _queue_payload(pr7, sha, tree, message)), "pass")
+    queued = day.job("merge_group", _queue_payload(pr7, sha, tree, message))
+    _decided(queued, "pass")
+    # One answer on the screen and in the outputs: the gate's, heading the summary.
+    assert queued.outputs["merge-eligible"] == "true", queued.summary
+    heading = queued.summary.split("\n")[1]
+    assert heading.startswith("### receipt-ledger: T-1 **GATE PASS") and "NOT" not in heading, queued.summary
     before, after, tree, message = _merge(team, pr7, "squash")
     _decided(day.job("push", _push_payload(before, after, tree, message)), "pass")
     _attested(day, _push_payload(before, after, tree, message))

@@ -476,8 +476,11 @@ def _gate_step(
     finally:
         if recorder is not None:
             recorder[0].close()
-    if report.gated.receipt and report.receipt is None:
-        report.receipt = report.gated.receipt
+    # The summary, the page and the outputs describe the receipt that decided, which is not
+    # always the one this run sealed (a rerun or a merge queue passes on the reviewed one).
+    decided = report.gated.receipt or report.gated.decided_by
+    if decided:
+        report.receipt = decided
     if report.receipt:
         _verify_bundle(env, repo, report, report.receipt, trust)
 
@@ -601,16 +604,20 @@ def _tier(
 def summary_markdown(report: ActionReport, event: GithubEvent) -> str:
     """The job summary and the pull-request comment: one table, the decision, how to re-check."""
     parts = [COMMENT_MARKER]
-    if report.result is not None and report.receipt:
-        parts.append(pr_comment(report.result, report.receipt, report.manifest, event.head_sha).rstrip("\n"))
-    else:
-        parts.append("### receipt-ledger: %s, no verified receipt yet" % markdown_text(report.task))
+    comment = (
+        pr_comment(report.result, report.receipt, report.manifest, event.head_sha).rstrip("\n")
+        if report.result is not None and report.receipt
+        else "### receipt-ledger: %s, no verified receipt yet" % markdown_text(report.task)
+    )
     if report.gated is not None:
-        parts.append("")
-        # The same words as the log: GATE PASS, GATE FAIL.
+        # The gate decides the job: its decision heads the summary, in the log's words
+        # (GATE PASS, GATE FAIL), and the receipt it rests on follows under its own heading.
         said = gate_lines(report.gated)
-        parts.append("**%s**" % markdown_text(said[0]))
+        parts.append("### receipt-ledger: %s **%s**" % (markdown_text(report.task), markdown_text(said[0])))
         parts += ["- %s" % markdown_text(line.strip()) for line in said[1:]]
+        parts.append("")
+        comment = comment.replace("### receipt-ledger: ", "#### The receipt: ", 1)
+    parts.append(comment)
     if report.page is not None and report.run_url:
         parts.append("")
         parts.append(
@@ -634,7 +641,12 @@ def _publish(env: Mapping[str, str], event: GithubEvent, report: ActionReport) -
         with open(env["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as out:
             out.write(markdown)
     if env.get("GITHUB_OUTPUT"):
-        eligible = bool(report.result and report.result.ok and report.result.derived_eligible)
+        # Where the gate ran, its decision is the job's: one answer in every output.
+        eligible = (
+            report.gated.passed
+            if report.gated is not None
+            else bool(report.result and report.result.ok and report.result.derived_eligible)
+        )
         with open(env["GITHUB_OUTPUT"], "a", encoding="utf-8") as out:
             out.write("receipt=%s\n" % (report.receipt or ""))
             out.write("decision=%s\n" % (report.gated.decision if report.gated else "not-run"))

@@ -6,11 +6,12 @@ target branch's commits come from git (`_branch`).
 """
 
 from ._branch import Branch, BranchCommit
-from ._index import ChainIndex, IndexRow, TaskSummary, web_index
+from ._index import INDEX_FILE, ChainIndex, IndexRow, TaskSummary, web_index
 from ._pages import Pages, page_name, receipt_name
 from ._site import build_site
 
 __all__ = [
+    "INDEX_FILE",
     "Branch",
     "BranchCommit",
     "ChainIndex",
