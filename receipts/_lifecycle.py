@@ -176,7 +176,10 @@ def _tier_progress(
         return State.AWAITING_APPROVAL, "%d of %d human approvals" % (approvals, max(human_approvals, 1))
     if any(s.kind == "receipt" for s in on):
         # Sealed before the last tier ruled, or refused for a reason the verifier names.
-        return State.VERIFYING, "all tiers ruled; its receipt is NOT merge-eligible: ledger verify names why, or seal again"
+        return (
+            State.VERIFYING,
+            "all tiers ruled; its receipt is NOT merge-eligible: ledger verify names why, or seal again",
+        )
     return State.VERIFYING, "all tiers ruled; no receipt sealed yet"
 
 

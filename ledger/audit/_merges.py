@@ -164,7 +164,9 @@ def merges(
         InputError: ``branch`` is not a branch, or git cannot read its history.
     """
     commits = [c for c in _first_parent(repo, branch) if start <= c.time < end]
-    receipts = population(ledger, trust, 0, _FOREVER, progress)
+    # Only the receipts that cover a commit of the period are verified, whenever sealed.
+    wanted = frozenset(c.commit for c in commits) | frozenset(c.tree for c in commits)
+    receipts = population(ledger, trust, 0, _FOREVER, progress, covering=wanted)
     gates = _gate_decisions(ledger, repo)
     required = _required_approvals(ledger)
     keys = {state.spec.name for state in ledger.keyring()}

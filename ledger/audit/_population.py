@@ -118,10 +118,13 @@ def population(
     progress: Callable[[int], None] | None = None,
     *,
     reached_on: tuple[Path, str] | None = None,
+    covering: frozenset[str] | None = None,
 ) -> list[ChangeRow]:
     """Every receipt sealed in [start, end) (Unix seconds, by the receipt's signed date),
     in chain order, each verified against ``trust`` (by proof where a checkpoint covers it),
-    and with ``reached_on`` (a repository and its target branch) marked by `mark_reached`.
+    and with ``reached_on`` (a repository and its target branch) marked by `mark_reached`;
+    with ``covering`` (commits and trees), only the receipts whose candidate's commit or
+    tree is one of them are verified and listed.
     """
     rows = []
     names = {state.key_id: state.spec.name for state in ledger.keyring()}
@@ -130,6 +133,8 @@ def population(
         if not isinstance(body, LadderReceipt) or not start <= body.created < end:
             continue
         task = tasks.get(body.task_id) or tasks.setdefault(body.task_id, _Task.read(ledger, body.task_id))
+        if covering is not None and not _covers(_snapshot(ledger, body, task), covering):
+            continue
         rows.append(_row(ledger, trust, Digest(stored.body_hash), body, names, task))
         if progress is not None:
             progress(1)
@@ -160,13 +165,11 @@ def _row(
 ) -> ChangeRow:
     result = verify_receipt(ledger.reader, str(digest), trust)
     listed = [task.records[d] for slot in receipt.entries for d in slot.records if d in task.records]
-    snapshot: dict[str, Any] = {}
+    snapshot = _snapshot(ledger, receipt, task)
     author_model = None
     approvers = []
     for row in listed:
-        if row.record.tier is Tier.DETERMINISTIC:
-            snapshot = snapshot_of(ledger, row.record) or {}
-        elif row.record.tier is Tier.JUDGE:
+        if row.record.tier is Tier.JUDGE:
             author_model = _author_model(ledger, row.record) or author_model
         elif row.record.tier is Tier.HUMAN:
             doc = _decision(ledger, row.record) or {}
@@ -207,6 +210,21 @@ def _row(
         gate=_gate(task.gates, digest, receipt, snapshot.get("tree")),
         weakenings=result.weakenings,
     )
+
+
+def _covers(snapshot: dict[str, Any], covering: frozenset[str]) -> bool:
+    return snapshot.get("commit") in covering or snapshot.get("tree") in covering
+
+
+def _snapshot(ledger: Ledger, receipt: LadderReceipt, task: _Task) -> dict[str, Any]:
+    """The snapshot (commit, tree, ...) of the receipt's newest listed deterministic record."""
+    snapshot: dict[str, Any] = {}
+    for slot in receipt.entries:
+        for d in slot.records:
+            row = task.records.get(d)
+            if row is not None and row.record.tier is Tier.DETERMINISTIC:
+                snapshot = snapshot_of(ledger, row.record) or {}
+    return snapshot
 
 
 def mark_reached(rows: list[ChangeRow], repo: Path, target: str) -> list[ChangeRow]:
