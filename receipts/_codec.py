@@ -354,11 +354,15 @@ def _body_map(body: Body) -> dict[str, object]:
             "token_size": body.token_size,
         }
     if isinstance(body, ContractRevision):
+        # Reason and source are written only when recorded: a revision without them keeps
+        # the bytes (and the hash) it had before they existed.
+        optional = {"reason": body.reason, "from": body.criteria_from}
         return {
             "v": body.version,
             "task": body.task_id,
             "contract": body.contract,
             "previous": None if body.previous is None else body.previous.value,
+            **{k: v for k, v in optional.items() if v},
         }
     if isinstance(body, Waiver):
         return {
@@ -489,12 +493,20 @@ def _retention_from(value: object) -> RetentionPolicy:
 
 
 def _contract_from(value: object) -> ContractRevision:
-    m = _map(value, frozenset({"v", "task", "contract", "previous"}), "contract revision")
+    base = frozenset({"v", "task", "contract", "previous"})
+    given = frozenset(value) & {"reason", "from"} if isinstance(value, dict) else frozenset()
+    m = _map(value, base | given, "contract revision")
+    # An optional key is absent or non-empty text: an empty one would be a second encoding.
+    optional = {k: _typed(m[k], str, k) for k in given}
+    if any(not v for v in optional.values()):
+        raise FormatError("contract revision has an empty reason or source: omit the key instead")
     return ContractRevision(
         version=_int(m["v"], "version"),
         task_id=_typed(m["task"], str, "task"),
         contract=_typed(m["contract"], bytes, "contract"),
         previous=_opt(m["previous"], _digest, "previous"),
+        reason=optional.get("reason", ""),
+        criteria_from=optional.get("from", ""),
     )
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from ._digest import Digest, Domain, domain_hash
 from ._errors import FormatError
-from ._model import FORMAT_VERSION, LADDER, Role, Tier, check_task_id, utc_text
+from ._model import FORMAT_VERSION, LADDER, Role, Tier, check_task_id, check_text, utc_text
 from ._toolpolicy import ContractError, ToolPolicy, _document, _freeze, _get, _Reader, _strings, _tools, thaw
 
 __all__ = [
@@ -626,19 +626,25 @@ MAX_CONTRACT_SIZE = 256 * 1024
 
 @dataclass(frozen=True, slots=True)
 class ContractRevision:
-    """A chain body recording one revision of a task's contract: its exact bytes, and the
-    config hash of the revision it replaces (None for the first).
+    """A chain body recording one revision of a task's contract: its exact bytes, the
+    config hash of the revision it replaces (None for the first), and, as a waiver does,
+    why it was made and where its criteria came from (a person, a ticket or the agent):
+    a revision that weakens the contract is refused without a reason (§3.4a).
     """
 
     task_id: str
     contract: bytes
     previous: Digest | None
+    reason: str = ""  # empty: none recorded (encoded without the key)
+    criteria_from: str = ""
     version: int = FORMAT_VERSION
 
     def __post_init__(self) -> None:
         if self.version != FORMAT_VERSION:
             raise FormatError("unsupported contract revision version %r" % (self.version,))
         check_task_id(self.task_id)
+        check_text(self.reason, "a contract revision's reason", empty_ok=True, limit=4096)
+        check_text(self.criteria_from, "where a contract revision's criteria came from", empty_ok=True, limit=512)
         if not isinstance(self.contract, bytes) or not 0 < len(self.contract) <= MAX_CONTRACT_SIZE:
             raise FormatError("contract bytes must be 1 to %d bytes" % MAX_CONTRACT_SIZE)
         if self.previous is not None and not isinstance(self.previous, Digest):
@@ -647,6 +653,11 @@ class ContractRevision:
     @property
     def config_hash(self) -> Digest:
         return domain_hash(Domain.CONFIG, self.contract)
+
+    def provenance(self) -> str:
+        """The reason and the criteria's source in words, for a weakening's line."""
+        said = "reason: %s" % self.reason if self.reason else "NO REASON RECORDED"
+        return said + ("; criteria from: %s" % self.criteria_from if self.criteria_from else "")
 
     def parse(self) -> Contract:
         contract = parse_contract(self.contract, "contract of %s" % self.task_id)

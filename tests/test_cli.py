@@ -432,3 +432,21 @@ def test_show_reads_as_text_with_the_time_and_the_signer_by_name(repo: Path) -> 
     assert lines[1].startswith("time ") and lines[1].endswith("Z")
     assert lines[2].split()[1] == "sealer" and "body hash  %s" % receipt in shown.stdout
     assert json.loads(run("show", receipt, "--json").stdout)["entry"]["body_hash"] == receipt
+
+
+def test_a_weakening_says_why_and_whose_criteria_and_the_history_shows_it(repo: Path) -> None:
+    setup_keys()
+    path = repo / ".ledger" / "contracts" / "T-1.toml"
+    path.write_text(CONTRACT[: CONTRACT.index('[[checks]]\nid = "tests"')])  # the tests check dropped
+    refused = run("contract", "set", "T-1", "--key", "admin")
+    assert refused.exit_code == 2 and "gives no reason: say why with --reason" in refused.output, refused.output
+    assert len(json.loads(run("contract", "show", "T-1", "--json").output)) == 1  # nothing was written
+    done = run(
+        "contract", "set", "T-1", "--key", "admin", "--reason", "tests move to CI", "--criteria-from", "ticket OPS-9"
+    )
+    assert done.exit_code == 0, done.output
+    history = run("contract", "show", "T-1").output.splitlines()
+    assert "WEAKENS: check tests was dropped" in history[-1], history
+    assert history[-1].endswith("(reason: tests move to CI; criteria from: ticket OPS-9)"), history
+    (row,) = json.loads(run("contract", "show", "T-1", "--json").output)[1:]
+    assert (row["reason"], row["criteria_from"]) == ("tests move to CI", "ticket OPS-9")

@@ -236,3 +236,21 @@ def test_a_misspelt_field_is_named_with_its_line_and_the_nearest_name(text: str,
     with pytest.raises(r.ContractError) as caught:
         r.parse_contract(text.encode())
     assert str(caught.value) == said
+
+
+def test_a_revision_records_its_reason_and_source_only_when_given() -> None:
+    plain = r.ContractRevision("TASK-7", EXAMPLE, None)
+    said = r.ContractRevision("TASK-7", EXAMPLE, None, "lint is advisory", "ticket OPS-12")
+    # Without them, the body is the four keys it always was (its hash unchanged).
+    assert set(r.canonical_loads(r.encode_body(plain))) == {"v", "task", "contract", "previous"}
+    fields = r.canonical_loads(r.encode_body(said))
+    assert (fields["reason"], fields["from"]) == ("lint is advisory", "ticket OPS-12")
+    assert r.decode_as(r.ContractRevision, r.encode_body(said)) == said
+    assert r.decode_as(r.ContractRevision, r.encode_body(plain)) == plain
+    assert said.provenance() == "reason: lint is advisory; criteria from: ticket OPS-12"
+    assert plain.provenance() == "NO REASON RECORDED"
+    for bad in ({**fields, "from": ""}, {**fields, "why": "x"}, {**fields, "reason": 7}):
+        with pytest.raises(r.FormatError):
+            r.decode_as(r.ContractRevision, r.canonical_dumps(bad))
+    with pytest.raises(r.FormatError, match="control characters"):
+        r.ContractRevision("TASK-7", EXAMPLE, None, "a\x1b[2Jcleared screen")

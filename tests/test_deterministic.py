@@ -159,10 +159,14 @@ def test_dropping_the_failing_check_needs_an_admin_and_is_flagged(env: tuple[Pat
         .encode()
     )
     with pytest.raises(
-        InputError, match="weakens the contract.*check tests was dropped.*`ledger contract set TASK-1 --key ADMIN-KEY`"
+        InputError,
+        match="weakens the contract.*check tests was dropped.*`ledger contract set TASK-1 --key ADMIN-KEY --reason WHY`",
     ):
         check(ledger, repo, lenient)
-    register_contract(ledger, "TASK-1", lenient, SIGNERS["admin"])
+    # Even an admin says why: a weakening without a reason is refused before it is signed.
+    with pytest.raises(InputError, match="weakens the contract of TASK-1.*gives no reason: say why with --reason"):
+        register_contract(ledger, "TASK-1", lenient, SIGNERS["admin"])
+    register_contract(ledger, "TASK-1", lenient, SIGNERS["admin"], reason="the tests check moves to CI")
     run = check(ledger, repo, lenient)
     assert run.outcome.verdict is r.Verdict.PASS
     upper_tiers(ledger, repo, run)
@@ -467,7 +471,8 @@ def test_a_flaky_check_is_run_as_often_as_declared_and_every_attempt_is_kept(
     assert json.loads(blob(ledger, strict, "check:tests#3"))["attempt"] == 3
     (tmp_path / "runs").unlink()
     lenient_contract = contract_bytes(command=flaky, extra="runs = 3\nmin_passes = 2\n")
-    register_contract(ledger, "TASK-1", lenient_contract, SIGNERS["admin"], "c.toml")  # fewer passes: a weakening
+    # fewer passes: a weakening
+    register_contract(ledger, "TASK-1", lenient_contract, SIGNERS["admin"], "c.toml", reason="2 of 3 will do")
     lenient = check(ledger, repo, lenient_contract)
     assert lenient.outcome.verdict is r.Verdict.PASS, reasons(lenient)
     assert "tests is flaky: passed 2 of 3 runs (needs 2)" in lenient.outcome.warnings

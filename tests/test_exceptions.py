@@ -44,6 +44,8 @@ from verify import LedgerSource, TrustRoot
 
 TRUST = TrustRoot(frozenset({ADMIN_ID}), "t")
 WAIVER_REASON = "linter crashes on CI runners, OPS-7"
+WEAKENING_REASON = "lint is advisory until the new rules land"
+CRITERIA_FROM = "ticket OPS-12, agreed with carol"
 REJECTION_NOTE = "the migration is missing"
 LINT = '\n[[checks]]\nid = "lint"\ntype = "test_passes"\ncommand = [%s, "-c", "raise SystemExit(1)"]\n' % json.dumps(
     sys.executable
@@ -89,7 +91,9 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> History:
         strict = contract_bytes(task="TASK-2", extra=LINT)
         register_contract(ledger, "TASK-2", strict, SIGNERS["ci"])
         lowered = contract_bytes(task="TASK-2")
-        register_contract(ledger, "TASK-2", lowered, SIGNERS["admin"])  # drops the failing lint
+        register_contract(  # drops the failing lint, saying why and on whose word
+            ledger, "TASK-2", lowered, SIGNERS["admin"], reason=WEAKENING_REASON, criteria_from=CRITERIA_FROM
+        )
         weakened = _ladder(ledger, repo, "TASK-2", lowered, {"alice": True})
         rejected = _ladder(ledger, repo, "TASK-3", contract_bytes(task="TASK-3"), {"alice": True, "bob": False})
         ledger.checkpoint(SIGNERS["sealer"])
@@ -106,7 +110,13 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> History:
 def _expected(h: History) -> dict[str, tuple[str, ...]]:
     return {
         h.waived: ("MERGE-ELIGIBLE WITH EXCEPTIONS", "a waiver", WAIVER_REASON, "retention policy"),
-        h.weakened: ("MERGE-ELIGIBLE WITH EXCEPTIONS", "a weakened contract", "weakened the contract of TASK-2"),
+        h.weakened: (
+            "MERGE-ELIGIBLE WITH EXCEPTIONS",
+            "a weakened contract",
+            "weakened the contract of TASK-2",
+            WEAKENING_REASON,
+            CRITERIA_FROM,
+        ),
         h.rejected: ("NOT MERGE-ELIGIBLE", "rejected by bob", REJECTION_NOTE),
     }
 

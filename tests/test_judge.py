@@ -93,7 +93,7 @@ def judged(
     repo, ledger = env
     contract = contract_bytes(command=command, judge=judge, top=top)
     # Tests swap the judge between runs of one task: a weakening only an admin may sign (ADR 0017).
-    register_contract(ledger, "TASK-1", contract, SIGNERS["admin"])
+    register_contract(ledger, "TASK-1", contract, SIGNERS["admin"], reason="the test swaps the judge")
     run = run_deterministic(
         ledger, repo=repo, task_id="TASK-1", contract_bytes=contract, source="c.toml", signer=SIGNERS["ci"]
     )
@@ -310,7 +310,7 @@ def test_the_model_an_agent_claimed_with_takes_the_place_of_author_model(
 
     repo, ledger = env
     contract = contract_bytes(judge=judge_table("accept", "0.95", model="gpt-4o"))
-    register_contract(ledger, "TASK-1", contract, SIGNERS["admin"])
+    register_contract(ledger, "TASK-1", contract, SIGNERS["admin"], reason="the test swaps the judge")
     run = run_deterministic(
         ledger, repo=repo, task_id="TASK-1", contract_bytes=contract, source="c.toml", signer=SIGNERS["ci"]
     )
@@ -338,7 +338,7 @@ def test_a_broken_judge_is_no_verdict_and_once_fixed_judges_the_same_candidate(
     # config.toml, so the contract, and with it the candidate's config, never changes.
     repo, ledger = env
     contract = contract_bytes(judge="")
-    register_contract(ledger, "TASK-1", contract, SIGNERS["admin"])
+    register_contract(ledger, "TASK-1", contract, SIGNERS["admin"], reason="the test swaps the judge")
     run = run_deterministic(
         ledger, repo=repo, task_id="TASK-1", contract_bytes=contract, source="c.toml", signer=SIGNERS["ci"]
     )

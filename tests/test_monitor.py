@@ -107,7 +107,7 @@ def test_one_alert_per_event_and_none_on_a_restart(hook: _Hook, tmp_path: Path) 
     assert "evidence-altered" in alert["message"]
     # A weakening, signed by the admin.
     ledger = Ledger.open(s.root)
-    register_contract(ledger, TASK, contract_bytes(command="print('ok')"), SIGNERS["admin"])
+    register_contract(ledger, TASK, contract_bytes(command="print('ok')"), SIGNERS["admin"], reason="tests retired")
     ledger.checkpoint(SIGNERS["sealer"])
     ledger.close()
     (alert,) = monitor(1)

@@ -690,6 +690,18 @@ def _weakened(tmp: Path) -> Sample:
     return _splice_revision(tmp, weaker)
 
 
+@mutation("contract-revision-empty-reason")
+def _empty_reason(tmp: Path) -> Sample:
+    s = build_sample(tmp)
+    rows = read_rows(s.root)
+    ci = next(i for i, row in enumerate(rows) if row.entry.kind is r.EntryKind.CONTRACT)
+    fields = dict(r.canonical_loads(rows[ci].body))
+    fields["reason"] = ""  # absent means none recorded; empty is a second encoding of that
+    rows[ci].body = r.canonical_dumps(fields)
+    write_rows(s.root, rows, resign_from=ci)
+    return s
+
+
 @mutation("receipt-drops-contract-tier")
 def _drops_tier(tmp: Path) -> Sample:
     s = build_sample(tmp)

@@ -285,7 +285,19 @@ def test_the_gate_names_weakenings_waivers_and_stale_approvals(world: tuple[Path
     ok("approve", "TASK-1", "--key", "alice", "--yes", "--input", "HEAD~1", cwd=dev, env=env)
     weaker = top / "weaker.toml"
     weaker.write_bytes(contract_bytes().replace(b'goal = "a test task"', b'goal = "a smaller task"'))
-    ok("contract", "set", "TASK-1", "--contract", str(weaker), "--key", "admin", cwd=dev, env=env)
+    ok(
+        "contract",
+        "set",
+        "TASK-1",
+        "--contract",
+        str(weaker),
+        "--key",
+        "admin",
+        "--reason",
+        "scope cut",
+        cwd=dev,
+        env=env,
+    )
     ok(
         "waive",
         "TASK-1",

@@ -304,8 +304,8 @@ class Walk:
             self.weakened.append(
                 (
                     body.task_id,
-                    "entry %d: %s weakened the contract of %s: %s"
-                    % (entry.seq, signer or entry.signer, body.task_id, "; ".join(lowered)),
+                    "entry %d: %s weakened the contract of %s: %s (%s)"
+                    % (entry.seq, signer or entry.signer, body.task_id, "; ".join(lowered), body.provenance()),
                 )
             )
         self.latest_contract[body.task_id] = (body, contract)

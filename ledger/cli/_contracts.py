@@ -38,11 +38,16 @@ def contract() -> None:
 @click.argument("task")
 @contract_option
 @key_option("Deterministic or admin key; only an admin may weaken a contract")
+@click.option("--reason", default="", help="Why this revision is made; required when it weakens the contract.")
+@click.option("--criteria-from", default="", help="Where its criteria came from: a person, a ticket, or the agent.")
 @click.pass_context
-def contract_set(ctx: click.Context, task: str, contract_path: Path | None, key_name: str) -> None:
+def contract_set(
+    ctx: click.Context, task: str, contract_path: Path | None, key_name: str, reason: str, criteria_from: str
+) -> None:
     """Record the contract file as the task's current revision."""
     source, data = _required_contract(ctx, task, contract_path)
-    _, appended = lib.register_contract(_ledger(ctx), task, data, _signer(key_name), source)
+    signer = _signer(key_name)
+    _, appended = lib.register_contract(_ledger(ctx), task, data, signer, source, reason, criteria_from)
     click.echo(lib.contract_set_line(task, data, appended))
 
 
@@ -58,11 +63,7 @@ def contract_show(ctx: click.Context, task: str, as_json: bool) -> None:
     emit(
         as_json,
         [r.as_dict() for r in rows],
-        [
-            "%5d  %s  %s%s"
-            % (r.seq, r.config, r.signer, ("  WEAKENS: " + "; ".join(r.weakenings)) if r.weakenings else "")
-            for r in rows
-        ],
+        [_history_line(r) for r in rows],
     )
 
 
@@ -125,3 +126,13 @@ def sealed_reveal(ctx: click.Context, task: str, key_name: str, rev: str) -> Non
     for appended in lib.reveal_sealed(_ledger(ctx), _repo(), task, _signer(key_name), rev):
         click.echo(str(appended.body_hash))
     click.echo("revealed the sealed sets of %s" % task, err=True)
+
+
+def _history_line(r: lib.ContractHistoryRow) -> str:
+    said = "%5d  %s  %s" % (r.seq, r.config, r.signer)
+    if r.weakenings:
+        said += "  WEAKENS: " + "; ".join(r.weakenings)
+    if r.weakenings or r.reason:
+        source = "; criteria from: " + r.criteria_from if r.criteria_from else ""
+        said += "  (reason: %s%s)" % (r.reason or "none recorded", source)
+    return said

@@ -39,13 +39,20 @@ __all__ = [
 
 
 def register_contract(
-    store: Store, task_id: str, data: bytes, signer: Signer, source: str = "contract"
+    store: Store,
+    task_id: str,
+    data: bytes,
+    signer: Signer,
+    source: str = "contract",
+    reason: str = "",
+    criteria_from: str = "",
 ) -> tuple[Contract, Appended | None]:
     """Record ``data`` as the task's current contract unless it already is. A revision that
-    weakens the bar is refused unless ``signer`` is an admin key (the store decides).
+    weakens the bar is refused unless ``signer`` is an admin key and ``reason`` says why
+    (the store decides); ``criteria_from`` names where the criteria came from.
     """
     try:
-        ContractRevision(task_id, data, None)  # the task id and the bytes' own limits
+        ContractRevision(task_id, data, None, reason, criteria_from)  # the task id and the fields' own limits
         # Refused before anything is signed: a typo signed once is a weakening to correct.
         contract = check_for_registration(data, source)
     except ReceiptsError as exc:
@@ -55,7 +62,7 @@ def register_contract(
     latest = store.latest_contract(task_id)
     if latest is not None and latest.contract == data:
         return contract, None
-    revision = ContractRevision(task_id, data, None if latest is None else latest.config_hash)
+    revision = ContractRevision(task_id, data, None if latest is None else latest.config_hash, reason, criteria_from)
     return contract, store.append(revision, signer)
 
 
@@ -161,9 +168,18 @@ class ContractHistoryRow:
     config: Digest
     signer: str
     weakenings: tuple[str, ...]
+    reason: str = ""
+    criteria_from: str = ""
 
     def as_dict(self) -> dict[str, object]:
-        return {"seq": self.seq, "config": str(self.config), "signer": self.signer, "weakenings": list(self.weakenings)}
+        return {
+            "seq": self.seq,
+            "config": str(self.config),
+            "signer": self.signer,
+            "weakenings": list(self.weakenings),
+            "reason": self.reason,
+            "criteria_from": self.criteria_from,
+        }
 
 
 def contract_history(store: Store, task_id: str) -> list[ContractHistoryRow]:
@@ -176,7 +192,12 @@ def contract_history(store: Store, task_id: str) -> list[ContractHistoryRow]:
         current = revision.parse()
         rows.append(
             ContractHistoryRow(
-                seq, revision.config_hash, decode_entry(stored.entry).signer, weakenings(prev, current) if prev else ()
+                seq,
+                revision.config_hash,
+                decode_entry(stored.entry).signer,
+                weakenings(prev, current) if prev else (),
+                revision.reason,
+                revision.criteria_from,
             )
         )
         prev = current

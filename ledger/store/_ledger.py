@@ -736,11 +736,19 @@ class Ledger:
         state = ring.get(key_id)
         for role in contract_roles(bool(lowered)):
             if state is not None and role in state.spec.roles:
+                if lowered and not body.reason:
+                    # As a waiver does: lowering the bar says why, where the auditor reads it.
+                    raise InputError(
+                        "refused: this revision weakens the contract of %s (%s) and gives no reason: say why"
+                        " with --reason (and where the new criteria came from with --criteria-from)"
+                        % (body.task_id, "; ".join(lowered))
+                    )
                 return role
         if lowered:
             raise InputError(
                 "refused: this revision weakens the contract of %s (%s); only an admin key may sign that:"
-                " `ledger contract set %s --key ADMIN-KEY`" % (body.task_id, "; ".join(lowered), body.task_id)
+                " `ledger contract set %s --key ADMIN-KEY --reason WHY`"
+                % (body.task_id, "; ".join(lowered), body.task_id)
             )
         raise InputError(
             "refused: key %s may not record contract revisions (needs the deterministic or admin role)" % key_id
