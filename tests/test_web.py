@@ -151,7 +151,9 @@ def test_the_feed_tells_a_rejected_receipt_and_a_weakened_contract(sample: Any, 
     ledger = Ledger.open(copy)
     register_contract(ledger, TASK, contract_bytes(command="print('ok')"), SIGNERS["admin"], reason="tests retired")
     ledger.close()
-    assert "%s: contract WEAKENED: check tests was changed" % TASK in titles(copy)
+    assert "%s: contract WEAKENED: check tests was changed (reason: tests retired)" % TASK in titles(copy)
+    # The task's page names the weakening's reason and its signer beside the revision.
+    assert "WEAKENED (reason: tests retired), signed by admin</h3>" in _client(copy).get("/task/%s.html" % TASK).text
 
 
 def test_the_checkpoints_page_checks_each_cosignature_against_the_witnesses_given(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from receipts import (
     ContractRevision,
     Digest,
     EntryKind,
+    Genesis,
     KeyAdd,
     KeyRevoke,
     LadderReceipt,
@@ -241,10 +242,12 @@ class ChainIndex:
         except (ReceiptsError, ValueError):
             return IndexRow(seq, kind, task, "", 0, "", "", "an entry that does not decode")
         signer = sys.intern(head.signer)
-        if isinstance(decoded, KeyAdd):
-            name = decoded.key.name
-            self.names[fingerprint(decoded.key.public_key)] = name
-            self._db.execute("INSERT OR REPLACE INTO names VALUES (?, ?)", (fingerprint(decoded.key.public_key), name))
+        # Keys by name: the genesis's (the first admin) and each added one.
+        for key in (
+            decoded.keys if isinstance(decoded, Genesis) else (decoded.key,) if isinstance(decoded, KeyAdd) else ()
+        ):
+            self.names[fingerprint(key.public_key)] = key.name
+            self._db.execute("INSERT OR REPLACE INTO names VALUES (?, ?)", (fingerprint(key.public_key), key.name))
         base = IndexRow(seq, kind, task, str(head.body_hash), head.time, signer, self.names.get(signer, ""), kind)
         return _described(base, decoded, source, self, tally)
 
@@ -577,7 +580,7 @@ def _revision(base: IndexRow, body: ContractRevision, index: ChainIndex) -> Inde
     old = index.contract_of_task(body.task_id)
     index.remember_contract(body.task_id, str(body.config_hash), body.contract)
     lowered = weakenings(old, new) if old is not None else ()
-    summary = "contract revision" + (": WEAKENED" if lowered else "")
+    summary = "contract revision" + (": WEAKENED (%s)" % body.provenance() if lowered else "")
     return dataclasses.replace(base, summary=summary, text=text, weakened=lowered)
 
 
