@@ -275,7 +275,7 @@ def test_a_batch_mixing_keyring_contract_and_record_entries_keeps_tree_and_point
     strong = r.ContractRevision(
         TASK, contract_bytes(extra='\n[[checks]]\nid = "more"\ntype = "path_exists"\npath = "app.py"\n'), None
     )
-    weak = r.ContractRevision(TASK, contract_bytes(), strong.config_hash)
+    weak = r.ContractRevision(TASK, contract_bytes(), strong.config_hash, "the extra check is retired")
     spec = r.KeySpec("carol", (r.Role.HUMAN,), seeded_signer("carol").public_key_blob)
     batch: list[r.Body] = [
         rec(0),

@@ -260,8 +260,9 @@ class ChainIndex:
     def count(self) -> int:
         """How many entries are indexed."""
         with self._lock:
-            (n,) = self._db.execute("SELECT count(*) FROM rows").fetchone()
-            return int(n)
+            # seq runs 0..n-1 without gaps: the newest seq, found by the key, is the count.
+            (n,) = self._db.execute("SELECT max(seq) FROM rows").fetchone()
+            return 0 if n is None else int(n) + 1
 
     def rows_between(self, start: int, stop: int) -> list[IndexRow]:
         """The rows with start <= seq < stop, in chain order."""
@@ -382,8 +383,9 @@ class ChainIndex:
         with those trees.
         """
         where, args = _search_terms(text.strip().lower(), tuple(trees))
+        wanted = [str(k) for k in kinds]
         for clause, value in (
-            ("kind IN (%s)" % ",".join("?" * len(list(kinds))), list(kinds)),
+            ("kind IN (%s)" % ",".join("?" * len(wanted)), wanted),
             ("verdict = ?", [verdict] if verdict else []),
             ("time >= ?", [since] if since is not None else []),
             ("time < ?", [until] if until is not None else []),
