@@ -394,13 +394,16 @@ def test_what_a_verdict_is_derived_from_cannot_be_redacted(tmp_path: Path, name:
     assert not (tmp_path / "b.zip").exists()
 
 
-def test_a_derivation_input_dropped_and_declared_redacted_still_fails(tmp_path: Path) -> None:
-    # The manifest is not signed: declaring a check result "redacted" excuses nothing.
+@pytest.mark.parametrize("why", [None, "pruned under the retention policy of entry 3"])
+def test_a_derivation_input_dropped_and_declared_redacted_still_fails(tmp_path: Path, why: str | None) -> None:
+    # The manifest is not signed: declaring a check result "redacted" excuses nothing, nor
+    # does calling it retention (the reason a pruned blob's redaction carries).
     s, bundle, _ = _redacted(tmp_path, "tests")
     with zipfile.ZipFile(bundle) as zf:
         doc = json.loads(zf.read("manifest.json"))
     result_ref = next(a for a in doc["artifacts"] if a["check"] == "check:tests")
-    doc["redacted"].append({"tier": "deterministic", "check": "check:tests", "digest": result_ref["digest"], "size": 1})
+    item = {"tier": "deterministic", "check": "check:tests", "digest": result_ref["digest"], "size": 1}
+    doc["redacted"].append({**item, "reason": why} if why else item)
     forged = rezip(
         bundle,
         tmp_path / "forged.zip",

@@ -28,6 +28,7 @@ from receipts import (
     decode_body,
     decode_entry,
     entry_hash,
+    is_derivation_input,
     is_valid_tlog_proof,
     parse_checkpoint,
     parse_note,
@@ -222,7 +223,10 @@ class BundleSource(SparseEntries):
 
     def pruned(self, record: TierRecord, ref: EvidenceRef) -> str | None:
         # Evidence pruned before export travels as a redaction that carries the exporter's
-        # reason (manifest.json, unsigned): named as retention, in the exporter's words.
+        # reason (manifest.json, unsigned): named as retention, in the exporter's words. The
+        # words excuse nothing a redaction would not: never a blob a verdict is derived from.
+        if is_derivation_input(record.tier, ref):
+            return None
         for item in self.redactions():
             if item.digest == str(ref.digest) and item.reason:
                 return (
