@@ -214,3 +214,22 @@ def test_the_task_list_names_the_receipt_a_merge_rests_on(sample: Any, tmp_path:
     assert task["state"].startswith(
         "merge-eligible receipt claimed for commit %s; latest receipt claims: not eligible" % head[:12]
     )
+
+
+def test_an_index_file_of_an_older_layout_is_built_again(sample: Any, tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "index.sqlite"
+    old = sqlite3.connect(path)  # the layout before rows had a provenance column
+    old.executescript(
+        "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL); INSERT INTO meta VALUES ('schema', '2');"
+        "CREATE TABLE rows(seq INTEGER PRIMARY KEY, kind TEXT); INSERT INTO rows VALUES (0, 'genesis');"
+    )
+    old.commit()
+    old.close()
+    index = ChainIndex(path)
+    assert index.count() == 0
+    with LedgerSource.open(sample.root) as source:
+        assert index.update(source) == source.count()
+    assert index.row(sample.receipt) is not None
+    index.close()

@@ -65,6 +65,7 @@ class IndexRow:
     evidence: tuple[tuple[str, str, int], ...] = ()  # a tier record's (check id, digest, size)
     text: str = ""  # a contract revision's text
     weakened: tuple[str, ...] = ()  # how a contract revision lowers the bar of the one before
+    provenance: str = ""  # a contract revision's reason and the criteria's source, in words
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -82,16 +83,18 @@ class IndexRow:
             "checks": list(self.checks),
             "evidence": [{"check_id": c, "digest": d, "size": n} for c, d, n in self.evidence],
             "weakened": list(self.weakened),
+            "provenance": self.provenance,
         }
 
 
-_SCHEMA = 2  # bump when a table or a row's meaning changes: an older index is rebuilt
+_SCHEMA = 3  # bump when a table or a row's meaning changes: an older index is rebuilt
 _TABLES = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS rows(
     seq INTEGER PRIMARY KEY, kind TEXT NOT NULL, task TEXT, hash TEXT NOT NULL, time INTEGER NOT NULL,
     signer TEXT NOT NULL, signer_name TEXT NOT NULL, summary TEXT NOT NULL, verdict TEXT, tier TEXT,
-    candidate TEXT, checks TEXT NOT NULL, evidence TEXT NOT NULL, text TEXT NOT NULL, weakened TEXT NOT NULL);
+    candidate TEXT, checks TEXT NOT NULL, evidence TEXT NOT NULL, text TEXT NOT NULL, weakened TEXT NOT NULL,
+    provenance TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS rows_hash ON rows(hash);
 CREATE INDEX IF NOT EXISTS rows_task ON rows(task, seq);
 CREATE INDEX IF NOT EXISTS rows_kind ON rows(kind, seq);
@@ -111,7 +114,12 @@ CREATE TABLE IF NOT EXISTS tasks(
     task TEXT PRIMARY KEY, entries INTEGER NOT NULL, last_seq INTEGER NOT NULL, last_time INTEGER NOT NULL,
     receipt_seq INTEGER, eligible_seq INTEGER);
 """
-_COLUMNS = "seq, kind, task, hash, time, signer, signer_name, summary, verdict, tier, candidate, checks, evidence, text, weakened"
+_COLUMNS = (
+    "seq, kind, task, hash, time, signer, signer_name, summary, verdict, tier, candidate, checks, evidence, text,"
+    " weakened, provenance"
+)
+_WIDTH = _COLUMNS.count(",") + 1
+_DATA_TABLES = ("rows", "held", "names", "commits", "contracts", "configs", "check_runs", "tasks")
 _BATCH = 5000  # entries per transaction: a crash or a restart keeps every batch done
 
 
@@ -147,9 +155,11 @@ class ChainIndex:
         self._configs: dict[str, Contract | None] = {}
         with self._lock:
             self._db.execute("PRAGMA journal_mode = WAL" if path is not None else "PRAGMA journal_mode = MEMORY")
+            self._db.execute("CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            if self._meta("schema") not in (None, str(_SCHEMA)):  # an older layout: built again
+                for table in _DATA_TABLES:
+                    self._db.execute("DROP TABLE IF EXISTS %s" % table)
             self._db.executescript(_TABLES)
-            if self._meta("schema") not in (None, str(_SCHEMA)):
-                self._reset()
             self._set_meta("schema", str(_SCHEMA))
             self._db.commit()
             self.names = dict(self._db.execute("SELECT fingerprint, name FROM names").fetchall())
@@ -192,7 +202,7 @@ class ChainIndex:
         return 0
 
     def _reset(self) -> None:
-        for table in ("rows", "held", "names", "commits", "contracts", "configs", "check_runs", "tasks"):
+        for table in _DATA_TABLES:
             self._db.execute("DELETE FROM %s" % table)
         self.names = {}
         self._configs.clear()
@@ -204,7 +214,7 @@ class ChainIndex:
         for stored in source.entries_between(start, stop):
             last = stored.hash.hex()
             row = self._row(source, stored.seq, stored.kind, stored.task, stored.entry, stored.body, tally)
-            self._db.execute("INSERT INTO rows VALUES (%s)" % ",".join("?" * 15), _values(row))
+            self._db.execute("INSERT INTO rows VALUES (%s)" % ",".join("?" * _WIDTH), _values(row))
             self._db.executemany("INSERT INTO held VALUES (?, ?)", {(d, row.seq) for _, d, _ in row.evidence})
             if row.task:
                 receipt = row.seq if row.kind == EntryKind.RECEIPT else None
@@ -297,10 +307,12 @@ class ChainIndex:
             listed = self._db.execute(
                 "SELECT t.task, t.entries, t.last_time, %s, %s FROM tasks t LEFT JOIN rows r ON r.seq = t.receipt_seq"
                 " LEFT JOIN rows e ON e.seq = t.eligible_seq%s ORDER BY t.last_seq DESC"
-                % (rows % (("r",) * 15), rows % (("e",) * 15), " WHERE t.task = ?" if task is not None else ""),
+                % (rows % (("r",) * _WIDTH), rows % (("e",) * _WIDTH), " WHERE t.task = ?" if task is not None else ""),
                 () if task is None else (task,),
             ).fetchall()
-        return [TaskSummary(t[0], t[1], t[2], _maybe_row(t[3:18]), _maybe_row(t[18:])) for t in listed]
+        return [
+            TaskSummary(t[0], t[1], t[2], _maybe_row(t[3 : 3 + _WIDTH]), _maybe_row(t[3 + _WIDTH :])) for t in listed
+        ]
 
     def summary_of(self, task: str) -> TaskSummary | None:
         """The task as `task_summaries` gives it, if any entry names it."""
@@ -485,6 +497,7 @@ def _values(row: IndexRow) -> tuple[object, ...]:
         json.dumps([list(e) for e in row.evidence]),
         row.text,
         json.dumps(list(row.weakened)),
+        row.provenance,
     )
 
 
@@ -507,6 +520,7 @@ def _from_values(v: Sequence[Any]) -> IndexRow:
         evidence,
         v[13],
         tuple(json.loads(v[14])),
+        v[15],
     )
 
 
@@ -583,7 +597,7 @@ def _revision(base: IndexRow, body: ContractRevision, index: ChainIndex) -> Inde
     index.remember_contract(body.task_id, str(body.config_hash), body.contract)
     lowered = weakenings(old, new) if old is not None else ()
     summary = "contract revision" + (": WEAKENED (%s)" % body.provenance() if lowered else "")
-    return dataclasses.replace(base, summary=summary, text=text, weakened=lowered)
+    return dataclasses.replace(base, summary=summary, text=text, weakened=lowered, provenance=body.provenance())
 
 
 def _text(digest: Digest | None) -> str | None:

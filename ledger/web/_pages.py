@@ -234,7 +234,7 @@ class Pages:
             % (
                 "fail" if row.weakened else "",
                 row.seq,
-                ": %s, signed by %s" % (row.summary.removeprefix("contract revision: "), row.signer_name or row.signer)
+                ": WEAKENED (%s), signed by %s" % (row.provenance, row.signer_name or row.signer)
                 if row.weakened
                 else "",
                 "<ul>%s</ul>" % "".join("<li>%s</li>" % _e(w) for w in row.weakened) if row.weakened else "",
@@ -724,7 +724,7 @@ def _page_number(text: str | None) -> int:
 def _feed_title(row: IndexRow, decided: dict[str, Any] | None) -> str:
     """A feed entry's title: what happened, in words, the verifier's decision for a receipt."""
     if row.kind == EntryKind.CONTRACT and row.weakened:
-        return "contract WEAKENED: %s%s" % ("; ".join(row.weakened), row.summary.partition(": WEAKENED")[2])
+        return "contract WEAKENED: %s (%s)" % ("; ".join(row.weakened), row.provenance)
     if decided is None:
         return row.summary
     if not decided["verified"]:
