@@ -156,8 +156,14 @@ def test_each_commit_on_main_is_a_row_with_its_findings(quarter: tuple[Path, Led
     assert selfish.author == "Alice Example <alice@example.com>" and selfish.eligible_at_merge
     assert hotfix.kind == "direct push" and hotfix.receipt is None and hotfix.task is None
     assert hotfix.findings == ("no receipt covers this commit or its tree",)
-    # The period is by merge time: January alone holds the clean merge.
-    assert [row.commit for row in merges(ledger, TRUST, repo, "main", _at(1, 1), _at(2, 1))] == [commits["clean"]]
+    # The period is by merge time: January alone holds the clean merge, and only the receipts
+    # covering a commit of the period are verified (one here), not every receipt of the ledger.
+    verified: list[int] = []
+    january = merges(ledger, TRUST, repo, "main", _at(1, 1), _at(2, 1), verified.append)
+    assert [row.commit for row in january] == [commits["clean"]] and len(verified) == 1
+    everything: list[int] = []
+    merges(ledger, TRUST, repo, "main", _at(1, 1), _at(4, 1), everything.append)
+    assert len(everything) > 1
 
 
 def test_the_receipt_population_shows_the_gate_decision_made_on_the_merge_commit(

@@ -233,3 +233,12 @@ def test_an_index_file_of_an_older_layout_is_built_again(sample: Any, tmp_path: 
         assert index.update(source) == source.count()
     assert index.row(sample.receipt) is not None
     index.close()
+
+
+def test_a_repository_that_is_not_there_is_one_line_and_exit_2(sample: Any, tmp_path: Path) -> None:
+    out = tmp_path / "site"
+    done = run_cli(
+        "--dir", str(sample.root), "site", "build", str(out), "--trust", ADMIN_ID, "--repo", str(tmp_path / "no")
+    )
+    assert done.returncode == 2 and done.stderr.count("\n") <= 2 and "Traceback" not in done.stderr, done.stderr
+    assert "--repo" in done.stderr and not out.exists()

@@ -133,9 +133,10 @@ def population(
         if not isinstance(body, LadderReceipt) or not start <= body.created < end:
             continue
         task = tasks.get(body.task_id) or tasks.setdefault(body.task_id, _Task.read(ledger, body.task_id))
-        if covering is not None and not _covers(_snapshot(ledger, body, task), covering):
+        snapshot = _snapshot(ledger, body, task)
+        if covering is not None and not _covers(snapshot, covering):
             continue
-        rows.append(_row(ledger, trust, Digest(stored.body_hash), body, names, task))
+        rows.append(_row(ledger, trust, Digest(stored.body_hash), body, names, task, snapshot))
         if progress is not None:
             progress(1)
     return rows if reached_on is None else mark_reached(rows, *reached_on)
@@ -161,11 +162,16 @@ class _Task:
 
 
 def _row(
-    ledger: Ledger, trust: Trust, digest: Digest, receipt: LadderReceipt, names: dict[str, str], task: _Task
+    ledger: Ledger,
+    trust: Trust,
+    digest: Digest,
+    receipt: LadderReceipt,
+    names: dict[str, str],
+    task: _Task,
+    snapshot: dict[str, Any],
 ) -> ChangeRow:
     result = verify_receipt(ledger.reader, str(digest), trust)
     listed = [task.records[d] for slot in receipt.entries for d in slot.records if d in task.records]
-    snapshot = _snapshot(ledger, receipt, task)
     author_model = None
     approvers = []
     for row in listed:
@@ -218,13 +224,9 @@ def _covers(snapshot: dict[str, Any], covering: frozenset[str]) -> bool:
 
 def _snapshot(ledger: Ledger, receipt: LadderReceipt, task: _Task) -> dict[str, Any]:
     """The snapshot (commit, tree, ...) of the receipt's newest listed deterministic record."""
-    snapshot: dict[str, Any] = {}
-    for slot in receipt.entries:
-        for d in slot.records:
-            row = task.records.get(d)
-            if row is not None and row.record.tier is Tier.DETERMINISTIC:
-                snapshot = snapshot_of(ledger, row.record) or {}
-    return snapshot
+    listed = [task.records.get(d) for slot in receipt.entries for d in slot.records]
+    deterministic = [row for row in listed if row is not None and row.record.tier is Tier.DETERMINISTIC]
+    return (snapshot_of(ledger, deterministic[-1].record) or {}) if deterministic else {}
 
 
 def mark_reached(rows: list[ChangeRow], repo: Path, target: str) -> list[ChangeRow]:

@@ -14,7 +14,7 @@ from ._shared import _Group, _policy, _root, _source, _trust
 
 _repo_option = click.option(
     "--repo",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="The git repository of the target branch [default: the one holding the ledger's directory].",
 )
 _branch_option = click.option(
