@@ -210,7 +210,15 @@ if TYPE_CHECKING:
         statement_log_root,
         statement_subject,
     )
-    from ._retention import TIMESTAMP_MEDIA_TYPE, CheckpointTimestamp, RetentionPolicy
+    from ._retention import (
+        RETENTION_EXTENSION,
+        TIMESTAMP_MEDIA_TYPE,
+        CheckpointTimestamp,
+        NamedRetention,
+        RetentionPolicy,
+        named_retention,
+        retention_extension,
+    )
     from ._sealed import (
         AGE_MEDIA_TYPE,
         MAX_SEALED_BYTES,
@@ -289,6 +297,10 @@ __all__ = [
     "CheckpointTimestamp",
     "TIMESTAMP_MEDIA_TYPE",
     "RetentionPolicy",
+    "RETENTION_EXTENSION",
+    "NamedRetention",
+    "named_retention",
+    "retention_extension",
     "is_derivation_input",
     "derive_human",
     "AllowedSigner",
@@ -711,6 +723,10 @@ _WHERE = {
     "CheckpointTimestamp": "_retention",
     "TIMESTAMP_MEDIA_TYPE": "_retention",
     "RetentionPolicy": "_retention",
+    "RETENTION_EXTENSION": "_retention",
+    "NamedRetention": "_retention",
+    "named_retention": "_retention",
+    "retention_extension": "_retention",
     "is_derivation_input": "_inputs",
     "derive_human": "_human",
     "JUDGE_RUN_FORMAT": "_judge",

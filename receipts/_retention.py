@@ -12,7 +12,15 @@ from ._digest import Digest
 from ._errors import FormatError
 from ._model import FORMAT_VERSION, EvidenceRef, TierRecord, check_task_id
 
-__all__ = ["RetentionPolicy", "CheckpointTimestamp", "TIMESTAMP_MEDIA_TYPE"]
+__all__ = [
+    "RetentionPolicy",
+    "CheckpointTimestamp",
+    "TIMESTAMP_MEDIA_TYPE",
+    "RETENTION_EXTENSION",
+    "NamedRetention",
+    "retention_extension",
+    "named_retention",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +55,55 @@ class RetentionPolicy:
             and record.task_id not in self.holds
             and record.created + self.evidence_max_age_s <= now
         )
+
+
+RETENTION_EXTENSION = "receipt-ledger/retention"
+
+
+@dataclass(frozen=True, slots=True)
+class NamedRetention:
+    """What a checkpoint's retention line says (format.md §9): the newest retention policy
+    entry below its size that an admin validly signed, by position and entry hash, or
+    that there is none (``seq`` and ``entry`` both None).
+    """
+
+    seq: int | None
+    entry: Digest | None
+
+    def __post_init__(self) -> None:
+        if (self.seq is None) != (self.entry is None):
+            raise FormatError("a retention line names both a position and an entry hash, or neither")
+        if self.seq is not None and (isinstance(self.seq, bool) or not isinstance(self.seq, int) or self.seq < 1):
+            raise FormatError("a retention line's position is a positive integer (the genesis is no policy)")
+
+
+def retention_extension(named: NamedRetention) -> str:
+    """The checkpoint extension line for ``named``: ``receipt-ledger/retention SEQ blake3:HEX``
+    or ``receipt-ledger/retention none``.
+    """
+    if named.seq is None or named.entry is None:
+        return RETENTION_EXTENSION + " none"
+    return "%s %d %s" % (RETENTION_EXTENSION, named.seq, named.entry)
+
+
+def named_retention(extensions: tuple[str, ...]) -> NamedRetention | None:
+    """The retention line among a checkpoint's extension lines; None when it carries none
+    (a checkpoint signed before the line existed). Other extension lines are ignored.
+
+    Raises:
+        FormatError: a line starting with the prefix is malformed, or there are two.
+    """
+    lines = [e for e in extensions if e == RETENTION_EXTENSION or e.startswith(RETENTION_EXTENSION + " ")]
+    if not lines:
+        return None
+    if len(lines) > 1:
+        raise FormatError("a checkpoint carries one retention line at most")
+    words = lines[0].split(" ")
+    if words[1:] == ["none"]:
+        return NamedRetention(None, None)
+    if len(words) != 3 or not words[1].isascii() or not words[1].isdigit() or words[1] != str(int(words[1])):
+        raise FormatError("a retention line is `%s none` or `%s SEQ blake3:HEX`" % ((RETENTION_EXTENSION,) * 2))
+    return NamedRetention(int(words[1]), Digest.parse(words[2]))
 
 
 TIMESTAMP_MEDIA_TYPE = "application/timestamp-reply"

@@ -29,14 +29,17 @@ def _audit(root: Path, resume: AuditState | None = None, workers: int = 1) -> Ch
         return verify_chain(source, TRUST, resume=resume, workers=workers)
 
 
-def _checkpoint_at(root: Path, size: int) -> None:
-    """A checkpoint of the first ``size`` entries, signed by the genesis admin (valid from 0)."""
+def _checkpoint_at(root: Path, size: int, line: bool = True) -> None:
+    """A checkpoint of the first ``size`` entries, signed by the genesis admin (valid from 0),
+    with the retention line naming no policy (the sample has none), or (``line=False``)
+    without one, as checkpoints signed before the line existed."""
     conn = sqlite3.connect(root / "ledger.db")
     with conn:
         leaves = [r.leaf_hash(bytes(e)) for (e,) in conn.execute("SELECT entry FROM entries WHERE seq < ?", (size,))]
         genesis = r.decode_as(r.Genesis, conn.execute("SELECT body FROM entries WHERE seq = 0").fetchone()[0])
         origin = "receipt-ledger/" + genesis.ledger_id
-        text = r.checkpoint_text(r.Checkpoint(origin, size, r.tree_root(r.MemoryTree(leaves), size)))
+        extensions = (r.retention_extension(r.NamedRetention(None, None)),) if line else ()
+        text = r.checkpoint_text(r.Checkpoint(origin, size, r.tree_root(r.MemoryTree(leaves), size), extensions))
         note = r.SignedNote(text, (r.sign_note(text, origin, SIGNERS["admin"]),))
         conn.execute("INSERT INTO checkpoints (size, note) VALUES (?, ?)", (size, note.encode()))
     conn.close()
@@ -299,3 +302,17 @@ def test_a_state_edited_anywhere_does_not_resume(tmp_path: Path, edit: str) -> N
         del doc["tasks"]["TASK-1"]
     with pytest.raises(CannotVerify, match="re-prove"):
         _resume_with(s, doc)
+
+
+def test_a_state_whose_checkpoint_has_no_retention_line_cannot_vouch_for_the_newest_one(tmp_path: Path) -> None:
+    # Below the state's size the resumed walk cannot see which retention policy is newest;
+    # its checkpoint, signed before the line existed, does not say: fail closed, say how.
+    s = build_sample(tmp_path)
+    _checkpoint_at(s.root, 1, line=False)
+    first = _audit(s.root)
+    assert first.ok and first.state is not None
+    _checkpoint(s.root)
+    resumed = _audit(s.root, first.state)
+    assert [d.code for d in resumed.defects] == ["checkpoint-retention"]
+    assert "audit once without it" in resumed.defects[0].message
+    assert _audit(s.root).ok

@@ -12,6 +12,7 @@ from receipts import (
     CachedNodes,
     Checkpoint,
     Digest,
+    EntryKind,
     EvidenceRef,
     Keyring,
     ReceiptsError,
@@ -19,10 +20,12 @@ from receipts import (
     TierRecord,
     consistency_proof,
     decode_entry,
+    entry_hash,
     inclusion_proof,
     is_valid_consistency,
     is_valid_inclusion,
     leaf_hash,
+    named_retention,
     parse_checkpoint,
     parse_note,
     replay_keyring,
@@ -74,7 +77,11 @@ class FlatSource(SparseEntries):
         self.proofs = proofs
         self.consistency = consistency
         self.broken = broken
-        self.excused_by_retention = False
+        self.retention_unproven = False
+        try:
+            self.named = named_retention(parse_checkpoint(parse_note(self.checkpoint_text).text).extensions)
+        except ReceiptsError:
+            self.named = None  # `flat_source` reported the malformed line
 
     def open_blob(self, digest: Digest) -> BinaryIO | None:
         return self.ledger.open_blob(digest)
@@ -83,11 +90,13 @@ class FlatSource(SparseEntries):
         return False
 
     def pruned(self, record: TierRecord, ref: EvidenceRef) -> str | None:
-        # The policy in force is the newest retention entry, which only a walk proves newest
-        # (no signed pointer names it): say so, and the verifier walks instead (§8.1).
+        # The checkpoint's retention line names the policy in force at its size, and that
+        # entry was read and proven (§8.1). A policy the ledger holds beyond it, or a line
+        # the checkpoint lacks, is proven newest only by a walk: say so, and the verifier walks.
         why = self.ledger.pruned(record, ref)
-        if why is not None:
-            self.excused_by_retention = True
+        newest = self.ledger.retention()
+        if why is not None and (self.named is None or newest is None or newest[0] != self.named.seq):
+            self.retention_unproven = True
         return why
 
     def checkpoints(self) -> list[tuple[int, str]]:
@@ -170,6 +179,7 @@ def flat_source(ledger: LedgerSource, receipt: StoredEntry, policy: Transparency
         )
     else:
         entries[last.seq] = last
+    _named_retention(ledger, text, size, entries, broken)
     for start in [receipt] + ([last] if last is not None else []):
         _follow(ledger, start, "ring", entries, broken)
     _follow(ledger, receipt, "task_prev", entries, broken)
@@ -194,6 +204,41 @@ def flat_source(ledger: LedgerSource, receipt: StoredEntry, policy: Transparency
         return str(exc)
     entries = {seq: e for seq, e in entries.items() if seq < size}
     return FlatSource(ledger, entries, (size, text), proofs, consistency, broken)
+
+
+def _named_retention(
+    ledger: LedgerSource, note: str, size: int, entries: dict[int, StoredEntry], broken: list[Defect]
+) -> None:
+    """The retention policy entry the checkpoint's retention line names, added to the
+    entries read (so it is proven and its signature checked); a line that is malformed or
+    names no such entry below the checkpoint's size is `checkpoint-retention`.
+    """
+    try:
+        named = named_retention(parse_checkpoint(parse_note(note).text).extensions)
+    except ReceiptsError as exc:
+        broken.append(Defect("checkpoint-retention", "the checkpoint's retention line is malformed: %s" % exc))
+        return
+    if named is None or named.seq is None:
+        return
+    found = ledger.by_seq(named.seq) if named.seq < size else None
+    if found is None or entry_hash(found.entry) != named.entry or _kind(found) is not EntryKind.RETENTION:
+        broken.append(
+            Defect(
+                "checkpoint-retention",
+                "the checkpoint at size %d names entry %d as its retention policy, which the ledger does not hold there"
+                % (size, named.seq),
+            )
+        )
+        return
+    entries[found.seq] = found
+    _follow(ledger, found, "ring", entries, broken)
+
+
+def _kind(stored: StoredEntry) -> EntryKind | None:
+    try:
+        return decode_entry(stored.entry).kind
+    except ReceiptsError:
+        return None
 
 
 def _follow(

@@ -21,6 +21,7 @@ from receipts import (
     Entry,
     EntryKind,
     EvidenceRef,
+    Genesis,
     Keyring,
     ReceiptsError,
     RetentionPolicy,
@@ -31,9 +32,12 @@ from receipts import (
     body_hash,
     check_entry_signature,
     content_digest,
+    decode_as,
     decode_body,
     decode_entry,
+    entry_hash,
     leaf_hash,
+    named_retention,
     parse_checkpoint,
     parse_note,
     replay_keyring,
@@ -43,7 +47,7 @@ from ._errors import CannotVerify, NoLedger
 from ._evidence import read_blob
 from ._policy import Transparency
 from ._result import Defect, Finding
-from ._transparency import check_checkpoints
+from ._transparency import check_checkpoints, checkpoint_signer
 from .schema import BLOB_DIR, DB_NAME, blob_path
 
 __all__ = [
@@ -324,7 +328,18 @@ class LedgerSource:
         as the keyring stood at each: (seq, body, signer). The others grant nothing; the
         chain walk reports them.
         """
-        rows = list(self.iter_entries(kind=kind.value))
+        return self._valid(list(self.iter_entries(kind=kind.value)), kind, role)
+
+    def newest_retention(self, start: int, stop: int) -> StoredEntry | None:
+        """The newest entry with start <= seq < stop that is a retention policy by its own
+        signed bytes (not the kind column) and validly signed by an admin key as the keyring
+        stood at it: what a checkpoint's retention line names (format.md §9).
+        """
+        rows = [s for s in self.entries_between(start, stop) if _kind_of(s) is EntryKind.RETENTION]
+        valid = {seq for seq, _, _ in self._valid(rows, EntryKind.RETENTION, Role.ADMIN)}
+        return next((s for s in reversed(rows) if s.seq in valid), None)
+
+    def _valid(self, rows: list[StoredEntry], kind: EntryKind, role: Role) -> list[tuple[int, Body, str]]:
         if not rows:
             return []
         # One replay past the last of them: a key's authority at a seq is judged by when it
@@ -348,17 +363,50 @@ class LedgerSource:
 
     def retention(self) -> tuple[int, RetentionPolicy, str] | None:
         """The newest retention policy validly signed by an admin key (as the keyring stood
-        at its entry), with its seq and signer; None when the ledger has none.
+        at its entry), with its seq and signer; None when the ledger has none (format.md
+        §3.4d). Each way of finding one can only add a candidate, so hiding the newest takes
+        defeating all three: below the newest checkpoint, the entry its signed retention line
+        names; after it (or everywhere, when it has no line), the entries by their own bytes;
+        and the kind column. Read only when evidence is missing.
         """
         size = self.count()  # a writer's reader lives on while policies are appended
         if self._policy is None or self._policy[0] != size:
+            start, named = self._named_by_checkpoint()
+            found = {s.seq: s for s in self.iter_entries(kind=EntryKind.RETENTION.value)}
+            found.update((s.seq, s) for s in named)
+            found.update((s.seq, s) for s in self.entries_between(start, size) if _kind_of(s) is EntryKind.RETENTION)
+            rows = [found[seq] for seq in sorted(found)]
             policies = [
                 (s, b, who)
-                for s, b, who in self._signed(EntryKind.RETENTION, Role.ADMIN)
+                for s, b, who in self._valid(rows, EntryKind.RETENTION, Role.ADMIN)
                 if isinstance(b, RetentionPolicy)
             ]
             self._policy = (size, policies[-1] if policies else None)
         return self._policy[1]
+
+    def _named_by_checkpoint(self) -> tuple[int, list[StoredEntry]]:
+        """The newest checkpoint's size and the policy entry its retention line names, when a
+        seal or admin key of the ledger signed it and the entry is a policy by its bytes;
+        (0, []) otherwise, and the caller reads every entry.
+        """
+        newest, genesis = self.newest_checkpoint(), self.by_seq(0)
+        if newest is None or genesis is None:
+            return 0, []
+        try:
+            note = parse_note(newest[1])
+            named = named_retention(parse_checkpoint(note.text).extensions)
+            origin = decode_as(Genesis, genesis.body).origin
+            ring = replay_keyring(keyring_entries(self, newest[0]), verify_signatures=True)
+        except ReceiptsError:
+            return 0, []
+        if named is None or checkpoint_signer(ring, note, origin, newest[0]) is None:
+            return 0, []
+        if named.seq is None:
+            return newest[0], []
+        found = self.by_seq(named.seq) if named.seq < newest[0] else None
+        if found is None or entry_hash(found.entry) != named.entry or _kind_of(found) is not EntryKind.RETENTION:
+            return 0, []
+        return newest[0], [found]
 
     def timestamp_tokens(self, note_text: str, size: int) -> tuple[list[tuple[str, bytes]], str]:
         """The time-stamp tokens this ledger recorded for the checkpoint of ``size`` whose
@@ -474,6 +522,14 @@ def keyring_changes(rows: Iterable[StoredEntry], below: int | None = None) -> li
             except ReceiptsError:
                 continue
     return changes
+
+
+def _kind_of(stored: StoredEntry) -> EntryKind | None:
+    """An entry's kind by its own signed bytes (the kind column is not signed)."""
+    try:
+        return decode_entry(stored.entry).kind
+    except ReceiptsError:
+        return None  # the chain walk reports an entry that does not decode
 
 
 def keyring_entries(source: LedgerSource, upto: int) -> list[tuple[Entry, Body]]:

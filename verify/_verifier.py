@@ -130,22 +130,22 @@ def verify_receipt(
 
 def _verify_receipt(source: Source, target: str, trust: Trust, policy: Transparency, method: str) -> Result:
     result = _verify_once(source, target, trust, policy, method)
-    if result.method == "proof" and isinstance(source, LedgerSource) and _RETENTION_EXCUSED in result.warnings:
-        # Evidence excused by the retention policy rests on which policy is newest, which only a walk proves.
+    if result.method == "proof" and isinstance(source, LedgerSource) and _RETENTION_UNPROVEN in result.warnings:
+        # Evidence excused under a policy the checkpoint does not name: only a walk proves it newest.
         if method == "proof":
             raise CannotVerify(
-                "cannot verify by proof: evidence removed under the retention policy is excused only by walking,"
-                " which proves the policy in force is the newest (`--method walk`)"
+                "cannot verify by proof: evidence was removed under a retention policy the newest checkpoint does"
+                " not name (sign a checkpoint, or `--method walk`, which proves the policy in force is the newest)"
             )
         walked = _verify_once(source, target, trust, policy, "walk")
         return replace(walked, warnings=(*walked.warnings, _RETENTION_WALKED))
     return result
 
 
-_RETENTION_EXCUSED = "retention: evidence excused by a policy found by proof"
+_RETENTION_UNPROVEN = "retention: evidence excused by a policy the checkpoint does not name"
 _RETENTION_WALKED = (
-    "not checked by proof (evidence removed under the retention policy: only a walk proves the policy in force"
-    " is the newest): the chain was walked from its genesis instead"
+    "not checked by proof (evidence removed under a retention policy the newest checkpoint does not name: only a"
+    " walk proves the policy in force is the newest): the chain was walked from its genesis instead"
 )
 
 
@@ -194,7 +194,7 @@ def _verify_once(source: Source, target: str, trust: Trust, policy: Transparency
             *step8.warnings,
             *fallback,
             *unproven,
-            *((_RETENTION_EXCUSED,) if getattr(source, "excused_by_retention", False) else ()),
+            *((_RETENTION_UNPROVEN,) if getattr(source, "retention_unproven", False) else ()),
         ),
         stale=stale,
         waivers=tuple(
@@ -928,6 +928,7 @@ def _fold(
             roots[leaves.size] = leaves.root()
         if newest is not None and leaves.size == newest[0]:
             state = walk.snapshot(leaves.copy(), newest[1])
+            walk.defects += walk.retention_line(newest[1])
 
     reached()
     for stored in source.entries_between(*span):

@@ -22,6 +22,7 @@ from receipts import (
     Genesis,
     Keyring,
     KeyringError,
+    NamedRetention,
     ReceiptsError,
     Role,
     TaskEvent,
@@ -35,8 +36,11 @@ from receipts import (
     encode_body,
     entry_hash,
     entry_signed_bytes,
+    named_retention,
     namespace_for,
     next_keyring,
+    parse_checkpoint,
+    parse_note,
     replay_keyring,
     required_role,
     sshsig_verify,
@@ -91,6 +95,34 @@ class Walk:
     # A receipt's walk keeps the bodies, contracts and waivers of its own task only: memory
     # grows with that task, not the ledger (a record of another task is read again on demand).
     only_task: str | None = None
+    # The newest retention policy entry walked, which a checkpoint's retention line must
+    # name (format.md §9); None when unknown (resumed from a state whose checkpoint has no line).
+    last_retention: NamedRetention | None = NamedRetention(None, None)
+
+    def retention_line(self, checkpoint: str) -> list[Defect]:
+        """Whether the checkpoint (a signed note, at the size walked so far) names the newest
+        retention policy entry walked: `checkpoint-retention` when it names another, or its
+        line is malformed, or (resumed from a state whose checkpoint had no line) cannot be
+        checked. A checkpoint without the line names nothing; proof then walks instead.
+        """
+        try:
+            said = named_retention(parse_checkpoint(parse_note(checkpoint).text).extensions)
+        except ReceiptsError as exc:
+            return [Defect("checkpoint-retention", "the checkpoint's retention line is malformed: %s" % exc, None)]
+        if said is None or said == self.last_retention:
+            return []
+        if self.last_retention is None:
+            why = (
+                "the audit state's checkpoint predates retention lines, so it cannot be checked: audit once without it"
+            )
+        else:
+            why = "the newest retention policy below its size is %s" % (
+                "none" if self.last_retention.seq is None else "entry %d" % self.last_retention.seq
+            )
+        named = "no policy" if said.seq is None else "entry %d" % said.seq
+        return [
+            Defect("checkpoint-retention", "the checkpoint names %s as its retention policy; %s" % (named, why), None)
+        ]
 
     def defect(self, code: str, message: str, seq: int | None) -> None:
         self.defects.append(Defect(code, message, seq))
@@ -130,6 +162,10 @@ class Walk:
         if ring is None or changes[0][0].kind is not EntryKind.GENESIS:
             raise CannotVerify("the audit state's keyring does not start with a valid genesis")
         walk.keyring, walk.ring_log = ring, list(state.ring)
+        try:
+            walk.last_retention = named_retention(parse_checkpoint(parse_note(state.checkpoint).text).extensions)
+        except ReceiptsError:
+            walk.last_retention = None
         walk.genesis_admins = tuple(
             sorted(s.key_id for s in Keyring.from_genesis(genesis) if Role.ADMIN in s.spec.roles)
         )
@@ -242,6 +278,8 @@ class Walk:
             self.defect("ring-link", "entry %d does not name the latest keyring entry before it" % seq, seq)
         if entry.task_prev != (self.last_task.get(task) if task is not None else None):
             self.defect("task-link", "entry %d does not name the previous entry of its task" % seq, seq)
+        if entry.kind is EntryKind.RETENTION and entry.seq > 0:
+            self.last_retention = NamedRetention(entry.seq, this_hash)
         if entry.kind in KEYRING_KINDS:
             self.last_ring = this_hash
             self.ring_log.append((stored.entry, stored.body))

@@ -38,6 +38,7 @@ from receipts import (
     Keyring,
     KeySpec,
     LadderReceipt,
+    NamedRetention,
     ReceiptsError,
     Role,
     SignedNote,
@@ -57,13 +58,17 @@ from receipts import (
     entry_hash,
     fingerprint,
     is_valid_consistency,
+    is_valid_note_signature,
     leaf_hash,
+    named_retention,
     namespace_for,
     node_hash,
     parse_checkpoint,
     parse_note,
+    parse_public_key_blob,
     replay_keyring,
     required_role,
+    retention_extension,
     sign_entry,
     sign_note,
     sshsig_sign,
@@ -1052,10 +1057,32 @@ class Ledger:
                     old.size, size, old.root, root, consistency_proof(self, old.size, size) if old.size else []
                 ):
                     raise StoreError("the ledger is not consistent with its last checkpoint: its history was rewritten")
-            text = checkpoint_text(Checkpoint(origin, size, root))
+            named = self._retention_named(size, previous[-1] if previous else None, origin)
+            text = checkpoint_text(Checkpoint(origin, size, root, (retention_extension(named),)))
             note = SignedNote(text, (sign_note(text, origin, signer),))
             self.backend.sql("INSERT INTO checkpoints (size, note) VALUES (?, ?)", (size, note.encode()))
         return note
+
+    def _retention_named(self, size: int, previous: tuple[int, SignedNote] | None, origin: str) -> NamedRetention:
+        """The retention line of the checkpoint at ``size`` (format.md §9), from signed data
+        only (§7b): the previous checkpoint's line when a seal or admin key of this ledger
+        signed it, then the entries since, each read by its own bytes; without such a line
+        (a ledger whose checkpoints predate it) every entry is read once.
+        """
+        start, named = 0, NamedRetention(None, None)
+        if previous is not None:
+            try:
+                said = named_retention(parse_checkpoint(previous[1].text).extensions)
+            except ReceiptsError:
+                said = None
+            if said is not None and self._signed_here(previous[1], origin):
+                start, named = previous[0], said
+        found = self.reader.newest_retention(start, size)
+        return named if found is None else NamedRetention(found.seq, entry_hash(found.entry))
+
+    def _signed_here(self, note: SignedNote, origin: str) -> bool:
+        keys = (s.spec.public_key for s in self.keyring() if {Role.SEAL, Role.ADMIN} & set(s.spec.roles))
+        return any(is_valid_note_signature(note, origin, parse_public_key_blob(k)) for k in keys)
 
     def store_cosigned(self, size: int, old: SignedNote, new: SignedNote) -> None:
         """Replace the stored checkpoint at ``size`` by the same checkpoint with more
