@@ -78,6 +78,7 @@ class FlatSource(SparseEntries):
         self.consistency = consistency
         self.broken = broken
         self.retention_unproven = False
+        self._rings: dict[int, Keyring | None] = {}
         try:
             self.named = named_retention(parse_checkpoint(parse_note(self.checkpoint_text).text).extensions)
         except ReceiptsError:
@@ -93,8 +94,11 @@ class FlatSource(SparseEntries):
         # The checkpoint's retention line names the policy in force at its size, and that
         # entry was read and proven (§8.1). A policy the ledger holds beyond it, or a line
         # the checkpoint lacks, is proven newest only by a walk: say so, and the verifier walks.
-        why = self.ledger.pruned(record, ref)
-        newest = self.ledger.retention()
+        # The keyring this source proved is the ledger's whole keyring when nothing follows
+        # the checkpoint (it holds every keyring entry below it, by index and by both chains).
+        ring = self.ring_at(self.size) if self.ledger.count() == self.size else None
+        why = self.ledger.pruned(record, ref, ring)
+        newest = self.ledger.retention(ring)
         if why is not None and (self.named is None or newest is None or newest[0] != self.named.seq):
             self.retention_unproven = True
         return why
@@ -119,7 +123,9 @@ class FlatSource(SparseEntries):
     # -- how entries are proven into a checkpoint (`verify._transparency.CheckpointProof`) --
 
     def ring_at(self, size: int) -> Keyring | None:
-        return _keyring_upto(self.entries, size)
+        if size not in self._rings:
+            self._rings[size] = _keyring_upto(self.entries, size)
+        return self._rings[size]
 
     def prove(self, checkpoint: Checkpoint, receipt_seq: int) -> list[Defect]:
         # Every entry read is proven at its position into the signed root.

@@ -339,15 +339,14 @@ class LedgerSource:
         valid = {seq for seq, _, _ in self._valid(rows, EntryKind.RETENTION, Role.ADMIN)}
         return next((s for s in reversed(rows) if s.seq in valid), None)
 
-    def _valid(self, rows: list[StoredEntry], kind: EntryKind, role: Role) -> list[tuple[int, Body, str]]:
+    def _valid(
+        self, rows: list[StoredEntry], kind: EntryKind, role: Role, ring: Keyring | None = None
+    ) -> list[tuple[int, Body, str]]:
         if not rows:
             return []
         # One replay past the last of them: a key's authority at a seq is judged by when it
         # was added and revoked, which a longer replay does not change (as step 8's proof).
-        try:
-            ring = replay_keyring(keyring_entries(self, rows[-1].seq), verify_signatures=True)
-        except ReceiptsError:
-            return []
+        ring = ring or self._ring_below(rows[-1].seq)
         found = []
         for stored in rows:
             try:
@@ -361,30 +360,41 @@ class LedgerSource:
             found.append((stored.seq, body, "%s (%s)" % (state.spec.name, state.key_id)))
         return found
 
-    def retention(self) -> tuple[int, RetentionPolicy, str] | None:
+    def _ring_below(self, size: int) -> Keyring | None:
+        try:
+            return replay_keyring(keyring_entries(self, size), verify_signatures=True)
+        except ReceiptsError:
+            return None
+
+    def retention(self, ring: Keyring | None = None) -> tuple[int, RetentionPolicy, str] | None:
         """The newest retention policy validly signed by an admin key (as the keyring stood
         at its entry), with its seq and signer; None when the ledger has none (format.md
         §3.4d). Each way of finding one can only add a candidate, so hiding the newest takes
         defeating all three: below the newest checkpoint, the entry its signed retention line
         names; after it (or everywhere, when it has no line), the entries by their own bytes;
         and the kind column. Read only when evidence is missing.
+
+        Args:
+            ring: the keyring of every entry the ledger holds, replayed with its signatures
+                checked, when the caller has one; otherwise it is replayed here.
         """
         size = self.count()  # a writer's reader lives on while policies are appended
         if self._policy is None or self._policy[0] != size:
-            start, named = self._named_by_checkpoint()
+            ring = ring or self._ring_below(size)  # one replay serves every candidate and the checkpoint
+            start, named = self._named_by_checkpoint(ring)
             found = {s.seq: s for s in self.iter_entries(kind=EntryKind.RETENTION.value)}
             found.update((s.seq, s) for s in named)
             found.update((s.seq, s) for s in self.entries_between(start, size) if _kind_of(s) is EntryKind.RETENTION)
             rows = [found[seq] for seq in sorted(found)]
             policies = [
                 (s, b, who)
-                for s, b, who in self._valid(rows, EntryKind.RETENTION, Role.ADMIN)
+                for s, b, who in (self._valid(rows, EntryKind.RETENTION, Role.ADMIN, ring) if ring else [])
                 if isinstance(b, RetentionPolicy)
             ]
             self._policy = (size, policies[-1] if policies else None)
         return self._policy[1]
 
-    def _named_by_checkpoint(self) -> tuple[int, list[StoredEntry]]:
+    def _named_by_checkpoint(self, ring: Keyring | None) -> tuple[int, list[StoredEntry]]:
         """The newest checkpoint's size and the policy entry its retention line names, when a
         seal or admin key of the ledger signed it and the entry is a policy by its bytes;
         (0, []) otherwise, and the caller reads every entry.
@@ -396,7 +406,6 @@ class LedgerSource:
             note = parse_note(newest[1])
             named = named_retention(parse_checkpoint(note.text).extensions)
             origin = decode_as(Genesis, genesis.body).origin
-            ring = replay_keyring(keyring_entries(self, newest[0]), verify_signatures=True)
         except ReceiptsError:
             return 0, []
         if named is None or checkpoint_signer(ring, note, origin, newest[0]) is None:
@@ -442,8 +451,8 @@ class LedgerSource:
             if isinstance(b, CheckpointTimestamp)
         ]
 
-    def pruned(self, record: TierRecord, ref: EvidenceRef) -> str | None:
-        found = self.retention()
+    def pruned(self, record: TierRecord, ref: EvidenceRef, ring: Keyring | None = None) -> str | None:
+        found = self.retention(ring)
         if found is None or not found[1].removable(record, ref, int(time.time())):
             return None
         seq, policy, signer = found
