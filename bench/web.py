@@ -10,7 +10,9 @@
    three restarts, as a ratio to the 1k ledger's. Beside it, the same with no index file
    (the index built from nothing, once), which is what every start cost before.
 3. A receipt page whose evidence was pruned under the retention policy against one whose
-   evidence is kept (a legal hold), on a 50,000-entry ledger, interleaved, CPU medians.
+   evidence is kept (a legal hold), on a 50,000-entry ledger, interleaved, CPU medians;
+   then `ledger report` over that ledger against a copy whose checkpoint does not name the
+   retention policy (as checkpoints signed before ADR 0039 do not).
 
   python bench/web.py build DIR     # ledgers of 1k, 50k, 100k and 1M entries (slow: 1M appends)
   python bench/web.py measure DIR   # the tables
@@ -22,6 +24,8 @@ Nothing here is a test.
 from __future__ import annotations
 
 import json
+import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -35,7 +39,7 @@ from _common import demo_repo, filler, seal_demo_receipt
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import receipts as r
-from ledger import Ledger, add_key, prune, set_retention
+from ledger import Ledger, add_key, population, prune, set_retention
 from ledger.web import INDEX_FILE, ChainIndex, Pages, web_index
 from verify import LedgerSource, TrustRoot, verify_receipt
 
@@ -46,7 +50,10 @@ PRUNED = 50_000
 
 def _ledger(work: Path, size: int) -> tuple[Ledger, dict[str, r.Ed25519Signer]]:
     """A ledger of ``size - 8`` filler entries (a receipt's 8 come next), its keys."""
-    keys = {n: r.Ed25519Signer(Ed25519PrivateKey.generate()) for n in ("admin", "ci", "judge", "alice", "sealer")}
+    private = {n: Ed25519PrivateKey.generate() for n in ("admin", "ci", "judge", "alice", "sealer")}
+    keys = {n: r.Ed25519Signer(k) for n, k in private.items()}
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "sealer.key").write_bytes(private["sealer"].private_bytes_raw())  # to re-sign a checkpoint (report table)
     ledger = Ledger.create(work / "ledger", keys["admin"], "admin")
     roles = {"ci": r.Role.DETERMINISTIC, "judge": r.Role.JUDGE, "alice": r.Role.HUMAN, "sealer": r.Role.SEAL}
     for name, role in roles.items():
@@ -163,6 +170,49 @@ def measure_pruned(out: Path, rounds: int = 15, per_round: int = 5) -> None:
     print("| CPU per page | %.2f ms | %.2f ms | %.2f |" % (kept * 1000, gone * 1000, gone / kept))
 
 
+def _without_retention_line(d: Path) -> Path:
+    """A copy of the pruned ledger whose checkpoint is signed again without its retention
+    line, as every checkpoint signed before ADR 0039 is: the verifier must walk to excuse."""
+    copy = d / "ledger-without-line"
+    if not copy.exists():
+        shutil.copytree(d / "ledger", copy, ignore=shutil.ignore_patterns("cache"))
+        sealer = r.Ed25519Signer(Ed25519PrivateKey.from_private_bytes((d / "sealer.key").read_bytes()))
+        conn = sqlite3.connect(copy / "ledger.db")
+        with conn:
+            size, stored = conn.execute("SELECT size, note FROM checkpoints ORDER BY size DESC LIMIT 1").fetchone()
+            cp = r.parse_checkpoint(r.parse_note(stored).text)
+            text = r.checkpoint_text(r.Checkpoint(cp.origin, cp.size, cp.root))
+            note = r.SignedNote(text, (r.sign_note(text, cp.origin, sealer),))
+            conn.execute("UPDATE checkpoints SET note = ? WHERE size = ?", (note.encode(), size))
+        conn.close()
+    return copy
+
+
+def measure_report(out: Path, rounds: int = 5) -> None:
+    """`ledger report --from --to` (the library call it makes) over the pruned ledger, whose
+    checkpoint names its retention policy, against the same ledger with a checkpoint that
+    does not (what it cost before ADR 0039); interleaved, CPU medians."""
+    d = out / "pruned"
+    trust = TrustRoot(frozenset({(d / "trust").read_text()}), "bench")
+    roots = {"named": d / "ledger", "not named": _without_retention_line(d)}
+    times: dict[str, list[float]] = {}
+    for _ in range(rounds):
+        for what, root in roots.items():
+            ledger = Ledger.open(root)
+            try:
+                started = time.process_time()
+                rows = population(ledger, trust, 0, 1 << 40)
+                times.setdefault(what, []).append(time.process_time() - started)
+            finally:
+                ledger.close()
+            assert len(rows) == 2 and all(row.verified for row in rows), rows
+    named, before = statistics.median(times["named"]), statistics.median(times["not named"])
+    print("| `ledger report`, %d entries, one receipt pruned | policy named by the checkpoint |" % PRUNED, end="")
+    print(" checkpoint without the line | ratio |")
+    print("|---|---|---|---|")
+    print("| CPU per report | %.3f s | %.3f s | %.1f |" % (named, before, before / named))
+
+
 def _cpu(fn: Callable[[], object], n: int) -> float:
     started = time.process_time()
     for _ in range(n):
@@ -217,11 +267,15 @@ if __name__ == "__main__":
     elif len(sys.argv) == 3 and sys.argv[1] == "pruned":
         build_pruned(Path(sys.argv[2]))
         measure_pruned(Path(sys.argv[2]))
+        print()
+        measure_report(Path(sys.argv[2]))
     elif len(sys.argv) == 3 and sys.argv[1] == "measure":
         measure(Path(sys.argv[2]))
         print()
         measure_restart(Path(sys.argv[2]))
         print()
         measure_pruned(Path(sys.argv[2]))
+        print()
+        measure_report(Path(sys.argv[2]))
     else:
         raise SystemExit(__doc__)
