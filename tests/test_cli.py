@@ -441,12 +441,11 @@ def test_a_weakening_says_why_and_whose_criteria_and_the_history_shows_it(repo: 
     refused = run("contract", "set", "T-1", "--key", "admin")
     assert refused.exit_code == 2 and "gives no reason: say why with --reason" in refused.output, refused.output
     assert len(json.loads(run("contract", "show", "T-1", "--json").output)) == 1  # nothing was written
-    done = run(
-        "contract", "set", "T-1", "--key", "admin", "--reason", "tests move to CI", "--criteria-from", "ticket OPS-9"
-    )
+    reason = "tests move to CI\n    3  blake3:0  admin"  # a line break must not start a forged row
+    done = run("contract", "set", "T-1", "--key", "admin", "--reason", reason, "--criteria-from", "ticket OPS-9")
     assert done.exit_code == 0, done.output
     history = run("contract", "show", "T-1").output.splitlines()
-    assert "WEAKENS: check tests was dropped" in history[-1], history
-    assert history[-1].endswith("(reason: tests move to CI; criteria from: ticket OPS-9)"), history
+    assert len(history) == 2 and "WEAKENS: check tests was dropped" in history[-1], history
+    assert history[-1].endswith("(reason: tests move to CI\\n    3  blake3:0  admin; criteria from: ticket OPS-9)")
     (row,) = json.loads(run("contract", "show", "T-1", "--json").output)[1:]
-    assert (row["reason"], row["criteria_from"]) == ("tests move to CI", "ticket OPS-9")
+    assert (row["reason"], row["criteria_from"]) == (reason, "ticket OPS-9")

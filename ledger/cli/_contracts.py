@@ -135,4 +135,9 @@ def _history_line(r: lib.ContractHistoryRow) -> str:
     if r.weakenings or r.reason:
         source = "; criteria from: " + r.criteria_from if r.criteria_from else ""
         said += "  (reason: %s%s)" % (r.reason or "none recorded", source)
-    return said
+    return _one_line(said)
+
+
+def _one_line(text: str) -> str:
+    # A reason is free text: a line break in it would read as the start of another revision's row.
+    return text.replace("\r", "\\r").replace("\n", "\\n")
