@@ -4,58 +4,20 @@ Each command parses its arguments, makes one library call and renders the result
 goes to stdout, status and errors to stderr. Exit codes: 0 done or verified, 1
 verification rejected (or a failing verdict where a command says so), 2 bad input or
 could not run: one line on stderr, never a traceback. The commands live in one module
-per concern; importing each registers its commands on the one group.
+per concern; importing each registers its commands on the one group, which imports a
+module when one of its commands is first asked for (`_group.SECTIONS`).
 """
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import click
 
-from .. import _api as lib
-from . import (
-    _agents,
-    _contracts,
-    _git_ci,
-    _inspection,
-    _keys,
-    _ladder,
-    _retention,
-    _review,
-    _scitt,
-    _transparency,
-    _verification,
-    _web,
-)
-from ._group import cli
+from ._group import SECTIONS, cli
 from ._shared import _fail
 
-__all__ = ["cli", "main"]
-
-# Importing a module registers its commands on the group.
-COMMAND_MODULES = (
-    _keys,
-    _ladder,
-    _review,
-    _contracts,
-    _inspection,
-    _verification,
-    _transparency,
-    _scitt,
-    _git_ci,
-    _agents,
-    _web,
-    _retention,
-)
-
-
-@cli.command()
-@click.option("--keep", type=click.Path(path_type=Path, file_okay=False), help="Build the demo here and keep it.")
-def demo(keep: Path | None) -> None:
-    """Run the whole job end to end in a throwaway workspace."""
-    sys.exit(lib.run_demo(keep))
+__all__ = ["cli", "main", "SECTIONS"]
 
 
 def main() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -142,3 +143,10 @@ def keys_list(ctx: click.Context, as_json: bool) -> None:
 def keys_export(ctx: click.Context, output: Any) -> None:
     """The keyring as an OpenSSH allowed_signers file (roles as namespaces)."""
     output.write(lib.allowed_signers(_reader(ctx)))
+
+
+@cli.command()
+@click.option("--keep", type=click.Path(path_type=Path, file_okay=False), help="Build the demo here and keep it.")
+def demo(keep: Path | None) -> None:
+    """Run the whole job end to end in a throwaway workspace."""
+    sys.exit(lib.run_demo(keep))
