@@ -17,7 +17,16 @@ if TYPE_CHECKING:
     from ._errors import InputError, LedgerError, StoreError
     from ._escape import csv_cell, markdown_text, terminal_text
     from ._files import write_atomic, write_text_atomic
-    from ._layout import DEFAULT_TASK_PATTERN, contract_path, find_task, task_pattern
+    from ._git import git_root, resolve_candidate, resolve_commit
+    from ._layout import (
+        DEFAULT_TASK_PATTERN,
+        LEDGER_DIRNAME,
+        contract_path,
+        find_ledger_dir,
+        find_task,
+        hash_prefix,
+        task_pattern,
+    )
     from .agents._events import HOOK_EVENTS
     from .agents._hooks import HookAnswer, folds_case, project_relative, run_hook, task_in
     from .agents._install import (
@@ -30,8 +39,7 @@ if TYPE_CHECKING:
         start_task,
         uninstall_hooks,
     )
-    from .agents._provenance import Provenance, add_provenance, task_provenance
-    from .agents._traces import TRACE_DECISIONS_FORMAT, ingest_trace, process_facts
+    from .audit._lines import merges_lines, population_lines, stats_lines
     from .audit._merges import MERGE_COLUMNS, MergeRow, merges, merges_csv, sample_rows
     from .audit._monitor import MONITOR_STATE_FORMAT, Alert, MonitorSetup, follow_log, monitor_once, webhook_sender
     from .audit._population import POPULATION_COLUMNS, ChangeRow, mark_reached, population, population_csv
@@ -56,6 +64,7 @@ if TYPE_CHECKING:
         run_action,
         task_from,
     )
+    from .ci._lines import commit_lines, gate_lines
     from .demo._demo import demo_contract, run_demo
     from .exports._bundle import (
         EXPORT_FORMATS,
@@ -79,7 +88,6 @@ if TYPE_CHECKING:
         test_result_statement,
         vsa_statement,
     )
-    from .git._commands import git_root, resolve_candidate, resolve_commit
     from .git._loose import head_candidate
     from .git._notes import (
         BUNDLE_REFS,
@@ -94,12 +102,12 @@ if TYPE_CHECKING:
         receipt_commit,
     )
     from .git._sync import SyncResult, fetch_receipts, fetch_refspecs, push_receipts
+    from .keys._init import Initialised, init_ledger
     from .keys._key_files import generate_key_file, key_dir, key_path, load_signer, read_public_key, refuse_inside_repo
     from .keys._keyring import add_key, allowed_signers, choose_admin, create_key, genesis_admin, revoke_key
     from .keys._trust import (
         AUDITORS_PATH,
         REPO_TRUST_PATH,
-        TRUST_FILE,
         parse_auditors,
         resolve_auditors,
         resolve_trust,
@@ -126,6 +134,7 @@ if TYPE_CHECKING:
         resolve_blob,
         snapshot_of,
     )
+    from .ladder._provenance import Provenance, add_provenance, task_provenance
     from .ladder._records import (
         Evidence,
         Sealed,
@@ -145,11 +154,12 @@ if TYPE_CHECKING:
         status_report,
         task_state,
     )
-    from .store._init import Initialised, init_ledger
-    from .store._ledger import LEDGER_DIRNAME, Appended, Ledger, RecordRow, Store, find_ledger_dir, hash_prefix
+    from .ladder._traces import TRACE_DECISIONS_FORMAT, ingest_trace, process_facts
+    from .store._ledger import Appended, Ledger, RecordRow, Store
     from .store._mirror import PullResult, pull
     from .store._repair import HeadRepair, repair_head
     from .store._retention import PruneReport, prune, set_retention
+    from .store._trust_file import TRUST_FILE
     from .tiers import CheckRun, JudgeRun, LoopRun, decide, decision_caveats, run_deterministic, run_in_loop, run_judge
     from .tiers._sandbox import Sandbox, make_sandbox
     from .tiers._sealed import SealedSet, open_sealed_set, recipients_for, reveal_sealed, seal_files
@@ -181,11 +191,9 @@ if TYPE_CHECKING:
         chain_lines,
         check_document,
         check_lines,
-        commit_lines,
         contract_set_line,
         entry_document,
         entry_lines,
-        gate_lines,
         jsonable,
         judge_document,
         judge_lines,
@@ -193,13 +201,10 @@ if TYPE_CHECKING:
         keyring_rows,
         log_lines,
         log_rows,
-        merges_lines,
-        population_lines,
         pr_comment,
         pull_lines,
         sealed_line,
         signed_bytes,
-        stats_lines,
         status_lines,
         trace_lines,
         verify_lines,
@@ -510,13 +515,13 @@ _WHERE = {
     "seal": "ladder._records",
     "Sealed": "ladder._records",
     "append_tier_record": "ladder._records",
-    "stats_lines": "views._render",
+    "stats_lines": "audit._lines",
     "parse_ks": "audit._stats",
     "blob_preview": "ladder._evidence",
     "copy_blob": "ladder._evidence",
     "trace_lines": "views._render",
-    "Initialised": "store._init",
-    "init_ledger": "store._init",
+    "Initialised": "keys._init",
+    "init_ledger": "keys._init",
     "choose_admin": "keys._keyring",
     "genesis_admin": "keys._keyring",
     "refuse_inside_repo": "keys._key_files",
@@ -529,8 +534,8 @@ _WHERE = {
     "period": "_clock",
     "check_lines": "views._render",
     "check_document": "views._render",
-    "population_lines": "views._render",
-    "merges_lines": "views._render",
+    "population_lines": "audit._lines",
+    "merges_lines": "audit._lines",
     "ExportRequest": "exports._bundle",
     "export_receipt": "exports._bundle",
     "EXPORT_FORMATS": "exports._bundle",
@@ -550,9 +555,9 @@ _WHERE = {
     "Store": "store._ledger",
     "Appended": "store._ledger",
     "RecordRow": "store._ledger",
-    "LEDGER_DIRNAME": "store._ledger",
-    "find_ledger_dir": "store._ledger",
-    "hash_prefix": "store._ledger",
+    "LEDGER_DIRNAME": "_layout",
+    "find_ledger_dir": "_layout",
+    "hash_prefix": "_layout",
     "shared_store": "_config",
     "open_source": "_config",
     "write_store_config": "_config",
@@ -620,9 +625,9 @@ _WHERE = {
     "contract_history": "ladder._contracts",
     "ContractHistoryRow": "ladder._contracts",
     "waive_check": "ladder._contracts",
-    "git_root": "git._commands",
-    "resolve_commit": "git._commands",
-    "resolve_candidate": "git._commands",
+    "git_root": "_git",
+    "resolve_commit": "_git",
+    "resolve_candidate": "_git",
     "head_candidate": "git._loose",
     "Evidence": "ladder._records",
     "record_tier": "ladder._records",
@@ -648,18 +653,18 @@ _WHERE = {
     "verified_receipt": "ladder._events",
     "begin_effect": "ladder._events",
     "end_effect": "ladder._events",
-    "TRACE_DECISIONS_FORMAT": "agents._traces",
-    "ingest_trace": "agents._traces",
-    "process_facts": "agents._traces",
+    "TRACE_DECISIONS_FORMAT": "ladder._traces",
+    "ingest_trace": "ladder._traces",
+    "process_facts": "ladder._traces",
     "web_app": "web._app",
     "serve_app": "web._app",
     "build_site": "web._site",
     "Branch": "web._branch",
     "ChainIndex": "web._index",
     "web_index": "web._index",
-    "Provenance": "agents._provenance",
-    "add_provenance": "agents._provenance",
-    "task_provenance": "agents._provenance",
+    "Provenance": "ladder._provenance",
+    "add_provenance": "ladder._provenance",
+    "task_provenance": "ladder._provenance",
     "task_state": "ladder._status",
     "deterministic_runs": "ladder._status",
     "DeterministicRun": "ladder._status",
@@ -724,10 +729,10 @@ _WHERE = {
     "resolve_auditors": "keys._trust",
     "parse_auditors": "keys._trust",
     "AUDITORS_PATH": "keys._trust",
-    "TRUST_FILE": "keys._trust",
+    "TRUST_FILE": "store._trust_file",
     "REPO_TRUST_PATH": "keys._trust",
-    "gate_lines": "views._render",
-    "commit_lines": "views._render",
+    "gate_lines": "ci._lines",
+    "commit_lines": "ci._lines",
     "ReceiptCheck": "ci._gate",
     "check_receipts": "ci._gate",
     "NoteLine": "git._notes",

@@ -12,7 +12,7 @@ from typing import BinaryIO
 
 from receipts import Digest, FormatError, candidate_hash
 
-from .._errors import InputError
+from ._errors import InputError
 
 __all__ = [
     "run_git",

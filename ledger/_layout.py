@@ -1,6 +1,7 @@
 """Where a ledger directory keeps the files people edit and commit (each task's completion
 contract, the team's config.toml), and how a task id is found in a branch name or a
-title. Imports nothing beyond the standard library, so that the agent hooks, which run on
+title; and where the ledger directory itself is. Imports nothing beyond the standard
+library (and `_git` when asked where the ledger is), so that the agent hooks, which run on
 every tool call, can use it.
 """
 
@@ -9,8 +10,18 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-__all__ = ["CONTRACTS_DIR", "DEFAULT_TASK_PATTERN", "contract_path", "find_task", "task_pattern"]
+__all__ = [
+    "CONTRACTS_DIR",
+    "DEFAULT_TASK_PATTERN",
+    "LEDGER_DIRNAME",
+    "contract_path",
+    "find_ledger_dir",
+    "find_task",
+    "hash_prefix",
+    "task_pattern",
+]
 
+LEDGER_DIRNAME = ".ledger"
 CONTRACTS_DIR = "contracts"
 # Letters, a dash, digits: T-1, TASK-12, ABC-123 (matched in any case, reported in capitals).
 DEFAULT_TASK_PATTERN = r"[A-Za-z][A-Za-z0-9]*-[0-9]+"
@@ -53,3 +64,25 @@ def contract_path(ledger_dir: Path, task: str) -> Path:
     a folder.
     """
     return ledger_dir / CONTRACTS_DIR / (task.replace("/", "_") + ".toml")
+
+
+def find_ledger_dir(explicit: Path | None, cwd: Path) -> Path:
+    """``--dir`` if given, else ``.ledger`` at the git root, else in the current directory."""
+    if explicit is not None:
+        return explicit
+    from ._git import git_root
+
+    root = git_root(cwd)
+    base: Path = root if root is not None else cwd
+    return base / LEDGER_DIRNAME
+
+
+_HASH_PREFIX = re.compile(r"(?:blake3:)?([0-9a-f]{8,64})")
+
+
+def hash_prefix(text: str) -> str | None:
+    """The hex digits of a hash as people give it (``blake3:`` optional, at least 8 digits,
+    a trailing ``…`` as tables cut it), or None for text of another form.
+    """
+    found = _HASH_PREFIX.fullmatch(text.strip().rstrip("…"))
+    return found.group(1) if found else None

@@ -202,14 +202,7 @@ if TYPE_CHECKING:
         provenance_document,
         undeclared,
     )
-    from ._registration import (
-        MAX_STATEMENT_BYTES,
-        StatementRegistration,
-        cose_receipt,
-        statement_leaf,
-        statement_log_root,
-        statement_subject,
-    )
+    from ._registration import cose_receipt, statement_log_root, statement_subject
     from ._retention import (
         RETENTION_EXTENSION,
         TIMESTAMP_MEDIA_TYPE,
@@ -252,6 +245,7 @@ if TYPE_CHECKING:
         sshsig_sign,
         sshsig_verify,
     )
+    from ._statement import MAX_STATEMENT_BYTES, StatementRegistration, statement_leaf
     from ._tiles import (
         MAX_TILED_ENTRY,
         TILE_HEIGHT,
@@ -689,9 +683,9 @@ _WHERE = {
     "ScittVerdict": "_cose",
     "verify_scitt": "_cose",
     "read_cose_key": "_cose",
-    "StatementRegistration": "_registration",
-    "MAX_STATEMENT_BYTES": "_registration",
-    "statement_leaf": "_registration",
+    "StatementRegistration": "_statement",
+    "MAX_STATEMENT_BYTES": "_statement",
+    "statement_leaf": "_statement",
     "statement_subject": "_registration",
     "statement_log_root": "_registration",
     "cose_receipt": "_registration",

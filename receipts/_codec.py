@@ -21,8 +21,8 @@ from ._errors import FormatError
 from ._events import EVENT_ROLES, EventType, TaskEvent
 from ._keyring import Genesis, KeyAdd, KeyRevoke, KeySpec
 from ._model import FORMAT_VERSION, EvidenceRef, LadderReceipt, Role, Tier, TierEntry, TierRecord, Verdict
-from ._registration import StatementRegistration
 from ._retention import CheckpointTimestamp, RetentionPolicy
+from ._statement import StatementRegistration
 
 __all__ = [
     "Body",

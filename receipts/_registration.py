@@ -11,9 +11,7 @@ recomputes it, and a receipt over a root the chain does not give is a split view
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 
 import cbor2
 
@@ -31,47 +29,13 @@ from ._cose import (
     VDP_INCLUSION,
     decode_sign1,
 )
-from ._errors import FormatError
-from ._merkle import MemoryTree, inclusion_proof, leaf_hash, tree_root
-from ._model import FORMAT_VERSION
+from ._merkle import MemoryTree, inclusion_proof, tree_root
 
 __all__ = [
-    "StatementRegistration",
-    "MAX_STATEMENT_BYTES",
-    "statement_leaf",
     "statement_subject",
     "statement_log_root",
     "cose_receipt",
 ]
-
-MAX_STATEMENT_BYTES = 1 << 16
-
-
-@dataclass(frozen=True, slots=True)
-class StatementRegistration:
-    """A SCITT signed statement registered in the chain: its exact bytes, a tagged
-    COSE_Sign1 of at most 64 KiB (checked here; its signature is the registrar's
-    policy, checked before the entry is written).
-    """
-
-    statement: bytes
-    version: int = FORMAT_VERSION
-
-    def __post_init__(self) -> None:
-        if self.version != FORMAT_VERSION:
-            raise FormatError("unsupported statement registration version %r" % (self.version,))
-        if not isinstance(self.statement, bytes) or not 0 < len(self.statement) <= MAX_STATEMENT_BYTES:
-            raise FormatError("a registered statement is 1 to %d bytes" % MAX_STATEMENT_BYTES)
-        decode_sign1(self.statement)
-
-    @property
-    def leaf(self) -> bytes:
-        return statement_leaf(self.statement)
-
-
-def statement_leaf(statement: bytes) -> bytes:
-    """The statement log's leaf hash for ``statement`` (RFC 9162 leaf of its SHA-256)."""
-    return leaf_hash(hashlib.sha256(statement).digest())
 
 
 def statement_subject(statement: bytes) -> str | None:

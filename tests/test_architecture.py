@@ -318,6 +318,7 @@ def test_the_library_is_laid_out_by_concern() -> None:
         "_errors.py",
         "_escape.py",
         "_files.py",
+        "_git.py",
         "_layout.py",
     }
     assert all(len((top / name).read_text().splitlines()) <= 160 for name in shared), shared
@@ -340,3 +341,52 @@ def test_the_library_is_laid_out_by_concern() -> None:
     }
     # Each room says what it holds, in its package docstring.
     assert all(len(ast.get_docstring(ast.parse((top / r / "__init__.py").read_text())) or "") > 60 for r in rooms)
+
+
+# The floors of ledger/, lowest first: a sub-package imports only those below it (issue 46).
+FLOORS = (
+    "store",
+    "keys",
+    "ladder",
+    "tiers",
+    "transparency",
+    "exports",
+    "git",
+    "views",
+    "web",
+    "agents",
+    "ci",
+    "audit",
+    "demo",
+    "cli",
+)
+
+
+def _upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Each import from a sub-package of ledger/ into one on its own floor or above (top-level
+    modules such as `ledger._api` and `ledger._git` belong to no floor)."""
+
+    def floor(module: str) -> int | None:
+        parts = module.split(".")
+        return FLOORS.index(parts[1]) if parts[0] == "ledger" and len(parts) > 1 and parts[1] in FLOORS else None
+
+    found = []
+    for module, targets in sorted(graph.items()):
+        here = floor(module)
+        for target in sorted(targets):
+            there = floor(target)
+            if here is not None and there is not None and there >= here and module.split(".")[1] != target.split(".")[1]:
+                found.append("%s -> %s" % (module, target))
+    return found
+
+
+def test_floors_only_go_down() -> None:
+    rooms = {p.name for p in (ROOT / "ledger").iterdir() if (p / "__init__.py").is_file()}
+    assert rooms == set(FLOORS)
+    assert not _upward_imports(_module_graph())
+
+
+def test_the_floor_rule_finds_an_import_upwards() -> None:
+    graph = _module_graph()
+    graph["ledger.store._ledger"] = graph["ledger.store._ledger"] | {"ledger.keys._trust"}
+    assert _upward_imports(graph) == ["ledger.store._ledger -> ledger.keys._trust"]

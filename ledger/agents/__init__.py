@@ -1,4 +1,5 @@
 """The AI agents' side: their hooks (`_hooks`, imported on every tool call, so it imports
-little), installing them (`_install`, with the Claude Code plugin in `plugins/`), and
-their tool-call traces decided against the contract's tool policy (`_traces`).
+little) and installing them (`_install`, with the Claude Code plugin in `plugins/`). The
+agents' own records taken as evidence (provenance, tool-call traces) are the ladder's
+(`ledger.ladder._provenance`, `ledger.ladder._traces`): the tier runners read them.
 """

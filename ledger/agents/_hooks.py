@@ -493,7 +493,7 @@ class _Candidate:
     def _resolve(self, repo: Path) -> None:
         from receipts import candidate_hash
 
-        from ..git._commands import resolve_candidate
+        from .._git import resolve_candidate
         from ..git._loose import head_candidate
 
         try:
@@ -855,7 +855,7 @@ def warm() -> None:
 
     from .._config import shared_store
     from .._files import write_atomic
-    from ..git._commands import resolve_candidate
+    from .._git import resolve_candidate
     from ..git._loose import head_candidate
     from ..keys._key_files import load_signer
     from ..keys._ssh_agent import AgentSigner

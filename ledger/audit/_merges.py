@@ -27,7 +27,7 @@ from verify import Trust
 from .._clock import spreadsheet_time
 from .._errors import InputError
 from .._escape import csv_cell
-from ..git._commands import run_git
+from .._git import run_git
 from ..keys._trust import qualified_branch
 from ..store._ledger import Ledger
 from ._population import ChangeRow, population

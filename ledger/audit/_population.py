@@ -35,7 +35,7 @@ from verify import Trust, verify_receipt
 from .._clock import spreadsheet_time
 from .._errors import InputError
 from .._escape import csv_cell
-from ..git._commands import run_git
+from .._git import run_git
 from ..keys._trust import qualified_branch
 from ..ladder._evidence import evidence_json, snapshot_of
 from ..store._ledger import Ledger, RecordRow

@@ -12,15 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from receipts import Digest, ScittVerdict
 from verify import (
     AuditState,
-    BundleSource,
     LedgerSource,
     Result,
-    TileAudit,
     Transparency,
     Trust,
     exceptions,
@@ -32,10 +29,13 @@ from verify import (
 from .._config import read_bounded
 from .._errors import InputError
 from .._files import write_text_atomic
-from ..ci._gate import OpenLedger, verify_commit
-from ..exports._bundle import manifest_on_ledger
-from ..store._ledger import Ledger
-from ..views._render import chain_lines, commit_lines, pr_comment, verify_lines
+from ..views._render import chain_lines, pr_comment, verify_lines
+
+if TYPE_CHECKING:  # `ledger verify HASH` loads neither the gate, git notes nor the exporter
+    from receipts import Digest, ScittVerdict
+    from verify import TileAudit
+
+    from ..store._ledger import Ledger
 
 __all__ = ["VerifyRequest", "Verified", "Progress", "receipt_comment", "run_verify", "run_tile_audit", "check_scitt"]
 
@@ -108,7 +108,7 @@ def run_verify(
     *,
     open_source: Callable[[], LedgerSource],
     repo: Callable[[], Path],
-    open_ledger: OpenLedger | None = None,
+    open_ledger: Callable[[], LedgerSource] | None = None,
     progress: Progress | None = None,
 ) -> Verified:
     """Verify what ``request`` names against ``trust`` under ``policy``.
@@ -130,14 +130,10 @@ def run_verify(
         verify.CannotVerify: the source cannot be read.
     """
     if request.commit is not None:
-        checks = verify_commit(repo(), request.commit, trust, policy, open_ledger=open_ledger)
-        return Verified(
-            all(c.ok for c in checks),
-            [c.as_dict() for c in checks],
-            tuple(commit_lines(checks)),
-            any(c.lets_through for c in checks),
-        )
+        return _commit(repo(), request.commit, trust, policy, open_ledger)
     if request.bundle is not None:
+        from verify import BundleSource
+
         with BundleSource(request.bundle) as bundle:
             result = verify_receipt(bundle, request.receipt or bundle.receipt_hash(), trust, policy, request.method)
         return Verified(result.ok, _document(result), tuple(verify_lines(result)), bool(result.derived_eligible))
@@ -146,6 +142,21 @@ def run_verify(
             return _audit(source, request, trust, policy, progress)
         result = verify_receipt(source, request.receipt or "", trust, policy, request.method)
     return Verified(result.ok, _document(result), tuple(verify_lines(result)), bool(result.derived_eligible))
+
+
+def _commit(
+    repo: Path, commit: str, trust: Trust, policy: Transparency, open_ledger: Callable[[], LedgerSource] | None
+) -> Verified:
+    from ..ci._gate import verify_commit
+    from ..ci._lines import commit_lines
+
+    checks = verify_commit(repo, commit, trust, policy, open_ledger=open_ledger)
+    return Verified(
+        all(c.ok for c in checks),
+        [c.as_dict() for c in checks],
+        tuple(commit_lines(checks)),
+        any(c.lets_through for c in checks),
+    )
 
 
 def _document(result: Result) -> dict[str, object]:
@@ -183,6 +194,8 @@ def receipt_comment(ledger: Ledger, receipt_digest: Digest, trust: Trust) -> str
     and the goal are shown only when the receipt verifies, as the action shows them only
     from a verified bundle.
     """
+    from ..exports._bundle import manifest_on_ledger
+
     manifest, result, receipt_hash = manifest_on_ledger(ledger, receipt_digest, trust)
     return pr_comment(result, receipt_hash, manifest if result.ok else None)
 

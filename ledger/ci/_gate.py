@@ -19,7 +19,7 @@ from receipts import Digest, EventType, ReceiptsError, Signer, candidate_hash
 from verify import BundleSource, CannotVerify, LedgerSource, Result, Transparency, Trust, audited_entry, verify_receipt
 
 from .._errors import InputError, LedgerError
-from ..git._commands import resolve_commit
+from .._git import resolve_commit
 from ..git._notes import BUNDLE_REFS, NOTES_REF, NoteLine, attached, bundle_ref, open_bundle
 from ..ladder._events import record_event
 from ..store._ledger import Ledger

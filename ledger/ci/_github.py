@@ -36,16 +36,17 @@ from .._config import open_source, shared_store
 from .._errors import InputError, LedgerError
 from .._escape import markdown_text
 from .._files import write_atomic
+from .._git import run_git
 from .._layout import DEFAULT_TASK_PATTERN, contract_path, find_task, task_pattern
-from ..git._commands import run_git
 from ..git._notes import open_bundle
 from ..git._sync import fetch_receipts, push_receipts
 from ..keys._key_files import load_signer
 from ..keys._trust import branch_store, resolve_auditors, resolve_trust
 from ..store._ledger import Ledger
-from ..views._render import gate_lines, pr_comment
+from ..views._render import pr_comment
 from ._attest import Attestation, attest_kind, prepare_attestation
 from ._gate import GateResult, gate
+from ._lines import gate_lines
 
 __all__ = [
     "STEPS",

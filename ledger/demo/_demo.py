@@ -20,8 +20,8 @@ from receipts import EventType, Role, Signer, fingerprint
 from verify import LedgerSource, TrustRoot, verify_receipt
 
 from .._errors import InputError
+from .._git import git, resolve_candidate
 from ..ci._gate import gate
-from ..git._commands import git, resolve_candidate
 from ..git._notes import attach
 from ..keys._key_files import generate_key_file
 from ..keys._keyring import add_key

@@ -1,3 +1,4 @@
-"""Git as the receipts' road between machines: running git (`_commands`), receipt notes and
-bundle refs on commits (`_notes`), and fetching and pushing them (`_sync`).
+"""Receipts in git, the receipts' road between machines: receipt notes and bundle refs on
+commits (`_notes`), and fetching and pushing them (`_sync`). Running git itself is the
+plumbing every room shares (`ledger._git`).
 """

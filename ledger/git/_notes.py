@@ -28,10 +28,10 @@ from pathlib import Path
 from receipts import Digest, LadderReceipt, Signer, candidate_hash
 
 from .._errors import InputError
+from .._git import git, git_ok, git_to_file, resolve_commit, run_git
 from ..exports._bundle import export_bundle
 from ..ladder._evidence import receipt_snapshot
 from ..store._ledger import Ledger
-from ._commands import git, git_ok, git_to_file, resolve_commit, run_git
 
 __all__ = [
     "NOTES_REF",

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._errors import InputError
-from ._commands import git, git_complaint, git_ok, run_git
+from .._git import git, git_complaint, git_ok, run_git
 from ._notes import BUNDLE_REFS, NOTES_REF, git_identity
 
 __all__ = ["SyncResult", "fetch_receipts", "push_receipts", "PUSH_ATTEMPTS", "fetch_refspecs"]

@@ -10,9 +10,9 @@ from receipts import Digest, fingerprint
 
 from .._config import describe_store, without_password, write_store_config
 from .._errors import InputError
-from ..git._commands import git_root
-from ..keys._keyring import LoadSigner, genesis_admin
-from ._ledger import Ledger
+from .._git import git_root
+from ..store._ledger import Ledger
+from ._keyring import LoadSigner, genesis_admin
 
 __all__ = ["Initialised", "init_ledger"]
 

@@ -29,20 +29,16 @@ import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 
-from receipts import Role, Signer, fingerprint, namespace_for, public_key_line
 from verify import CannotVerify, Trust, TrustRoot, UnsafeTrustOnFirstUse, WitnessKey
 
 from .._config import CONFIG_NAME, config_value, store_value
 from .._errors import InputError
-from .._files import write_atomic
-from ..git._commands import git_ok, run_git
+from .._git import git_ok, run_git
+from ..store._trust_file import TRUST_FILE
 
 __all__ = [
-    "TRUST_FILE",
     "REPO_TRUST_PATH",
     "DEFAULT_TRUST_REFS",
-    "trust_file_text",
-    "write_trust_file",
     "configured_trust_ref",
     "branch_file",
     "branch_trust",
@@ -54,33 +50,9 @@ __all__ = [
     "branch_store",
 ]
 
-TRUST_FILE = "allowed_signers"
 REPO_TRUST_PATH = ".ledger/" + TRUST_FILE
 AUDITORS_PATH = ".ledger/auditing-witnesses"
 DEFAULT_TRUST_REFS = ("origin/main", "main")
-
-
-def trust_file_text(admin: Signer, admin_name: str) -> str:
-    """The pin: one allowed_signers line for the genesis admin, in the admin namespace."""
-    return (
-        "# receipt-ledger trust root: the admin key(s) this repository's ledger must start from.\n"
-        "# Commit it; the gate reads it from the target branch, never from a pull request.\n"
-        '%s namespaces="%s" %s\n'
-        % (
-            admin_name,
-            namespace_for(Role.ADMIN),
-            public_key_line(admin.public_key_blob, fingerprint(admin.public_key_blob)),
-        )
-    )
-
-
-def write_trust_file(root: Path, admin: Signer, admin_name: str) -> bool:
-    """Write ``root/allowed_signers`` unless the team already has one. True if written."""
-    path = root / TRUST_FILE
-    if path.exists():
-        return False
-    write_atomic(path, trust_file_text(admin, admin_name).encode("utf-8"))
-    return True
 
 
 def configured_trust_ref(root: Path) -> str | None:

@@ -12,7 +12,8 @@ from receipts import SNAPSHOT_FORMAT, Digest, EvidenceReader, LadderReceipt, Tie
 from verify import SMALL_BLOB, CannotVerify, evidence_reader, read_blob, read_evidence
 
 from .._errors import InputError, StoreError
-from ..store._ledger import Store, hash_prefix
+from .._layout import hash_prefix
+from ..store._ledger import Store
 
 __all__ = [
     "resolve_blob",

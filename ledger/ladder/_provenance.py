@@ -29,10 +29,10 @@ from receipts import (
 
 from .._config import read_bounded
 from .._errors import InputError
-from ..git._commands import git_ok
-from ..ladder._events import append_event, task_events
-from ..ladder._evidence import evidence_json
+from .._git import git_ok
 from ..store._ledger import Appended, Store
+from ._events import append_event, task_events
+from ._evidence import evidence_json
 
 __all__ = ["MAX_PROVENANCE", "ENTIRE_BRANCHES", "Provenance", "add_provenance", "task_provenance"]
 

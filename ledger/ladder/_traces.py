@@ -29,9 +29,9 @@ from receipts import (
 
 from .._config import read_bounded
 from .._errors import InputError
-from ..ladder._events import append_event, task_events
-from ..ladder._evidence import evidence_json
 from ..store._ledger import Appended, Store
+from ._events import append_event, task_events
+from ._evidence import evidence_json
 
 __all__ = ["TRACE_DECISIONS_FORMAT", "MAX_TRACE", "ingest_trace", "process_facts"]
 

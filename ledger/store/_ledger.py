@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import secrets
 import shutil
 import sqlite3
@@ -80,25 +79,12 @@ from verify.schema import BLOB_DIR, DB_NAME, SCHEMA, blob_path
 
 from .. import _clock
 from .._errors import CommitUnknown, InputError, NotCommitted, StoreError
-from ..git._commands import git_root
-from ..keys._trust import write_trust_file
+from .._layout import hash_prefix
 from ._backend import Backend, LockedReads
 from ._sqlite import SqliteBackend, install_staged
+from ._trust_file import write_trust_file
 
-__all__ = ["Store", "Ledger", "Appended", "RecordRow", "LEDGER_DIRNAME", "find_ledger_dir", "hash_prefix"]
-
-LEDGER_DIRNAME = ".ledger"
-_HASH_PREFIX = re.compile(r"(?:blake3:)?([0-9a-f]{8,64})")
-
-
-def hash_prefix(text: str) -> str | None:
-    """The hex digits of a hash as people give it (``blake3:`` optional, at least 8 digits,
-    a trailing ``…`` as tables cut it), or None for text of another form.
-    """
-    found = _HASH_PREFIX.fullmatch(text.strip().rstrip("…"))
-    return found.group(1) if found else None
-
-
+__all__ = ["Store", "Ledger", "Appended", "RecordRow"]
 _T = TypeVar("_T")
 _ATTEMPTS = 3  # whole write transactions tried when a shared store's connection drops before COMMIT
 # Only what is versioned with the code is let through: contracts, the shared store's
@@ -297,15 +283,6 @@ class Store(Protocol):
 
 def _task_of(body: Body) -> str | None:
     return body.task_id if isinstance(body, (TierRecord, LadderReceipt, ContractRevision, Waiver, TaskEvent)) else None
-
-
-def find_ledger_dir(explicit: Path | None, cwd: Path) -> Path:
-    """``--dir`` if given, else ``.ledger`` at the git root, else in the current directory."""
-    if explicit is not None:
-        return explicit
-    root = git_root(cwd)
-    base: Path = root if root is not None else cwd
-    return base / LEDGER_DIRNAME
 
 
 class Ledger:

@@ -27,7 +27,7 @@ from pathlib import Path
 from receipts import BASE_ENVIRONMENT, Contract, is_harness_path, thaw
 
 from .._errors import InputError
-from ..git._commands import git
+from .._git import git
 from ._harness import expected_tests, merge_pytest_tables
 from ._sandbox import Sandbox, make_sandbox
 

@@ -40,9 +40,9 @@ from receipts import (
 
 from .. import _clock
 from .._errors import InputError
-from ..agents._traces import process_facts
 from ..ladder._contracts import TargetContract, register_contract, register_in_force
 from ..ladder._records import append_tier_record
+from ..ladder._traces import process_facts
 from ..store._ledger import Appended, Store
 from ._clean_room import clean_room as _clean_room
 from ._redact import Redactor

@@ -23,7 +23,7 @@ from receipts import (
 )
 
 from .._errors import InputError
-from ..git._commands import git_ok
+from .._git import git_ok
 from ..ladder._contracts import current_contract
 from ..ladder._evidence import snapshot_of
 from ..ladder._records import append_tier_record

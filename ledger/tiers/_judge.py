@@ -241,7 +241,7 @@ def _provenance(store: Store, task_id: str, kept: _Kept, run: dict[str, Any]) ->
     """The task's provenance records, listed in the run and kept as its evidence: the
     models they name are authors for the different-family rule (§6b, §6d).
     """
-    from ..agents._provenance import task_provenance
+    from ..ladder._provenance import task_provenance
 
     records = task_provenance(store, task_id)
     if records:

@@ -44,7 +44,7 @@ from receipts import (
 
 from .. import _clock
 from .._errors import InputError
-from ..git._commands import git, run_git
+from .._git import git, run_git
 from ..store._ledger import Store
 from ._harness import control_plugin, expected_tests, read_report
 from ._redact import Redactor
@@ -576,7 +576,7 @@ def _attribution_declared(ctx: Context, check: Check, out: Evaluated) -> dict[st
     """The candidate's added lines and what the task's provenance records declare (§6d);
     the records go with the result as its evidence, for the verifier to read again.
     """
-    from ..agents._provenance import task_provenance
+    from ..ladder._provenance import task_provenance
 
     if ctx.diff is None:
         return {}  # no snapshot diff (the agent's loop): cannot be evaluated here

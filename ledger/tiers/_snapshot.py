@@ -10,7 +10,7 @@ from pathlib import Path
 from receipts import SNAPSHOT_FORMAT, Contract, Digest, candidate_hash, content_digest
 
 from .._errors import InputError
-from ..git._commands import git, git_ok, git_text
+from .._git import git, git_ok, git_text
 
 __all__ = ["Snapshot", "take_snapshot", "worktree_roots", "untracked", "remember_check_outputs"]
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import enum
 import json
 from collections.abc import Iterable, Mapping, Sequence
@@ -32,10 +31,6 @@ from verify import ChainResult, Result, StoredEntry, completeness_text, exceptio
 from .._escape import markdown_text
 
 if TYPE_CHECKING:
-    from ..audit._merges import MergeRow
-    from ..audit._population import ChangeRow
-    from ..audit._stats import FamilyStats
-    from ..ci._gate import GateResult, ReceiptCheck
     from ..ladder._records import Sealed
     from ..ladder._status import StatusReport
     from ..store._ledger import Appended
@@ -49,9 +44,7 @@ __all__ = [
     "verify_lines",
     "chain_lines",
     "pr_comment",
-    "gate_lines",
     "status_lines",
-    "commit_lines",
     "entry_document",
     "log_rows",
     "keyring_rows",
@@ -176,55 +169,6 @@ def status_lines(report: StatusReport) -> list[str]:
             % (100 * n.threshold, ", ".join(n.recent_unverified))
         )
     return lines
-
-
-def gate_lines(result: GateResult) -> list[str]:
-    """The gate's decision for a CI log: the decision, where it came from, and every
-    weakening, waiver and stale approval the passing receipt carries.
-    """
-    if result.passed:
-        lines = ["GATE PASS: %s has verified, merge-eligible receipt %s" % (result.commit[:12], result.receipt)]
-        if result.via_tree:
-            lines.append(
-                "  via its tree %s: the receipt is for commit %s, whose tree is identical (a squash or rebase merge)"
-                % (result.tree[:12], result.via_tree[:12])
-            )
-        passing = result.passing
-        if passing is not None:
-            lines.append("  verified from %s" % (passing.origin or "?"))
-            lines.append(
-                "  completeness: %s"
-                % completeness_text(passing.completeness, passing.result.certified_by if passing.result else ())
-            )
-        lines += ["  %s" % n for n in result.notices]
-    else:
-        lines = [
-            "GATE %s: %s%s"
-            % (
-                "FAIL" if result.mode == "enforce" else "WOULD BLOCK (advisory)",
-                result.commit[:12],
-                "" if result.mode == "enforce" else "; recorded, not blocking",
-            )
-        ]
-        lines += ["  %s" % reason for reason in result.reasons]
-    lines.append("  trust: %s" % result.trust)
-    return lines
-
-
-def commit_lines(checks: Iterable[ReceiptCheck]) -> list[str]:
-    """`verify --commit`: each receipt named on the commit or its tree, verified."""
-    blocks = []
-    for check in checks:
-        head = ["named on the %s's note; verified from %s" % (check.note.on, check.origin or "nowhere")]
-        if check.match == "tree":
-            head.append("for commit %s, whose tree is this one" % (check.note.commit or "?")[:12])
-        elif check.match == "stale":
-            head.append("STALE: its candidate is neither this commit nor its tree")
-        if check.result is None:
-            blocks.append("\n".join(["receipt   %s" % check.note.receipt, "CANNOT VERIFY: %s" % check.problem]))
-        else:
-            blocks.append("\n".join(verify_lines(check.result) + head))
-    return ["\n\n".join(blocks)]
 
 
 _MARK = {"pass": "✅", "fail": "❌", "skip": "⏭️", "missing": "❌", "review": "🟡", "retry": "🟡"}
@@ -463,41 +407,6 @@ def trace_lines(decisions: Iterable[ToolDecision]) -> list[str]:
     return ["%4d  %-16s %-15s %s" % (d.step, d.tool or "-", d.decision, d.reason) for d in decisions]
 
 
-def _shown(value: object, unit: str = "") -> str:
-    return "not recorded" if value is None else "%s%s" % (value, unit)
-
-
-def stats_lines(rows: Sequence[FamilyStats]) -> list[str]:
-    """`ledger stats`: per family, pass@k and pass^k with the success rate's interval, and the costs."""
-    lines = []
-    for row in rows:
-        costs = "  mean time per run: deterministic %s, judge %s; judge tokens per run: %s" % (
-            _shown(row.time_ms.get("deterministic"), " ms"),
-            _shown(row.time_ms.get("judge"), " ms"),
-            _shown(row.judge_tokens_per_run),
-        )
-        per_check = "".join(
-            "\n  check %s: %d of %d runs passed%s"
-            % (c.check, c.passes, c.runs, "".join("  pass^%d=%.3f" % kv for kv in c.pass_all))
-            for c in row.checks
-        )
-        if row.note is not None:
-            lines.append(
-                "%-24s n=%d successes=%d: %s\n%s%s"
-                % (row.family, row.trials, row.successes, row.note, costs, per_check)
-            )
-            continue
-        figures = "  ".join(
-            "pass@%d=%.3f  pass^%d=%.3f" % (*at, *every) for at, every in zip(row.pass_at, row.pass_all, strict=True)
-        )
-        low, high = row.success_rate_95ci or (0.0, 1.0)
-        lines.append(
-            "%-24s n=%d successes=%d rate=%.3f (95%% CI %.3f-%.3f)  %s\n%s%s"
-            % (row.family, row.trials, row.successes, row.success_rate or 0.0, low, high, figures, costs, per_check)
-        )
-    return lines
-
-
 def sealed_line(task: str, sealed: Sealed) -> str:
     """`ledger seal`: whether the receipt is merge-eligible and, when it is not, each reason."""
     said = "sealed %s: merge_eligible=%s" % (task, str(sealed.receipt.merge_eligible).lower())
@@ -555,57 +464,6 @@ def appended_document(name: str, appended: Appended, body: object) -> dict[str, 
         "seq": appended.seq,
         "body": jsonable(body),
     }
-
-
-def population_lines(rows: Sequence[ChangeRow], from_text: str, to_text: str) -> list[str]:
-    """`ledger report --from --to`: one line per sealed receipt (with the gate's decision
-    it made, and whether its change reached the branch when `--reached` asked), then the count.
-    """
-    reached = {None: "", True: " merged", False: " not-merged"}
-    lines = [
-        "%s  %s  %-16s %-12s eligible=%s verified=%s gate=%s%s  %s"
-        % (
-            datetime.datetime.fromtimestamp(row.sealed_at, datetime.UTC).strftime("%Y-%m-%d %H:%M"),
-            row.receipt[:19] + "…",
-            row.task,
-            (row.commit or "-")[:12],
-            "yes" if row.merge_eligible else "no",
-            "yes" if row.verified else "NO",
-            (row.gate or "-").split(" ", 1)[0],
-            reached[row.reached],
-            ", ".join("%s (%s)" % (a["name"], a["method"]) for a in row.approvers) or "no approvers",
-        )
-        for row in rows
-    ]
-    lines.append("%d sealed receipt(s) from %s to %s" % (len(rows), from_text, to_text))
-    return lines
-
-
-def merges_lines(rows: Sequence[MergeRow], branch: str, from_text: str, to_text: str) -> list[str]:
-    """`ledger report --merges`: the count and how many need a look first, then one block
-    per commit on the branch (findings first, so a clean merge is one line).
-    """
-    flagged = [row for row in rows if row.findings]
-    lines = [
-        "%d commit(s) reached %s from %s to %s; %d need a look" % (len(rows), branch, from_text, to_text, len(flagged))
-    ]
-    for row in rows:
-        lines.append(
-            "%s  %s  %-11s %-16s %s  %s"
-            % (
-                datetime.datetime.fromtimestamp(row.merged_at, datetime.UTC).strftime("%Y-%m-%d %H:%M"),
-                row.commit[:12],
-                row.kind,
-                row.task or "-",
-                "eligible at merge" if row.eligible_at_merge else "NOT ELIGIBLE AT MERGE",
-                "approved by %s of %s required" % (", ".join(row.approvals) or "nobody", row.required_approvals)
-                if row.required_approvals is not None
-                else "no contract",
-            )
-        )
-        lines += ["    ! %s" % finding for finding in row.findings]
-        lines += ["    after the merge: %s" % text for text in row.after_merge]
-    return lines
 
 
 def pull_lines(res: PullResult) -> list[str]:

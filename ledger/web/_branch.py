@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._errors import InputError
-from ..git._commands import run_git
+from .._git import run_git
 from ..keys._trust import qualified_branch
 
 __all__ = ["Branch", "BranchCommit"]
