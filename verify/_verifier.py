@@ -12,7 +12,7 @@ import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from receipts import (
     JUDGE_RUN_FORMAT,
@@ -61,18 +61,19 @@ from receipts import (
     waivers_in_force,
 )
 
-from ._bundle import BundleSource
 from ._errors import CannotVerify
 from ._evidence import blob_problem, evidence_reader, read_blob, read_evidence
 from ._flat import MissingNode, StoredNodes, flat_source
 from ._policy import Transparency
-from ._rendering import RENDERINGS, bundle_manifest, render, rendering_trust
 from ._result import ChainResult, Defect, Finding, Result, TierLine, VerificationFailed
 from ._source import LedgerSource, Source, StoredEntry, ledger_transparency
 from ._state import AuditState
 from ._transparency import checkpoint_signer, read_checkpoint
 from ._trust import Trust
 from ._walk import SignatureQueue, Walk, describe_waiver
+
+if TYPE_CHECKING:  # a receipt on a ledger never loads the bundle reader or the renderings
+    from ._bundle import BundleSource
 
 __all__ = [
     "bundle_renderings",
@@ -121,8 +122,10 @@ def verify_receipt(
     if method not in METHODS:
         raise ValueError("method is one of %s" % ", ".join(METHODS))
     result = _verify_receipt(source, target, trust, transparency or Transparency(), method)
-    if isinstance(source, BundleSource) and source.accounting and result.receipt_seq is not None:
-        step9 = _step9_renderings(source, result)
+    if getattr(source, "accounting", False) and result.receipt_seq is not None:
+        from ._bundle import BundleSource
+
+        step9 = _step9_renderings(source, result) if isinstance(source, BundleSource) else []
         if step9:
             result = replace(result, defects=(*result.defects, *step9))
     return result
@@ -241,6 +244,8 @@ def bundle_renderings(source: BundleSource, receipt_hash: str, links: bool = Tru
     Raises:
         CannotVerify: the bundle cannot be rendered (no genesis, no such receipt).
     """
+    from ._rendering import bundle_manifest, render, rendering_trust
+
     source.accounting = False
     try:
         result = _verify_receipt(source, receipt_hash, rendering_trust(source.entries), Transparency(), "auto")
@@ -267,6 +272,8 @@ def _step9_renderings(source: BundleSource, result: Result) -> list[Defect]:
         expected = bundle_renderings(source, str(Digest(receipt.body_hash)))
     except (CannotVerify, ReceiptsError) as exc:
         return [Defect("rendering-mismatch", "the bundle's renderings cannot be re-rendered: %s" % exc)]
+    from ._rendering import RENDERINGS
+
     found = []
     for name in RENDERINGS:
         try:
