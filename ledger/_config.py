@@ -82,6 +82,12 @@ def without_password(url: str) -> str:
     return parts._replace(netloc=user + "@" + netloc[1]).geturl()
 
 
+def without_user(url: str) -> str:
+    """``url`` naming no role (nor password): each clone then connects as its own PGUSER."""
+    parts = urlsplit(url)
+    return parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1]).geturl()
+
+
 def write_store_config(root: Path, url: str) -> bool:
     """Name the shared store in ``root/config.toml`` for the team to commit, unless a
     config already exists there (it is the team's file then). True if written.

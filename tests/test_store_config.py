@@ -79,3 +79,23 @@ def test_init_outside_a_git_repository_says_what_that_means(tmp_path: Path) -> N
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     res = run_cli("--dir", str(repo / ".ledger"), "init", "--admin", "other", env=keys)
     assert res.returncode == 0 and "not inside a git repository" not in res.stderr, res.stderr
+
+
+def test_init_on_a_shared_store_never_commits_the_role_it_connected_as(tmp_path: Path, pg_url: str) -> None:
+    # init connects as the owner; config.toml is for every clone: it names the store without
+    # that role (each clone's PGUSER), or the address --team-store gives.
+    import tomllib
+    from urllib.parse import urlsplit
+
+    keys = {"RECEIPT_LEDGER_KEYS": str(tmp_path / "keys")}
+    assert urlsplit(pg_url).username, pg_url
+    res = run_cli("--dir", str(tmp_path / "a" / ".ledger"), "init", "--store", pg_url, env=keys)
+    assert res.returncode == 0, res.stderr
+    written = tomllib.loads((tmp_path / "a" / ".ledger" / "config.toml").read_text())["store"]
+    assert urlsplit(written).username is None and urlsplit(written).hostname == urlsplit(pg_url).hostname
+    assert "without the role you connected as" in res.stderr and "--team-store" in res.stderr
+    team = pg_url.replace("%s@" % urlsplit(pg_url).username, "someone_else@", 1)
+    again = run_cli("--dir", str(tmp_path / "b" / ".ledger"), "init", "--store", pg_url, "--team-store", team, env=keys)
+    assert again.returncode == 2 and "already" in again.stderr  # one store holds one ledger
+    res = run_cli("--dir", str(tmp_path / "c" / ".ledger"), "init", "--team-store", team, env=keys)
+    assert res.returncode == 2 and "goes with --store" in res.stderr and not (tmp_path / "c").exists(), res.stderr

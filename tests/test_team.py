@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -59,7 +60,8 @@ def test_docs_team_md_runs_as_written_and_an_auditor_verifies_a_mirror(
         ".ledger/config.toml",
         ".ledger/contracts/T-1.toml",
     }
-    assert team.lead.git("show", "origin/main:.ledger/config.toml").strip() == 'store = "%s"' % team.url("writer")
+    committed = tomllib.loads(team.lead.git("show", "origin/main:.ledger/config.toml"))
+    assert committed == {"store": team.url("writer")}  # init wrote the writer's address, never the owner's
 
     # 4. The flow, paragraph by paragraph, on the machine each one names.
     (team.agent.clone / "a.txt").write_text("two\n")  # the agent's work

@@ -33,15 +33,28 @@ from ._shared import ROLE_CHOICE, _Group, _ledger, _reader, _root, _signer, _whe
     help="The log's origin, e.g. the URL prefix its tiles are served at without the scheme"
     " (default: receipt-ledger/<ledger id>). Signed in the genesis: it cannot change later.",
 )
+@click.option(
+    "--team-store",
+    help="With --store: the address every clone connects with (the writer role's), written to"
+    " .ledger/config.toml (default: the store's address without the role init connects as).",
+)
 @store_option
 @click.pass_context
-def init(ctx: click.Context, admin_name: str, admin_key: Path | None, origin: str | None, store: str | None) -> None:
+def init(
+    ctx: click.Context,
+    admin_name: str,
+    admin_key: Path | None,
+    origin: str | None,
+    team_store: str | None,
+    store: str | None,
+) -> None:
     """Create the ledger with a genesis entry signed by its admin key (with --store: the
     team's shared ledger, named in .ledger/config.toml for the team to commit).
     """
     root = _root(ctx)
     url = lib.shared_store(root, store) if store else _where(ctx).store
-    done = lib.init_ledger(root, admin_name, admin_key, url, _signer, origin)
+    team = lib.shared_store(root, team_store) if team_store else None  # checked as --store is
+    done = lib.init_ledger(root, admin_name, admin_key, url, _signer, origin, team)
     ctx.call_on_close(done.ledger.close)
     click.echo("\n".join(done.said), err=True)
     click.echo("\n".join(done.lines))
