@@ -145,6 +145,7 @@ if TYPE_CHECKING:
         seal,
         seal_receipt,
     )
+    from .ladder._shown import Shown, find_shown
     from .ladder._status import (
         DeterministicRun,
         Nudge,
@@ -209,6 +210,7 @@ if TYPE_CHECKING:
         trace_lines,
         verify_lines,
     )
+    from .views._shown import shown_views
     from .web._app import serve_app, web_app
     from .web._branch import Branch
     from .web._index import ChainIndex, web_index
@@ -222,6 +224,9 @@ __all__ = [
     "RecordRow",
     "LEDGER_DIRNAME",
     "find_ledger_dir",
+    "Shown",
+    "find_shown",
+    "shown_views",
     "hash_prefix",
     "shared_store",
     "open_source",
@@ -557,6 +562,9 @@ _WHERE = {
     "RecordRow": "store._ledger",
     "LEDGER_DIRNAME": "_layout",
     "find_ledger_dir": "_layout",
+    "Shown": "ladder._shown",
+    "find_shown": "ladder._shown",
+    "shown_views": "views._shown",
     "hash_prefix": "_layout",
     "shared_store": "_config",
     "open_source": "_config",

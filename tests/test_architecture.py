@@ -375,7 +375,12 @@ def _upward_imports(graph: dict[str, set[str]]) -> list[str]:
         here = floor(module)
         for target in sorted(targets):
             there = floor(target)
-            if here is not None and there is not None and there >= here and module.split(".")[1] != target.split(".")[1]:
+            if (
+                here is not None
+                and there is not None
+                and there >= here
+                and module.split(".")[1] != target.split(".")[1]
+            ):
                 found.append("%s -> %s" % (module, target))
     return found
 

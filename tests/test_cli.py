@@ -405,7 +405,10 @@ def test_commands_take_the_hash_prefix_that_tables_print(repo: Path) -> None:
         assert shown.exit_code == 0 and json.loads(shown.stdout)["entry"]["body_hash"] == full, (prefix, shown.output)
         assert run("verify", prefix).exit_code == 0, prefix
     missing = run("show", "blake3:00000000")
-    assert missing.exit_code == 2 and "no entry, record or receipt hash starts with 00000000" in missing.output
+    assert (
+        missing.exit_code == 2
+        and "no entry, record, receipt, contract or evidence hash starts with 00000000" in missing.output
+    )
     short = run("show", "blake3:1234567")
     assert short.exit_code == 2 and "not a hash of the form" in short.output
 
@@ -449,3 +452,41 @@ def test_a_weakening_says_why_and_whose_criteria_and_the_history_shows_it(repo: 
     assert history[-1].endswith("(reason: tests move to CI\\n    3  blake3:0  admin; criteria from: ticket OPS-9)")
     (row,) = json.loads(run("contract", "show", "T-1", "--json").output)[1:]
     assert (row["reason"], row["criteria_from"]) == (reason, "ticket OPS-9")
+
+
+def test_every_hash_a_command_prints_is_one_show_reads(repo: Path) -> None:
+    # Issue 46: check's evidence digests, contract show's contract hash, log's entries,
+    # status's and seal's receipts; each printed form is accepted by `show`, which says
+    # what it is: an entry (record, receipt), a contract as its TOML, evidence as its text.
+    import re
+
+    setup_keys()
+    printed = {
+        "check": run("check", "T-1", "--key", "ci").stdout,
+        "contract show": run("contract", "show", "T-1").stdout,
+    }
+    assert run("judge", "T-1", "--key", "judge").exit_code == 0
+    assert run("approve", "T-1", "--key", "alice", "--yes", "--comment", "fine").exit_code == 0
+    printed["seal"] = run("seal", "T-1", "--key", "sealer").stdout
+    printed["log"] = run("log").stdout
+    printed["status"] = run("status").stdout
+    found = {
+        (where, token)
+        for where, text in printed.items()
+        for token in re.findall(r"blake3:[0-9a-f]{8,64}…?|(?<![0-9a-z:])[0-9a-f]{12}(?![0-9a-f])", text)
+    }
+    assert {w for w, _ in found} >= {"check", "contract show", "seal", "log"}, printed
+    for where, token in sorted(found):
+        shown = run("show", token)
+        assert shown.exit_code == 0, (where, token, shown.output)
+    contract = next(t for w, t in found if w == "contract show")
+    assert 'task = "T-1"' in run("show", contract).stdout  # the contract, as its TOML
+    evidence = [t for w, t in found if w == "check"]
+    assert any("print('ok')" in run("show", t).stdout or "ok" in run("show", t).stdout for t in evidence)
+
+
+def test_show_reads_a_contract_revision_as_its_toml(repo: Path) -> None:
+    setup_keys()
+    entry = next(row for row in json.loads(run("log", "--json").stdout) if row["kind"] == "contract")
+    shown = run("show", entry["hash"]).stdout
+    assert "contract:\n" in shown and '  task = "T-1"' in shown and 'goal = "a.txt exists"' in shown, shown

@@ -129,7 +129,7 @@ def sealed_reveal(ctx: click.Context, task: str, key_name: str, rev: str) -> Non
 
 
 def _history_line(r: lib.ContractHistoryRow) -> str:
-    said = "%5d  %s  %s" % (r.seq, r.config, r.signer)
+    said = "%5d  %s  %s" % (r.seq, r.config, r.signer_name or r.signer)
     if r.weakenings:
         said += "  WEAKENS: " + "; ".join(r.weakenings)
     if r.weakenings or r.reason:

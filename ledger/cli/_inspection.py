@@ -10,7 +10,7 @@ from .. import _api as lib
 from ._group import cli
 from ._options import json_option
 from ._output import emit
-from ._shared import _reader, _resolved
+from ._shared import _reader
 
 
 @cli.command()
@@ -20,19 +20,22 @@ from ._shared import _reader, _resolved
 @json_option
 @click.pass_context
 def show(ctx: click.Context, hash_text: str, signed_bytes: bool, signature: bool, as_json: bool) -> None:
-    """Show an entry, record or receipt (by record/receipt hash or entry hash)."""
+    """Show what a hash names: an entry, record or receipt (by its hash or entry hash), a
+    contract (as its TOML) or evidence (as its text, with its type), whole or by the prefix
+    any table printed.
+    """
     ledger = _reader(ctx)
-    stored = ledger.find(_resolved(ctx, hash_text, ledger))
-    if stored is None:
-        raise lib.InputError("no entry with hash %s" % hash_text)
-    if signed_bytes:
+    shown = lib.find_shown(ledger, hash_text)
+    stored = ledger.find(shown.entry) if shown.entry is not None else None
+    if (signed_bytes or signature) and stored is None:
+        raise lib.InputError("--signed-bytes and --signature show an entry's; %s is a %s" % (hash_text, shown.kind))
+    if signed_bytes and stored is not None:
         sys.stdout.buffer.write(lib.signed_bytes(stored))
         sys.stdout.buffer.flush()
-    elif signature:
+    elif signature and stored is not None:
         click.echo(lib.armored_signature(stored), nl=False)
     else:
-        names = {s.key_id: s.spec.name for s in ledger.keyring()}
-        emit(as_json, lib.entry_document(stored), lib.entry_lines(stored, names))
+        emit(as_json, *lib.shown_views(ledger, shown))
 
 
 @cli.command()

@@ -170,12 +170,14 @@ class ContractHistoryRow:
     weakenings: tuple[str, ...]
     reason: str = ""
     criteria_from: str = ""
+    signer_name: str = ""  # the key's name in the keyring ("" for a key it does not hold)
 
     def as_dict(self) -> dict[str, object]:
         return {
             "seq": self.seq,
             "config": str(self.config),
             "signer": self.signer,
+            "signer_name": self.signer_name,
             "weakenings": list(self.weakenings),
             "reason": self.reason,
             "criteria_from": self.criteria_from,
@@ -185,6 +187,7 @@ class ContractHistoryRow:
 def contract_history(store: Store, task_id: str) -> list[ContractHistoryRow]:
     """The task's contract revisions, oldest first, each with what it weakened."""
     rows, prev = [], None
+    names = {state.key_id: state.spec.name for state in store.keyring()}
     for seq, revision in store.contract_revisions(task_id):
         stored = store.reader.by_seq(seq)
         if stored is None:
@@ -198,6 +201,7 @@ def contract_history(store: Store, task_id: str) -> list[ContractHistoryRow]:
                 weakenings(prev, current) if prev else (),
                 revision.reason,
                 revision.criteria_from,
+                names.get(decode_entry(stored.entry).signer, ""),
             )
         )
         prev = current

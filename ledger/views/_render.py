@@ -16,7 +16,6 @@ from receipts import (
     LadderReceipt,
     RetentionPolicy,
     TierRecord,
-    ToolDecision,
     armor,
     config_hash,
     decode_body,
@@ -31,6 +30,8 @@ from verify import ChainResult, Result, StoredEntry, completeness_text, exceptio
 from .._escape import markdown_text
 
 if TYPE_CHECKING:
+    from receipts import ToolDecision
+
     from ..ladder._records import Sealed
     from ..ladder._status import StatusReport
     from ..store._ledger import Appended
@@ -333,7 +334,15 @@ def entry_lines(stored: StoredEntry, names: Mapping[str, str]) -> list[str]:
         "body hash  %s" % entry["body_hash"],
         "body:",
     ]
-    return lines + ["  " + line for line in json.dumps(doc["body"], indent=2, sort_keys=True).splitlines()]
+    body = dict(doc["body"])
+    contract = body.pop("contract", None) if entry["kind"] == "contract" else None
+    lines += ["  " + line for line in json.dumps(body, indent=2, sort_keys=True).splitlines()]
+    if isinstance(contract, str):  # a revision's contract, as the TOML it is (the JSON keeps its bytes in hex)
+        lines += [
+            "contract:",
+            *("  " + line for line in bytes.fromhex(contract).decode("utf-8", "replace").splitlines()),
+        ]
+    return lines
 
 
 def log_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
