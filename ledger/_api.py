@@ -104,7 +104,7 @@ if TYPE_CHECKING:
     from .git._sync import SyncResult, fetch_receipts, fetch_refspecs, push_receipts
     from .keys._init import Initialised, init_ledger
     from .keys._key_files import generate_key_file, key_dir, key_path, load_signer, read_public_key, refuse_inside_repo
-    from .keys._keyring import add_key, allowed_signers, choose_admin, create_key, genesis_admin, revoke_key
+    from .keys._keyring import add_key, allowed_signers, choose_admin, create_key, genesis_admin, held_admin, revoke_key
     from .keys._trust import (
         AUDITORS_PATH,
         REPO_TRUST_PATH,
@@ -195,6 +195,7 @@ if TYPE_CHECKING:
         contract_set_line,
         entry_document,
         entry_lines,
+        generated_key_note,
         jsonable,
         judge_document,
         judge_lines,
@@ -284,6 +285,7 @@ __all__ = [
     "Initialised",
     "init_ledger",
     "choose_admin",
+    "held_admin",
     "genesis_admin",
     "refuse_inside_repo",
     "latest_checkpoint",
@@ -434,6 +436,7 @@ __all__ = [
     "contract_set_line",
     "sealed_line",
     "key_line",
+    "generated_key_note",
     "signed_bytes",
     "parse_tiers",
     "seal",
@@ -515,6 +518,7 @@ _WHERE = {
     "contract_set_line": "views._render",
     "sealed_line": "views._render",
     "key_line": "views._render",
+    "generated_key_note": "views._render",
     "signed_bytes": "views._render",
     "parse_tiers": "ladder._records",
     "seal": "ladder._records",
@@ -528,6 +532,7 @@ _WHERE = {
     "Initialised": "keys._init",
     "init_ledger": "keys._init",
     "choose_admin": "keys._keyring",
+    "held_admin": "keys._keyring",
     "genesis_admin": "keys._keyring",
     "refuse_inside_repo": "keys._key_files",
     "latest_checkpoint": "transparency._proofs",

@@ -118,9 +118,12 @@ def team_from_docs(tmp: Path, here: Site, superuser: str, files: dict[str, str])
     lead.runs(here.apply(create.text))
     team = Team(here, remote, lead, *(Machine(tmp, name, remote) for name in ("ci", "agent", "alice", "bob")))
     psql(team.url("owner"), here.apply(grants.text))
-    for machine, file_name in ((team.agent, "agent"), (team.alice, "id_ed25519"), (team.bob, "id_ed25519")):
-        (lead.home / (machine.name + ".pub")).write_bytes(machine.ssh_key(file_name).read_bytes())
-    (keys,) = blocks("team.md", "3.", "sh")
+    agent_key, keys = blocks("team.md", "3.", "sh")
+    said = team.agent.runs(here.apply(agent_key.text))  # no admin key there: the pair only
+    assert "not in the keyring yet" in said, said
+    (lead.home / "agent.pub").write_bytes((team.agent.keys / "agent.pub").read_bytes())
+    for machine in (team.alice, team.bob):
+        (lead.home / (machine.name + ".pub")).write_bytes(machine.ssh_key("id_ed25519").read_bytes())
     lead.runs(here.apply(keys.text))
     team.ci.keys.mkdir(parents=True)
     for half in ("ci", "ci.pub"):

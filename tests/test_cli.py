@@ -490,3 +490,25 @@ def test_show_reads_a_contract_revision_as_its_toml(repo: Path) -> None:
     entry = next(row for row in json.loads(run("log", "--json").stdout) if row["kind"] == "contract")
     shown = run("show", entry["hash"]).stdout
     assert "contract:\n" in shown and '  task = "T-1"' in shown and 'goal = "a.txt exists"' in shown, shown
+
+
+def test_keys_generate_where_no_admin_key_is_held_makes_the_pair_for_an_admin_to_add(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The agent's machine (issue 46): docs/agents.md's set-up line works there, and says
+    # what the admin runs; the admin's `keys add` then registers exactly that key.
+    setup_keys()
+    monkeypatch.setenv("RECEIPT_LEDGER_KEYS", str(tmp_path / "agent-keys"))
+    made = run("keys", "generate", "agent", "--role", "agent")
+    assert made.exit_code == 0, made.output
+    assert "not in the keyring yet" in made.stdout and "ledger keys add agent" in made.stderr, made.output
+    public = tmp_path / "agent-keys" / "agent.pub"
+    assert public.is_file() and (tmp_path / "agent-keys" / "agent").stat().st_mode & 0o777 == 0o600
+    assert not any(r["kind"] == "key_add" and "agent" in json.dumps(r) for r in json.loads(run("log", "--json").stdout))
+    monkeypatch.setenv("RECEIPT_LEDGER_KEYS", str(tmp_path / "keys"))  # back on the admin's machine
+    added = run("keys", "add", "agent", str(public), "--role", "agent")
+    assert added.exit_code == 0 and "added at entry" in added.stdout, added.output
+    # A named admin that is not held is still an error, not a quiet key pair.
+    monkeypatch.setenv("RECEIPT_LEDGER_KEYS", str(tmp_path / "agent-keys"))
+    named = run("keys", "generate", "other", "--role", "human", "--admin", "admin")
+    assert named.exit_code == 2 and not (tmp_path / "agent-keys" / "other").exists(), named.output

@@ -85,7 +85,7 @@ def test_docs_team_md_runs_as_written_and_an_auditor_verifies_a_mirror(
     assert auditor is not None
 
     # The agent's key signs claims only; the signed checks were CI's (docs/agents.md).
-    refused = run_shell(here.apply("ledger check T-1 --key ~/.ssh/agent"), team.agent.clone, team.agent.env)
+    refused = run_shell(here.apply("ledger check T-1 --key agent"), team.agent.clone, team.agent.env)
     assert refused.returncode == 2 and "has no deterministic role" in refused.stderr, refused.stderr
     (verified,) = json.loads(auditor.ledger("verify", "--commit", "HEAD", "--json"))
     receipt = verified["receipt"]

@@ -178,7 +178,7 @@ def _claude_code_stop(agent: Machine) -> subprocess.CompletedProcess[str]:
         "hook_event_name": "Stop",
         "stop_hook_active": False,
     }
-    env = {**agent.env, "CLAUDE_PROJECT_DIR": str(agent.clone), "LEDGER_AGENT_KEY": str(agent.home / ".ssh" / "agent")}
+    env = {**agent.env, "CLAUDE_PROJECT_DIR": str(agent.clone)}  # the hook finds the key where docs/agents.md puts it
     return subprocess.run(
         ["sh", "-c", command], input=json.dumps(payload), cwd=agent.clone, env=env, capture_output=True, text=True
     )

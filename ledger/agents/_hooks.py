@@ -597,8 +597,9 @@ def _stop_answer(
         if advice.deferred
         else ""
     )
-    if recorded is not None and outcome == "stopped":  # an unrecorded claim is a reason to keep going
-        failing, outcome = (("(hook)", recorded),), ("blocked" if blocks < budget else "budget-spent")
+    # A claim that could not be recorded is not a failing check: the agent cannot repair the
+    # key's place. It is said once, to the agent with the checks and to the user.
+    unrecorded = "receipt-ledger: %s" % recorded if recorded is not None else ""
     if outcome == "blocked":
         state["blocks"] = blocks + 1
         _save_state(where, state)
@@ -609,17 +610,31 @@ def _stop_answer(
             % (where.task, len(failing), blocks + 1, budget, table)
         )
         reason += "\n" + later if later else ""
-        return HookAnswer(0, json.dumps({"decision": "block", "reason": reason}) + "\n", then=then)
+        reason += "\n" + unrecorded if unrecorded else ""
+        doc = {"decision": "block", "reason": reason, **({"systemMessage": unrecorded} if unrecorded else {})}
+        return HookAnswer(0, json.dumps(doc) + "\n", then=then)
     state["blocks"] = 0
     _save_state(where, state)
+    claim = "no claim recorded" if unrecorded else "claim recorded"
     if outcome == "budget-spent":
-        said = "the claim recorded as unverified" if recorded is None else recorded
-        said = "receipt-ledger: repair budget of %d spent; stopping with %s\n" % (budget, said)
-        return HookAnswer(0, "", said + (later + "\n" if later else ""), then=then)
-    if later:
+        kept = "no claim recorded" if unrecorded else "the claim recorded as unverified"
+        said = ["receipt-ledger: repair budget of %d spent; stopping with %s" % (budget, kept)]
+        said += [later] if later else []
+    elif later:
         what = "the %d check(s) run pass (advisory)" % advice.ran if advice.ran else "no check ran within the budget"
-        return HookAnswer(0, "", "receipt-ledger: claim recorded; %s. %s\n" % (what, later), then)
-    return HookAnswer(0, "", "receipt-ledger: %s\n" % (recorded or "claim recorded; the checks pass (advisory)"), then)
+        said = ["receipt-ledger: %s; %s. %s" % (claim, what, later)]
+    else:
+        said = ["receipt-ledger: %s; the checks pass (advisory)" % claim]
+    if not unrecorded:
+        return HookAnswer(0, "", "\n".join(said) + "\n", then=then)
+    warning = "%s; %s" % (unrecorded, _KEY_HINT)
+    return HookAnswer(0, json.dumps({"systemMessage": warning}) + "\n", "\n".join([*said, warning]) + "\n", then)
+
+
+_KEY_HINT = (
+    "the agent's key is `agent` in ~/.config/receipt-ledger/keys (or LEDGER_AGENT_KEY: a key name or a file),"
+    " its public half added by an admin (docs/agents.md)"
+)
 
 
 def _claimed(

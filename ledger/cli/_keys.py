@@ -98,16 +98,18 @@ def _roles_option(f: F) -> F:
 def keys_generate(
     ctx: click.Context, name: str, roles: Sequence[str], out: Path | None, passphrase: bool, admin: str | None
 ) -> None:
-    """Generate an OpenSSH Ed25519 key pair and add it to the keyring."""
+    """Generate an OpenSSH Ed25519 key pair and add it to the keyring (where no admin key is
+    held, as on the agent's machine: only the pair, its public half for an admin to add).
+    """
     ledger = _ledger(ctx)
-    admin_signer = lib.choose_admin(ledger, admin, _signer)
+    admin_signer = lib.held_admin(ledger, admin, _signer)
     path = out or lib.key_path(name)
     lib.refuse_inside_repo(path, ledger.root)
     secret = (
         click.prompt("Passphrase", hide_input=True, confirmation_prompt=True, err=True).encode() if passphrase else None
     )
     signer, appended = lib.create_key(ledger, admin_signer, name, [Role(r) for r in roles], path, secret)
-    click.echo("wrote %s and %s.pub" % (path, path), err=True)
+    click.echo(lib.generated_key_note(name, roles, path, appended), err=True)
     click.echo(lib.key_line(name, signer.public_key_blob, appended))
 
 

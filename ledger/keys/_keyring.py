@@ -104,13 +104,32 @@ def allowed_signers(store: Store) -> str:
     return allowed_signers_text(ring, times)
 
 
+def held_admin(ledger: Store, named: str | None, load: LoadSigner) -> Signer | None:
+    """`choose_admin`, or None when none is named and this machine holds no admin key (the
+    agent's machine, a reviewer's laptop: a key made there is registered by an admin).
+
+    Raises:
+        InputError: the named key cannot be loaded.
+    """
+    if named is not None:
+        return load(named)
+    try:
+        return choose_admin(ledger, None, load)
+    except InputError:
+        return None
+
+
 def create_key(
-    store: Store, admin: Signer, name: str, roles: Sequence[Role], path: Path, passphrase: bytes | None = None
-) -> tuple[Ed25519Signer, Appended]:
-    """Generate an OpenSSH Ed25519 key pair at ``path`` (private file 0600) and add it to
-    the keyring. If the keyring refuses it, no key file is left behind.
+    store: Store, admin: Signer | None, name: str, roles: Sequence[Role], path: Path, passphrase: bytes | None = None
+) -> tuple[Ed25519Signer, Appended | None]:
+    """Generate an OpenSSH Ed25519 key pair at ``path`` (private file 0600) and, with an
+    ``admin`` to sign it, add it to the keyring; without one, only the files are made and
+    the caller says who registers the public half. If the keyring refuses it, no key file
+    is left behind.
     """
     signer = generate_key_file(path, name, passphrase)
+    if admin is None:
+        return signer, None
     try:
         return signer, add_key(store, admin, name, roles, signer.public_key_blob)
     except BaseException:

@@ -25,7 +25,16 @@ from receipts import (
     public_key_line,
     utc_text,
 )
-from verify import ChainResult, Result, StoredEntry, completeness_text, exceptions, headline
+from verify import (
+    UNPROVEN_PREFIX,
+    ChainResult,
+    Result,
+    StoredEntry,
+    completeness_text,
+    exceptions,
+    headline,
+    is_note,
+)
 
 from .._escape import markdown_text
 
@@ -108,11 +117,11 @@ def verify_lines(result: Result) -> list[str]:
             lines.append("  not eligible because: %s" % reason)
     if result.checkpoint:
         lines.append("checkpoint %s" % result.checkpoint)
-    lines.append("completeness %s" % completeness_text(result.completeness, result.certified_by))
+    if not any(w.startswith(UNPROVEN_PREFIX) for w in result.warnings):  # else its warning says it, once
+        lines.append("completeness %s" % completeness_text(result.completeness, result.certified_by))
     for w in result.weakenings:
         lines.append("WEAKENING: %s" % w)
-    for w in result.warnings:
-        lines.append("warning: %s" % w)
+    lines += ["%s: %s" % ("note" if is_note(w) else "warning", w) for w in result.warnings]
     for w in result.waivers:
         lines.append("waiver in force: %s" % w)
     for w in result.stale:
@@ -429,9 +438,24 @@ def contract_set_line(task: str, data: bytes, appended: Appended | None) -> str:
     return "contract %s of %s recorded at entry %d" % (config_hash(data), task, appended.seq)
 
 
-def key_line(name: str, public_key_blob: bytes, appended: Appended) -> str:
-    """`ledger keys add` and `generate`: the key's name and fingerprint, and its entry."""
+def key_line(name: str, public_key_blob: bytes, appended: Appended | None) -> str:
+    """`ledger keys add` and `generate`: the key's name and fingerprint, and its entry (or
+    that it is not in the keyring yet).
+    """
+    if appended is None:
+        return "%s %s not in the keyring yet" % (name, fingerprint(public_key_blob))
     return "%s %s added at entry %d" % (name, fingerprint(public_key_blob), appended.seq)
+
+
+def generated_key_note(name: str, roles: Sequence[str], path: Path, appended: Appended | None) -> str:
+    """What `keys generate` wrote, and, for a key no admin here could add, who adds it how."""
+    said = "wrote %s and %s.pub" % (path, path)
+    if appended is not None:
+        return said
+    return (
+        "%s; no admin key is held here, so it is not in the keyring: an admin adds its public half with\n"
+        "  ledger keys add %s %s.pub %s" % (said, name, path, " ".join("--role " + r for r in roles))
+    )
 
 
 def signed_bytes(stored: StoredEntry) -> bytes:
