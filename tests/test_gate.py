@@ -269,3 +269,62 @@ def test_the_comment_opens_with_the_decision_and_lists_failing_checks_first() ->
     assert text.index("| tests | ❌ fail | exit code 1 |") < text.index("| lint | ✅ pass | exit code 0 |")
     assert "- ✅ alice approved (interactive, 1970-01-01T00:00:00Z): fine" in lines
     assert "ledger verify --commit " + "c" * 40 in lines
+
+
+def test_verify_commit_says_which_receipt_decides_and_why_the_others_do_not(
+    flow: tuple[Path, dict[str, str], str],
+) -> None:
+    # Issue 46: three receipts on one commit read as three verdicts. The first line is the
+    # decision the gate makes, naming its receipt; each other receipt says why it does not decide.
+    repo, env, receipt = flow
+    assert run_cli("attach", receipt, cwd=repo, env=env).returncode == 0
+    rejected = ("reject", "TASK-1", "--key", "alice", "--yes", "--reason", "changed my mind")
+    assert run_cli(*rejected, cwd=repo, env=env).returncode == 0
+    blocking = run_cli("seal", "TASK-1", "--key", "sealer", cwd=repo, env=env).stdout.strip()
+    assert run_cli("attach", blocking, "--key", "sealer", cwd=repo, env=env).returncode == 0
+    shown = run_cli("verify", "--commit", "HEAD", cwd=repo, env=env)
+    assert shown.returncode == 3, shown.stdout + shown.stderr  # verified, not eligible (docs/format.md §8a)
+    lines = shown.stdout.splitlines()
+    assert lines[0].startswith("NOT MERGE-ELIGIBLE: decided by receipt %s" % blocking), lines[:3]
+    assert (
+        lines[1]
+        == "  does not decide: %s is older than the deciding receipt (or sealed with it and outvoted)" % receipt
+    )
+    # The deciding receipt's own block comes first; the older one's follows.
+    assert shown.stdout.index("receipt   " + blocking) < shown.stdout.index("receipt   " + receipt)
+    doc = json.loads(run_cli("verify", "--commit", "HEAD", "--json", cwd=repo, env=env).stdout)
+    assert {c["receipt"]: c["decides"] for c in doc} == {blocking: True, receipt: False}
+
+
+_CONTRADICTS_A_PASS = ("not eligible", "not merge-eligible", "rejected")
+
+
+def test_a_pass_reads_as_one_verdict_on_every_screen(flow: tuple[Path, dict[str, str], str]) -> None:
+    # Issue 46: gate, verify and seal print the decision first, and no line under a pass
+    # says the opposite ("not eligible", "unproven") of the same decision; how a receipt was
+    # checked is a note, never a warning.
+    repo, env, receipt = flow
+    assert run_cli("attach", receipt, cwd=repo, env=env).returncode == 0
+    state = repo.parent / "gate-audit.json"
+    screens = {
+        "gate": run_cli("--dir", ".ledger", "gate", "--audit-state", str(state), cwd=repo, env=env),
+        "verify": run_cli("verify", receipt, cwd=repo, env=env),
+        "verify --commit": run_cli("--dir", ".ledger", "verify", "--commit", "HEAD", cwd=repo, env=env),
+    }
+    for args in (("check", "TASK-1", "--key", "ci"), ("judge", "TASK-1", "--key", "judge")):
+        assert run_cli(*args, cwd=repo, env=env).returncode == 0
+    assert run_cli("approve", "TASK-1", "--key", "alice", "--yes", "--comment", "ok", cwd=repo, env=env).returncode == 0
+    screens["seal"] = run_cli("seal", "TASK-1", "--key", "sealer", cwd=repo, env=env)
+    for name, shown in screens.items():
+        text = (shown.stdout + shown.stderr).lower()
+        assert shown.returncode == 0, (name, text)
+        found = [word for word in _CONTRADICTS_A_PASS if word in text]
+        assert not found, (name, found, shown.stdout + shown.stderr)
+        notes = [line for line in text.splitlines() if "warning: checked by" in line or "warning: bundle: " in line]
+        assert not notes, (name, notes)
+        # Completeness: the gate audited it (never "unproven" under its pass); a verify by
+        # proof with no auditing witness says so once, as the one warning that needs action.
+        assert text.count("unproven") == (
+            0 if name in ("gate", "seal") else text.count("warning: completeness unproven")
+        )
+        assert text.count("warning: completeness unproven") <= 1, (name, text)

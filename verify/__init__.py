@@ -17,7 +17,16 @@ if TYPE_CHECKING:
     from ._errors import CannotVerify, NoLedger, VerifyError
     from ._escape import csv_cell, markdown_text, terminal_text
     from ._evidence import SMALL_BLOB, evidence_reader, read_blob, read_evidence
-    from ._exceptions import EXCEPTION_KINDS, ExceptionNote, completeness_text, decision_headline, exceptions, headline
+    from ._exceptions import (
+        EXCEPTION_KINDS,
+        UNPROVEN_PREFIX,
+        ExceptionNote,
+        completeness_text,
+        decision_headline,
+        exceptions,
+        headline,
+        is_note,
+    )
     from ._layout import BundleLayout
     from ._manifest import BUNDLE_FORMAT, ManifestClaims, Redaction
     from ._policy import Transparency, WitnessKey, cosignature_statuses
@@ -93,6 +102,8 @@ __all__ = [
     "completeness_text",
     "exceptions",
     "headline",
+    "is_note",
+    "UNPROVEN_PREFIX",
     "decision_headline",
     "exceptions_html",
     "markdown_text",
@@ -123,6 +134,8 @@ _WHERE = {
     "ExceptionNote": "_exceptions",
     "completeness_text": "_exceptions",
     "exceptions": "_exceptions",
+    "is_note": "_exceptions",
+    "UNPROVEN_PREFIX": "_exceptions",
     "headline": "_exceptions",
     "decision_headline": "_exceptions",
     "exceptions_html": "_report_page",

@@ -6,6 +6,7 @@ say "every check passed" of a pass that leans on a waiver or a weakened contract
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -13,7 +14,16 @@ from receipts import Tier
 
 from ._result import Result
 
-__all__ = ["ExceptionNote", "EXCEPTION_KINDS", "exceptions", "headline", "decision_headline", "completeness_text"]
+__all__ = [
+    "ExceptionNote",
+    "EXCEPTION_KINDS",
+    "UNPROVEN_PREFIX",
+    "exceptions",
+    "headline",
+    "decision_headline",
+    "completeness_text",
+    "is_note",
+]
 
 # In the order a page lists them. The first two qualify a pass (its headline says so); the
 # rest are stated under it. An unproven completeness is the usual state of a ledger with no
@@ -52,6 +62,24 @@ def completeness_text(completeness: str, certified_by: Iterable[str] = ()) -> st
     return said.get(completeness, "UNPROVEN (no auditing witness cosigned its checkpoint)")
 
 
+# Warnings that say how a receipt was checked, not what needs doing: shown as notes.
+_NOTE = re.compile(
+    r"checked by proof:|not checked by proof \(|bundle: \d+ entries proven into the checkpoint"
+    r"|bundle: manifest\.json, report\.md and report\.html re-rendered"
+)
+UNPROVEN_PREFIX = "completeness UNPROVEN"
+
+
+def is_note(warning: str) -> bool:
+    """Whether one of a result's ``warnings`` only says how the receipt was checked (by
+    proof, or walked instead): a note for the reader, never a warning that needs action.
+
+    Args:
+        warning: one line of `Result.warnings`.
+    """
+    return _NOTE.match(warning) is not None
+
+
 def exceptions(result: Result) -> tuple[ExceptionNote, ...]:
     """Every exception of a verified receipt, in `EXCEPTION_KINDS` order.
 
@@ -74,7 +102,12 @@ def exceptions(result: Result) -> tuple[ExceptionNote, ...]:
             notes.append(ExceptionNote("judge", "%s: %s" % (line.derived or line.status, line.reason)))
         elif line.status in ("fail", "missing") or line.derived == "fail":
             notes.append(ExceptionNote("rejection", "%s: %s" % (line.tier.value, line.reason or line.detail)))
-    notes += [ExceptionNote("warning", w) for w in result.warnings if w not in retention]
+    # Completeness is listed above as its own kind; how the receipt was checked is no exception.
+    notes += [
+        ExceptionNote("warning", w)
+        for w in result.warnings
+        if w not in retention and not is_note(w) and not w.startswith(UNPROVEN_PREFIX)
+    ]
     order = {kind: i for i, kind in enumerate(EXCEPTION_KINDS)}
     return tuple(sorted(notes, key=lambda n: order[n.kind]))
 

@@ -147,15 +147,16 @@ def run_verify(
 def _commit(
     repo: Path, commit: str, trust: Trust, policy: Transparency, open_ledger: Callable[[], LedgerSource] | None
 ) -> Verified:
-    from ..ci._gate import verify_commit
+    from ..ci._gate import deciding_receipt, verify_commit
     from ..ci._lines import commit_lines
 
     checks = verify_commit(repo, commit, trust, policy, open_ledger=open_ledger)
+    decides = deciding_receipt(checks)  # as the gate picks it, so that both say the same
     return Verified(
         all(c.ok for c in checks),
-        [c.as_dict() for c in checks],
-        tuple(commit_lines(checks)),
-        any(c.lets_through for c in checks),
+        [{**c.as_dict(), "decides": c is decides} for c in checks],
+        tuple(commit_lines(checks, decides)),
+        decides is not None and decides.lets_through,
     )
 
 

@@ -11,12 +11,23 @@ opened when first needed.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from receipts import Digest, EventType, ReceiptsError, Signer, candidate_hash
-from verify import BundleSource, CannotVerify, LedgerSource, Result, Transparency, Trust, audited_entry, verify_receipt
+from verify import (
+    UNPROVEN_PREFIX,
+    BundleSource,
+    CannotVerify,
+    LedgerSource,
+    Result,
+    Transparency,
+    Trust,
+    audited_entry,
+    is_note,
+    verify_receipt,
+)
 
 from .._errors import InputError, LedgerError
 from .._git import resolve_commit
@@ -25,7 +36,16 @@ from ..ladder._events import record_event
 from ..store._ledger import Ledger
 from ..transparency._witness import audit_store
 
-__all__ = ["GATE_MODES", "GateResult", "ReceiptCheck", "check_receipts", "gate_check", "gate", "verify_commit"]
+__all__ = [
+    "GATE_MODES",
+    "GateResult",
+    "ReceiptCheck",
+    "check_receipts",
+    "deciding_receipt",
+    "gate_check",
+    "gate",
+    "verify_commit",
+]
 
 GATE_MODES = ("enforce", "advisory")
 
@@ -98,7 +118,12 @@ class ReceiptCheck:
             tuple("WEAKENING: %s" % w for w in r.weakenings)
             + tuple("waiver in force: %s" % w for w in r.waivers)
             + tuple("stale approval (not counted): %s" % w for w in r.stale)
-            + tuple("warning: %s" % w for w in r.warnings)
+            + tuple(
+                "%s: %s" % ("note" if is_note(w) else "warning", w)
+                for w in r.warnings
+                # The gate's own audit of the store proved what this warning says is unproven.
+                if not (self.audited and w.startswith(UNPROVEN_PREFIX))
+            )
         )
 
     def as_dict(self) -> dict[str, object]:
@@ -335,7 +360,7 @@ def gate_check(
     policy = dataclasses.replace(transparency or Transparency(), require_complete=False)
     fields, checks, audit_problem = check_receipts(repo, rev, trust, policy, open_ledger, audit_state)
     candidate = candidate_hash(fields)
-    newest = _deciding(checks)
+    newest = deciding_receipt(checks)
     # A receipt the notes name that cannot be verified (its bundle missing, unreadable or
     # altered) might be the newest one, and might block: nobody can tell, so it blocks.
     broken = tuple(c for c in checks if c.result is None or not c.result.ok)
@@ -356,7 +381,7 @@ def gate_check(
     )
 
 
-def _deciding(checks: list[ReceiptCheck]) -> ReceiptCheck | None:
+def deciding_receipt(checks: Sequence[ReceiptCheck]) -> ReceiptCheck | None:
     """The newest verified receipt of the candidate: an older eligible one must not outvote a
     later rejection or a later weakening. Sealed in the same second, the one that blocks wins
     (fail closed); then the exact commit before a same-tree one.

@@ -4,7 +4,7 @@ results they render (`_gate`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from verify import completeness_text
@@ -50,10 +50,21 @@ def gate_lines(result: GateResult) -> list[str]:
     return lines
 
 
-def commit_lines(checks: Iterable[ReceiptCheck]) -> list[str]:
-    """`verify --commit`: each receipt named on the commit or its tree, verified."""
-    blocks = []
+def commit_lines(checks: Sequence[ReceiptCheck], decides: ReceiptCheck | None) -> list[str]:
+    """`verify --commit`: the decision first (the receipt that decides, as the gate picks it,
+    and why each other one does not), then each receipt verified, the deciding one first.
+    """
+    if decides is None:
+        lines = ["NOT MERGE-ELIGIBLE: no receipt on this commit or its tree verified"]
+    elif decides.lets_through:
+        lines = ["MERGE-ELIGIBLE: decided by receipt %s, the newest verified receipt of it" % decides.note.receipt]
+    else:
+        lines = ["NOT MERGE-ELIGIBLE: decided by receipt %s: %s" % (decides.note.receipt, decides.why_not())]
     for check in checks:
+        if check is not decides:
+            lines.append("  does not decide: %s" % _not_deciding(check, decides))
+    blocks = []
+    for check in sorted(checks, key=lambda c: c is not decides):
         head = ["named on the %s's note; verified from %s" % (check.note.on, check.origin or "nowhere")]
         if check.match == "tree":
             head.append("for commit %s, whose tree is this one" % (check.note.commit or "?")[:12])
@@ -63,4 +74,10 @@ def commit_lines(checks: Iterable[ReceiptCheck]) -> list[str]:
             blocks.append("\n".join(["receipt   %s" % check.note.receipt, "CANNOT VERIFY: %s" % check.problem]))
         else:
             blocks.append("\n".join(verify_lines(check.result) + head))
-    return ["\n\n".join(blocks)]
+    return ["\n".join(lines), "", "\n\n".join(blocks)]
+
+
+def _not_deciding(check: ReceiptCheck, decides: ReceiptCheck | None) -> str:
+    if not check.ok or decides is None:
+        return check.why_not()
+    return "%s is older than the deciding receipt (or sealed with it and outvoted)" % check.note.receipt
