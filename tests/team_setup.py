@@ -106,10 +106,12 @@ class Team:
         return "postgresql://%s@%s/%s" % (self.site.role(role), self.site.host, self.site.database)
 
 
-def team_from_docs(tmp: Path, here: Site, superuser: str, files: dict[str, str]) -> Team:
+def team_from_docs(tmp: Path, here: Site, superuser: str, files: dict[str, str], witness: bool = True) -> Team:
     """Run docs/team.md §1 to §3 as written: the server's roles (as its superuser), the
-    admin's `init` and commit, the owner's GRANTs, each teammate's SSH key handed to the
-    admin, and the admin's `keys` commands; CI's private key then moves to CI."""
+    admin's `init` and commit, the owner's GRANTs, the agent's key made on its machine and
+    each teammate's SSH key handed to the admin, the admin's `keys` commands, and (unless
+    ``witness`` is False: the action's day does not cosign) the day-one auditing witness;
+    CI's private keys then move to CI."""
     remote = seed(tmp, files)
     server, grants = blocks("team.md", "1.", "sql")
     psql(superuser, here.apply(server.text))
@@ -118,18 +120,21 @@ def team_from_docs(tmp: Path, here: Site, superuser: str, files: dict[str, str])
     lead.runs(here.apply(create.text))
     team = Team(here, remote, lead, *(Machine(tmp, name, remote) for name in ("ci", "agent", "alice", "bob")))
     psql(team.url("owner"), here.apply(grants.text))
-    agent_key, keys = blocks("team.md", "3.", "sh")
+    agent_key, keys, witness_block = blocks("team.md", "3.", "sh")
     said = team.agent.runs(here.apply(agent_key.text))  # no admin key there: the pair only
     assert "not in the keyring yet" in said, said
     (lead.home / "agent.pub").write_bytes((team.agent.keys / "agent.pub").read_bytes())
     for machine in (team.alice, team.bob):
         (lead.home / (machine.name + ".pub")).write_bytes(machine.ssh_key("id_ed25519").read_bytes())
     lead.runs(here.apply(keys.text))
+    if witness:
+        lead.runs(here.apply(witness_block.text))  # the day-one auditing witness, pinned on main
     team.ci.keys.mkdir(parents=True)
-    for half in ("ci", "ci.pub"):
-        (team.ci.keys / half).write_bytes((lead.keys / half).read_bytes())
-        (lead.keys / half).unlink()
-    (team.ci.keys / "ci").chmod(0o600)
+    for name in ("ci", "witness") if witness else ("ci",):
+        for half in (name, name + ".pub"):
+            (team.ci.keys / half).write_bytes((lead.keys / half).read_bytes())
+            (lead.keys / half).unlink()
+        (team.ci.keys / name).chmod(0o600)
     for machine in (team.ci, team.agent, team.alice, team.bob):
         machine.git("pull", "-q", "origin", "main")
     return team

@@ -57,6 +57,7 @@ def test_docs_team_md_runs_as_written_and_an_auditor_verifies_a_mirror(
     assert tracked == {
         ".ledger/.gitignore",
         ".ledger/allowed_signers",
+        ".ledger/auditing-witnesses",
         ".ledger/config.toml",
         ".ledger/contracts/T-1.toml",
     }
@@ -83,6 +84,12 @@ def test_docs_team_md_runs_as_written_and_an_auditor_verifies_a_mirror(
         else:
             pytest.fail("docs/team.md §4 has a paragraph for an unknown machine: %r" % where)
     assert auditor is not None
+    # docs/ci.md's pre-push hook, in that fresh clone: no store, the witness proves completeness.
+    (hook,) = blocks("ci.md", "A pre-push hook", "sh")
+    (auditor.clone / ".git" / "hooks" / "pre-push").write_text(hook.text)
+    (auditor.clone / ".git" / "hooks" / "pre-push").chmod(0o755)
+    pushed = run_shell("git push -q origin HEAD:refs/heads/day-one", auditor.clone, auditor.env)
+    assert pushed.returncode == 0 and "GATE PASS" in pushed.stdout + pushed.stderr, pushed.stdout + pushed.stderr
 
     # The agent's key signs claims only; the signed checks were CI's (docs/agents.md).
     refused = run_shell(here.apply("ledger check T-1 --key agent"), team.agent.clone, team.agent.env)
