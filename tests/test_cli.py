@@ -512,3 +512,25 @@ def test_keys_generate_where_no_admin_key_is_held_makes_the_pair_for_an_admin_to
     monkeypatch.setenv("RECEIPT_LEDGER_KEYS", str(tmp_path / "agent-keys"))
     named = run("keys", "generate", "other", "--role", "human", "--admin", "admin")
     assert named.exit_code == 2 and not (tmp_path / "agent-keys" / "other").exists(), named.output
+
+
+def test_check_shows_the_failing_assertion_not_only_the_exit_code(repo: Path) -> None:
+    # Issue 46: the Stop hook shows the agent the failing assertion; `ledger check` shows
+    # the same last lines, under the table, and --json carries them.
+    setup_keys()
+    failing = CONTRACT.replace(
+        '"-c", "print(\'ok\')"', "\"-c\", \"print('1 test'); assert 1 == 2, 'expected 2 greetings, got 1'\""
+    )
+    assert failing != CONTRACT
+    (repo / ".ledger" / "contracts" / "T-1.toml").write_text(failing)
+    subprocess.run(["git", "commit", "-qam", "T-1: the test asserts"], cwd=repo, check=True)
+    changed = run("contract", "set", "T-1", "--key", "admin", "--reason", "the test now asserts the count")
+    assert changed.exit_code == 0, changed.output
+    shown = run("check", "T-1", "--key", "ci")
+    assert shown.exit_code == 1, shown.output  # a failing verdict
+    lines = shown.stdout.splitlines()
+    at = lines.index("tests, its last output:")
+    assert "    AssertionError: expected 2 greetings, got 1" in lines[at + 1 :], lines
+    doc = json.loads(run("check", "T-1", "--key", "ci", "--json").stdout)
+    (tests,) = [c for c in doc["checks"] if c["id"] == "tests"]
+    assert "AssertionError: expected 2 greetings, got 1" in tests["output_tail"] and tests["result"] == "fail"

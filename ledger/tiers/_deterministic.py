@@ -41,6 +41,7 @@ from receipts import (
 from .. import _clock
 from .._errors import InputError
 from ..ladder._contracts import TargetContract, register_contract, register_in_force
+from ..ladder._evidence import evidence_bytes
 from ..ladder._records import append_tier_record
 from ..ladder._traces import process_facts
 from ..store._ledger import Appended, Store
@@ -62,6 +63,7 @@ class CheckRun:
     rows: tuple[tuple[str, str, str, str], ...]  # check id, pass/fail, reason, result digest (full)
     snapshot: Snapshot
     contract_entry: Appended | None
+    tails: tuple[tuple[str, str], ...] = ()  # a failing check's id and the last lines it printed
 
 
 def _put_json(store: Store, doc: dict[str, Any], check_id: str, media_type: str) -> tuple[EvidenceRef, dict[str, Any]]:
@@ -129,7 +131,8 @@ def run_deterministic(
         verifier=RUNNER_NAME,
         created=now,
     )
-    return CheckRun(record, appended, outcome, tuple(rows), snapshot, contract_entry)
+    tails = tuple((cid, _stored_tail(store, refs, cid)) for cid, status, _, _ in rows if status == "fail")
+    return CheckRun(record, appended, outcome, tuple(rows), snapshot, contract_entry, tails)
 
 
 def _evaluated(
@@ -225,6 +228,24 @@ def _run_checks(
         ok, why, _ = derive_attempts(check, results)
         rows.append((check.id, "pass" if ok else "fail", why, str(ref.digest)))
     return results, rows
+
+
+def _stored_tail(store: Store, refs: Sequence[EvidenceRef], check_id: str, lines: int = 15) -> str:
+    """The last lines a failing check's last attempt printed (its stdout, then its stderr),
+    read back from the store: what the agent's Stop shows, for `ledger check` too.
+    """
+    text = ""
+    for part in ("stdout", "stderr"):
+        own = [
+            r
+            for r in refs
+            if r.check_id == "check:%s:%s" % (check_id, part)
+            or (r.check_id.startswith("check:%s#" % check_id) and r.check_id.endswith(":" + part))
+        ]
+        ref = own[-1] if own else None
+        data = evidence_bytes(store, ref.digest, 1 << 20) if ref is not None else None
+        text += data[-(8 << 10) :].decode("utf-8", "replace") if data else ""
+    return "\n".join(text.strip().splitlines()[-lines:])
 
 
 def _subtasks(store: Store, contract: Contract) -> tuple[str, ...]:

@@ -394,6 +394,9 @@ def check_lines(run: CheckRun) -> list[str]:
     lines = ["  %-20s %-6s %-22s %s" % ("CHECK", "RESULT", "EVIDENCE", "REASON")]
     # The table shows a prefix (`ledger blob` takes it); --json gives the whole digest.
     lines += ["  %-20s %-6s %-22s %s" % (cid, status, digest[:19], why[:120]) for cid, status, why, digest in run.rows]
+    for cid, tail in run.tails:  # what the agent's Stop shows: the failing assertion, not only "exit code 1"
+        if tail:
+            lines += ["%s, its last output:" % cid, *("    " + line for line in tail.splitlines())]
     lines += ["attribution: %s" % run.snapshot.strength]
     room = run.snapshot.clean_room
     if room is not None:
@@ -407,14 +410,20 @@ def check_lines(run: CheckRun) -> list[str]:
 
 
 def check_document(run: CheckRun) -> dict[str, Any]:
-    """`ledger check --json`: the record, the verdict and why, each check, the attribution."""
+    """`ledger check --json`: the record, the verdict and why, each check (a failing one with
+    the last lines it printed), the attribution.
+    """
+    tails = dict(run.tails)
     return {
         "record": str(run.appended.body_hash),
         "verdict": run.outcome.verdict.value,
         "candidate": str(run.record.input_hash),
         "reasons": list(run.outcome.reasons),
         "warnings": list(run.outcome.warnings),
-        "checks": [{"id": c, "result": s, "reason": why, "evidence": d} for c, s, why, d in run.rows],
+        "checks": [
+            {"id": c, "result": s, "reason": why, "evidence": d, **({"output_tail": tails[c]} if c in tails else {})}
+            for c, s, why, d in run.rows
+        ],
         "attribution": {"strength": run.snapshot.strength, "commits": list(run.snapshot.commits)},
         "clean_room": run.snapshot.clean_room,
     }
