@@ -448,3 +448,33 @@ def test_a_push_is_judged_under_the_pin_the_branch_held_before_it(
     (top / "push.json").write_text(json.dumps(created))
     res = _action(workspace, env)
     assert res.returncode == 2 and "no earlier pin" in res.stderr and res.stderr.count("\n") == 1, res.stderr
+
+
+def test_the_summary_shows_a_failing_tests_last_output(
+    world: tuple[Path, dict[str, str], str], github: FakeGithub
+) -> None:
+    # Issue 46: the summary's failing row said only "exit code 1"; the failing assertion,
+    # read from the verified bundle, follows the table in a fence nothing in it can close.
+    top, env, _ = world
+    dev = top / "dev"
+    failing = '\n[[checks]]\nid = "greets-twice"\ntype = "test_passes"\ncommand = [%s, "-c", %s]\n' % (
+        json.dumps(sys.executable),
+        json.dumps("print('``` @octocat'); assert 1 == 2, 'expected two greetings'"),
+    )
+    git(dev, "checkout", "-q", "main")
+    (dev / ".ledger" / "contracts" / "TASK-3.toml").write_bytes(contract_bytes(task="TASK-3", extra=failing))
+    git(dev, "add", ".ledger/contracts/TASK-3.toml")
+    git(dev, "commit", "-qm", "the contract of TASK-3")
+    git(dev, "push", "-q", "origin", "main")
+    git(dev, "checkout", "-qb", "task-3", "main")
+    (dev / "app.py").write_text("print('hello, once')\n")
+    git(dev, "commit", "-qam", "TASK-3: greet once")
+    git(dev, "push", "-q", "origin", "task-3")
+    workspace, head = _checkout(top, "ws3", "task-3")
+    event = _pull_request_event(top / "event.json", 10, head, "task-3", "Greet")
+    env = _actions_env(top, github, event, LEDGER_RUN="check,seal,gate", **_keys(top))
+    res = _action(workspace, env)
+    summary = (top / "runner" / "summary.md").read_text()
+    assert res.returncode == 1 and "greets-twice: its last output" in summary, res.stdout + res.stderr + summary
+    block = summary.split("greets-twice: its last output", 1)[1].split("</details>", 1)[0]
+    assert "AssertionError: expected two greetings" in block and "\n````text\n" in block  # longer than the ``` inside

@@ -223,6 +223,7 @@ class ActionReport:
     receipt: str | None = None
     result: Result | None = None
     manifest: dict[str, Any] | None = None  # the verified bundle's: checks, goal, decisions
+    outputs: dict[str, str] = field(default_factory=dict)  # a failing check's last output, from the bundle
     gated: GateResult | None = None
     comment: str | None = None
     notes: list[str] = field(default_factory=list)
@@ -497,8 +498,42 @@ def _verify_bundle(env: Mapping[str, str], repo: Path, report: ActionReport, rec
             report.result = verify_receipt(source, receipt, trust, Transparency(require_checkpoint=True))
             if report.result.ok:  # its renderings were re-derived and compared: both are verified
                 report.manifest = json.loads(source.read(BundleLayout.MANIFEST))
+                report.outputs = failing_outputs(source, report.manifest)
                 report.page = _keep_page(env, source.read(BundleLayout.REPORT_HTML))
                 _attest(env, report, bundle, source)
+
+
+def failing_outputs(source: Source, manifest: Mapping[str, Any], lines: int = 15) -> dict[str, str]:
+    """Each failing check's last printed lines (its stdout, then its stderr, of its last
+    attempt), read from the verified bundle: the failing assertion the agent's Stop showed.
+
+    Args:
+        source: the verified bundle.
+        manifest: its manifest.json, as verified.
+        lines: how many lines to keep.
+    """
+    from receipts import Digest, ReceiptsError
+
+    found = {}
+    for check in manifest.get("checks") or []:
+        if not isinstance(check, dict) or check.get("status") != "fail":
+            continue
+        text = ""
+        for part in ("stdout", "stderr"):
+            own = [f for f in check.get("files") or [] if str(f.get("name", "")).endswith(":" + part)]
+            try:
+                handle = source.open_blob(Digest.parse(str(own[-1]["digest"]))) if own else None
+            except ReceiptsError:
+                handle = None
+            if handle is not None:
+                tail = b""
+                with handle:
+                    for chunk in iter(lambda: handle.read(1 << 16), b""):  # noqa: B023 (read here, in this loop)
+                        tail = (tail + chunk)[-(8 << 10) :]
+                text += tail.decode("utf-8", "replace")
+        if text.strip():
+            found[str(check.get("id"))] = "\n".join(text.strip().splitlines()[-lines:])
+    return found
 
 
 def _attest(env: Mapping[str, str], report: ActionReport, bundle: Path, source: Source) -> None:
@@ -606,7 +641,7 @@ def summary_markdown(report: ActionReport, event: GithubEvent) -> str:
     """The job summary and the pull-request comment: one table, the decision, how to re-check."""
     parts = [COMMENT_MARKER]
     comment = (
-        pr_comment(report.result, report.receipt, report.manifest, event.head_sha).rstrip("\n")
+        pr_comment(report.result, report.receipt, report.manifest, event.head_sha, report.outputs).rstrip("\n")
         if report.result is not None and report.receipt
         else "### receipt-ledger: %s, no verified receipt yet" % markdown_text(report.task)
     )

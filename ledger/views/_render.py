@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -185,12 +186,17 @@ _MARK = {"pass": "✅", "fail": "❌", "skip": "⏭️", "missing": "❌", "revi
 
 
 def pr_comment(
-    result: Result, receipt_hash: str, manifest: Mapping[str, Any] | None = None, commit: str | None = None
+    result: Result,
+    receipt_hash: str,
+    manifest: Mapping[str, Any] | None = None,
+    commit: str | None = None,
+    outputs: Mapping[str, str] | None = None,
 ) -> str:
     """Markdown for a pull-request comment and the job summary, in the order a reviewer
     reads: the decision and why, the task's goal, each check (failures first) with its
     reason, the tiers, who approved, notes, and the commands to re-check ``commit``.
-    ``manifest`` is the verified bundle's (its renderings are re-derived by `verify`).
+    ``manifest`` is the verified bundle's (its renderings are re-derived by `verify`);
+    ``outputs``, a failing check's last printed lines by check id, shown under the table.
     Every text from the ledger is escaped (`markdown_text`): GitHub renders HTML in comments.
     """
     md = markdown_text
@@ -200,6 +206,7 @@ def pr_comment(
     if goal:
         lines += ["", "**Goal:** %s" % md(goal)]
     lines += _comment_checks(doc.get("checks") or [])
+    lines += _comment_outputs(outputs or {})
     lines += ["", "| tier | required | status | signed by |", "|---|---|---|---|"]
     lines += [
         "| %s | %s | %s %s | %s |"
@@ -256,6 +263,20 @@ def _comment_head(result: Result) -> list[str]:
         lines += ["", "Verification found:"] + ["- `%s` %s" % (d.code, md(d.message)) for d in result.defects]
     if result.eligibility_reasons:
         lines += ["", "Not eligible because:"] + ["- %s" % md(r) for r in result.eligibility_reasons]
+    return lines
+
+
+def _comment_outputs(outputs: Mapping[str, str]) -> list[str]:
+    """Each failing check's last output, folded, in a code fence no line of it can close
+    (so nothing in it renders: no link, no mention, no HTML).
+    """
+    lines = []
+    for check, tail in sorted(outputs.items()):
+        if not tail:
+            continue
+        fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", tail)), default=0))
+        lines += ["", "<details><summary>%s: its last output</summary>" % markdown_text(check), ""]
+        lines += [fence + "text", *tail.splitlines(), fence, "", "</details>"]
     return lines
 
 
