@@ -167,3 +167,59 @@ def test_verify_rejects_a_pass_leaning_on_an_expired_waiver(env: tuple[Path, Led
         LedgerSource.open(ledger.root), str(appended.body_hash), TrustRoot(frozenset({ADMIN_ID}), "t")
     )
     assert [d.code for d in result.defects] == ["waiver-expired"]
+
+
+def test_the_approval_screen_shows_what_is_being_approved(tmp_path: Path) -> None:
+    # Issue 46: the goal, each check as recorded on this candidate, the approvals required
+    # and who gave them, and what will not count, all before the question.
+    repo, keys = cli_repo_with_lower_tiers(tmp_path)
+    first = run_cli("approve", "TASK-1", "--key", "alice", "--yes", "--comment", "read it", cwd=repo, env=keys)
+    assert first.returncode == 0, first.stderr
+    screen = first.stderr.split("approval recorded")[0]
+    lines = screen.splitlines()
+    assert lines[0] == "APPROVE TASK-1: a test task", lines
+    assert any(line.split() == ["tests", "pass"] for line in lines), screen
+    assert "approvals: 1 required; given by nobody yet" in lines, screen
+    assert "WILL NOT COUNT" not in screen
+    # alice's approval is on the next screen, named; a stale one says it will not count.
+    again = run_cli("reject", "TASK-1", "--key", "alice", "--yes", "--reason", "second look", cwd=repo, env=keys)
+    assert "approvals: 1 required; given by alice" in again.stderr, again.stderr
+    (repo / "app.py").write_text("print('changed after the checks')\n")
+    git(repo, "commit", "-qam", "TASK-1: a later change")
+    older = run_cli(
+        "approve",
+        "TASK-1",
+        "--key",
+        "alice",
+        "--yes",
+        "--input",
+        "HEAD~1",
+        "--comment",
+        "the checked one",
+        cwd=repo,
+        env=keys,
+    )
+    assert older.returncode == 0, older.stderr
+    ok = run_cli("check", "TASK-1", "--key", "ci", cwd=repo, env=keys)
+    assert ok.returncode == 0, ok.stderr
+    stale = run_cli("approve", "TASK-1", "--key", "alice", "--yes", "--input", "HEAD~1", cwd=repo, env=keys)
+    assert "WILL NOT COUNT: this approval is for candidate" in stale.stderr.split("approval recorded")[0], stale.stderr
+
+
+def test_the_approval_screen_says_when_the_change_edits_a_contract(tmp_path: Path) -> None:
+    repo, keys = cli_repo_with_lower_tiers(tmp_path)
+    base = git(repo, "rev-parse", "HEAD").strip()
+
+    def screen_after(edit_contract: bool) -> str:
+        if edit_contract:
+            path = repo / ".ledger" / "contracts" / "TASK-1.toml"
+            path.write_bytes(path.read_bytes() + b"\n# the candidate touches its own contract\n")
+        (repo / "app.py").write_text("print(%r)\n" % ("edit" if edit_contract else "plain"))
+        git(repo, "commit", "-qam", "TASK-1: a change")
+        for args in (("check", "TASK-1", "--key", "ci", "--base", base), ("judge", "TASK-1", "--key", "judge")):
+            done = run_cli(*args, cwd=repo, env=keys)
+            assert done.returncode in (0, 1), done.stderr
+        return run_cli("approve", "TASK-1", "--key", "alice", "--yes", cwd=repo, env=keys).stderr
+
+    assert "EDITS A CONTRACT" not in screen_after(False)
+    assert "THIS CHANGE EDITS A CONTRACT under .ledger/contracts/" in screen_after(True)
