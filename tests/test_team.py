@@ -64,6 +64,14 @@ def test_docs_team_md_runs_as_written_and_an_auditor_verifies_a_mirror(
     committed = tomllib.loads(team.lead.git("show", "origin/main:.ledger/config.toml"))
     assert committed == {"store": team.url("writer")}  # init wrote the writer's address, never the owner's
 
+    # docs/agents.md's set-up, as written, on another agent's machine of the team: its key is
+    # made there without an admin key (the admin adds the .pub), its hooks installed.
+    (setup,) = blocks("agents.md", "Set-up", "sh")
+    newcomer = Machine(tmp_path, "agent2", team.remote)
+    said = newcomer.runs(here.apply(setup.text))
+    assert "not in the keyring yet" in said and (newcomer.keys / "agent").is_file()
+    assert (newcomer.clone / ".claude" / "settings.json").is_file()
+
     # 4. The flow, paragraph by paragraph, on the machine each one names.
     (team.agent.clone / "a.txt").write_text("two\n")  # the agent's work
     (flow,) = blocks("team.md", "4.", "sh")
