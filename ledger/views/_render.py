@@ -216,20 +216,7 @@ def pr_comment(
     judged = [t for t in result.tiers if t.tier.value == "judge" and t.reason]
     if judged:
         lines += ["", "**Judge:** %s: %s" % (md(judged[-1].derived or judged[-1].status), md(judged[-1].reason or ""))]
-    decisions = doc.get("decisions") or []
-    if decisions:
-        lines += ["", "**Human decisions:**"] + [
-            "- %s %s %s (%s, %s)%s"
-            % (
-                _MARK["pass"] if d.get("decision") == "approve" else _MARK["fail"],
-                md(str(d.get("name"))),
-                "approved" if d.get("decision") == "approve" else md(str(d.get("decision"))),
-                md(str(d.get("method"))),
-                utc_text(int(d["time"])) if isinstance(d.get("time"), int) else "?",
-                ": " + md(str(d["note"])) if d.get("note") else "",
-            )
-            for d in decisions
-        ]
+    lines += _comment_decisions(doc.get("decisions") or [])
     notes = [n for n in exceptions(result) if n.kind != "judge"]  # the judge line is above
     if notes:
         lines += ["", "**Exceptions:**"] + ["- **%s**: %s" % (md(n.kind), md(n.text)) for n in notes]
@@ -264,6 +251,25 @@ def _comment_head(result: Result) -> list[str]:
     if result.eligibility_reasons:
         lines += ["", "Not eligible because:"] + ["- %s" % md(r) for r in result.eligibility_reasons]
     return lines
+
+
+def _comment_decisions(decisions: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Who decided, how and when, and what they said."""
+    if not decisions:
+        return []
+    md = markdown_text
+    return ["", "**Human decisions:**"] + [
+        "- %s %s %s (%s, %s)%s"
+        % (
+            _MARK["pass"] if d.get("decision") == "approve" else _MARK["fail"],
+            md(str(d.get("name"))),
+            "approved" if d.get("decision") == "approve" else md(str(d.get("decision"))),
+            md(str(d.get("method"))),
+            utc_text(int(d["time"])) if isinstance(d.get("time"), int) else "?",
+            ": " + md(str(d["note"])) if d.get("note") else "",
+        )
+        for d in decisions
+    ]
 
 
 def _comment_outputs(outputs: Mapping[str, str]) -> list[str]:
