@@ -194,22 +194,28 @@ def test_a_forked_pull_request_without_secrets_only_gates(
     assert [m for m, _, _, _ in github.requests] == ["GET", "POST"] and github.comments == []
 
 
+def _task_pushed(dev: Path, task: str, extra: str, app: str) -> None:
+    """``task``'s contract pushed to main before the work (the contract in force is never the
+    candidate's), then the work on branch ``task-N``, pushed."""
+    git(dev, "checkout", "-q", "main")
+    (dev / ".ledger" / "contracts" / (task + ".toml")).write_bytes(contract_bytes(task=task, extra=extra))
+    git(dev, "add", ".ledger/contracts/%s.toml" % task)
+    git(dev, "commit", "-qm", "the contract of " + task)
+    git(dev, "push", "-q", "origin", "main")
+    branch = task.lower()
+    git(dev, "checkout", "-qb", branch, "main")
+    (dev / "app.py").write_text(app)
+    git(dev, "commit", "-qam", "%s: the work" % task)
+    git(dev, "push", "-q", "origin", branch)
+
+
 def test_failing_file_checks_become_annotations_and_the_gate_blocks(
     world: tuple[Path, dict[str, str], str], github: FakeGithub
 ) -> None:
     top, env, _ = world
     dev = top / "dev"
     extra = '\n[[checks]]\nid = "says-goodbye"\ntype = "file_contains"\npath = "app.py"\nliteral = "goodbye"\n'
-    # The team's contract is on main before the work: the contract in force is never the candidate's.
-    git(dev, "checkout", "-q", "main")
-    (dev / ".ledger" / "contracts" / "TASK-2.toml").write_bytes(contract_bytes(task="TASK-2", extra=extra))
-    git(dev, "add", ".ledger/contracts/TASK-2.toml")
-    git(dev, "commit", "-qm", "the contract of TASK-2")
-    git(dev, "push", "-q", "origin", "main")
-    git(dev, "checkout", "-qb", "task-2", "main")
-    (dev / "app.py").write_text("print('hello only')\n")
-    git(dev, "commit", "-qam", "TASK-2: greet without goodbye")
-    git(dev, "push", "-q", "origin", "task-2")
+    _task_pushed(dev, "TASK-2", extra, "print('hello only')\n")
     workspace, head = _checkout(top, "ws2", "task-2")
     event = _pull_request_event(top / "event.json", 9, head, "task-2", "Goodbye")
     env = _actions_env(top, github, event, LEDGER_RUN="check,gate", LEDGER_ATTEST="svr", **_keys(top))
@@ -461,15 +467,7 @@ def test_the_summary_shows_a_failing_tests_last_output(
         json.dumps(sys.executable),
         json.dumps("print('``` @octocat'); assert 1 == 2, 'expected two greetings'"),
     )
-    git(dev, "checkout", "-q", "main")
-    (dev / ".ledger" / "contracts" / "TASK-3.toml").write_bytes(contract_bytes(task="TASK-3", extra=failing))
-    git(dev, "add", ".ledger/contracts/TASK-3.toml")
-    git(dev, "commit", "-qm", "the contract of TASK-3")
-    git(dev, "push", "-q", "origin", "main")
-    git(dev, "checkout", "-qb", "task-3", "main")
-    (dev / "app.py").write_text("print('hello, once')\n")
-    git(dev, "commit", "-qam", "TASK-3: greet once")
-    git(dev, "push", "-q", "origin", "task-3")
+    _task_pushed(dev, "TASK-3", failing, "print('hello, once')\n")
     workspace, head = _checkout(top, "ws3", "task-3")
     event = _pull_request_event(top / "event.json", 10, head, "task-3", "Greet")
     env = _actions_env(top, github, event, LEDGER_RUN="check,seal,gate", **_keys(top))
