@@ -75,6 +75,12 @@ def test_the_author_cannot_approve_its_own_change(env: tuple[Path, Ledger]) -> N
         "approval by dev (%s) does not count: that key signed the task's answer_proposed event" % dev in reason
         for reason in result.eligibility_reasons
     ), result.eligibility_reasons
+    # Every screen says the approval is not counted, on the human row itself (issue 46).
+    from ledger import pr_comment, verify_lines
+
+    (row,) = [line for line in verify_lines(result) if line.strip().startswith("human ")]
+    assert "pass, NOT COUNTED" in row and "dev" in row, row
+    assert "pass, NOT COUNTED" in pr_comment(result, str(receipt.input_hash))
     # Another person's approval is what the contract asks for.
     _approve(env, contract, candidate, SIGNERS["alice"])
     receipt, result = _seal_and_verify(env, candidate)

@@ -31,6 +31,7 @@ from verify import (
     ChainResult,
     Result,
     StoredEntry,
+    TierLine,
     completeness_text,
     exceptions,
     headline,
@@ -108,7 +109,7 @@ def verify_lines(result: Result) -> list[str]:
             record = (t.record[:19] + "…") if t.record else "-"
             lines.append(
                 "  %-14s %-4s %-8s %-20s %s"
-                % (t.tier.value, "yes" if t.required else "no", t.status, record, t.signer or t.detail)
+                % (t.tier.value, "yes" if t.required else "no", _status(t, result), record, t.signer or t.detail)
             )
         lines.append("")
         lines.append(
@@ -138,6 +139,18 @@ def verify_lines(result: Result) -> list[str]:
         for d in result.defects:
             lines.append("  [%s] %s" % (d.code, d.message))
     return lines
+
+
+def _status(line: TierLine, result: Result) -> str:
+    """A tier row's status as a reader must take it: an approval the eligibility rule does
+    not count (its signer authored the change) is "pass" only with that said.
+    """
+    if line.tier.value == "human" and line.status == "pass" and line.signer:
+        key = line.signer.rsplit("(", 1)[-1].rstrip(")")
+        said = (r.split(" does not count", 1) for r in result.eligibility_reasons if r.startswith("the approval by "))
+        if any(len(parts) == 2 and key in parts[0] for parts in said):
+            return "pass, NOT COUNTED"
+    return line.status
 
 
 def chain_lines(result: ChainResult, state_file: Path | None = None) -> list[str]:
@@ -210,7 +223,13 @@ def pr_comment(
     lines += ["", "| tier | required | status | signed by |", "|---|---|---|---|"]
     lines += [
         "| %s | %s | %s %s | %s |"
-        % (t.tier.value, "yes" if t.required else "no", _MARK.get(t.status, ""), md(t.status), md(t.signer or t.detail))
+        % (
+            t.tier.value,
+            "yes" if t.required else "no",
+            _MARK.get(t.status, ""),
+            md(_status(t, result)),
+            md(t.signer or t.detail),
+        )
         for t in result.tiers
     ]
     judged = [t for t in result.tiers if t.tier.value == "judge" and t.reason]
