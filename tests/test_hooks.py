@@ -399,7 +399,7 @@ def test_a_failing_stop_without_its_key_names_the_checks_and_the_key_apart(tmp_p
     (box.repo / "app.py").write_text("print('not yet')\n")
     git(box.repo, "commit", "-qam", "TASK-1: wip")
     env = {"LEDGER_AGENT_KEY": "nobody-has-this-key"}
-    first = box.hook("stop", payload("claude-code", "stop", cwd=str(box.repo)), **env)
+    first = box.hook_in("stop", payload("claude-code", "stop", cwd=str(box.repo)), None, env)
     answer = json.loads(first.stdout)
     assert answer["decision"] == "block" and "(hook)" not in answer["reason"], answer
     assert "check(s) of its contract fail" in answer["reason"]
