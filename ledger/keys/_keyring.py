@@ -111,12 +111,14 @@ def held_admin(ledger: Store, named: str | None, load: LoadSigner) -> Signer | N
     Raises:
         InputError: the named key cannot be loaded.
     """
-    if named is not None:
-        return load(named)
-    try:
-        return choose_admin(ledger, None, load)
-    except InputError:
-        return None
+    held = [
+        state.spec.name
+        for state in ledger.keyring()
+        if state.revoked_at is None and Role.ADMIN in state.spec.roles and key_path(state.spec.name).is_file()
+    ]
+    # A held admin key that will not load (a wrong passphrase, a file others can read) is an
+    # error, never a reason to make a key that is quietly left out of the keyring.
+    return choose_admin(ledger, named, load) if named is not None or held else None
 
 
 def create_key(
