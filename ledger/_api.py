@@ -12,11 +12,11 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (hooks i
 
 if TYPE_CHECKING:
     from ._clock import frozen_clock, parse_when, period
-    from ._config import describe_store, open_source, read_bounded, shared_store, write_store_config
+    from ._config import describe_store, open_source, shared_store, write_store_config
     from ._environment import VERSION, environment_digest
     from ._errors import InputError, LedgerError, StoreError
     from ._escape import csv_cell, markdown_text, terminal_text
-    from ._files import write_atomic, write_text_atomic
+    from ._files import read_bounded, write_atomic, write_text_atomic
     from ._git import git_root, resolve_candidate, resolve_commit
     from ._layout import (
         DEFAULT_TASK_PATTERN,
@@ -597,7 +597,7 @@ _WHERE = {
     "MergeRow": "audit._merges",
     "MERGE_COLUMNS": "audit._merges",
     "csv_cell": "_escape",
-    "read_bounded": "_config",
+    "read_bounded": "_files",
     "markdown_text": "_escape",
     "terminal_text": "_escape",
     "folds_case": "agents._hooks",

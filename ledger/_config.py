@@ -25,8 +25,6 @@ __all__ = [
     "open_source",
     "write_store_config",
     "without_password",
-    "read_bounded",
-    "MAX_INPUT",
     "describe_store",
 ]
 
@@ -120,29 +118,3 @@ def describe_store(root: Path, store: str | None) -> str:
 
 
 # What a command reads from a file it is given, at most, unless it says otherwise.
-MAX_INPUT = 64 << 20
-
-
-def read_bounded(path: Path, what: str, limit: int = MAX_INPUT) -> bytes:
-    """The bytes of ``path``, read no further than ``limit`` + 1 bytes (so /dev/zero or a
-    FIFO that never ends cannot make a command read forever).
-
-    Args:
-        path: the file.
-        what: what it is, for the message.
-        limit: the largest size accepted.
-
-    Returns:
-        Its bytes.
-
-    Raises:
-        InputError: it cannot be read, or holds more than ``limit`` bytes.
-    """
-    try:
-        with path.open("rb") as fh:
-            data = fh.read(limit + 1)
-    except OSError as exc:
-        raise InputError("cannot read %s %s: %s" % (what, path, exc.strerror or exc)) from None
-    if len(data) > limit:
-        raise InputError("%s %s is larger than %d bytes" % (what, path, limit))
-    return data

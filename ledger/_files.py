@@ -1,4 +1,5 @@
-"""Files replaced all at once: the one atomic writer every part of `ledger` uses.
+"""Files replaced all at once: the one atomic writer every part of `ledger` uses; and the
+one bounded reader of the files a command is given (`read_bounded`).
 
 A crash at any moment leaves the old file or the new one, never a mixture: the bytes go
 to a temporary file in the same directory, are flushed to disk, renamed over the target,
@@ -9,12 +10,14 @@ imports: the agent's hooks write their state through it on every tool call.
 from __future__ import annotations
 
 import os
+import select
+import stat
 import tempfile
 from pathlib import Path
 
 from ._errors import InputError
 
-__all__ = ["fsync_dir", "write_atomic", "write_text_atomic", "create_once"]
+__all__ = ["fsync_dir", "write_atomic", "write_text_atomic", "create_once", "read_bounded", "MAX_INPUT"]
 
 
 def fsync_dir(path: Path) -> None:
@@ -109,3 +112,48 @@ def write_text_atomic(path: Path, text: str) -> None:
         write_atomic(path, text.encode("utf-8"))
     except OSError as exc:
         raise InputError("cannot write %s: %s" % (path, exc.strerror or exc)) from None
+
+
+MAX_INPUT = 64 << 20
+
+
+def _read_fifo(path: Path, what: str, limit: int) -> bytes:
+    """A FIFO's bytes, once a program writes to it (process substitution does at once);
+    one that no program opens for writing is refused after ``LEDGER_FIFO_WAIT_S`` seconds
+    (default 10) instead of blocking the command for ever.
+    """
+    wait = float(os.environ.get("LEDGER_FIFO_WAIT_S", "10"))
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # opening never blocks this way
+    with os.fdopen(fd, "rb") as fh:
+        if not select.select([fd], [], [], wait)[0]:
+            raise InputError("%s %s is a FIFO that no program wrote to within %g s" % (what, path, wait))
+        os.set_blocking(fd, True)
+        return fh.read(limit + 1)
+
+
+def read_bounded(path: Path, what: str, limit: int = MAX_INPUT) -> bytes:
+    """The bytes of ``path``, read no further than ``limit`` + 1 bytes (so /dev/zero or a
+    FIFO that never ends cannot make a command read forever).
+
+    Args:
+        path: the file.
+        what: what it is, for the message.
+        limit: the largest size accepted.
+
+    Returns:
+        Its bytes.
+
+    Raises:
+        InputError: it cannot be read, or holds more than ``limit`` bytes.
+    """
+    try:
+        if stat.S_ISFIFO(path.stat().st_mode):
+            data = _read_fifo(path, what, limit)
+        else:
+            with path.open("rb") as fh:
+                data = fh.read(limit + 1)
+    except OSError as exc:
+        raise InputError("cannot read %s %s: %s" % (what, path, exc.strerror or exc)) from None
+    if len(data) > limit:
+        raise InputError("%s %s is larger than %d bytes" % (what, path, limit))
+    return data

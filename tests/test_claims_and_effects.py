@@ -4,12 +4,26 @@ and the gate's advisory mode; on real repositories, with the real runners."""
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import sys
 from pathlib import Path
 
 import pytest
+from docs_as_written import run_shell
 
 import receipts as r
-from conftest import GIT_ENV, SIGNERS, contract_bytes, flaky_command, git, make_repo, run_cli, sign_decision
+from conftest import (
+    GIT_ENV,
+    SIGNERS,
+    contract_bytes,
+    flaky_command,
+    git,
+    make_repo,
+    run_cli,
+    sign_decision,
+    write_private_key,
+)
 from ledger import (
     CheckRun,
     InputError,
@@ -401,3 +415,25 @@ def test_stats_time_every_kind_of_check(env: tuple[Path, Ledger]) -> None:
     assert run.outcome.verdict is r.Verdict.PASS
     (row,) = stats(ledger, "T", min_trials=1)
     assert row.time_ms["deterministic"] is not None
+
+
+def test_a_trace_fifo_no_program_writes_to_is_refused_not_waited_on_for_ever(
+    env: tuple[Path, Ledger], tmp_path: Path
+) -> None:
+    # Issue 47: `ledger trace T FIFO` blocked for ever on a FIFO with no writer. One that a
+    # program writes to (process substitution) is read as before.
+    _, ledger = env
+    key = write_private_key(tmp_path / "keys" / "ci", "ci")
+    contract = _write(tmp_path / "c.toml", with_tools())
+    args = "--key %s --contract %s --input %s" % (key, contract, r.candidate_hash({"a": "b"}))
+    fifo = tmp_path / "trace.fifo"
+    os.mkfifo(fifo)
+    base = "%s -m ledger --dir %s trace TASK-1" % (shlex.quote(sys.executable), ledger.root)
+    shell_env = {**os.environ, "LEDGER_FIFO_WAIT_S": "0.5"}
+    refused = run_shell("%s %s %s" % (base, fifo, args), tmp_path, shell_env)
+    assert refused.returncode == 2 and "is a FIFO that no program wrote to within 0.5 s" in refused.stderr, (
+        refused.stderr
+    )
+    source = trace_file(tmp_path, {"tool": "calc", "arguments": {"expression": "2*3"}})
+    read = run_shell("%s <(cat %s) %s" % (base, source, args), tmp_path, shell_env)
+    assert read.returncode == 0 and "approved" in read.stdout, read.stdout + read.stderr

@@ -328,3 +328,21 @@ def test_a_pass_reads_as_one_verdict_on_every_screen(flow: tuple[Path, dict[str,
             0 if name in ("gate", "seal") else text.count("warning: completeness unproven")
         )
         assert text.count("warning: completeness unproven") <= 1, (name, text)
+
+
+def test_agent_written_text_in_the_comment_pings_nobody_and_links_nowhere() -> None:
+    # Issue 47: a goal, a check's reason or a note reach the pull request's comment; GitHub
+    # would notify an @mention and link an address there. They read the same, inert.
+    from ledger import pr_comment
+    from verify import Result
+
+    result = Result(
+        target="blake3:" + "a" * 64, defects=(), trust="pinned", task_id="T-1", candidate="blake3:" + "b" * 64
+    )
+    hostile = "ping @octocat, see https://evil.example/x or www.evil.example and [click](javascript:alert(1))"
+    manifest = {"contract": {"goal": hostile}, "checks": [{"id": "tests", "status": "fail", "reason": hostile}]}
+    text = pr_comment(result, "blake3:" + "a" * 64, manifest, "c" * 40)
+    assert "@octocat" not in text and "@\u2060octocat" in text
+    assert "https://evil" not in text and "www.evil" not in text
+    assert "](javascript:" not in text.replace("\\](javascript:", "")  # the bracket is escaped: no link
+    assert text.count("\\[click\\]") == 2

@@ -224,3 +224,17 @@ def test_the_time_stamp_travels_in_the_bundle_and_verifies_offline(tsa: tuple[st
     stranger = _authority(tmp_path / "other", "other tsa")
     assert [d.code for d in offline(stranger).defects] == ["timestamp"]
     assert any("not checked" in w for w in offline(None).warnings)
+
+
+@pytest.mark.parametrize("url", ["not a url", "ftp://127.0.0.1/tsa", "http://", "file:///etc/hostname"])
+def test_a_tsa_that_is_no_http_url_is_bad_input_before_anything_is_signed(tmp_path: Path, url: str) -> None:
+    # Issue 47: `--tsa 'not a url'` printed "internal error (ValueError)" after writing the checkpoint.
+    s = _sample(tmp_path / "l")
+    keys = tmp_path / "keys"
+    write_private_key(keys / "sealer", "sealer")
+    res = run_cli(
+        "--dir", str(s.root), "checkpoint", "--key", "sealer", "--tsa", url, env={"RECEIPT_LEDGER_KEYS": str(keys)}
+    )
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "--tsa is the http(s) URL" in res.stderr, res.stderr
+    shown = run_cli("--dir", str(s.root), "checkpoint", "--show")
+    assert shown.returncode == 2 and "no checkpoint yet" in shown.stderr  # nothing was written

@@ -26,9 +26,8 @@ from verify import (
     verify_receipt,
 )
 
-from .._config import read_bounded
 from .._errors import InputError
-from .._files import write_text_atomic
+from .._files import read_bounded, write_text_atomic
 from ..views._render import chain_lines, pr_comment, verify_lines
 
 if TYPE_CHECKING:  # `ledger verify HASH` loads neither the gate, git notes nor the exporter

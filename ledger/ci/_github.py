@@ -34,7 +34,7 @@ from verify.postgres import redact_url
 
 from .._config import open_source, shared_store
 from .._errors import InputError, LedgerError
-from .._escape import markdown_text
+from .._escape import comment_text, markdown_text
 from .._files import write_atomic
 from .._git import run_git
 from .._layout import DEFAULT_TASK_PATTERN, contract_path, find_task, task_pattern
@@ -643,14 +643,14 @@ def summary_markdown(report: ActionReport, event: GithubEvent) -> str:
     comment = (
         pr_comment(report.result, report.receipt, report.manifest, event.head_sha, report.outputs).rstrip("\n")
         if report.result is not None and report.receipt
-        else "### receipt-ledger: %s, no verified receipt yet" % markdown_text(report.task)
+        else "### receipt-ledger: %s, no verified receipt yet" % comment_text(report.task)
     )
     if report.gated is not None:
         # The gate decides the job: its decision heads the summary, in the log's words
         # (GATE PASS, GATE FAIL), and the receipt it rests on follows under its own heading.
         said = gate_lines(report.gated)
-        parts.append("### receipt-ledger: %s **%s**" % (markdown_text(report.task), markdown_text(said[0])))
-        parts += ["- %s" % markdown_text(line.strip()) for line in said[1:]]
+        parts.append("### receipt-ledger: %s **%s**" % (comment_text(report.task), comment_text(said[0])))
+        parts += ["- %s" % comment_text(line.strip()) for line in said[1:]]
         parts.append("")
         comment = comment.replace("### receipt-ledger: ", "#### The receipt: ", 1)
     parts.append(comment)
@@ -661,7 +661,7 @@ def summary_markdown(report: ActionReport, event: GithubEvent) -> str:
             % (REPORT_ARTIFACT, markdown_text(report.run_url))
         )
     for note in report.notes:
-        parts.append("- note: %s" % markdown_text(note))
+        parts.append("- note: %s" % comment_text(note))
     return "\n".join(parts) + "\n"
 
 

@@ -27,8 +27,8 @@ from receipts import (
     provenance_document,
 )
 
-from .._config import read_bounded
 from .._errors import InputError
+from .._files import read_bounded
 from .._git import git_ok
 from ..store._ledger import Appended, Store
 from ._events import append_event, task_events

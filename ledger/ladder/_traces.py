@@ -27,8 +27,8 @@ from receipts import (
     parse_contract,
 )
 
-from .._config import read_bounded
 from .._errors import InputError
+from .._files import read_bounded
 from ..store._ledger import Appended, Store
 from ._events import append_event, task_events
 from ._evidence import evidence_json

@@ -89,8 +89,10 @@ def sign_checkpoint(ledger: Ledger, signer: Signer, tsa_url: str | None = None) 
     """
     from receipts import parse_checkpoint
 
-    from ._tsa import timestamp_checkpoint
+    from ._tsa import check_tsa_url, timestamp_checkpoint
 
+    if tsa_url is not None:
+        check_tsa_url(tsa_url)  # a bad address is refused before the checkpoint is written
     note = ledger.checkpoint(signer)
     if tsa_url is None:
         return note, None

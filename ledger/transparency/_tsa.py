@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import io
 import urllib.error
+import urllib.parse
 import urllib.request
 
 from receipts import CheckpointTimestamp, ReceiptsError, SignedNote, Signer, content_digest
@@ -15,9 +16,21 @@ from receipts import CheckpointTimestamp, ReceiptsError, SignedNote, Signer, con
 from .._errors import InputError
 from ..store._ledger import Appended, Ledger
 
-__all__ = ["timestamp_checkpoint"]
+__all__ = ["check_tsa_url", "timestamp_checkpoint"]
 
 _MAX_REPLY = 1 << 20
+
+
+def check_tsa_url(url: str) -> str:
+    """``url`` if it names a time-stamping authority as `--tsa` must: http or https, with a host.
+
+    Raises:
+        InputError: it does not (said before anything is signed or written).
+    """
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InputError("--tsa is the http(s) URL of a time-stamping authority (RFC 3161), not %r" % url[:200])
+    return url
 
 
 def timestamp_checkpoint(ledger: Ledger, signer: Signer, url: str, note: SignedNote, size: int) -> Appended:

@@ -29,9 +29,8 @@ from receipts import (
 from verify import AuditState, CannotVerify, LedgerSource, Trust, WitnessKey, verify_chain
 
 from .. import _clock
-from .._config import read_bounded
 from .._errors import InputError
-from .._files import write_atomic, write_text_atomic
+from .._files import read_bounded, write_atomic, write_text_atomic
 from ..keys._key_files import key_dir, read_public_key
 from ..store._ledger import Ledger
 

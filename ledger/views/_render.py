@@ -38,7 +38,7 @@ from verify import (
     is_note,
 )
 
-from .._escape import markdown_text
+from .._escape import comment_text
 
 if TYPE_CHECKING:
     from receipts import ToolDecision
@@ -210,9 +210,10 @@ def pr_comment(
     reason, the tiers, who approved, notes, and the commands to re-check ``commit``.
     ``manifest`` is the verified bundle's (its renderings are re-derived by `verify`);
     ``outputs``, a failing check's last printed lines by check id, shown under the table.
-    Every text from the ledger is escaped (`markdown_text`): GitHub renders HTML in comments.
+    Every text from the ledger is escaped (`comment_text`): GitHub renders HTML in comments,
+    links addresses and notifies mentions.
     """
-    md = markdown_text
+    md = comment_text
     doc = manifest or {}
     lines = _comment_head(result)
     goal = (doc.get("contract") or {}).get("goal")
@@ -257,7 +258,7 @@ def pr_comment(
 
 def _comment_head(result: Result) -> list[str]:
     """The decision, then each reason for it: what a reviewer reads first."""
-    md = markdown_text
+    md = comment_text
     said = headline(result, exceptions(result))
     verdict = (
         ("merge-eligible with exceptions" if said.startswith("MERGE-ELIGIBLE WITH") else "merge-eligible")
@@ -276,7 +277,7 @@ def _comment_decisions(decisions: Sequence[Mapping[str, Any]]) -> list[str]:
     """Who decided, how and when, and what they said."""
     if not decisions:
         return []
-    md = markdown_text
+    md = comment_text
     return ["", "**Human decisions:**"] + [
         "- %s %s %s (%s, %s)%s"
         % (
@@ -300,7 +301,7 @@ def _comment_outputs(outputs: Mapping[str, str]) -> list[str]:
         if not tail:
             continue
         fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", tail)), default=0))
-        lines += ["", "<details><summary>%s: its last output</summary>" % markdown_text(check), ""]
+        lines += ["", "<details><summary>%s: its last output</summary>" % comment_text(check), ""]
         lines += [fence + "text", *tail.splitlines(), fence, "", "</details>"]
     return lines
 
@@ -310,7 +311,7 @@ def _comment_checks(checks: Sequence[Mapping[str, Any]]) -> list[str]:
     if not checks:
         return []
     ordered = sorted(checks, key=lambda c: c.get("status") == "pass")
-    md = markdown_text
+    md = comment_text
     return ["", "| check | status | reason |", "|---|---|---|"] + [
         "| %s | %s %s | %s |"
         % (
