@@ -737,6 +737,20 @@ def _judge_retry(tmp: Path) -> Sample:
     return s
 
 
+@mutation("judge-review-resigned-as-fail")
+def _judge_review_as_fail(tmp: Path) -> Sample:
+    s = build_sample(tmp, judge=judge_table("accept", "0.5"))  # under the threshold: review
+    rows = read_rows(s.root)
+    i = find_row(rows, s.records[r.Tier.JUDGE])
+    rec = _record_body(rows, i)
+    assert rec.verdict is r.Verdict.REVIEW
+    forged = dataclasses.replace(rec, verdict=r.Verdict.FAIL)  # not-pass either way: only the exact verdict differs
+    _replace_body(rows, i, forged)
+    s.receipt = _retarget_receipt(rows, s.records[r.Tier.JUDGE], r.tier_record_hash(forged))
+    write_rows(s.root, rows, resign_from=i)
+    return s
+
+
 @mutation("human-reject-dropped")
 def _reject_dropped(tmp: Path) -> Sample:
     s = build_sample(tmp)

@@ -581,9 +581,9 @@ def _reveals(source: Source, walk: Walk, task_id: str) -> dict[str, RevealedSet]
 def _judge_entailed(source: Source, entry: Entry, rec: TierRecord, contract: Contract) -> _RecordCheck:
     # 5g. A judge verdict (and a pass's confidence) must follow from its stored replies under its contract.
     judged = _rederive_judge(source, rec, contract)
-    if (judged.verdict is Verdict.PASS) == (rec.verdict is Verdict.PASS) and (
-        rec.verdict is not Verdict.PASS or rec.confidence_bp == judged.confidence_bp
-    ):
+    # The verdict itself is re-derived, not only pass against not-pass: a review re-signed
+    # as a fail (or a retry as a skip) says something its replies do not (issue 47).
+    if judged.verdict is rec.verdict and (rec.verdict is not Verdict.PASS or rec.confidence_bp == judged.confidence_bp):
         return _RecordCheck(judged.verdict.value, reason=judged.reason)
     why = "the judge record says %s (confidence %s) but its stored replies entail %s: %s" % (
         rec.verdict,
