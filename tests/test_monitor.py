@@ -214,3 +214,44 @@ def test_a_lost_witness_quorum_is_one_alert(hook: _Hook, tmp_path: Path) -> None
     (alert,) = hook.take()
     assert alert["kind"] == "quorum" and "0 of the 1 --witness cosignatures required" in alert["message"]
     assert run_cli(*args).returncode == 0 and hook.take() == []
+
+
+def test_a_webhook_that_redirects_is_not_followed(tmp_path: Path) -> None:
+    # Issue 47: urllib followed a 302 from the configured endpoint with a GET to wherever it
+    # pointed, and took the answer there as the alert delivered. The alert stays unsent (the
+    # endpoint did not take it) and nothing is fetched from the address the redirect named.
+    fetched: list[str] = []
+
+    class Redirect(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(302)
+            self.send_header("Location", "/elsewhere")
+            self.end_headers()
+
+        def do_GET(self) -> None:
+            fetched.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        s = build_sample(tmp_path)
+        url = "http://127.0.0.1:%d/alerts" % server.server_address[1]
+        state = tmp_path / "m.json"
+        args = ("--dir", str(s.root), "monitor", "--state", str(state), "--webhook", url, "--trust", ADMIN_ID)
+        assert run_cli(*args).returncode == 0  # the baseline
+        ledger = Ledger.open(s.root)
+        carol = r.Ed25519Signer(Ed25519PrivateKey.generate()).public_key_blob
+        add_key(ledger, SIGNERS["admin"], "carol", [r.Role.HUMAN], carol)
+        ledger.close()
+        moved = run_cli(*args)
+        assert moved.returncode == 2 and "did not take alert key:" in moved.stderr, moved.stderr
+        assert fetched == []
+    finally:
+        server.shutdown()
+        server.server_close()

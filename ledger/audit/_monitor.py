@@ -65,18 +65,29 @@ class Alert:
         }
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect is not taken: urllib would follow it with a GET (the alert lost) to an
+    address nobody configured; the 3xx is the endpoint not taking the alert.
+    """
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
 def webhook_sender(url: str) -> Callable[[Alert], None]:
-    """POST each alert as JSON to ``url`` (one the user configured).
+    """POST each alert as JSON to ``url`` (one the user configured), and only there: a
+    redirect is not followed.
 
     Raises (when called):
         StoreError: the endpoint did not take it (the alert stays unsent, to retry).
     """
+    opener = urllib.request.build_opener(_NoRedirect)
 
     def send(alert: Alert) -> None:
         data = json.dumps(alert.document(), sort_keys=True).encode()
         request = urllib.request.Request(url, data=data, method="POST", headers={"Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(request, timeout=30):
+            with opener.open(request, timeout=30):
                 pass
         except (urllib.error.URLError, OSError) as exc:
             raise StoreError("the webhook %s did not take alert %s: %s" % (url, alert.id, exc)) from None
