@@ -26,7 +26,7 @@ from conftest import (
     write_private_key,
     write_rows,
 )
-from ledger import Ledger, revoke_key
+from ledger import InputError, Ledger, revoke_key
 from receipts import is_valid_tlog_proof, parse_tlog_proof, tlog_proof_text
 from verify import LedgerSource, Result, Transparency, TrustRoot, WitnessKey, verify_receipt
 
@@ -363,3 +363,28 @@ def test_a_witness_that_saw_the_newer_checkpoint_refuses_the_rollback(tmp_path: 
     assert code == 2 and "not consistent" in err, err
     code, _, err = cosign(replacing.encode(), *audited)
     assert code == 2 and "history-rewritten" in err, err
+
+
+def test_a_seal_key_signs_the_checkpoint_right_after_it_is_added(tmp_path: Path) -> None:
+    # Issue 47: a seal key added by the last entry signed a checkpoint its own ledger then
+    # rejected (`checkpoint-signature`): the writer and the verifier read "valid at its size"
+    # two ways. Both now read it as the keyring the checkpoint's entries replay to.
+    from ledger import add_key
+    from verify import verify_chain
+
+    s = build_sample(tmp_path)
+    fresh = seeded_signer("fresh-sealer")
+    ledger = Ledger.open(s.root)
+    added = add_key(ledger, SIGNERS["admin"], "fresh", [r.Role.SEAL], fresh.public_key_blob)
+    note = ledger.checkpoint(fresh)
+    ledger.close()
+    assert r.parse_checkpoint(note.text).size == added.seq + 1  # the key's own entry is the last one
+    chain = verify_chain(LedgerSource.open(s.root), TRUST)
+    assert chain.ok, chain.defects
+    assert verify(s).ok
+    # A key revoked by the last entry may not sign that size: the writer refuses, the verifier too.
+    ledger = Ledger.open(s.root)
+    revoke_key(ledger, SIGNERS["admin"], "fresh", "rotated")
+    with pytest.raises(InputError, match="active seal or admin key"):
+        ledger.checkpoint(fresh)
+    ledger.close()

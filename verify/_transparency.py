@@ -90,10 +90,13 @@ class CheckpointProof(Protocol):
 
 def checkpoint_signer(ring: Keyring | None, note: SignedNote, origin: str, size: int) -> str | None:
     """The seal or admin key that signed this checkpoint while valid at its size, if any."""
+    # Valid at size N: active in the keyring the first N entries replay to, the one its
+    # writer signs under (format.md §9): added by an entry before N (a key added by the
+    # last entry may sign at once), and not revoked by one.
     for state in ring or ():
-        if not ({Role.SEAL, Role.ADMIN} & set(state.spec.roles)) or state.available_from > max(size - 1, 0):
+        if not ({Role.SEAL, Role.ADMIN} & set(state.spec.roles)) or state.available_from > size:
             continue
-        if state.revoked_at is not None and state.revoked_at < size - 1:
+        if state.revoked_at is not None and state.revoked_at < size:
             continue
         if is_valid_note_signature(note, origin, parse_public_key_blob(state.spec.public_key)):
             return "%s (%s)" % (state.spec.name, state.key_id)
