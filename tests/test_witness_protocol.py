@@ -136,6 +136,12 @@ def test_two_witnesses_and_a_policy_needing_both(site: tuple[Path, dict[str, str
     foreign = run_cli("verify", receipt, "--policy", str(policy), "--json", cwd=repo, env=env)
     assert foreign.returncode == 1, foreign.stdout + foreign.stderr
     assert [d["code"] for d in json.loads(foreign.stdout)["defects"]] == ["log-not-in-policy"], foreign.stdout
+    # Issue 47: whatever its quorum, the policy's log lines bind the checkpoint (`quorum none` too).
+    lines = policy.read_text().splitlines()
+    policy.write_text("".join(("quorum none" if line.startswith("quorum ") else line) + "\n" for line in lines))
+    unwitnessed = run_cli("verify", receipt, "--policy", str(policy), "--json", cwd=repo, env=env)
+    assert unwitnessed.returncode == 1, unwitnessed.stdout + unwitnessed.stderr
+    assert [d["code"] for d in json.loads(unwitnessed.stdout)["defects"]] == ["log-not-in-policy"]
     # A policy file with a fault is bad input naming its line.
     policy.write_text(kept + "quorum W1\n")
     bad = run_cli("verify", receipt, "--policy", str(policy), cwd=repo, env=env)

@@ -25,7 +25,7 @@ from ._result import Defect
 if TYPE_CHECKING:  # the tile reader loads urllib: only `verify --tiles` needs it
     from ._tiles import PublishedLog
 
-__all__ = ["Transparency", "WitnessKey", "witnessed", "audited_by", "cosignature_statuses"]
+__all__ = ["Transparency", "WitnessKey", "witnessed", "log_in_policy", "audited_by", "cosignature_statuses"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,14 +114,6 @@ def witnessed(note: SignedNote, size: int, signer: str | None, policy: Transpare
                 "the checkpoint has %d valid witness cosignature(s); %d are required" % (len(names), policy.quorum),
             )
         )
-    if policy.tlog_policy is not None and not policy.tlog_policy.names_log_of(note):
-        defects.append(
-            Defect(
-                "log-not-in-policy",
-                "the checkpoint's log %r is not one the policy's log lines name, or none of their keys signed it"
-                % note.text.split("\n", 1)[0],
-            )
-        )
     if policy.tlog_policy is not None:
         met, signed = policy.tlog_policy.witnessed(note)
         names += [n for n in signed if n not in names]
@@ -138,6 +130,21 @@ def witnessed(note: SignedNote, size: int, signer: str | None, policy: Transpare
         signer or "nobody valid",
         ", ".join(names) or "none",
     )
+
+
+def log_in_policy(note: SignedNote, policy: Transparency) -> list[Defect]:
+    """`log-not-in-policy` unless a tlog-policy's ``log`` lines name the checkpoint's origin
+    and one of their keys signed it; checked whatever the quorum (``quorum none`` too).
+    """
+    if policy.tlog_policy is None or policy.tlog_policy.names_log_of(note):
+        return []
+    return [
+        Defect(
+            "log-not-in-policy",
+            "the checkpoint's log %r is not one the policy's log lines name, or none of their keys signed it"
+            % note.text.split("\n", 1)[0],
+        )
+    ]
 
 
 def audited_by(note: SignedNote, policy: Transparency) -> tuple[str, ...]:

@@ -23,7 +23,7 @@ from receipts import (
 )
 
 from ._errors import CannotVerify
-from ._policy import Transparency, audited_by, witnessed
+from ._policy import Transparency, audited_by, log_in_policy, witnessed
 from ._result import Defect, Finding
 from ._tsa import timestamp_finding
 
@@ -193,8 +193,9 @@ def _covering(
         defects.append(Defect("checkpoint-signature", message % filed))
     # 8b. The entries, proven into its root.
     defects += proof.prove(cp, receipt_seq)
-    # 8e. Witnesses, auditing witnesses, time-stamp.
+    # 8e. Witnesses, auditing witnesses, time-stamp; a tlog-policy's log lines bind it whatever its quorum.
     quorum, used = witnessed(note, cp.size, signer, policy)
+    defects += log_in_policy(note, policy)
     # 8f. The log as published to everyone holds this checkpoint's tree.
     if policy.published is not None:
         defects += policy.published.covers(cp.size, cp.root)
