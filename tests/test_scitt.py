@@ -619,3 +619,22 @@ def test_a_statement_counts_as_the_keyring_stood_at_its_entry(tmp_path: Path) ->
             assert [seq for seq, _ in source.statements()] == [first.seq, first.seq + 3]
     finally:
         ledger.close()
+
+
+def test_a_statement_signed_by_the_agents_key_is_not_registered(tmp_path: Path) -> None:
+    # Issue 47: any active key its kid named could issue a statement into the team's log,
+    # the agent's key too (its private half lives where the agent runs). Only seal keys do.
+    from ledger import InputError, Ledger, register_statement
+
+    s = build_sample(tmp_path)
+    agent = SIGNERS["agent"]
+    statement = r.receipt_statement(
+        b"1", "logs.example", "urn:example:1", "urn:x", r.fingerprint(agent.public_key_blob).encode(), agent.sign_raw
+    )
+    ledger = Ledger.open(s.root)
+    try:
+        with pytest.raises(InputError, match="a key without the seal role"):
+            register_statement(ledger, SIGNERS["sealer"], statement, None)
+        assert ledger.reader.statements() == []  # nothing written
+    finally:
+        ledger.close()

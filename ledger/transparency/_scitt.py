@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from receipts import (
     ReceiptsError,
+    Role,
     Signer,
     StatementRegistration,
     cose_receipt,
@@ -110,11 +111,20 @@ def _check_issuer(ledger: Ledger, statement: bytes, issuer_key: bytes | None) ->
 
 
 def _issuer_in_keyring(ledger: Ledger, statement: bytes) -> bytes:
+    """The issuer key a statement's kid names, when it is an active key of the seal role (the
+    registration policy, format.md §15a): never another role's, such as the agent's, whose
+    private half lives where the agent runs.
+    """
     kid = decode_sign1(statement).header.get(4)  # COSE label 4: kid
     name = kid.decode("utf-8", "replace") if isinstance(kid, bytes) else None
     state = ledger.keyring().get(name) if name else None
     if state is None or state.revoked_at is not None:
         raise InputError("cannot check the statement's signature: its kid names no active key here; give --issuer-key")
+    if Role.SEAL not in state.spec.roles:
+        raise InputError(
+            "refused: the statement's kid names %s, a key without the seal role: only seal keys issue statements"
+            " from this keyring (give --issuer-key for an issuer from elsewhere)" % state.spec.name
+        )
     return public_key_line(state.spec.public_key).encode()
 
 
