@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import os
 import random
 import signal
@@ -21,6 +22,7 @@ import receipts as r
 from conftest import ADMIN_ID, SIGNERS, filler_record, run_cli, seeded_signer, write_private_key
 from ledger import Appended, Ledger, StoreError, add_key, pull, revoke_key
 from verify import CannotVerify, LedgerSource, PostgresSource, TrustRoot, verify_chain
+from verify.schema import blob_path
 
 TRUST = TrustRoot(frozenset({ADMIN_ID}), "t")
 KILL_TRIALS = int(os.environ.get("RECEIPT_LEDGER_PG_KILL_TRIALS", "100"))
@@ -769,3 +771,25 @@ def test_the_writer_reads_ahead_in_one_round_trip_and_still_checks_every_row(pg_
     assert seqs(pg_url) == before
     first.close()
     second.close()
+
+
+def test_a_junk_blob_row_does_not_stop_every_mirror(pg_url: str, tmp_path: Path) -> None:
+    # Issue 47: the writer role can insert a blob row whose bytes do not hash to its name;
+    # every `ledger pull` failed on it. The pull now copies everything else and names it.
+    ledger = shared(pg_url, tmp_path)
+    good, _ = ledger.put_blob_stream(io.BytesIO(b"real evidence"))
+    ledger.checkpoint(SIGNERS["sealer"])
+    ledger.close()
+    junk = r.content_digest(b"what the name promises")
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("INSERT INTO blob_chunks (digest, idx, data) VALUES (%s, 0, %s)", (junk.value, b"something else"))
+        conn.execute("INSERT INTO blobs (digest, size, chunks) VALUES (%s, 14, 1)", (junk.value,))
+    mirror = tmp_path / "mirror"
+    done = run_cli("pull", "--from", pg_url, "--to", str(mirror))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "warning: blob row not copied: %s: its bytes on the shared store hash to" % junk in done.stdout
+    assert blob_path(mirror, good).exists() and not blob_path(mirror, junk).exists()
+    doc = json.loads(run_cli("pull", "--from", pg_url, "--to", str(mirror), "--json").stdout)
+    assert doc["ok"] and [s.split(":")[0] + ":" + s.split(":")[1] for s in doc["skipped_blobs"]] == [str(junk)]
+    res = run_cli("--dir", str(mirror), "verify", "--chain", "--trust", ADMIN_ID)
+    assert res.returncode == 0, res.stdout  # no entry names it: the mirror verifies

@@ -64,6 +64,7 @@ class PullResult:
     checkpoints_copied: int
     proven: tuple[int, int] | None  # (kept size, shared checkpoint size) of the consistency proof
     defects: tuple[str, ...]
+    skipped: tuple[str, ...] = ()  # blob rows not copied (they do not hash to their name), and why
 
     @property
     def ok(self) -> bool:
@@ -80,6 +81,7 @@ class PullResult:
             "checkpoints_copied": self.checkpoints_copied,
             "consistency_proof": None if self.proven is None else {"from": self.proven[0], "to": self.proven[1]},
             "defects": list(self.defects),
+            "skipped_blobs": list(self.skipped),
         }
 
 
@@ -158,17 +160,17 @@ def _pull(
     local = mirror.reader
     n, total = local.count(), remote.count()
     kept = local.checkpoints()
-    blobs = 0
+    blobs, skipped = 0, list[str]()
     try:
         _same_prefix(remote, local, n, total)
-        blobs = _copy_blobs(remote, mirror)
+        blobs = _copy_blobs(remote, mirror, skipped)
         copied, proven = 0, None
         with mirror.backend.write():
             _copy_entries(remote, mirror, n, total, progress)
             copied, proven = _copy_checkpoints(remote, mirror, kept, total)
     except _Refused as exc:
         return PullResult(name, first, n, n, blobs, 0, None, (str(exc),))
-    return PullResult(name, first, n, total, blobs, copied, proven, ())
+    return PullResult(name, first, n, total, blobs, copied, proven, (), tuple(skipped))
 
 
 def _same_prefix(remote: PostgresSource, local: LedgerSource, n: int, total: int) -> None:
@@ -295,10 +297,12 @@ def _genesis(mirror: Ledger) -> StoredEntry:
     return found
 
 
-def _copy_blobs(remote: PostgresSource, mirror: Ledger) -> int:
-    """Copy every blob the mirror lacks, re-hashed on the way (a blob that does not hash to
-    its name on the shared store is refused). Before the entries: a crash leaves at worst
-    unreferenced blobs.
+def _copy_blobs(remote: PostgresSource, mirror: Ledger, skipped: list[str]) -> int:
+    """Copy every blob the mirror lacks, re-hashed on the way. Before the entries: a crash
+    leaves at worst unreferenced blobs. A row that cannot be read or does not hash to its
+    name is not copied and is named in ``skipped``: the writer role can add such a row, and
+    it must not stop every mirror (issue 47); an entry that names it is then missing its
+    evidence, which the mirror's own verification reports.
     """
     copied = 0
     for digest in remote.blob_digests(""):
@@ -306,11 +310,13 @@ def _copy_blobs(remote: PostgresSource, mirror: Ledger) -> int:
         if blob_path(mirror.root, d).exists():
             continue
         handle = remote.open_blob(d)
-        if handle is None:  # listed but gone: never copy less than the store says it holds
-            raise _Refused("evidence blob %s is listed on the shared store but cannot be read" % d)
+        if handle is None:
+            skipped.append("%s: listed on the shared store but cannot be read" % d)
+            continue
         with handle:
             got, _ = mirror.backend.put_blob_stream(handle)
-        if got != d:
-            raise _Refused("evidence blob %s on the shared store does not hash to its name" % d)
+        if got != d:  # its bytes stay only under their own digest, where nothing names them
+            skipped.append("%s: its bytes on the shared store hash to %s, not to its name" % (d, got))
+            continue
         copied += 1
     return copied

@@ -564,6 +564,10 @@ def pull_lines(res: PullResult) -> list[str]:
         return lines
     lines.append("entries      %d -> %d" % (res.entries_before, res.entries_after))
     lines.append("blobs        %d copied" % res.blobs_copied)
+    lines += [
+        "warning: blob row not copied: %s (a row no honest writer makes: tell the store's owner)" % why
+        for why in res.skipped
+    ]
     lines.append("checkpoints  %d copied" % res.checkpoints_copied)
     if res.proven is not None:
         lines.append("proof        consistent from the kept checkpoint (size %d) to size %d" % res.proven)
