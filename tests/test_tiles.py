@@ -406,3 +406,42 @@ def test_a_log_named_by_its_url_is_read_by_go_and_verifies(tilecheck: Path, tmp_
     )
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "no spaces" in bad.stderr
     assert not (tmp_path / "bad").exists() and not keys.exists()  # nothing written
+
+
+def test_a_tiles_audit_keeps_what_the_auditor_saw(tmp_path: Path) -> None:
+    # Issue 47: `verify --tiles` alone ignored --since, --witness-quorum and --policy: a
+    # published log rolled back from a kept size was VERIFIED. Now it is held to them.
+    old, new = _old_and_new(tmp_path, 300)
+    kept_small, kept_large = tmp_path / "small.checkpoint", tmp_path / "large.checkpoint"
+    with LedgerSource.open(old) as source:
+        kept_small.write_text(source.checkpoints()[-1][1])
+    with LedgerSource.open(new) as source:
+        kept_large.write_text(source.checkpoints()[-1][1])
+    grown, rolled_back = tmp_path / "grown", tmp_path / "rolled-back"
+    _publish(new, grown)
+    _publish(old, rolled_back)
+    vkey = ("--log-vkey", _vkey(new))
+
+    def codes(folder: Path, *args: str) -> tuple[int, list[str]]:
+        done = run_cli("verify", "--tiles", str(folder), *vkey, *args, "--json")
+        assert "Traceback" not in done.stderr
+        return done.returncode, [d["code"] for d in json.loads(done.stdout)["defects"]] if done.stdout else []
+
+    assert codes(grown, "--since", str(kept_small)) == (0, [])  # grew from what was kept
+    assert codes(rolled_back, "--since", str(kept_large)) == (1, ["history-rewritten"])
+    # A fork: the old ledger grown differently, published; it does not hold the kept root.
+    forked = tmp_path / "forked"
+    shutil.copytree(old, tmp_path / "fork-ledger")
+    _grow(tmp_path / "fork-ledger", 300, start=5000)
+    _publish(tmp_path / "fork-ledger", forked)
+    assert codes(forked, "--since", str(kept_large)) == (1, ["split-view"])
+    # The witnesses asked for, none cosigned.
+    witness = "w.example/w1 " + r.public_key_line(SIGNERS["bob"].public_key_blob)
+    assert codes(grown, "--witness", witness, "--witness-quorum", "1") == (1, ["witness-quorum"])
+    # What is no checkpoint is bad input, in one line.
+    bad = run_cli("verify", "--tiles", str(grown), *vkey, "--since", str(tmp_path / "small.checkpoint") + "x")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+    junk = tmp_path / "junk.checkpoint"
+    junk.write_text("hello\n")
+    refused = run_cli("verify", "--tiles", str(grown), *vkey, "--since", str(junk))
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr

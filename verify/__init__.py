@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from ._scitt import verify_registered
     from ._source import KEYRING_KIND_NAMES, LedgerSource, Source, StoredEntry, keyring_changes
     from ._state import AUDIT_STATE_FORMAT, AuditState
+    from ._tile_policy import audit_tiles_under
     from ._tiles import PublishedLog, TileAudit, audit_tiles, tile_reader
     from ._trust import Trust, TrustRoot, UnsafeTrustOnFirstUse, parse_allowed_signers
     from ._tsa import tsa_roots
@@ -80,6 +81,7 @@ __all__ = [
     "cosignature_statuses",
     "TileAudit",
     "audit_tiles",
+    "audit_tiles_under",
     "tile_reader",
     "PublishedLog",
     "AuditState",
@@ -154,6 +156,7 @@ _WHERE = {
     "cosignature_statuses": "_policy",
     "TileAudit": "_tiles",
     "audit_tiles": "_tiles",
+    "audit_tiles_under": "_tile_policy",
     "tile_reader": "_tiles",
     "PublishedLog": "_tiles",
     "RENDERINGS": "_rendering",

@@ -89,7 +89,8 @@ def tile_reader(where: str) -> Callable[[str], bytes | None]:
 
 
 def audit_tiles(read: Callable[[str], bytes | None], log_vkey: str) -> TileAudit:
-    """Audit the tile log ``read`` gives against the log's verifier key.
+    """Audit the tile log ``read`` gives against the log's verifier key (what the auditor
+    kept and asks besides is `verify.audit_tiles_under`).
 
     Steps:
       1. the checkpoint parses and carries a valid signature of the vkey's key, under its

@@ -200,16 +200,19 @@ def receipt_comment(ledger: Ledger, receipt_digest: Digest, trust: Trust) -> str
     return pr_comment(result, receipt_hash, manifest if result.ok else None)
 
 
-def run_tile_audit(where: str, log_vkey: str) -> TileAudit:
+def run_tile_audit(where: str, log_vkey: str, policy: Transparency) -> TileAudit:
     """`ledger verify --tiles WHERE --log-vkey VKEY`: the published tile log audited from
-    its files alone (`verify.audit_tiles`), read from a folder or an http(s) prefix.
+    its files alone, read from a folder or an http(s) prefix, and held to what ``policy``
+    says the auditor kept (`--since`) and asks (witnesses, a tlog-policy):
+    `verify.audit_tiles_under`.
 
     Raises:
-        CannotVerify: the vkey is not a log's, or the files cannot be read.
+        CannotVerify: the vkey is not a log's, the files cannot be read, or the kept
+            checkpoint is no checkpoint.
     """
-    from verify import audit_tiles, tile_reader
+    from verify import audit_tiles_under, tile_reader
 
-    return audit_tiles(tile_reader(where), log_vkey)
+    return audit_tiles_under(tile_reader(where), log_vkey, policy)
 
 
 def check_scitt(

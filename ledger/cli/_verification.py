@@ -101,13 +101,14 @@ def verify_cmd(
     """
     if scitt:
         _verify_scitt(ctx, scitt, registered, as_json)
-    if tiles is not None and hash_text is None and bundle is None and commit_rev is None:
-        _audit_tiles(tiles, log_vkey, as_json)
-    receipt = _receipt_arg(ctx, hash_text, bundle)
-    request = lib.VerifyRequest(receipt, chain, bundle, commit_rev, method, not skip_evidence, resume_path, save_state)
+    alone = tiles is not None and hash_text is None and bundle is None and commit_rev is None
     policy = _policy(
         trust, auditors, checkpoints, require_checkpoint=bundle is not None, published=_published(tiles, log_vkey)
     )
+    if alone:
+        _audit_tiles(str(tiles), log_vkey, policy, as_json)
+    receipt = _receipt_arg(ctx, hash_text, bundle)
+    request = lib.VerifyRequest(receipt, chain, bundle, commit_rev, method, not skip_evidence, resume_path, save_state)
     root = _trust(ctx, trust, judges_candidate=commit_rev is not None)
     with progress(as_json, "verifying chain") as bar:
         verified = lib.run_verify(request, root, policy, progress=bar, **_readers(ctx))
@@ -146,10 +147,10 @@ def _published(where: str | None, log_vkey: str | None) -> Any:
     return PublishedLog(where, log_vkey)
 
 
-def _audit_tiles(where: str, log_vkey: str | None, as_json: bool) -> NoReturn:
+def _audit_tiles(where: str, log_vkey: str | None, policy: Any, as_json: bool) -> NoReturn:
     if log_vkey is None:
         raise lib.InputError("--tiles needs --log-vkey: the log's verifier key (`ledger checkpoint vkey`)")
-    audit = lib.run_tile_audit(where, log_vkey)
+    audit = lib.run_tile_audit(where, log_vkey, policy)
     doc = {"size": audit.size, "tiles": audit.tiles, "ok": audit.ok, "defects": [d.as_dict() for d in audit.defects]}
     lines = ["%s: %s tiles at size %d read" % ("VERIFIED" if audit.ok else "REJECTED", audit.tiles, audit.size)]
     emit(as_json, doc, lines + ["  %s: %s" % (d.code, d.message) for d in audit.defects])
