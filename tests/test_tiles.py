@@ -445,3 +445,16 @@ def test_a_tiles_audit_keeps_what_the_auditor_saw(tmp_path: Path) -> None:
     junk.write_text("hello\n")
     refused = run_cli("verify", "--tiles", str(grown), *vkey, "--since", str(junk))
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
+
+
+def test_a_missing_entry_bundle_is_named(tmp_path: Path) -> None:
+    # Issue 47: after a partial publish the audit must name the entry bundle that is not there.
+    s = build_sample(tmp_path)
+    _grow(s.root, 600)
+    folder = tmp_path / "tiles"
+    _publish(s.root, folder)
+    (folder / "tile" / "entries" / "001").unlink()
+    audit = run_cli("verify", "--tiles", str(folder), "--log-vkey", _vkey(s.root), "--json")
+    assert audit.returncode == 1, audit.stdout
+    (defect,) = json.loads(audit.stdout)["defects"]
+    assert defect["code"] == "tile-missing" and "tile/entries/001" in defect["message"]
