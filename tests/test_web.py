@@ -466,3 +466,38 @@ def test_the_serve_blocks_of_docs_web_run_as_written(sample: Any, tmp_path: Path
     finally:
         proc.terminate()
         proc.wait()
+
+
+def test_slow_clients_do_not_hold_the_server(sample: Any, tmp_path: Path) -> None:
+    # Issue 47: `ledger serve` had no header-read timeout: half-sent requests held their
+    # sockets for ever. A bounded load of them: a well-behaved request is answered during
+    # the attack, each slow connection is closed by the server, and one is answered after.
+    import subprocess
+    import sys
+    import urllib.request
+
+    port = free_port()
+    cmd = [sys.executable, "-m", "ledger", "--dir", str(sample.root), "serve", "--port", str(port)]
+    proc = subprocess.Popen(
+        [*cmd, "--header-timeout", "1", "--trust", ADMIN_ID], cwd=tmp_path, stderr=subprocess.PIPE, text=True
+    )
+    slow: list[socket.socket] = []
+    try:
+        assert proc.stderr is not None and proc.stderr.readline().startswith("serving ")  # it listens
+        for _ in range(40):
+            s = socket.create_connection(("127.0.0.1", port))
+            s.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")  # and never the rest
+            slow.append(s)
+        with urllib.request.urlopen("http://127.0.0.1:%d/api/tasks" % port, timeout=30) as reply:
+            assert reply.status == 200 and TASK in reply.read().decode()
+        for s in slow:  # the server closes each one: reading ends at EOF (a timeout here fails)
+            s.settimeout(60)
+            while s.recv(1024):
+                pass
+        with urllib.request.urlopen("http://127.0.0.1:%d/api/tasks" % port, timeout=30) as reply:
+            assert reply.status == 200
+    finally:
+        for s in slow:
+            s.close()
+        proc.terminate()
+        assert proc.wait(timeout=60) is not None  # SIGTERM stops it

@@ -32,6 +32,13 @@ def _branch(ctx: click.Context, repo: Path | None, branch: str) -> lib.Branch:
 @click.option("--host", default="127.0.0.1", show_default=True, help="Where to listen (put it behind your proxy).")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
 @click.option("--title", default="receipt-ledger", show_default=True, help="The site's name on every page.")
+@click.option(
+    "--header-timeout",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(0.1, 300),
+    help="Seconds a connection may take to send its request's headers before it is closed.",
+)
 @_repo_option
 @_branch_option
 @trust_option
@@ -43,6 +50,7 @@ def serve(
     host: str,
     port: int,
     title: str,
+    header_timeout: float,
     repo: Path | None,
     branch: str,
     trust: _TrustArgs,
@@ -55,9 +63,8 @@ def serve(
     if why:
         click.echo("note: %s; the first page after each start waits for it" % why, err=True)
     app = lib.web_app(lambda: _source(ctx), _trust(ctx, trust), title, policy, index, _branch(ctx, repo, branch))
-    lib.serve_app(
-        app, host, port, announce=lambda url: click.echo("serving %s (read-only; stop with Ctrl-C)" % url, err=True)
-    )
+    said = "serving %s (read-only; stop with Ctrl-C)"
+    lib.serve_app(app, host, port, lambda url: click.echo(said % url, err=True), header_timeout)
 
 
 @cli.group(cls=_Group)

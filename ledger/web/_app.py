@@ -18,7 +18,7 @@ from ._branch import Branch
 from ._index import ChainIndex
 from ._pages import CSP, STYLE, Page, Pages, _page_number
 
-__all__ = ["web_app", "serve_app", "SECURITY_HEADERS"]
+__all__ = ["web_app", "serve_app", "SECURITY_HEADERS", "MAX_CONNECTIONS", "HEADER_TIMEOUT_S"]
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": CSP,
@@ -66,11 +66,18 @@ def web_app(
     pages = Pages(index, open_source, trust, title, policy=policy, branch=branch)
 
     def route(path: str, render: Render) -> Route:
-        async def endpoint(request: Request) -> Response:
+        def work(params: dict[str, Any], asked: dict[str, str]) -> Page:
             with open_source() as source:  # the index catches up with the chain first
                 index.update(source)
+            return render(params, asked)
+
+        async def endpoint(request: Request) -> Response:
+            from starlette.concurrency import run_in_threadpool
+
             asked = {k: request.query_params.get(k, "") for k in ("q", "verdict", "from", "to", "page")}
-            page = render(dict(request.path_params), asked)
+            # Verifying a receipt is work that blocks: in the bounded pool, never on the
+            # event loop, so one visitor's receipt page does not hold every other request.
+            page = await run_in_threadpool(work, dict(request.path_params), asked)
             headers = dict(SECURITY_HEADERS)
             if page.download:
                 headers["Content-Disposition"] = 'attachment; filename="%s"' % page.download
@@ -140,9 +147,20 @@ class _ReadOnly:
         await self.app(scope, receive, sending)
 
 
-def serve_app(app: Any, host: str, port: int, announce: Callable[[str], None]) -> None:
-    """Serve ``app`` under uvicorn until interrupted; ``announce`` is told the address once
-    the socket listens (port 0 picks a free one), so a script may wait for that line.
+# What one client can hold (issue 47): connections at once, and how long a connection may
+# take to send its request's headers before it is closed.
+MAX_CONNECTIONS = 64
+HEADER_TIMEOUT_S = 10.0
+
+
+def serve_app(
+    app: Any, host: str, port: int, announce: Callable[[str], None], header_timeout_s: float = HEADER_TIMEOUT_S
+) -> None:
+    """Serve ``app`` under uvicorn until interrupted (SIGINT or SIGTERM); ``announce`` is told
+    the address once the socket listens (port 0 picks a free one), so a script may wait for
+    that line. A connection that has not sent its request's headers within
+    ``header_timeout_s`` is closed, and at most `MAX_CONNECTIONS` are served at once (the
+    rest are answered 503), so slow clients cannot hold the server.
 
     Raises:
         InputError: the address cannot be bound, or the `web` extra is not installed.
@@ -164,11 +182,43 @@ def serve_app(app: Any, host: str, port: int, announce: Callable[[str], None]) -
         raise InputError("cannot listen on %s port %d: %s" % (host, port, exc.strerror or exc)) from None
     bound = sock.getsockname()[1]
     announce("http://%s:%d/" % ("[%s]" % host if family == socket.AF_INET6 else host, bound))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", server_header=False))
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        server_header=False,
+        http=_header_timeout_protocol(header_timeout_s),
+        limit_concurrency=MAX_CONNECTIONS,
+        timeout_keep_alive=5,
+    )
+    server = uvicorn.Server(config)
     try:
         server.run(sockets=[sock])
     finally:
         sock.close()
+
+
+def _header_timeout_protocol(seconds: float) -> Any:
+    """Uvicorn's HTTP protocol, closing a connection whose first request's headers have not
+    all arrived within ``seconds`` (uvicorn times out idle keep-alive connections only after
+    a response, so a client that never finishes its headers held its socket for ever).
+    """
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeaderTimeout(H11Protocol):
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._header_timer = self.loop.call_later(seconds, self._header_timeout)
+
+        def _header_timeout(self) -> None:
+            begun = getattr(self, "cycle", None) is not None  # uvicorn types it as never None
+            if not begun and not self.transport.is_closing():
+                self.transport.close()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._header_timer.cancel()
+            super().connection_lost(exc)
+
+    return HeaderTimeout
 
 
 def _receipt(name: str) -> str:
