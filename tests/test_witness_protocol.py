@@ -311,3 +311,37 @@ def test_a_witness_whose_state_is_unreadable_refuses_to_start(tmp_path: Path) ->
     refused = run_cli(*cmd, "--port", "0")
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
     assert "witness state %s is unreadable" % state in refused.stderr
+
+
+def test_half_sent_requests_do_not_each_hold_a_thread_of_the_witness(
+    site: tuple[Path, dict[str, str], str, list[Witness]],
+) -> None:
+    # Issue 47: 200 half-sent bodies kept 201 threads alive. Connections beyond the cap are
+    # answered 503 at once, each half-sent one is dropped when it stops sending, and a
+    # well-behaved request is answered after.
+    import socket
+
+    repo, env, _, witnesses = site
+    sealer = str(Path(env["RECEIPT_LEDGER_KEYS"]) / "sealer.pub")
+    log_vkey = run_cli("checkpoint", "vkey", "--log-key", sealer, cwd=repo, env=env).stdout.strip()
+    w = witnesses[0].start(log_vkey)
+    host, port = w.url.split("//")[1].rstrip("/").split(":")
+    held: list[socket.socket] = []
+    try:
+        for _ in range(40):
+            s = socket.create_connection((host, int(port)))
+            s.sendall(b"POST /add-checkpoint HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nold ")  # then nothing
+            held.append(s)
+        answers = []
+        for s in held:  # every connection ends: 503 at once past the cap, else dropped by the server
+            s.settimeout(60)
+            data = b""
+            while chunk := s.recv(1024):
+                data += chunk
+            answers.append(data)
+        assert sum(a.startswith(b"HTTP/1.1 503") for a in answers) >= 40 - 32, [a[:20] for a in answers]
+        assert w.post(b"not a checkpoint")[0] == 400  # answered: the server is free again
+    finally:
+        for s in held:
+            s.close()
+        w.stop()

@@ -19,7 +19,6 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 from receipts import (
@@ -42,7 +41,7 @@ from verify import WitnessKey
 
 from .._errors import InputError
 from ..store._ledger import Ledger
-from ._http import QuietHandler, listen_and_serve
+from ._http import BoundedThreadingServer, QuietHandler, listen_and_serve
 from ._witness import add_cosignatures, read_witness_state, write_witness_state
 
 __all__ = [
@@ -171,7 +170,7 @@ def serve_witness(service: WitnessService, host: str, port: int, announce: Calla
             else:
                 self.answer(*service.add_checkpoint(self.rfile.read(length)))
 
-    listen_and_serve(ThreadingHTTPServer, Handler, host, port, announce)
+    listen_and_serve(BoundedThreadingServer, Handler, host, port, announce)
 
 
 @dataclass(frozen=True, slots=True)
