@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["LedgerError", "InputError", "StoreError", "NotCommitted", "CommitUnknown"]
+__all__ = ["LedgerError", "InputError", "NoSuchHash", "StoreError", "NotCommitted", "CommitUnknown"]
 
 
 class LedgerError(Exception):
@@ -11,6 +11,10 @@ class LedgerError(Exception):
 
 class InputError(LedgerError):
     """Bad input from the user: a missing file, a malformed key, a refused keyring change."""
+
+
+class NoSuchHash(InputError):
+    """No entry, record or receipt hash starts as given (a lookup may go on elsewhere)."""
 
 
 class StoreError(LedgerError):

@@ -118,11 +118,11 @@ MAX_INPUT = 64 << 20
 
 
 def _read_fifo(path: Path, what: str, limit: int) -> bytes:
-    """A FIFO's bytes, once a program writes to it (process substitution does at once);
-    one that no program opens for writing is refused after ``LEDGER_FIFO_WAIT_S`` seconds
-    (default 10) instead of blocking the command for ever.
-    """
-    wait = float(os.environ.get("LEDGER_FIFO_WAIT_S", "10"))
+    """A FIFO's bytes once a program writes; refused after ``LEDGER_FIFO_WAIT_S`` s (default 10), never hung."""
+    said = os.environ.get("LEDGER_FIFO_WAIT_S", "10")
+    wait = float(said) if said.isascii() and said.replace(".", "", 1).isdigit() else 0.0
+    if not 0 < wait <= 3600:
+        raise InputError("LEDGER_FIFO_WAIT_S is a number of seconds, more than 0 and at most 3600: %r" % said[:40])
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # opening never blocks this way
     with os.fdopen(fd, "rb") as fh:
         if not select.select([fd], [], [], wait)[0]:

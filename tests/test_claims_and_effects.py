@@ -435,5 +435,9 @@ def test_a_trace_fifo_no_program_writes_to_is_refused_not_waited_on_for_ever(
         refused.stderr
     )
     source = trace_file(tmp_path, {"tool": "calc", "arguments": {"expression": "2*3"}})
-    read = run_shell("%s <(cat %s) %s" % (base, source, args), tmp_path, shell_env)
+    # The default wait: the writer (cat) may start late on a busy machine; it is waited for.
+    read = run_shell("%s <(cat %s) %s" % (base, source, args), tmp_path, dict(os.environ))
     assert read.returncode == 0 and "approved" in read.stdout, read.stdout + read.stderr
+    unreadable = run_shell("%s %s %s" % (base, fifo, args), tmp_path, {**os.environ, "LEDGER_FIFO_WAIT_S": "soon"})
+    assert unreadable.returncode == 2 and "LEDGER_FIFO_WAIT_S is a number of seconds" in unreadable.stderr
+    assert unreadable.stderr.count("\n") == 1

@@ -12,7 +12,6 @@ from receipts import (
     CachedNodes,
     Checkpoint,
     Digest,
-    EntryKind,
     EvidenceRef,
     Keyring,
     ReceiptsError,
@@ -20,7 +19,6 @@ from receipts import (
     TierRecord,
     consistency_proof,
     decode_entry,
-    entry_hash,
     inclusion_proof,
     is_valid_consistency,
     is_valid_inclusion,
@@ -226,8 +224,8 @@ def _named_retention(
         return
     if named is None or named.seq is None:
         return
-    found = ledger.by_seq(named.seq) if named.seq < size else None
-    if found is None or entry_hash(found.entry) != named.entry or _kind(found) is not EntryKind.RETENTION:
+    found = ledger.named_policy(named, size)
+    if found is None:
         broken.append(
             Defect(
                 "checkpoint-retention",
@@ -238,13 +236,6 @@ def _named_retention(
         return
     entries[found.seq] = found
     _follow(ledger, found, "ring", entries, broken)
-
-
-def _kind(stored: StoredEntry) -> EntryKind | None:
-    try:
-        return decode_entry(stored.entry).kind
-    except ReceiptsError:
-        return None
 
 
 def _follow(

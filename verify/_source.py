@@ -23,6 +23,7 @@ from receipts import (
     EvidenceRef,
     Genesis,
     Keyring,
+    NamedRetention,
     ReceiptsError,
     RetentionPolicy,
     Role,
@@ -412,10 +413,17 @@ class LedgerSource:
             return 0, []
         if named.seq is None:
             return newest[0], []
-        found = self.by_seq(named.seq) if named.seq < newest[0] else None
+        found = self.named_policy(named, newest[0])
+        return (newest[0], [found]) if found is not None else (0, [])
+
+    def named_policy(self, named: NamedRetention, size: int) -> StoredEntry | None:
+        """The entry a checkpoint of ``size``'s retention line names, if the ledger holds it
+        there: below that size, with that entry hash, a retention entry by its own bytes.
+        """
+        found = self.by_seq(named.seq) if named.seq is not None and named.seq < size else None
         if found is None or entry_hash(found.entry) != named.entry or _kind_of(found) is not EntryKind.RETENTION:
-            return 0, []
-        return newest[0], [found]
+            return None
+        return found
 
     def timestamp_tokens(self, note_text: str, size: int) -> tuple[list[tuple[str, bytes]], str]:
         """The time-stamp tokens this ledger recorded for the checkpoint of ``size`` whose

@@ -42,6 +42,7 @@ from ..git._notes import open_bundle
 from ..git._sync import fetch_receipts, push_receipts
 from ..keys._key_files import load_signer
 from ..keys._trust import branch_store, resolve_auditors, resolve_trust
+from ..ladder._evidence import blob_tail, last_lines
 from ..store._ledger import Ledger
 from ..views._render import pr_comment
 from ._attest import Attestation, attest_kind, prepare_attestation
@@ -503,36 +504,29 @@ def _verify_bundle(env: Mapping[str, str], repo: Path, report: ActionReport, rec
                 _attest(env, report, bundle, source)
 
 
-def failing_outputs(source: Source, manifest: Mapping[str, Any], lines: int = 15) -> dict[str, str]:
+def failing_outputs(source: Source, manifest: Mapping[str, Any]) -> dict[str, str]:
     """Each failing check's last printed lines (its stdout, then its stderr, of its last
     attempt), read from the verified bundle: the failing assertion the agent's Stop showed.
 
     Args:
         source: the verified bundle.
         manifest: its manifest.json, as verified.
-        lines: how many lines to keep.
     """
     from receipts import Digest, ReceiptsError
 
+    def last(check: dict[str, Any], part: str) -> bytes:
+        own = [f for f in check.get("files") or [] if str(f.get("name", "")).endswith(":" + part)]
+        try:
+            return blob_tail(source.open_blob(Digest.parse(str(own[-1]["digest"])))) if own else b""
+        except ReceiptsError:
+            return b""
+
     found = {}
     for check in manifest.get("checks") or []:
-        if not isinstance(check, dict) or check.get("status") != "fail":
-            continue
-        text = ""
-        for part in ("stdout", "stderr"):
-            own = [f for f in check.get("files") or [] if str(f.get("name", "")).endswith(":" + part)]
-            try:
-                handle = source.open_blob(Digest.parse(str(own[-1]["digest"]))) if own else None
-            except ReceiptsError:
-                handle = None
-            if handle is not None:
-                tail = b""
-                with handle:
-                    for chunk in iter(lambda: handle.read(1 << 16), b""):  # noqa: B023 (read here, in this loop)
-                        tail = (tail + chunk)[-(8 << 10) :]
-                text += tail.decode("utf-8", "replace")
-        if text.strip():
-            found[str(check.get("id"))] = "\n".join(text.strip().splitlines()[-lines:])
+        if isinstance(check, dict) and check.get("status") == "fail":
+            text = last_lines(last(check, part) for part in ("stdout", "stderr"))
+            if text:
+                found[str(check.get("id"))] = text
     return found
 
 

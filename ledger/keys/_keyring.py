@@ -38,10 +38,19 @@ def choose_admin(ledger: Store, named: str | None, load: LoadSigner) -> Signer:
     """
     if named is not None:
         return load(named)
-    for state in ledger.keyring():
-        if state.revoked_at is None and Role.ADMIN in state.spec.roles and key_path(state.spec.name).is_file():
-            return load(state.spec.name)
-    raise InputError("no local private key for any admin key of this ledger; pass --key NAME or a key path")
+    held = _held_admins(ledger)
+    if not held:
+        raise InputError("no local private key for any admin key of this ledger; pass --key NAME or a key path")
+    return load(held[0])
+
+
+def _held_admins(ledger: Store) -> list[str]:
+    """The active admin keys of this ledger whose private key is in the key folder."""
+    return [
+        state.spec.name
+        for state in ledger.keyring()
+        if state.revoked_at is None and Role.ADMIN in state.spec.roles and key_path(state.spec.name).is_file()
+    ]
 
 
 def genesis_admin(name: str, key_file: Path | None, ledger_root: Path, load: LoadSigner) -> tuple[Signer, str]:
@@ -111,11 +120,7 @@ def held_admin(ledger: Store, named: str | None, load: LoadSigner) -> Signer | N
     Raises:
         InputError: the named key cannot be loaded.
     """
-    held = [
-        state.spec.name
-        for state in ledger.keyring()
-        if state.revoked_at is None and Role.ADMIN in state.spec.roles and key_path(state.spec.name).is_file()
-    ]
+    held = _held_admins(ledger)
     # A held admin key that will not load (a wrong passphrase, a file others can read) is an
     # error, never a reason to make a key that is quietly left out of the keyring.
     return choose_admin(ledger, named, load) if named is not None or held else None

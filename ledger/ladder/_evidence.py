@@ -6,7 +6,8 @@ verify's one reader (which re-hashes every blob), so that `status`, `seal`, expo
 from __future__ import annotations
 
 import os
-from typing import IO, Any
+from collections.abc import Iterable
+from typing import IO, Any, BinaryIO
 
 from receipts import SNAPSHOT_FORMAT, Digest, EvidenceReader, LadderReceipt, Tier, TierRecord
 from verify import SMALL_BLOB, CannotVerify, evidence_reader, read_blob, read_evidence
@@ -16,6 +17,9 @@ from .._layout import hash_prefix
 from ..store._ledger import Store
 
 __all__ = [
+    "TAIL_BYTES",
+    "blob_tail",
+    "last_lines",
     "resolve_blob",
     "evidence_bytes",
     "evidence_json",
@@ -25,6 +29,28 @@ __all__ = [
     "candidate_snapshot",
     "store_evidence_reader",
 ]
+
+
+TAIL_BYTES = 8 << 10  # what is kept of a failing check's output to show why it failed
+
+
+def blob_tail(handle: BinaryIO | None) -> bytes:
+    """The last `TAIL_BYTES` of a stored blob, read through once and never held whole
+    (shown to a person, never decided on); empty when there is none.
+    """
+    if handle is None:
+        return b""
+    tail = b""
+    with handle:
+        while chunk := handle.read(1 << 16):
+            tail = (tail + chunk)[-TAIL_BYTES:]
+    return tail
+
+
+def last_lines(parts: Iterable[bytes], lines: int = 15) -> str:
+    """The last ``lines`` lines of the outputs ``parts`` (stdout, then stderr), as text."""
+    text = "".join(part.decode("utf-8", "replace") for part in parts)
+    return "\n".join(text.strip().splitlines()[-lines:])
 
 
 def evidence_bytes(store: Store, digest: Digest, limit: int | None = SMALL_BLOB) -> bytes | None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from receipts import ContractRevision, Digest, EntryKind, EvidenceRef, TierRecord, decode_as
 
-from .._errors import InputError
+from .._errors import InputError, NoSuchHash
 from .._layout import hash_prefix
 from ..store._ledger import Ledger
 from ._evidence import resolve_blob
@@ -52,9 +52,8 @@ def find_shown(ledger: Ledger, text: str) -> Shown:
         digest = ledger.resolve(text)
         if ledger.find(digest) is not None:
             return Shown("entry", digest, entry=digest)
-    except InputError as exc:
-        if "ambiguous" in str(exc):
-            raise
+    except NoSuchHash:
+        pass  # maybe a contract's or evidence's; an ambiguous prefix is refused as it is
     contracts = {
         str(rev.config_hash): (seq, rev)
         for seq, rev in ledger.contract_revisions()

@@ -78,7 +78,7 @@ from verify import KEYRING_KIND_NAMES, CannotVerify, LedgerSource, StoredEntry, 
 from verify.schema import BLOB_DIR, DB_NAME, SCHEMA, blob_path
 
 from .. import _clock
-from .._errors import CommitUnknown, InputError, NotCommitted, StoreError
+from .._errors import CommitUnknown, InputError, NoSuchHash, NotCommitted, StoreError
 from .._layout import hash_prefix
 from ._backend import Backend, LockedReads
 from ._sqlite import SqliteBackend, install_staged
@@ -640,7 +640,7 @@ class Ledger:
             raise StoreError("cannot read ledger database: %s" % exc) from None
         matches = sorted({bytes(h).hex() for row in rows for h in row if bytes(h).hex().startswith(prefix)})
         if not matches:
-            raise InputError("no entry, record or receipt hash starts with %s" % prefix)
+            raise NoSuchHash("no entry, record or receipt hash starts with %s" % prefix)
         if len(matches) > 1:
             raise InputError(
                 "%s is ambiguous: it starts %s; give more digits"

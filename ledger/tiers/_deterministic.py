@@ -41,7 +41,7 @@ from receipts import (
 from .. import _clock
 from .._errors import InputError
 from ..ladder._contracts import TargetContract, register_contract, register_in_force
-from ..ladder._evidence import evidence_bytes
+from ..ladder._evidence import TAIL_BYTES, blob_tail, last_lines
 from ..ladder._records import append_tier_record
 from ..ladder._traces import process_facts
 from ..store._ledger import Appended, Store
@@ -230,22 +230,21 @@ def _run_checks(
     return results, rows
 
 
-def _stored_tail(store: Store, refs: Sequence[EvidenceRef], check_id: str, lines: int = 15) -> str:
+def _stored_tail(store: Store, refs: Sequence[EvidenceRef], check_id: str) -> str:
     """The last lines a failing check's last attempt printed (its stdout, then its stderr),
     read back from the store: what the agent's Stop shows, for `ledger check` too.
     """
-    text = ""
-    for part in ("stdout", "stderr"):
+
+    def last(part: str) -> bytes:
         own = [
             r
             for r in refs
             if r.check_id == "check:%s:%s" % (check_id, part)
             or (r.check_id.startswith("check:%s#" % check_id) and r.check_id.endswith(":" + part))
         ]
-        ref = own[-1] if own else None
-        data = evidence_bytes(store, ref.digest, 1 << 20) if ref is not None else None
-        text += data[-(8 << 10) :].decode("utf-8", "replace") if data else ""
-    return "\n".join(text.strip().splitlines()[-lines:])
+        return blob_tail(store.reader.open_blob(own[-1].digest)) if own else b""
+
+    return last_lines(last(part) for part in ("stdout", "stderr"))
 
 
 def _subtasks(store: Store, contract: Contract) -> tuple[str, ...]:
@@ -263,26 +262,23 @@ class _Discard:
     the last part of each, in memory, to show the agent why a check failed.
     """
 
-    KEEP = 8 << 10
-
     def __init__(self) -> None:
         self.tails: dict[Digest, bytes] = {}
 
     def put_blob_stream(self, stream: BinaryIO) -> tuple[Digest, int]:
         data = stream.read()
         digest = content_digest(data)
-        self.tails[digest] = data[-self.KEEP :]
+        self.tails[digest] = data[-TAIL_BYTES:]
         return digest, len(data)
 
 
-def _output_tail(sink: _Discard, refs: Sequence[EvidenceRef], check_id: str, lines: int = 15) -> str:
+def _output_tail(sink: _Discard, refs: Sequence[EvidenceRef], check_id: str) -> str:
     """The last lines a failing check printed (its stdout, then its stderr), for the agent."""
-    text = ""
-    for part in ("stdout", "stderr"):
-        ref = next((r for r in refs if r.check_id == "check:%s:%s" % (check_id, part)), None)
-        if ref is not None and sink.tails.get(ref.digest):
-            text += sink.tails[ref.digest].decode("utf-8", "replace")
-    return "\n".join(text.strip().splitlines()[-lines:])
+    named = {r.check_id: r.digest for r in refs}
+    return last_lines(
+        sink.tails.get(named[key], b"") if key in named else b""
+        for key in ("check:%s:stdout" % check_id, "check:%s:stderr" % check_id)
+    )
 
 
 def run_advisory(
