@@ -500,6 +500,61 @@ def test_the_registration_server_answers_as_scrapi_describes(tmp_path: Path) -> 
     assert run_cli("--dir", str(s.root), "verify", "--chain", "--trust", ADMIN_ID).returncode == 0
 
 
+def test_slow_clients_do_not_hold_the_registration_server(tmp_path: Path) -> None:
+    # Issue 47: one client trickling a header held the single-threaded server (a key
+    # request waited 50 s). Now each connection is read on its own thread: while five
+    # half-sent requests are still connected, a key request and a registration (the work
+    # on the ledger, done on the thread that opened it) are answered; a flood past the cap
+    # is turned away at once; and SIGTERM stops the server cleanly.
+    import contextlib
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    s, ours, env = _sealed_statement(tmp_path)
+    cmd = [sys.executable, "-m", "ledger", "--dir", str(s.root), "scitt", "serve", "--key", "sealer", "--port", "0"]
+    server = subprocess.Popen(cmd, env={**os.environ, **env}, stderr=subprocess.PIPE, text=True)
+    held: list[socket.socket] = []
+    try:
+        assert server.stderr is not None
+        url = server.stderr.readline().split("serving ")[1].strip().rstrip("/")
+        host, port = url.split("//")[1].split(":")
+        for _ in range(5):
+            slow = socket.create_connection((host, int(port)))
+            slow.sendall(b"GET /.well-known/scitt-keys HTTP/1.1\r\nHost: x\r\n")  # and no end of headers
+            held.append(slow)
+        assert _http("GET", url + "/.well-known/scitt-keys")[0] == 200
+        status, _, receipt = _http("POST", url + "/entries", ours.read_bytes())
+        assert status == 201 and _theirs(ours.read_bytes(), receipt, SEAL_PEM)
+        for slow in held:  # answered while every slow client still holds its connection
+            slow.setblocking(False)
+            with pytest.raises(BlockingIOError):
+                slow.recv(1)
+        for _ in range(40):  # past the cap of 32 connections: 503 at once, not a thread each
+            flood = socket.create_connection((host, int(port)))
+            flood.sendall(b"GET / HTTP/1.1\r\n")
+            held.append(flood)
+        turned_away = []
+        for flood in held[-8:]:
+            flood.settimeout(60)
+            turned_away.append(flood.recv(64))
+        assert all(a.startswith(b"HTTP/1.1 503") for a in turned_away), turned_away
+        for sock in held:  # each ends its request; the server answers or has refused it, and closes
+            sock.setblocking(True)
+            sock.settimeout(60)
+            with contextlib.suppress(OSError):  # one refused unread is reset, not closed
+                sock.shutdown(socket.SHUT_WR)
+                while sock.recv(1024):
+                    pass
+        assert _http("GET", url + "/entries/" + hashlib.sha256(ours.read_bytes()).hexdigest())[0] == 200
+    finally:
+        for sock in held:
+            sock.close()
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=60) == 0, server.stderr.read() if server.stderr else ""
+
+
 def test_docs_scitt_md_runs_as_written(tmp_path: Path) -> None:
     import signal
     import subprocess

@@ -1,18 +1,25 @@
 """The small HTTP servers the log runs beside itself (a witness, SCITT registration): one
-way to answer and one way to listen, so that each server is only its resources.
+way to answer and one way to listen, so that each server is only its resources. Each reads
+a request on a thread of its own, at most `BoundedThreadingServer.max_connections` at once,
+and stops cleanly on SIGINT and SIGTERM.
 """
 
 from __future__ import annotations
 
 import contextlib
+import queue
+import signal
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future
 from http.server import BaseHTTPRequestHandler, HTTPServer, ThreadingHTTPServer
-from typing import Any
+from typing import Any, TypeVar
 
 from .._errors import InputError
 
-__all__ = ["QuietHandler", "BoundedThreadingServer", "listen_and_serve"]
+__all__ = ["QuietHandler", "BoundedThreadingServer", "OwnerThread", "listen_and_serve"]
+
+_T = TypeVar("_T")
 
 
 class QuietHandler(BaseHTTPRequestHandler):
@@ -58,9 +65,73 @@ class BoundedThreadingServer(ThreadingHTTPServer):
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
-            super().process_request_thread(request, client_address)
+            self.finish_request(request, client_address)
+        except Exception:
+            self.handle_error(request, client_address)
         finally:
+            # Freed before the close its client sees: a client told "closed" finds it free.
             self._slots.release()
+            self.shutdown_request(request)
+
+
+class OwnerThread:
+    """Work that must run on one thread, handed to it by the request threads one job at a
+    time: a ledger's SQLite connection belongs to the thread that opened it (and the
+    chain's appends are one at a time anyway). Made on that thread, where `call` runs its
+    work at once; `listen_and_serve` runs the jobs there while other threads read requests.
+    """
+
+    def __init__(self) -> None:
+        self._ident = threading.get_ident()
+        self._jobs: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]]] = queue.SimpleQueue()
+
+    def call(self, work: Callable[[], _T]) -> _T:
+        """``work()``, run on the owning thread; its result or its exception."""
+        if threading.get_ident() == self._ident:
+            return work()
+        done: Future[_T] = Future()
+        self._jobs.put((done, work))
+        return done.result()
+
+    def run(self) -> None:
+        """Do the jobs handed over, in order, until interrupted (on the owning thread only)."""
+        if threading.get_ident() != self._ident:
+            raise RuntimeError("an OwnerThread's jobs run on the thread that made it")
+        while True:
+            done, work = self._jobs.get()
+            try:
+                done.set_result(work())
+            except (KeyboardInterrupt, SystemExit) as exc:
+                done.set_exception(exc)
+                raise
+            except BaseException as exc:  # the request's thread answers for it
+                done.set_exception(exc)
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM stops the server as SIGINT does (a service manager's stop is a clean exit)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    before = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def _serve_unsignalled(server: HTTPServer) -> None:
+    """``server.serve_forever()`` with SIGINT and SIGTERM blocked on this thread and the
+    request threads it starts: the kernel then delivers them to the main thread, whose wait
+    for jobs they interrupt (one delivered here would leave it waiting).
+    """
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    server.serve_forever()
 
 
 def listen_and_serve(
@@ -69,9 +140,11 @@ def listen_and_serve(
     host: str,
     port: int,
     announce: Callable[[str], None],
+    owner: OwnerThread | None = None,
 ) -> None:
     """Listen on ``host:port`` (port 0 picks a free one), tell ``announce`` the address once
-    the socket listens, and serve until interrupted.
+    the socket listens, and serve until interrupted (SIGINT or SIGTERM). With ``owner``, the
+    server accepts on a thread of its own and this thread runs the owner's jobs.
 
     Raises:
         InputError: the address cannot be bound.
@@ -82,5 +155,13 @@ def listen_and_serve(
         raise InputError("cannot listen on %s:%d: %s" % (host, port, exc.strerror or exc)) from None
     host_bound, port_bound = server.server_address[:2]
     announce("http://%s:%d/" % (str(host_bound), int(port_bound)))
-    with contextlib.suppress(KeyboardInterrupt), server:
-        server.serve_forever()
+    with contextlib.suppress(KeyboardInterrupt), server, _terminate_as_interrupt():
+        if owner is None:
+            server.serve_forever()
+            return
+        accepting = threading.Thread(target=_serve_unsignalled, args=(server,), name="accept", daemon=True)
+        accepting.start()
+        try:
+            owner.run()
+        finally:
+            server.shutdown()
