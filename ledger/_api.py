@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ._layout import (
         DEFAULT_TASK_PATTERN,
         LEDGER_DIRNAME,
+        TRUST_FILE,
         contract_path,
         find_ledger_dir,
         find_task,
@@ -160,7 +161,6 @@ if TYPE_CHECKING:
     from .store._mirror import PullResult, pull
     from .store._repair import HeadRepair, repair_head
     from .store._retention import PruneReport, prune, set_retention
-    from .store._trust_file import TRUST_FILE
     from .tiers import CheckRun, JudgeRun, LoopRun, decide, decision_caveats, run_deterministic, run_in_loop, run_judge
     from .tiers._sandbox import Sandbox, make_sandbox
     from .tiers._sealed import SealedSet, open_sealed_set, recipients_for, reveal_sealed, seal_files
@@ -742,7 +742,7 @@ _WHERE = {
     "resolve_auditors": "keys._trust",
     "parse_auditors": "keys._trust",
     "AUDITORS_PATH": "keys._trust",
-    "TRUST_FILE": "store._trust_file",
+    "TRUST_FILE": "_layout",
     "REPO_TRUST_PATH": "keys._trust",
     "gate_lines": "ci._lines",
     "commit_lines": "ci._lines",

@@ -12,10 +12,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from verify import CannotVerify, LedgerSource, NoLedger
-from verify.postgres import PostgresSource, is_postgres_url, redact_url
 
 from ._errors import InputError, StoreError
-from ._files import write_atomic
 
 __all__ = [
     "CONFIG_NAME",
@@ -32,6 +30,8 @@ CONFIG_NAME = "config.toml"
 
 
 def _checked(url: str, where: str) -> str:
+    from verify.postgres import is_postgres_url  # the shared store's reader, only where one is named
+
     if not is_postgres_url(url):
         raise InputError("%s: a shared store is a postgresql://HOST/DB URL, not %r" % (where, url[:80]))
     return url
@@ -98,6 +98,8 @@ def write_store_config(root: Path, url: str) -> bool:
         "# The shared ledger this repository's commands use (docs/team.md); no password here.\n"
         'store = "%s"\n' % without_password(url).replace("\\", "\\\\").replace('"', '\\"')
     )
+    from ._files import write_atomic  # only `init` writes config.toml
+
     write_atomic(path, text.encode("utf-8"))
     return True
 
@@ -105,7 +107,11 @@ def write_store_config(root: Path, url: str) -> bool:
 def open_source(root: Path, store: str | None) -> LedgerSource:
     """The ledger as an auditor reads it: the shared store read-only, or the local directory."""
     try:
-        return PostgresSource.open_url(store) if store is not None else LedgerSource.open(root)
+        if store is None:
+            return LedgerSource.open(root)
+        from verify.postgres import PostgresSource  # the shared store's reader, only where one is named
+
+        return PostgresSource.open_url(store)
     except NoLedger as exc:
         raise InputError(str(exc)) from None
     except CannotVerify as exc:
@@ -114,6 +120,8 @@ def open_source(root: Path, store: str | None) -> LedgerSource:
 
 def describe_store(root: Path, store: str | None) -> str:
     """Where a ledger is, for messages: the store's URL without its password, or the directory."""
+    from verify.postgres import redact_url
+
     return redact_url(store) if store is not None else str(root)
 
 

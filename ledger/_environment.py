@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import platform
-
 from receipts import Digest, Domain, canonical_dumps, domain_hash
 
 __all__ = ["VERSION", "environment_digest"]
@@ -13,6 +11,8 @@ VERSION = "0.1.0"
 
 def environment_digest() -> Digest:
     """What ran the check: interpreter, platform and tool version (not secrets, not paths)."""
+    import platform  # only a check needs it; every command reads VERSION
+
     facts = {
         "python": platform.python_version(),
         "implementation": platform.python_implementation(),

@@ -1,7 +1,7 @@
 """Where a ledger directory keeps the files people edit and commit (each task's completion
 contract, the team's config.toml), and how a task id is found in a branch name or a
 title; and where the ledger directory itself is. Imports nothing beyond the standard
-library (and `_git` when asked where the ledger is), so that the agent hooks, which run on
+library, so that the agent hooks, which run on
 every tool call, can use it.
 """
 
@@ -14,6 +14,7 @@ __all__ = [
     "CONTRACTS_DIR",
     "DEFAULT_TASK_PATTERN",
     "LEDGER_DIRNAME",
+    "TRUST_FILE",
     "contract_path",
     "find_ledger_dir",
     "find_task",
@@ -23,6 +24,8 @@ __all__ = [
 
 LEDGER_DIRNAME = ".ledger"
 CONTRACTS_DIR = "contracts"
+# The genesis admin's pin in the ledger directory (and, committed, `.ledger/` on the target branch).
+TRUST_FILE = "allowed_signers"
 # Letters, a dash, digits: T-1, TASK-12, ABC-123 (matched in any case, reported in capitals).
 DEFAULT_TASK_PATTERN = r"[A-Za-z][A-Za-z0-9]*-[0-9]+"
 
@@ -66,15 +69,14 @@ def contract_path(ledger_dir: Path, task: str) -> Path:
     return ledger_dir / CONTRACTS_DIR / (task.replace("/", "_") + ".toml")
 
 
-def find_ledger_dir(explicit: Path | None, cwd: Path) -> Path:
-    """``--dir`` if given, else ``.ledger`` at the git root, else in the current directory."""
+def find_ledger_dir(explicit: Path | None, repo: Path | None, cwd: Path) -> Path:
+    """``--dir`` if given, else ``.ledger`` at ``repo`` (the git root, `git_root`), else in
+    the current directory. The caller finds the git root once and passes it on, since
+    the same command asks git for it again (the trust on its target branch).
+    """
     if explicit is not None:
         return explicit
-    from ._git import git_root
-
-    root = git_root(cwd)
-    base: Path = root if root is not None else cwd
-    return base / LEDGER_DIRNAME
+    return (repo if repo is not None else cwd) / LEDGER_DIRNAME
 
 
 _HASH_PREFIX = re.compile(r"(?:blake3:)?([0-9a-f]{8,64})")

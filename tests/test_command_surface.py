@@ -69,9 +69,9 @@ def _loaded_by(args: list[str], cwd: Path) -> tuple[int, set[str]]:
 VERIFY_MAY_LOAD = frozenset(
     """
     ledger ledger._api ledger._config ledger._entry ledger._environment ledger._errors ledger._escape
-    ledger._files ledger._git ledger._layout ledger.audit ledger.audit._verification ledger.cli
+    ledger._git ledger._layout ledger.audit ledger.audit._verification ledger.cli
     ledger.cli._group ledger.cli._options ledger.cli._output ledger.cli._shared ledger.cli._verification
-    ledger.keys ledger.keys._trust ledger.store ledger.store._trust_file ledger.views ledger.views._render
+    ledger.keys ledger.keys._trust ledger.views ledger.views._render
     receipts receipts._allowed_signers receipts._authority receipts._b64 receipts._cbor receipts._chain
     receipts._codec receipts._contract receipts._deterministic receipts._digest receipts._errors
     receipts._events receipts._formats receipts._harness receipts._human receipts._inputs receipts._judge
@@ -79,7 +79,7 @@ VERIFY_MAY_LOAD = frozenset(
     receipts._retention receipts._sealed receipts._sshsig receipts._statement receipts._toolpolicy
     receipts._witnessing verify verify._errors verify._escape verify._evidence verify._exceptions
     verify._flat verify._policy verify._result verify._source verify._state verify._transparency
-    verify._trust verify._tsa verify._verifier verify._walk verify.postgres verify.schema
+    verify._trust verify._tsa verify._verifier verify._walk verify.schema
     """.split()
 )
 
@@ -115,3 +115,25 @@ def _env(home: Path) -> dict[str, str]:
 def test_an_unknown_command_is_one_line_and_exit_2() -> None:
     done = run_cli("no-such-command")
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_verify_hash_asks_git_once_for_its_root_and_once_for_the_target_branch(tmp_path: Path) -> None:
+    # Each git process is a fork and an exec on every cold verify: the work tree's root is
+    # found once per command, and the default target branches (origin/main, main) are
+    # resolved together by one listing, not by a validation and a lookup each.
+    import os
+    import shutil
+
+    s = build_sample(tmp_path)
+    shims, log = tmp_path / "shims", tmp_path / "git.log"
+    shims.mkdir()
+    real = shutil.which("git")
+    assert real is not None
+    (shims / "git").write_text('#!/bin/sh\necho "$*" >> %s\nexec %s "$@"\n' % (log, real))
+    (shims / "git").chmod(0o755)
+    env = {"PATH": "%s%s%s" % (shims, os.pathsep, os.environ["PATH"])}
+    done = run_cli("--dir", str(s.root), "verify", s.receipt, "--trust", ADMIN_ID, cwd=s.repo, env=env)
+    assert done.returncode == 0, done.stderr
+    calls = log.read_text().splitlines()
+    assert calls.count("rev-parse --show-toplevel") == 1, calls
+    assert [c.split()[0] for c in calls] == ["rev-parse", "remote", "for-each-ref", "show"], calls

@@ -6,8 +6,6 @@ functions and nothing else (OWASP: CSV injection, output encoding).
 
 from __future__ import annotations
 
-import html
-
 __all__ = ["csv_cell", "markdown_text", "terminal_text"]
 
 # A spreadsheet reads a cell starting with one of these as a formula (or a DDE call).
@@ -17,6 +15,11 @@ _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 # code span, a table cell, a heading or strike-through; CommonMark lets any of them be
 # escaped with a backslash.
 _MARKDOWN_PUNCTUATION = frozenset("\\`*_[]|#~")
+
+
+# HTML's three special characters in text (`html.escape`'s entities; that module loads
+# the HTML5 entity table, which no command that prints a receipt needs).
+_ENTITY = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 
 
 def _control(ch: str) -> bool:
@@ -50,7 +53,7 @@ def markdown_text(text: str) -> str:
     out = []
     for ch in text:
         if ch in "&<>":
-            out.append(html.escape(ch))
+            out.append(_ENTITY[ch])
         elif ch in _MARKDOWN_PUNCTUATION:
             out.append("\\" + ch)
         elif ch in "\r\n":

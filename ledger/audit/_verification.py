@@ -27,7 +27,6 @@ from verify import (
 )
 
 from .._errors import InputError
-from .._files import read_bounded, write_text_atomic
 from ..views._render import chain_lines, pr_comment, verify_lines
 
 if TYPE_CHECKING:  # `ledger verify HASH` loads neither the gate, git notes nor the exporter
@@ -171,6 +170,8 @@ def _audit(
     """The whole chain, resumed from the request's state when it has one; a clean audit's
     state kept where the request says (its resume file by default).
     """
+    from .._files import read_bounded, write_text_atomic  # a receipt's check keeps no state
+
     resume = AuditState.from_json(read_bounded(request.resume, "audit state").decode()) if request.resume else None
     state_file = request.save_state or request.resume
     if progress is not None:

@@ -17,7 +17,7 @@ from ..agents._hooks import EVENTS as HOOK_EVENTS
 from ._group import cli
 from ._options import _FILE, F, _TrustArgs, contract_option, input_option, json_option, key_option, trust_option
 from ._output import emit, exit_with
-from ._shared import _candidate, _Group, _ledger, _repo, _required_contract, _root, _signer, _trust
+from ._shared import _candidate, _Group, _here, _ledger, _repo, _required_contract, _root, _signer, _trust
 
 
 @cli.group(cls=_Group)
@@ -61,7 +61,7 @@ def hook_install(ctx: click.Context, agent: str, scope: str, as_json: bool) -> N
     """Write the agent's hook configuration (merged, idempotent), and warn about signing
     keys the agent could read.
     """
-    path = lib.settings_path(agent, scope, lib.git_root(Path.cwd()))
+    path = lib.settings_path(agent, scope, _here())
     warnings = lib.key_custody_warnings(_root(ctx))
     res = lib.install_hooks(path, agent, warnings)
     for line in res.warnings:
@@ -78,7 +78,7 @@ def hook_install(ctx: click.Context, agent: str, scope: str, as_json: bool) -> N
 @json_option
 def hook_uninstall(agent: str, scope: str, as_json: bool) -> None:
     """Remove the handlers `hook install` added, and nothing else."""
-    path = lib.settings_path(agent, scope, lib.git_root(Path.cwd()))
+    path = lib.settings_path(agent, scope, _here())
     res = lib.uninstall_hooks(path)
     emit(
         as_json,
@@ -158,7 +158,7 @@ def trace(
     Exit 0 if every call was approved, 1 otherwise.
     """
     _, data = _required_contract(ctx, task, contract_path)
-    repo = lib.git_root(Path.cwd())
+    repo = _here()
     _, decisions = lib.ingest_trace(
         _ledger(ctx), _signer(key_name), task, data, trace_file, _candidate(input_spec), repo
     )

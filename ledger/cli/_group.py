@@ -128,4 +128,4 @@ def cli(ctx: click.Context, ledger_dir: Path | None, store: str | None) -> None:
 
     Start with `ledger demo`; every day: check, judge, approve, seal, then gate or verify.
     """
-    ctx.obj = _Where(lib.find_ledger_dir(ledger_dir, Path.cwd()), store, ledger_dir is not None)
+    ctx.obj = _Where(ledger_dir, store)

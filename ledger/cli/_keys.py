@@ -16,9 +16,9 @@ from receipts import (
 
 from .. import _api as lib
 from ._group import cli
-from ._options import _FILE, F, json_option, store_option
+from ._options import _FILE, ROLE_CHOICE, F, json_option, store_option
 from ._output import emit
-from ._shared import ROLE_CHOICE, _Group, _ledger, _reader, _root, _signer, _where
+from ._shared import _Group, _ledger, _reader, _root, _signer, _where
 
 
 @cli.command()

@@ -16,9 +16,9 @@ from receipts import (
 
 from .. import _api as lib
 from ._group import cli
-from ._options import contract_option, input_option, json_option, key_option
+from ._options import TIER_CHOICE, contract_option, input_option, json_option, key_option
 from ._output import emit, emit_appended, exit_with
-from ._shared import TIER_CHOICE, _candidate, _contract, _digest, _ledger, _repo, _required_contract, _root, _signer
+from ._shared import _candidate, _contract, _digest, _ledger, _repo, _required_contract, _root, _signer
 
 
 def _confidence(value: float | None) -> int | None:

@@ -10,7 +10,12 @@ from typing import Any, TypeVar
 
 import click
 
+from receipts import Role, Tier
+
 F = TypeVar("F", bound=Callable[..., Any])
+
+ROLE_CHOICE = click.Choice([r.value for r in Role])
+TIER_CHOICE = click.Choice([t.value for t in Tier])
 
 
 # -- shared options ------------------------------------------------------------------------------

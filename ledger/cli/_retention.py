@@ -13,7 +13,7 @@ from .. import _api as lib
 from ._group import cli
 from ._options import _FILE, _TrustArgs, json_option, key_option, trust_option
 from ._output import emit, warn_if_unsafe, write_out
-from ._shared import _ledger, _reader, _resolved, _signer, _trust
+from ._shared import _here, _ledger, _reader, _resolved, _signer, _trust
 
 
 @cli.group()
@@ -57,7 +57,7 @@ def prune_cmd(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
 
 
 def _in_this_repository(branch: str | None) -> tuple[Path, str] | None:
-    return (lib.git_root(Path.cwd()) or Path.cwd(), branch) if branch else None
+    return (_here() or Path.cwd(), branch) if branch else None
 
 
 @cli.command()
@@ -154,7 +154,7 @@ def _merges_report(
         raise lib.InputError("--export-sample exports a sample: add --sample N")
     start, end = lib.period(*when)
     root = _trust(ctx, trust)
-    repo = lib.git_root(Path.cwd()) or Path.cwd()
+    repo = _here() or Path.cwd()
     reader = _reader(ctx)
     rows = lib.merges(reader, root, repo, branch, start, end)
     if size is not None:

@@ -12,7 +12,7 @@ from .._escape import terminal_text
 from ._group import cli
 from ._options import contract_option, input_option, key_option, yes_option
 from ._output import exit_with
-from ._shared import _candidate, _ledger, _required_contract, _signer
+from ._shared import _candidate, _here, _ledger, _required_contract, _signer
 
 
 def _decide(
@@ -45,7 +45,7 @@ def _decide(
         signer=signer,
         approve=approve,
         note=note,
-        repo=lib.git_root(Path.cwd()),
+        repo=_here(),
         confirm=confirm,
         method="scripted" if yes else "interactive",
     )

@@ -17,9 +17,7 @@ import click
 from receipts import (
     Digest,
     ReceiptsError,
-    Role,
     Signer,
-    Tier,
 )
 from verify import CannotVerify, Trust, WitnessKey
 
@@ -59,21 +57,30 @@ class _Group(click.Group):
 
 
 class _Where:
-    """The local ledger directory, and the shared store's URL if one is configured (read
-    when a command first asks, so that a bad config.toml fails as that command's input).
+    """The local ledger directory, the git work tree the command runs in, and the shared
+    store's URL if one is configured (each found when a command first asks, so that a bad
+    config.toml fails as that command's input and a command asks git for its root once).
     """
 
-    def __init__(self, root: Path, explicit_store: str | None, explicit_dir: bool = False) -> None:
-        self.root = root
+    def __init__(self, explicit_dir: Path | None, explicit_store: str | None) -> None:
+        self._dir = explicit_dir
         self._explicit = explicit_store
-        self._explicit_dir = explicit_dir
+
+    @functools.cached_property
+    def repo(self) -> Path | None:
+        """The top of the git work tree holding the current directory, or None outside one."""
+        return lib.git_root(Path.cwd())
+
+    @functools.cached_property
+    def root(self) -> Path:
+        return lib.find_ledger_dir(self._dir, None if self._dir else self.repo, Path.cwd())
 
     def named_opener(self, why: str) -> Callable[[], Any]:
         """Opens the store or directory the caller named (--store/LEDGER_STORE, else
         --dir/LEDGER_DIR), read as an auditor reads it; never one found in the checkout or its
         config.toml, which belong to the candidate a gate judges. Bad input if none was named.
         """
-        if self._explicit is None and not self._explicit_dir:
+        if self._explicit is None and self._dir is None:
             raise lib.InputError(
                 "%s the store you name (--store, LEDGER_STORE, --dir or LEDGER_DIR): a ledger found in the"
                 " checkout is the candidate's own" % why
@@ -165,8 +172,13 @@ def _candidate(spec: str) -> Digest:
     return lib.resolve_candidate(spec, Path.cwd())
 
 
+def _here() -> Path | None:
+    """The git work tree the running command was started in (`_Where.repo`)."""
+    return _where(click.get_current_context()).repo
+
+
 def _repo() -> Path:
-    repo = lib.git_root(Path.cwd())
+    repo = _here()
     if repo is None:
         raise lib.InputError("this command runs in a git repository")
     return repo
@@ -198,11 +210,18 @@ def _trust(ctx: click.Context, args: _TrustArgs, judges_candidate: bool = False)
     return lib.resolve_trust(
         explicit=args.explicit,
         unsafe_tofu=args.unsafe,
-        repo=lib.git_root(Path.cwd()),
+        repo=None if args.explicit or args.unsafe else _where(ctx).repo,  # given trust reads no branch
         ledger_root=_root(ctx),
         trust_ref=args.ref,
         judges_candidate=judges_candidate,
     )
+
+
+def _tsa_roots(path: Path | None) -> Any:
+    """The time-stamping authority's certificates in ``path`` (none without it)."""
+    from verify import tsa_roots  # the RFC 3161 reader loads only where a TSA is named
+
+    return tsa_roots(lib.read_bounded(path, "TSA certificate")) if path is not None else ()
 
 
 def _policy(
@@ -216,10 +235,10 @@ def _policy(
     (`ledger.keys._trust.resolve_auditors`: the option, else the target branch's file) and the
     checkpoint options' files read.
     """
-    from verify import Transparency, tsa_roots
+    from verify import Transparency
 
     keys, quorum = lib.resolve_auditors(
-        explicit=auditors.keys, quorum=auditors.quorum, repo=lib.git_root(Path.cwd()), trust_ref=trust.ref
+        explicit=auditors.keys, quorum=auditors.quorum, repo=_here(), trust_ref=trust.ref
     )
     policy_file = checkpoints.policy if checkpoints is not None else policy_file
     if policy_file is not None:
@@ -230,7 +249,7 @@ def _policy(
             require_checkpoint=checkpoints.require or bool(rest.get("require_checkpoint")),
             witnesses=_witnesses(checkpoints.witnesses, checkpoints.quorum),
             quorum=checkpoints.quorum,
-            tsa_roots=tsa_roots(_read_bytes(checkpoints.tsa_cert, "TSA certificate")) if checkpoints.tsa_cert else (),
+            tsa_roots=_tsa_roots(checkpoints.tsa_cert),
         )
     try:
         return Transparency(auditors=keys, audited_quorum=quorum, **rest)
@@ -243,19 +262,11 @@ def _tlog_policy(path: Path) -> Any:
     return lib.read_tlog_policy(_read_text(path, "policy"), str(path))
 
 
-def _read_bytes(path: Path, what: str) -> bytes:
-    return lib.read_bounded(path, what)
-
-
 def _read_text(path: Path, what: str) -> str:
     try:
         return lib.read_bounded(path, what).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise lib.InputError("cannot read %s %s: %s" % (what, path, exc)) from None
-
-
-ROLE_CHOICE = click.Choice([r.value for r in Role])
-TIER_CHOICE = click.Choice([t.value for t in Tier])
 
 
 # -- what two command modules share -----------------------------------------------------------

@@ -34,7 +34,7 @@ from verify import CannotVerify, Trust, TrustRoot, UnsafeTrustOnFirstUse, Witnes
 from .._config import CONFIG_NAME, config_value, store_value
 from .._errors import InputError
 from .._git import git_ok, run_git
-from ..store._trust_file import TRUST_FILE
+from .._layout import TRUST_FILE
 
 __all__ = [
     "REPO_TRUST_PATH",
@@ -67,7 +67,7 @@ def configured_trust_ref(root: Path) -> str | None:
 _MOVING_NAMES = frozenset({"HEAD", "FETCH_HEAD", "ORIG_HEAD", "MERGE_HEAD", "CHERRY_PICK_HEAD", "REBASE_HEAD", "@"})
 
 
-def qualified_branch(repo: Path, name: str) -> str:
+def qualified_branch(repo: Path, name: str, remotes: Sequence[str] | None = None) -> str:
     """The fully qualified branch ``name`` means as a trust ref: ``refs/heads/...`` or
     ``refs/remotes/...``, so that a tag or a local branch spelled like the target branch
     cannot stand in for it.
@@ -75,6 +75,7 @@ def qualified_branch(repo: Path, name: str) -> str:
     Args:
         repo: the repository whose remotes decide ``R/B`` (remote branch) from ``B`` (local).
         name: ``refs/heads/B``, ``refs/remotes/R/B``, ``R/B`` with ``R`` a remote, or ``B``.
+        remotes: the repository's remotes, if the caller has read them (`_remotes`).
 
     Returns:
         The qualified ref name (not resolved: it may name no commit).
@@ -83,34 +84,65 @@ def qualified_branch(repo: Path, name: str) -> str:
         InputError: ``name`` is a moving name (``HEAD``, ``FETCH_HEAD``, ...), a ref outside
             the branch namespaces (a tag, a note), or not a valid ref name.
     """
-    if name in _MOVING_NAMES or name.endswith("/HEAD"):
-        raise InputError("trust ref %r would trust the candidate itself: name the target branch" % name)
-    if name.startswith("refs/"):
-        if not name.startswith(("refs/heads/", "refs/remotes/")):
-            raise InputError("trust ref %r is not a branch (refs/heads/ or refs/remotes/)" % name)
-        full = name
-    else:
-        remotes = (git_ok(repo, "remote") or "").split()
-        head, _, rest = name.partition("/")
-        full = ("refs/remotes/" if rest and head in remotes else "refs/heads/") + name
+    full = _qualified(name, _remotes(repo) if remotes is None and not name.startswith("refs/") else remotes or ())
     if run_git(repo, "check-ref-format", full).returncode != 0:
         raise InputError("trust ref %r is not a valid branch name" % name)
     return full
 
 
+def _qualified(name: str, remotes: Sequence[str]) -> str:
+    """``name`` qualified as `qualified_branch` says, without asking git whether it is valid."""
+    if name in _MOVING_NAMES or name.endswith("/HEAD"):
+        raise InputError("trust ref %r would trust the candidate itself: name the target branch" % name)
+    if name.startswith("refs/"):
+        if not name.startswith(("refs/heads/", "refs/remotes/")):
+            raise InputError("trust ref %r is not a branch (refs/heads/ or refs/remotes/)" % name)
+        return name
+    head, _, rest = name.partition("/")
+    return ("refs/remotes/" if rest and head in remotes else "refs/heads/") + name
+
+
+def _remotes(repo: Path) -> list[str]:
+    return (git_ok(repo, "remote") or "").split()
+
+
+def _branch_commits(repo: Path, refs: Sequence[str]) -> dict[str, str]:
+    """The commit each of ``refs`` (fully qualified names) points at, by exact name, from
+    one git process; a ref that does not exist, or names no commit, is left out.
+    """
+    listed = git_ok(
+        repo,
+        "for-each-ref",
+        "--format=%(refname) %(objecttype) %(objectname) %(*objecttype) %(*objectname)",
+        "--",
+        *refs,
+    )
+    found: dict[str, str] = {}
+    for line in (listed or "").splitlines():
+        name, kind, obj, *peeled = line.split(" ")
+        if name in refs:  # a pattern also matches the refs below it (refs/heads/main/x)
+            commit = obj if kind == "commit" else peeled[1] if peeled[:1] == ["commit"] else None
+            if commit:
+                found[name] = commit
+    return found
+
+
 def _target_branch(repo: Path, ref: str | None) -> tuple[str, str] | None:
     """The target branch's name and commit. An explicit ``ref`` that does not exist is bad
     input; the defaults are tried in order, and the first that exists is the target branch.
-    Every name is resolved fully qualified (`qualified_branch`).
+    Every name is resolved fully qualified (`qualified_branch`); the defaults, valid names
+    all, are qualified and resolved together (a cold `verify` pays for each git process).
     """
-    for candidate in (ref,) if ref else DEFAULT_TRUST_REFS:
-        full = qualified_branch(repo, candidate)
-        commit = git_ok(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", full + "^{commit}")
-        if commit is not None:
-            return candidate, commit
-        if ref:
+    remotes = _remotes(repo)
+    if ref:
+        full = qualified_branch(repo, ref, remotes)
+        commit = _branch_commits(repo, [full]).get(full)
+        if commit is None:
             raise InputError("trust ref %r (%s) names no commit in this repository (fetch it first)" % (ref, full))
-    return None
+        return ref, commit
+    names = {name: _qualified(name, remotes) for name in DEFAULT_TRUST_REFS}
+    commits = _branch_commits(repo, list(names.values()))
+    return next(((name, commits[full]) for name, full in names.items() if full in commits), None)
 
 
 def _branch_text(repo: Path, branch: tuple[str, str], path: str) -> str | None:

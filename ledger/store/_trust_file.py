@@ -9,10 +9,9 @@ from pathlib import Path
 from receipts import Role, Signer, fingerprint, namespace_for, public_key_line
 
 from .._files import write_atomic
+from .._layout import TRUST_FILE
 
 __all__ = ["TRUST_FILE", "trust_file_text", "write_trust_file"]
-
-TRUST_FILE = "allowed_signers"
 
 
 def trust_file_text(admin: Signer, admin_name: str) -> str:
