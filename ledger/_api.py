@@ -171,7 +171,7 @@ if TYPE_CHECKING:
         prove_inclusion,
         sign_checkpoint,
     )
-    from .transparency._scitt import Registration, register_statement
+    from .transparency._scitt import Issuer, Registration, register_statement
     from .transparency._scrapi import ScittService, serve_scitt
     from .transparency._tile_stores import DirTileStore, S3TileStore, TileStore, open_tile_store
     from .transparency._tiles import Published, TileConflict, publish_tiles
@@ -241,6 +241,7 @@ __all__ = [
     "set_retention",
     "timestamp_checkpoint",
     "register_statement",
+    "Issuer",
     "ScittService",
     "serve_scitt",
     "Registration",
@@ -583,6 +584,7 @@ _WHERE = {
     "set_retention": "store._retention",
     "timestamp_checkpoint": "transparency._tsa",
     "register_statement": "transparency._scitt",
+    "Issuer": "transparency._scitt",
     "ScittService": "transparency._scrapi",
     "serve_scitt": "transparency._scrapi",
     "Registration": "transparency._scitt",

@@ -202,7 +202,7 @@ if TYPE_CHECKING:
         provenance_document,
         undeclared,
     )
-    from ._registration import cose_receipt, statement_log_root, statement_subject
+    from ._registration import cose_receipt, statement_issuer, statement_log_root, statement_subject
     from ._retention import (
         RETENTION_EXTENSION,
         TIMESTAMP_MEDIA_TYPE,
@@ -375,6 +375,7 @@ __all__ = [
     "StatementRegistration",
     "MAX_STATEMENT_BYTES",
     "statement_leaf",
+    "statement_issuer",
     "statement_subject",
     "statement_log_root",
     "cose_receipt",
@@ -686,6 +687,7 @@ _WHERE = {
     "StatementRegistration": "_statement",
     "MAX_STATEMENT_BYTES": "_statement",
     "statement_leaf": "_statement",
+    "statement_issuer": "_registration",
     "statement_subject": "_registration",
     "statement_log_root": "_registration",
     "cose_receipt": "_registration",

@@ -32,10 +32,22 @@ from ._cose import (
 from ._merkle import MemoryTree, inclusion_proof, tree_root
 
 __all__ = [
+    "statement_issuer",
     "statement_subject",
     "statement_log_root",
     "cose_receipt",
 ]
+
+
+def statement_issuer(statement: bytes) -> str | None:
+    """The statement's CWT ``iss`` (who says it), None when it names none.
+
+    Raises:
+        FormatError: not a COSE_Sign1.
+    """
+    claims = decode_sign1(statement).header.get(HDR_CWT)
+    issuer = claims.get(CWT_ISS) if isinstance(claims, Mapping) else None
+    return issuer if isinstance(issuer, str) else None
 
 
 def statement_subject(statement: bytes) -> str | None:

@@ -162,7 +162,7 @@ def _theirs(statement: bytes, receipt: bytes, log_key_pem: bytes) -> bool:
     return bool(result.ok)
 
 
-def _es256_statement(subject: str) -> tuple[bytes, bytes]:
+def _es256_statement(subject: str, issuer: str = "ci.example.org") -> tuple[bytes, bytes]:
     """A statement by an issuer from elsewhere (ES256, P-256), made by `scitt-cose`."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -177,7 +177,7 @@ def _es256_statement(subject: str) -> tuple[bytes, bytes]:
         subject.encode(),
         alg="ES256",
         private_key_pem=private,
-        issuer="ci.example.org",
+        issuer=issuer,
         subject=subject,
         content_type="text/plain",
     )
@@ -259,6 +259,8 @@ def test_an_earlier_statement_is_proved_in_the_grown_log_and_issuers_from_elsewh
             env,
             "--issuer-key",
             str(tmp_path / ("k%d.pem" % i)),
+            "--issuer",
+            "ci.example.org",
         )
         assert (got["index"], got["tree_size"]) == (i, i + 1)
         receipt = (tmp_path / ("r%d.cose" % i)).read_bytes()
@@ -339,6 +341,8 @@ def test_a_receipt_over_a_tree_this_ledger_does_not_hold_is_a_split_view(tmp_pat
             env,
             "--issuer-key",
             str(tmp_path / (name + ".pem")),
+            "--issuer",
+            "ci.example.org",
         )
     # The fork's receipt verifies offline (the log's key signed it) but not against this ledger.
     pem = tmp_path / "log.pem"
@@ -391,7 +395,8 @@ def test_two_registrars_at_once_on_the_shared_store_get_two_places_in_one_log(pg
     registrars = [
         subprocess.Popen(
             [sys.executable, "-m", "ledger", "--store", pg_url, "scitt", "register", str(tmp_path / (n + ".cose"))]
-            + ["--key", "sealer", "--issuer-key", str(tmp_path / (n + ".pem")), "-o", str(tmp_path / (n + ".receipt"))]
+            + ["--key", "sealer", "--issuer-key", str(tmp_path / (n + ".pem")), "--issuer", "ci.example.org"]
+            + ["-o", str(tmp_path / (n + ".receipt"))]
             + ["--json"],
             env=env,
             stdout=subprocess.PIPE,
@@ -449,13 +454,14 @@ def test_the_registration_server_answers_as_scrapi_describes(tmp_path: Path) -> 
     (tmp_path / "issuer.pem").write_bytes(outside_key)
     # An issuer key that is no key stops the server before it listens, in one line.
     (tmp_path / "garbage.pem").write_text("not a key\n")
-    args = ("--dir", str(s.root), "scitt", "serve", "--key", "sealer", "--issuer-key", str(tmp_path / "garbage.pem"))
+    garbage = str(tmp_path / "garbage.pem")
+    args = ("--dir", str(s.root), "scitt", "serve", "--key", "sealer", "--issuer", "x", "--issuer-key", garbage)
     refused = run_cli(*args, env=env)
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "issuer key 1" in refused.stderr, (
         refused.stderr
     )
     cmd = [sys.executable, "-m", "ledger", "--dir", str(s.root), "scitt", "serve", "--key", "sealer"]
-    cmd += ["--issuer-key", str(tmp_path / "issuer.pem"), "--port", "0"]
+    cmd += ["--issuer-key", str(tmp_path / "issuer.pem"), "--issuer", "ci.example.org", "--port", "0"]
     server = subprocess.Popen(cmd, env={**os.environ, **env}, stderr=subprocess.PIPE, text=True)
     try:
         assert server.stderr is not None
@@ -576,7 +582,7 @@ def test_docs_scitt_md_runs_as_written(tmp_path: Path) -> None:
     # The server's blocks: a vendor's statement and key where the docs name them; the one
     # change is the port (8443 in the docs) for a free one.
     serve, client = blocks("scitt.md", "Statements from other issuers", "sh")
-    sbom, vendor = _es256_statement("urn:example:sbom:1")
+    sbom, vendor = _es256_statement("urn:example:sbom:1", issuer="vendor.example")
     (repo / "sbom.cose").write_bytes(sbom)
     (repo / "vendor.pem").write_bytes(vendor)
     port = free_port()
@@ -615,16 +621,16 @@ def test_a_registrar_that_looked_before_another_appended_does_not_append_again(
     store = request.getfixturevalue("pg_url") if shared else None
     s = build_sample(tmp_path, store=store)
     sealer = SIGNERS["sealer"]
+    first, second = Ledger.open(s.root, store=store), Ledger.open(s.root, store=store)
     statement = r.receipt_statement(
         b"a receipt",
-        "logs.example",
+        first.origin(),
         "urn:example:x",
         "urn:example:y",
         r.fingerprint(sealer.public_key_blob).encode(),
         sealer.sign_raw,
     )
     body = r.StatementRegistration(statement)
-    first, second = Ledger.open(s.root, store=store), Ledger.open(s.root, store=store)
     try:
         assert not any(b.leaf == body.leaf for _, b in second.reader.statements())  # the second one's look
         done = register_statement(first, sealer, statement, None)  # meanwhile, the first registers it
@@ -645,29 +651,29 @@ def test_a_registrar_that_looked_before_another_appended_does_not_append_again(
 def test_a_statement_counts_as_the_keyring_stood_at_its_entry(tmp_path: Path) -> None:
     """The statement log replays the keyring once, past its last entry: a seal key revoked
     after registering keeps its statements, and a key added later never counts for them."""
-    from ledger import Ledger, add_key, register_statement, revoke_key
+    from ledger import Issuer, Ledger, add_key, register_statement, revoke_key
 
     s = build_sample(tmp_path)
     sealer = SIGNERS["sealer"]
+    ledger = Ledger.open(s.root)
 
     def statement(n: int) -> bytes:
         return r.receipt_statement(
             b"%d" % n,
-            "logs.example",
+            ledger.origin(),  # a key of this keyring issues as the ledger's origin
             "urn:example:%d" % n,
             "urn:x",
             r.fingerprint(sealer.public_key_blob).encode(),
             sealer.sign_raw,
         )
 
-    ledger = Ledger.open(s.root)
     try:
         first = register_statement(ledger, sealer, statement(1), None)
         revoke_key(ledger, SIGNERS["admin"], "sealer", "rotated")
         successor = seeded_signer("sealer2")
         add_key(ledger, SIGNERS["admin"], "sealer2", [r.Role.SEAL], successor.public_key_blob)
         # The old key's statement, now registered by its successor (the issuer named).
-        register_statement(ledger, successor, statement(2), _pem(sealer.public_key_blob))
+        register_statement(ledger, successor, statement(2), Issuer(ledger.origin(), _pem(sealer.public_key_blob)))
         with pytest.raises(Exception, match="seal key"):
             register_statement(ledger, sealer, statement(3), None)  # the revoked key registers nothing
         with LedgerSource.open(s.root) as source:
@@ -693,3 +699,33 @@ def test_a_statement_signed_by_the_agents_key_is_not_registered(tmp_path: Path) 
         assert ledger.reader.statements() == []  # nothing written
     finally:
         ledger.close()
+
+
+def test_a_statement_is_registered_only_under_the_issuer_its_key_was_given_for(tmp_path: Path) -> None:
+    # Issue 47: the registrar checked the signature but not the statement's iss, so a key
+    # accepted for one issuer could register statements in another's name. Now the iss is
+    # the one the key was given for: --issuer with --issuer-key, the origin for a seal key.
+    from ledger import InputError, Issuer, Ledger, register_statement
+
+    s, _, env = _sealed_statement(tmp_path)
+    outside, outside_key = _es256_statement("urn:example:build:1", issuer="ci.example.org")
+    sealer = SIGNERS["sealer"]
+    ledger = Ledger.open(s.root)
+    try:
+        before = ledger.reader.statements()
+        with pytest.raises(InputError, match="iss is 'ci.example.org'.*'vendor.example'"):
+            register_statement(ledger, sealer, outside, Issuer("vendor.example", outside_key))
+        kid = r.fingerprint(sealer.public_key_blob).encode()
+        elsewhere = r.receipt_statement(b"1", "logs.example", "urn:example:1", "urn:x", kid, sealer.sign_raw)
+        with pytest.raises(InputError, match="iss is 'logs.example'"):
+            register_statement(ledger, sealer, elsewhere, None)
+        assert ledger.reader.statements() == before  # nothing written
+        assert register_statement(ledger, sealer, outside, Issuer("ci.example.org", outside_key)).appended
+    finally:
+        ledger.close()
+    # On the command line, a key without the issuer it speaks for is bad input, in one line.
+    (tmp_path / "k.pem").write_bytes(outside_key)
+    (tmp_path / "s.cose").write_bytes(outside)
+    args = ("--dir", str(s.root), "scitt", "register", str(tmp_path / "s.cose"), "--key", "sealer")
+    done = run_cli(*args, "--issuer-key", str(tmp_path / "k.pem"), "-o", str(tmp_path / "r.cose"), env=env)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "--issuer ISS" in done.stderr, done.stderr

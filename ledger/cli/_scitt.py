@@ -33,20 +33,40 @@ def _scitt_options(f: F) -> F:
     return f
 
 
+def _issuers(names: tuple[str, ...], keys: tuple[Path, ...]) -> list[lib.Issuer]:
+    """Each ``--issuer`` paired, in order, with its ``--issuer-key``: a key is accepted only
+    for the issuer its statements name (``iss``).
+    """
+    if len(names) != len(keys):
+        raise lib.InputError("give one --issuer ISS for each --issuer-key KEY, in the same order")
+    return [lib.Issuer(name, lib.read_bounded(key, "issuer key")) for name, key in zip(names, keys, strict=True)]
+
+
+_ISSUER_HELP = "The iss its statements carry, one per --issuer-key in the same order."
+
+
 @scitt.command("register")
 @_scitt_options
 @click.option(
     "--issuer-key",
     type=_FILE,
-    help="The statement issuer's public key (PEM or an OpenSSH .pub file); default: the key of this"
-    " ledger that the statement's kid names.",
+    help="The statement issuer's public key (PEM or an OpenSSH .pub file); default: the seal key of this"
+    " ledger that the statement's kid names (its iss then the ledger's origin).",
 )
+@click.option("--issuer", help=_ISSUER_HELP)
 def scitt_register(
-    ctx: click.Context, statement: Path, key_name: str, out: Path, as_json: bool, issuer_key: Path | None
+    ctx: click.Context,
+    statement: Path,
+    key_name: str,
+    out: Path,
+    as_json: bool,
+    issuer_key: Path | None,
+    issuer: str | None,
 ) -> None:
     """Register a signed statement (once: a retry appends nothing) and write its receipt."""
-    issuer = None if issuer_key is None else lib.read_bounded(issuer_key, "issuer key")
-    done = lib.register_statement(_ledger(ctx), _signer(key_name), lib.read_bounded(statement, "statement"), issuer)
+    given = _issuers((issuer,) if issuer is not None else (), (issuer_key,) if issuer_key is not None else ())
+    data = lib.read_bounded(statement, "statement")
+    done = lib.register_statement(_ledger(ctx), _signer(key_name), data, given[0] if given else None)
     _said_registration(done, out, as_json)
 
 
@@ -77,14 +97,21 @@ def _said_registration(done: lib.Registration, out: Path, as_json: bool) -> None
     "issuer_keys",
     type=_FILE,
     multiple=True,
-    help="An issuer whose statements are accepted (PEM or an OpenSSH .pub file; repeat). Statements whose kid"
-    " names an active key of this ledger are accepted too.",
+    help="An issuer whose statements are accepted (PEM or an OpenSSH .pub file; repeat, each with --issuer)."
+    " Statements whose kid names an active seal key of this ledger are accepted too.",
 )
+@click.option("--issuer", "issuer_names", multiple=True, help=_ISSUER_HELP)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=0, show_default=True, help="Port (0: a free one, printed).")
 @click.pass_context
-def scitt_serve(ctx: click.Context, key_name: str, issuer_keys: tuple[Path, ...], host: str, port: int) -> None:
+def scitt_serve(
+    ctx: click.Context,
+    key_name: str,
+    issuer_keys: tuple[Path, ...],
+    issuer_names: tuple[str, ...],
+    host: str,
+    port: int,
+) -> None:
     """Serve SCITT registration (SCRAPI): POST /entries, GET /entries/ID, GET /.well-known/scitt-keys."""
-    issuers = [lib.read_bounded(path, "issuer key") for path in issuer_keys]
-    service = lib.ScittService(_ledger(ctx), _signer(key_name), issuers)
+    service = lib.ScittService(_ledger(ctx), _signer(key_name), _issuers(issuer_names, issuer_keys))
     lib.serve_scitt(service, host, port, lambda url: click.echo("SCITT registration serving %s" % url, err=True))

@@ -16,6 +16,7 @@ from receipts import (
     decode_sign1,
     fingerprint,
     public_key_line,
+    statement_issuer,
     statement_leaf,
     statement_subject,
     verify_sign1,
@@ -24,7 +25,7 @@ from receipts import (
 from .._errors import InputError
 from ..store._ledger import Ledger
 
-__all__ = ["Registration", "register_statement"]
+__all__ = ["Issuer", "Registration", "register_statement"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,8 +41,18 @@ class Registration:
     appended: bool
 
 
+@dataclass(frozen=True, slots=True)
+class Issuer:
+    """An issuer from outside the keyring that the registration policy accepts: the
+    ``iss`` its statements carry, and its public key (PEM or an OpenSSH line).
+    """
+
+    name: str
+    key: bytes
+
+
 def register_statement(
-    ledger: Ledger, signer: Signer, statement: bytes, issuer_key: bytes | None, *, append: bool = True
+    ledger: Ledger, signer: Signer, statement: bytes, issuer: Issuer | None, *, append: bool = True
 ) -> Registration:
     """Register ``statement`` (unless it already is) and return a receipt for it.
 
@@ -50,15 +61,16 @@ def register_statement(
     log is not appended again (a retry after a crash gets its receipt; its issuer was
     checked when it was appended; asked again under the writers' lock, so two registrars
     of one statement append it once); else its signature must verify under ``issuer_key``
-    (PEM or an OpenSSH line) or, when none is given, under the active key of this ledger
-    its kid names, and then it is appended; 4. the receipt is over the statement log as it
+    (PEM or an OpenSSH line) and its ``iss`` be the issuer's name, or, when none is given,
+    verify under the active seal key of this ledger its kid names and its ``iss`` be the
+    ledger's origin; then it is appended; 4. the receipt is over the statement log as it
     stands after the append.
 
     Args:
         ledger: the ledger whose log registers it.
         signer: the log's seal key.
         statement: the signed statement's bytes (a tagged COSE_Sign1).
-        issuer_key: the issuer's public key, or None for the keyring's key its kid names.
+        issuer: the issuer from outside the keyring, or None for the keyring's key its kid names.
         append: False only gives a receipt for a statement already registered.
 
     Raises:
@@ -81,7 +93,7 @@ def register_statement(
     if seq is None:
         if not append:
             raise InputError("this statement is not registered in this ledger: register it first")
-        _check_issuer(ledger, statement, issuer_key)
+        _check_issuer(ledger, statement, issuer)
         added = ledger.append_unless(body, signer, lambda: _registered_at(ledger, body.leaf) is not None)
         appended = added is not None
         seq = added.seq if added is not None else _registered_at(ledger, body.leaf)
@@ -101,13 +113,24 @@ def register_statement(
     return Registration(seq, index, len(leaves), receipt, appended)
 
 
-def _check_issuer(ledger: Ledger, statement: bytes, issuer_key: bytes | None) -> None:
-    """The registration policy: the statement's signature verifies under its issuer's key."""
+def _check_issuer(ledger: Ledger, statement: bytes, issuer: Issuer | None) -> None:
+    """The registration policy: the statement's signature verifies under its issuer's key,
+    and its ``iss`` is the one that key was given for (a key of this keyring issues as the
+    ledger's origin, as `ledger export --format scitt` writes): a key accepted for one
+    issuer cannot speak for another.
+    """
+    expected = issuer.name if issuer is not None else ledger.origin()
     try:
-        if not verify_sign1(decode_sign1(statement), issuer_key or _issuer_in_keyring(ledger, statement)):
+        key = issuer.key if issuer is not None else _issuer_in_keyring(ledger, statement)
+        if not verify_sign1(decode_sign1(statement), key):
             raise InputError("refused: the statement's signature does not verify under the issuer's key")
+        said = statement_issuer(statement)
     except ReceiptsError as exc:
         raise InputError("refused: %s" % exc) from None
+    if said != expected:
+        raise InputError(
+            "refused: the statement's iss is %r, but its key was accepted for the issuer %r" % (said, expected)
+        )
 
 
 def _issuer_in_keyring(ledger: Ledger, statement: bytes) -> bytes:

@@ -12,7 +12,8 @@ published as draft-ietf-scitt-scrapi-10/11). Resources:
 
 Registration is synchronous (no 303). Errors are RFC 9290 concise problem details in
 CBOR. The registration policy: the statement's signature verifies under one of the
-issuer keys the operator gave, or under the active key of this ledger its kid names.
+issuer keys the operator gave, its ``iss`` being the one that key was given for, or under
+the active seal key of this ledger its kid names, its ``iss`` being the ledger's origin.
 Requests are read on threads of their own (at most 32 connections at once, each dropped
 when it sends nothing for 10 s), so that a slow client holds only its own connection;
 what touches the ledger runs on the thread that opened it, one request at a time
@@ -42,7 +43,7 @@ from receipts import (
 from .._errors import InputError, LedgerError
 from ..store._ledger import Ledger
 from ._http import BoundedThreadingServer, OwnerThread, QuietHandler, listen_and_serve
-from ._scitt import register_statement
+from ._scitt import Issuer, register_statement
 
 __all__ = ["ScittService", "serve_scitt"]
 
@@ -59,19 +60,20 @@ def _problem(status: int, title: str, detail: str) -> _Answer:
 class ScittService:
     """What the server answers, apart from HTTP: registration, receipts and keys."""
 
-    def __init__(self, ledger: Ledger, signer: Signer, issuer_keys: Sequence[bytes] = ()) -> None:
-        """The log's ``ledger`` and seal key, and the issuer keys its policy accepts.
+    def __init__(self, ledger: Ledger, signer: Signer, issuers: Sequence[Issuer] = ()) -> None:
+        """The log's ``ledger`` and seal key, and the issuers from outside the keyring its
+        policy accepts (each statement's ``iss`` must be the one its key was given for).
 
         Raises:
             InputError: an issuer key is neither PEM nor an OpenSSH line (refused at start,
                 not ignored at each registration).
         """
-        for n, key in enumerate(issuer_keys, 1):
+        for n, issuer in enumerate(issuers, 1):
             try:
-                read_cose_key(key)
+                read_cose_key(issuer.key)
             except ReceiptsError as exc:
                 raise InputError("issuer key %d: %s" % (n, exc)) from None
-        self.ledger, self.signer, self.issuer_keys = ledger, signer, tuple(issuer_keys)
+        self.ledger, self.signer, self.issuers = ledger, signer, tuple(issuers)
         self.owner = OwnerThread()  # the ledger's thread: made where the ledger was opened
         self.kid = fingerprint(signer.public_key_blob).encode()
 
@@ -141,15 +143,15 @@ class ScittService:
             return _problem(404, "No such key", "no key could be found for this kid value")
         return 200, "application/cbor", cbor2.dumps(key), {}
 
-    def _issuer_for(self, statement: bytes) -> bytes | None:
-        """The first operator-given issuer key the statement verifies under; None (the
+    def _issuer_for(self, statement: bytes) -> Issuer | None:
+        """The first operator-given issuer whose key the statement verifies under; None (the
         keyring's key its kid names) when none does.
         """
         sign1 = decode_sign1(statement)
-        for key in self.issuer_keys:
+        for issuer in self.issuers:
             with contextlib.suppress(ReceiptsError):
-                if verify_sign1(sign1, key):
-                    return key
+                if verify_sign1(sign1, issuer.key):
+                    return issuer
         return None
 
 
