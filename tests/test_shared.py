@@ -793,3 +793,21 @@ def test_a_junk_blob_row_does_not_stop_every_mirror(pg_url: str, tmp_path: Path)
     assert doc["ok"] and [s.split(":")[0] + ":" + s.split(":")[1] for s in doc["skipped_blobs"]] == [str(junk)]
     res = run_cli("--dir", str(mirror), "verify", "--chain", "--trust", ADMIN_ID)
     assert res.returncode == 0, res.stdout  # no entry names it: the mirror verifies
+    # The owner's repair-head names the junk row (a dry run exits 1 and moves nothing), then
+    # quarantines it, keeping its bytes as evidence; the store's real blob stays.
+    store = ("--store", pg_url)
+    dry = run_cli(*store, "repair-head", "--trust", ADMIN_ID, cwd=tmp_path)
+    assert dry.returncode == 1 and "WOULD QUARANTINE 1 blob row(s)" in dry.stdout and str(junk) in dry.stdout, (
+        dry.stdout
+    )
+    done = run_cli(*store, "repair-head", "--apply", "--trust", ADMIN_ID, "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert [b["digest"] for b in json.loads(done.stdout)["blobs"]] == [str(junk)]
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        assert [bytes(d) for (d,) in conn.execute("SELECT digest FROM blobs").fetchall()] == [good.value]
+        kept = conn.execute("SELECT digest, data FROM quarantined_blob_chunks").fetchall()
+        assert [(bytes(d), bytes(data)) for d, data in kept] == [(junk.value, b"something else")]
+        with pytest.raises(psycopg.Error, match="append-only"):  # the guards are back
+            conn.execute("DELETE FROM blobs")
+    again = run_cli(*store, "repair-head", "--trust", ADMIN_ID, cwd=tmp_path)
+    assert again.returncode == 0 and "NOTHING TO REPAIR" in again.stdout, again.stdout

@@ -109,8 +109,9 @@ def consistency(ctx: click.Context, old_size: int) -> None:
 def repair_head(ctx: click.Context, apply: bool, trust: _TrustArgs, as_json: bool) -> None:
     """Quarantine a shared store's junk head (the database owner's job): the rows from the
     first entry the audit rejects to the head, and the checkpoints over them, move to
-    quarantined_entries and quarantined_checkpoints; what remains verifies. --apply also
-    (re)installs the store's guards (a store older than one of them gets it).
+    quarantined_entries and quarantined_checkpoints; what remains verifies. Blob rows whose
+    bytes do not hash to their name move to quarantined_blobs. --apply also (re)installs the
+    store's guards (a store older than one of them gets it).
     """
     url = _where(ctx).store
     if url is None:
@@ -118,7 +119,7 @@ def repair_head(ctx: click.Context, apply: bool, trust: _TrustArgs, as_json: boo
     done = lib.repair_head(url, _trust(ctx, trust), apply=apply)
     emit(as_json, done.as_dict(), done.lines())
     # A dry run that found junk is not a success: the store still does not verify.
-    if done.first_bad is not None and not done.applied:
+    if done.found and not done.applied:
         sys.exit(1)
 
 

@@ -10,6 +10,9 @@ checkpoints over them, into ``quarantined_entries`` and ``quarantined_checkpoint
 (kept as evidence, with when and why), drops the Merkle tree nodes that cover them, and
 leaves a chain that verifies. Nothing is rewritten: what remains is a prefix of what was
 there, so every checkpoint a mirror or a witness kept from before the junk still holds.
+The writer role can also insert a blob row whose bytes cannot be read or do not hash to
+its name (issue 47): no entry can name those bytes, so such rows move too, into
+``quarantined_blobs`` and ``quarantined_blob_chunks``.
 Applied, it also (re)installs the schema's guards, so that a store created before one of
 them existed gets it.
 """
@@ -22,7 +25,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from verify import CannotVerify, PostgresSource, Trust, verify_chain
+from receipts import ContentHasher, Digest
+from verify import CannotVerify, LedgerSource, PostgresSource, Trust, verify_chain
 from verify.postgres import connect_error, first_line, import_psycopg, redact_url
 from verify.schema import PG_SCHEMA
 
@@ -42,10 +46,11 @@ _TRIGGERS = (
 class HeadRepair:
     """What `repair_head` found and, when applied, moved.
 
-    ``first_bad`` is None when the chain verifies (nothing to repair; ``applied`` then says
-    the guards were installed); ``rows`` are the
-    quarantined entries' (seq, stored hash in hex), ``checkpoints`` the quarantined
-    checkpoints' sizes, ``reasons`` the audit's defects at the first bad entry.
+    ``first_bad`` is None when the chain verifies (``applied`` then says the guards were
+    installed, and any junk blob rows moved); ``rows`` are the quarantined entries' (seq,
+    stored hash in hex), ``checkpoints`` the quarantined checkpoints' sizes, ``reasons``
+    the audit's defects at the first bad entry, ``blobs`` the junk blob rows (digest,
+    why).
     """
 
     first_bad: int | None
@@ -53,37 +58,49 @@ class HeadRepair:
     checkpoints: tuple[int, ...]
     reasons: tuple[str, ...]
     applied: bool
+    blobs: tuple[tuple[Digest, str], ...] = ()
+
+    @property
+    def found(self) -> bool:
+        """Whether there was anything to quarantine."""
+        return self.first_bad is not None or bool(self.blobs)
 
     def as_dict(self) -> dict[str, Any]:
         """`ledger repair-head --json`."""
+        blobs = [{"digest": str(d), "reason": why} for d, why in self.blobs]
         if self.first_bad is None:
-            return {"repaired": False, "guards_installed": self.applied, "rows": []}
+            return {
+                "repaired": self.applied and bool(blobs),
+                "guards_installed": self.applied,
+                "rows": [],
+                "blobs": blobs,
+            }
         return {
             "repaired": self.applied,
             "first_bad": self.first_bad,
             "rows": [{"seq": seq, "hash": h} for seq, h in self.rows],
             "checkpoints": list(self.checkpoints),
             "reasons": list(self.reasons),
+            "blobs": blobs,
         }
 
     def lines(self) -> list[str]:
         """`ledger repair-head` for the store's owner: what moved (or would), and why."""
-        if self.first_bad is None:
+        if not self.found:
             return [
                 "NOTHING TO REPAIR: the chain verifies" + ("; the store's guards are installed" if self.applied else "")
             ]
-        lines = [
-            "%s %d row(s) from entry %d%s:"
-            % (
-                "QUARANTINED" if self.applied else "WOULD QUARANTINE",
-                len(self.rows),
-                self.first_bad,
-                "" if self.applied else " (run again with --apply)",
-            )
-        ]
-        lines += ["  entry %d  %s" % (seq, h) for seq, h in self.rows]
-        lines += ["  checkpoint at size %d" % size for size in self.checkpoints]
-        lines += ["  because: %s" % why for why in self.reasons]
+        done = "QUARANTINED" if self.applied else "WOULD QUARANTINE"
+        later = "" if self.applied else " (run again with --apply)"
+        lines = []
+        if self.first_bad is not None:
+            lines.append("%s %d row(s) from entry %d%s:" % (done, len(self.rows), self.first_bad, later))
+            lines += ["  entry %d  %s" % (seq, h) for seq, h in self.rows]
+            lines += ["  checkpoint at size %d" % size for size in self.checkpoints]
+            lines += ["  because: %s" % why for why in self.reasons]
+        if self.blobs:
+            lines.append("%s %d blob row(s) that no entry can name%s:" % (done, len(self.blobs), later))
+            lines += ["  blob %s  %s" % (d, why) for d, why in self.blobs]
         return lines
 
 
@@ -103,16 +120,20 @@ def repair_head(url: str, trust: Trust, *, apply: bool) -> HeadRepair:
             tree, which this does not repair), or the connection is not the owner's.
         StoreError: the store cannot be reached, or changed while it was audited.
     """
-    # 1. Audit the chain (signatures, links, bodies; evidence is not what jams a writer).
+    # 1. Audit the chain (signatures, links, bodies; evidence is not what jams a writer),
+    # and find the blob rows whose bytes no entry can name.
     try:
         with PostgresSource.open_url(url) as source:
             audited = verify_chain(source, trust, evidence=False)
+            blobs = _junk_blobs(source)
     except CannotVerify as exc:
         raise StoreError(str(exc)) from None
     if audited.ok:
         if apply:
-            _install_guards(url)
-        return HeadRepair(None, (), (), (), applied=apply)
+            with _as_owner(url, "install its guards" if not blobs else "quarantine its junk blob rows") as conn:
+                _quarantine_blobs(conn, blobs)
+                conn.execute(PG_SCHEMA)  # idempotent: a store older than a guard gets it
+        return HeadRepair(None, (), (), (), applied=apply, blobs=blobs)
     bad = audited.first_bad
     if bad is None:
         raise InputError(
@@ -130,10 +151,64 @@ def repair_head(url: str, trust: Trust, *, apply: bool) -> HeadRepair:
         if not rows or rows[-1][0] != audited.entries - 1:
             raise StoreError("%s changed while it was audited: run the repair again" % redact_url(url))
         if not apply:
-            return HeadRepair(bad, rows, sizes, reasons, applied=False)  # nothing written
+            return HeadRepair(bad, rows, sizes, reasons, applied=False, blobs=blobs)  # nothing written
         # 3. Keep the junk as evidence, then cut the store back to the prefix that verifies.
+        _quarantine_blobs(conn, blobs)
         _quarantine(conn, bad, reasons)
-    return HeadRepair(bad, rows, sizes, reasons, applied=True)
+    return HeadRepair(bad, rows, sizes, reasons, applied=True, blobs=blobs)
+
+
+def _junk_blobs(source: LedgerSource) -> tuple[tuple[Digest, str], ...]:
+    """The blob rows whose bytes cannot be read whole or do not hash to their name: content
+    addressed as evidence is, no entry can name those bytes (blob rows are append-only, so
+    what is junk now stays junk until the owner moves it).
+    """
+    junk = []
+    for hexed in source.blob_digests(""):
+        digest = Digest.parse("blake3:" + hexed)
+        hasher = ContentHasher()
+        try:
+            handle = source.open_blob(digest)
+            if handle is None:
+                continue
+            with handle:
+                while chunk := handle.read(1 << 20):
+                    hasher.update(chunk)
+        except CannotVerify as exc:
+            junk.append((digest, str(exc)))
+            continue
+        if hasher.digest() != digest:
+            junk.append((digest, "its bytes hash to %s, not to its name" % hasher.digest()))
+    return tuple(junk)
+
+
+def _quarantine_blobs(conn: Any, blobs: tuple[tuple[Digest, str], ...]) -> None:
+    """Copy the junk blob rows and their chunks into the quarantine tables, then delete
+    them, with the blob tables' append-only triggers set aside for this transaction only.
+    """
+    if not blobs:
+        return
+    now = int(time.time())
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS quarantined_blobs (digest BYTEA NOT NULL, size BIGINT, chunks INTEGER,"
+        " quarantined_at BIGINT NOT NULL, reason TEXT NOT NULL)"
+    )
+    conn.execute("CREATE TABLE IF NOT EXISTS quarantined_blob_chunks (digest BYTEA NOT NULL, idx INTEGER, data BYTEA)")
+    for table in ("blobs", "blob_chunks"):
+        conn.execute("ALTER TABLE %s DISABLE TRIGGER %s_append_only" % (table, table))
+    for digest, why in blobs:
+        conn.execute(
+            "INSERT INTO quarantined_blobs SELECT digest, size, chunks, %s, %s FROM blobs WHERE digest = %s",
+            (now, why[:2000], digest.value),
+        )
+        conn.execute(
+            "INSERT INTO quarantined_blob_chunks SELECT digest, idx, data FROM blob_chunks WHERE digest = %s",
+            (digest.value,),
+        )
+        conn.execute("DELETE FROM blob_chunks WHERE digest = %s", (digest.value,))
+        conn.execute("DELETE FROM blobs WHERE digest = %s", (digest.value,))
+    for table in ("blobs", "blob_chunks"):
+        conn.execute("ALTER TABLE %s ENABLE TRIGGER %s_append_only" % (table, table))
 
 
 def _quarantine(conn: Any, bad: int, reasons: tuple[str, ...]) -> None:
@@ -169,14 +244,6 @@ def _quarantine(conn: Any, bad: int, reasons: tuple[str, ...]) -> None:
     for table, trigger in _TRIGGERS:
         conn.execute("ALTER TABLE %s ENABLE TRIGGER %s" % (table, trigger))
     conn.execute(PG_SCHEMA)  # a store older than its guards gets them (idempotent)
-
-
-def _install_guards(url: str) -> None:
-    """(Re)install the schema's tables, functions and triggers: idempotent, and how a store
-    created before a guard existed gets it.
-    """
-    with _as_owner(url, "install its guards") as conn:
-        conn.execute(PG_SCHEMA)
 
 
 @contextmanager
