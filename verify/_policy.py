@@ -99,6 +99,15 @@ class Transparency:
     def __post_init__(self) -> None:
         if self.quorum > len(self.witnesses) or self.audited_quorum > len(self.auditors):
             raise CannotVerify("a quorum needs at least that many trusted keys")
+        # A quorum counts parties: a witness given twice, or one key under two names, would
+        # let one cosigner count twice (§8.1a, §9).
+        for what, keys in (("witnesses", self.witnesses), ("auditing witnesses", self.auditors)):
+            for field in ("name", "public_key"):
+                if len({getattr(k, field) for k in keys}) != len(keys):
+                    raise CannotVerify(
+                        "the %s: one %s is given twice (each witness counts once toward a quorum)"
+                        % (what, "name" if field == "name" else "key")
+                    )
 
 
 def witnessed(note: SignedNote, size: int, signer: str | None, policy: Transparency) -> tuple[list[Defect], str]:

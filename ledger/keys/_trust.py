@@ -217,6 +217,8 @@ def parse_auditors(text: str, where: str) -> tuple[tuple[WitnessKey, ...], int]:
             raise InputError("%s line %d: %s" % (where, number, exc)) from None
     if len({k.name for k in keys}) != len(keys):
         raise InputError("%s: an auditing witness is named twice" % where)
+    if len({k.public_key for k in keys}) != len(keys):
+        raise InputError("%s: one key is given for two auditing witnesses (each counts once toward the quorum)" % where)
     if quorum is None or not 1 <= quorum <= len(keys):
         raise InputError("%s: 'quorum N' with N from 1 to the number of auditing witnesses is required" % where)
     return tuple(keys), quorum

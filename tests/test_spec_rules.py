@@ -1,0 +1,141 @@
+"""The rules a second verifier written from docs/format.md alone read two ways (issue 47),
+one named case each (tests/vectors/spec_rules.json): each case builds its input on a fresh
+sample ledger and the `ledger` CLI must answer as the vector says."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import receipts as r
+from conftest import ADMIN_ID, SIGNERS, build_sample, run_cli
+from ledger import Ledger
+
+# C2SP signed-note key types: 0x01 a log's Ed25519 key, 0x04 a witness's cosignature key.
+COSIGNATURE = 0x04
+VECTORS = json.loads((Path(__file__).parent / "vectors" / "spec_rules.json").read_text())["cases"]
+# Each case: the CLI's arguments (and working directory) for a sample built under tmp.
+CASES: dict[str, Callable[[Path], tuple[list[str], Path | None]]] = {}
+
+
+def case(name: str) -> Callable[[Callable[[Path], tuple[list[str], Path | None]]], Callable[..., object]]:
+    def register(fn: Callable[[Path], tuple[list[str], Path | None]]) -> Callable[..., object]:
+        CASES[name] = fn
+        return fn
+
+    return register
+
+
+def _key_line(name: str, signer: str) -> str:
+    return "%s %s" % (name, r.public_key_line(SIGNERS[signer].public_key_blob, signer))
+
+
+def _verify(tmp: Path, *extra: str, checkpoint: bool = False) -> list[str]:
+    s = build_sample(tmp)
+    if checkpoint:
+        ledger = Ledger.open(s.root)
+        try:
+            ledger.checkpoint(SIGNERS["sealer"])
+        finally:
+            ledger.close()
+    return ["--dir", str(s.root), "verify", s.receipt, "--trust", ADMIN_ID, "--json", *extra]
+
+
+@case("auditing-witness-given-twice")
+def _(tmp: Path) -> tuple[list[str], Path | None]:
+    twice = ["--auditing-witness", _key_line("w1", "judge")] * 2
+    return _verify(tmp, *twice, "--audited-quorum", "2"), None
+
+
+@case("auditing-witness-one-key-two-names")
+def _(tmp: Path) -> tuple[list[str], Path | None]:
+    two = ["--auditing-witness", _key_line("w1", "judge"), "--auditing-witness", _key_line("w2", "judge")]
+    return _verify(tmp, *two, "--audited-quorum", "2"), None
+
+
+@case("auditing-witness-file-one-key-two-names")
+def _(tmp: Path) -> tuple[list[str], Path | None]:
+    import subprocess
+
+    args = _verify(tmp)
+    repo = tmp / "target"
+    (repo / ".ledger").mkdir(parents=True)
+    lines = "quorum 2\n%s\n%s\n" % (_key_line("w1", "judge"), _key_line("w2", "judge"))
+    (repo / ".ledger" / "auditing-witnesses").write_text(lines)
+    for git in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "auditing witnesses"]):
+        subprocess.run(["git", *git], cwd=repo, check=True, capture_output=True)
+    return args, repo
+
+
+@case("witness-given-twice")
+def _(tmp: Path) -> tuple[list[str], Path | None]:
+    twice = ["--witness", _key_line("w1", "judge")] * 2
+    return _verify(tmp, *twice, "--witness-quorum", "2"), None
+
+
+@case("audited-quorum-above-the-keys-given")
+def _(tmp: Path) -> tuple[list[str], Path | None]:
+    return _verify(tmp, "--auditing-witness", _key_line("w1", "judge"), "--audited-quorum", "2"), None
+
+
+@case("audited-quorum-without-keys")
+def _(tmp: Path) -> tuple[list[str], Path | None]:
+    return _verify(tmp, "--audited-quorum", "1"), None
+
+
+def _policy(tmp: Path, text: str, checkpoint: bool = False) -> tuple[list[str], Path | None]:
+    (tmp / "policy").write_text(text)
+    return _verify(tmp, "--policy", str(tmp / "policy"), checkpoint=checkpoint), None
+
+
+def _vkey(name: str, signer: str, sig_type: int = 0x01) -> str:
+    return r.verifier_key(name, r.parse_public_key_blob(SIGNERS[signer].public_key_blob), sig_type)
+
+
+@case("tlog-policy-witness-name-twice")
+def _(tmp: Path) -> tuple[list[str], Path | None]:
+    w1, w2 = _vkey("w1.example", "judge", COSIGNATURE), _vkey("w2.example", "agent", COSIGNATURE)
+    return _policy(tmp, "witness w %s\nwitness w %s\nquorum w\n" % (w1, w2))
+
+
+@case("tlog-policy-group-named-like-a-witness")
+def _(tmp: Path) -> tuple[list[str], Path | None]:
+    w1 = _vkey("w1.example", "judge", COSIGNATURE)
+    return _policy(tmp, "witness w %s\ngroup w any w\nquorum w\n" % w1)
+
+
+@case("tlog-policy-named-none")
+def _(tmp: Path) -> tuple[list[str], Path | None]:
+    return _policy(tmp, "witness none %s\nquorum none\n" % _vkey("w1.example", "judge", COSIGNATURE))
+
+
+@case("tlog-policy-one-key-twice")
+def _(tmp: Path) -> tuple[list[str], Path | None]:
+    w1, w2 = _vkey("w1.example", "judge", COSIGNATURE), _vkey("w2.example", "judge", COSIGNATURE)
+    return _policy(tmp, "witness a %s\nwitness b %s\nquorum a\n" % (w1, w2))
+
+
+@case("tlog-policy-one-origin-two-keys")
+def _(tmp: Path) -> tuple[list[str], Path | None]:
+    one, two = _vkey("other.example/log", "judge"), _vkey("other.example/log", "agent")
+    return _policy(tmp, "log %s\nlog %s\nquorum none\n" % (one, two), checkpoint=True)
+
+
+def test_every_vector_has_its_case_and_every_case_its_vector() -> None:
+    assert sorted(v["name"] for v in VECTORS) == sorted(CASES)
+
+
+@pytest.mark.parametrize("vector", VECTORS, ids=[v["name"] for v in VECTORS])
+def test_the_cli_answers_as_the_vector_says(vector: dict[str, object], tmp_path: Path) -> None:
+    args, cwd = CASES[str(vector["name"])](tmp_path)
+    done = run_cli(*args, cwd=cwd or tmp_path)
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == vector["exit"], (done.returncode, done.stdout, done.stderr)
+    if done.returncode == 2:
+        assert done.stderr.count("\n") == 1 and str(vector["stderr"]) in done.stderr, done.stderr
+    else:
+        found = sorted({d["code"] for d in json.loads(done.stdout)["defects"]})
+        assert found == sorted(vector.get("defects", [])), done.stdout  # type: ignore[call-overload]
