@@ -124,6 +124,73 @@ def _(tmp: Path) -> tuple[list[str], Path | None]:
     return _policy(tmp, "log %s\nlog %s\nquorum none\n" % (one, two), checkpoint=True)
 
 
+def _scitt(tmp: Path, statement: bytes, issuer: str = "sealer") -> tuple[list[str], Path | None]:
+    """`verify --scitt` of ``statement`` with a receipt of the one-leaf log that holds it."""
+    log = SIGNERS["sealer"]
+    leaf = r.statement_leaf(statement)
+    kid = r.fingerprint(log.public_key_blob).encode()
+    receipt = r.cose_receipt([leaf], 0, issuer="logs.example", subject=None, kid=kid, sign=log.sign_raw)
+    files = {"statement": statement, "receipt": receipt}
+    files["issuer.pub"] = r.public_key_line(SIGNERS[issuer].public_key_blob, issuer).encode()
+    files["log.pub"] = r.public_key_line(log.public_key_blob, "log").encode()
+    for name, data in files.items():
+        (tmp / name).write_bytes(data)
+    return ["verify", "--scitt", *(str(tmp / n) for n in files), "--json"], None
+
+
+def _statement(header: dict[int, object], payload: bytes | None = b"the claim", signer: str = "sealer") -> bytes:
+    """A tagged COSE_Sign1 with ``header`` protected, signed by ``signer`` (EdDSA) over it."""
+    import cbor2
+
+    protected = cbor2.dumps(header, canonical=True)
+    signature = SIGNERS[signer].sign_raw(cbor2.dumps(["Signature1", protected, b"", payload or b""]))
+    return bytes(cbor2.dumps(cbor2.CBORTag(18, [protected, {}, payload, signature])))
+
+
+_EDDSA = {1: -8, 15: {1: "issuer.example", 2: "urn:example:1"}}
+
+
+@case("scitt-statement-with-detached-payload")
+def _(tmp: Path) -> tuple[list[str], Path | None]:
+    return _scitt(tmp, _statement(_EDDSA, payload=None))
+
+
+@case("scitt-statement-hash-envelope-labels-critical")
+def _(tmp: Path) -> tuple[list[str], Path | None]:
+    envelope = {258: -16, 259: "text/plain", 260: "urn:example:where"}
+    return _scitt(tmp, _statement({**_EDDSA, **envelope, 2: [258, 259, 260]}))
+
+
+@case("scitt-statement-unknown-critical-label")
+def _(tmp: Path) -> tuple[list[str], Path | None]:
+    return _scitt(tmp, _statement({**_EDDSA, 261: "x", 2: [261]}))
+
+
+@case("scitt-statement-critical-not-an-array")
+def _(tmp: Path) -> tuple[list[str], Path | None]:
+    return _scitt(tmp, _statement({**_EDDSA, 2: 1}))
+
+
+@case("scitt-statement-algorithm-does-not-fit-key")
+def _(tmp: Path) -> tuple[list[str], Path | None]:
+    return _scitt(tmp, _statement({**_EDDSA, 1: -7}))
+
+
+@case("scitt-statement-es256-signature-not-64-bytes")
+def _(tmp: Path) -> tuple[list[str], Path | None]:
+    import cbor2
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    key = ec.derive_private_key(47, ec.SECP256R1())
+    protected = cbor2.dumps({1: -7, 15: {1: "issuer.example"}}, canonical=True)
+    statement = cbor2.dumps(cbor2.CBORTag(18, [protected, {}, b"the claim", b"\x01" * 63]))
+    args, _ = _scitt(tmp, bytes(statement))
+    pem = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    (tmp / "issuer.pub").write_bytes(pem)
+    return args, None
+
+
 def test_every_vector_has_its_case_and_every_case_its_vector() -> None:
     assert sorted(v["name"] for v in VECTORS) == sorted(CASES)
 
@@ -136,6 +203,8 @@ def test_the_cli_answers_as_the_vector_says(vector: dict[str, object], tmp_path:
     assert done.returncode == vector["exit"], (done.returncode, done.stdout, done.stderr)
     if done.returncode == 2:
         assert done.stderr.count("\n") == 1 and str(vector["stderr"]) in done.stderr, done.stderr
+    elif "failure" in vector:
+        assert json.loads(done.stdout)["failure"] == vector["failure"], done.stdout
     else:
         found = sorted({d["code"] for d in json.loads(done.stdout)["defects"]})
         assert found == sorted(vector.get("defects", [])), done.stdout  # type: ignore[call-overload]
