@@ -191,6 +191,44 @@ def _(tmp: Path) -> tuple[list[str], Path | None]:
     return args, None
 
 
+def _bundle(tmp: Path, change: Callable[[dict[str, bytes]], None]) -> tuple[list[str], Path | None]:
+    """The sample's receipt exported as a bundle (a checkpoint over it first), its members
+    changed by ``change``, and `verify --bundle` of the result."""
+    import zipfile
+
+    s = build_sample(tmp)
+    ledger = Ledger.open(s.root)
+    try:
+        ledger.checkpoint(SIGNERS["sealer"])
+    finally:
+        ledger.close()
+    exported = run_cli("--dir", str(s.root), "export", s.receipt, "-o", str(tmp / "b.zip"), "--trust", ADMIN_ID)
+    assert exported.returncode == 0, exported.stderr
+    with zipfile.ZipFile(tmp / "b.zip") as z:
+        members = {n: z.read(n) for n in z.namelist()}
+    change(members)
+    with zipfile.ZipFile(tmp / "changed.zip", "w") as z:
+        for name in sorted(members):
+            z.writestr(name, members[name])
+    return ["verify", "--bundle", str(tmp / "changed.zip"), "--trust", ADMIN_ID, "--json"], None
+
+
+@case("bundle-without-manifest")
+def _(tmp: Path) -> tuple[list[str], Path | None]:
+    return _bundle(tmp, lambda members: members.pop("manifest.json") and None)
+
+
+@case("bundle-redaction-naming-no-listed-evidence")
+def _(tmp: Path) -> tuple[list[str], Path | None]:
+    def declare(members: dict[str, bytes]) -> None:
+        manifest = json.loads(members["manifest.json"])
+        stranger = {"tier": "deterministic", "check": "tests", "digest": str(r.content_digest(b"no such")), "size": 7}
+        manifest["redacted"] = [*manifest.get("redacted", []), stranger]
+        members["manifest.json"] = (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()
+
+    return _bundle(tmp, declare)
+
+
 def test_every_vector_has_its_case_and_every_case_its_vector() -> None:
     assert sorted(v["name"] for v in VECTORS) == sorted(CASES)
 
