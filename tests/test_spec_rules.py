@@ -215,7 +215,10 @@ def _bundle(tmp: Path, change: Callable[[dict[str, bytes]], None]) -> tuple[list
 
 @case("bundle-without-manifest")
 def _(tmp: Path) -> tuple[list[str], Path | None]:
-    return _bundle(tmp, lambda members: members.pop("manifest.json") and None)
+    def drop(members: dict[str, bytes]) -> None:
+        del members["manifest.json"]
+
+    return _bundle(tmp, drop)
 
 
 @case("bundle-redaction-naming-no-listed-evidence")
@@ -227,6 +230,85 @@ def _(tmp: Path) -> tuple[list[str], Path | None]:
         members["manifest.json"] = (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()
 
     return _bundle(tmp, declare)
+
+
+def _published(tmp: Path) -> tuple[Path, str, list[str]]:
+    """The sample with a checkpoint, published as tiles in ``tmp/tiles``; the folder, the
+    log's vkey, and the arguments that verify the sample's receipt."""
+    from ledger import DirTileStore, publish_tiles
+    from verify import LedgerSource
+
+    args = _verify(tmp, checkpoint=True)
+    root = Path(args[1])
+    with LedgerSource.open(root) as source:
+        publish_tiles(source, DirTileStore(tmp / "tiles"))
+    sealer = r.public_key_line(SIGNERS["sealer"].public_key_blob)
+    vkey = run_cli("--dir", str(root), "checkpoint", "vkey", "--log-key", sealer).stdout.strip()
+    return tmp / "tiles", vkey, args
+
+
+def _tiles(folder: Path, vkey: str) -> tuple[list[str], Path | None]:
+    return ["verify", "--tiles", str(folder), "--log-vkey", vkey, "--json"], None
+
+
+def _first_tile(folder: Path) -> Path:
+    return sorted(p for p in (folder / "tile" / "0").rglob("*") if p.is_file())[0]
+
+
+@case("tiles-without-a-checkpoint")
+def _(tmp: Path) -> tuple[list[str], Path | None]:
+    folder, vkey, _ = _published(tmp)
+    (folder / "checkpoint").unlink()
+    return _tiles(folder, vkey)
+
+
+@case("tiles-checkpoint-without-a-signature-line")
+def _(tmp: Path) -> tuple[list[str], Path | None]:
+    folder, vkey, _ = _published(tmp)
+    note = (folder / "checkpoint").read_text()
+    (folder / "checkpoint").write_text(note.split("\n\n")[0] + "\n\n")
+    return _tiles(folder, vkey)
+
+
+@case("tiles-checkpoint-signed-by-another-key")
+def _(tmp: Path) -> tuple[list[str], Path | None]:
+    folder, vkey, _ = _published(tmp)
+    origin = (folder / "checkpoint").read_text().split("\n", 1)[0]
+    return _tiles(folder, _vkey(origin, "judge"))
+
+
+@case("tiles-tile-that-is-no-file")
+def _(tmp: Path) -> tuple[list[str], Path | None]:
+    folder, vkey, _ = _published(tmp)
+    tile = _first_tile(folder)
+    tile.unlink()
+    tile.mkdir()
+    return _tiles(folder, vkey)
+
+
+def _in_8f(folder: Path, vkey: str, args: list[str]) -> tuple[list[str], Path | None]:
+    return [*args, "--tiles", str(folder), "--log-vkey", vkey], None
+
+
+@case("receipt-published-log-missing-a-tile")
+def _(tmp: Path) -> tuple[list[str], Path | None]:
+    folder, vkey, args = _published(tmp)
+    _first_tile(folder).unlink()
+    return _in_8f(folder, vkey, args)
+
+
+@case("receipt-published-checkpoint-unparsable")
+def _(tmp: Path) -> tuple[list[str], Path | None]:
+    folder, vkey, args = _published(tmp)
+    (folder / "checkpoint").write_text("not a checkpoint\n")
+    return _in_8f(folder, vkey, args)
+
+
+@case("receipt-published-log-without-a-checkpoint")
+def _(tmp: Path) -> tuple[list[str], Path | None]:
+    folder, vkey, args = _published(tmp)
+    (folder / "checkpoint").unlink()
+    return _in_8f(folder, vkey, args)
 
 
 def test_every_vector_has_its_case_and_every_case_its_vector() -> None:

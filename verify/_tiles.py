@@ -196,6 +196,10 @@ def _check_level_below(tile: Tile, data: bytes, tiles: dict[Tile, bytes], defect
             )
 
 
+class _Absent(Exception):
+    """A tile the published size calls for is not there (its path is kept by the reader)."""
+
+
 @dataclass(frozen=True, slots=True)
 class PublishedLog:
     """The log as published in tiles (``where``: a folder or an http(s) prefix), and its
@@ -208,16 +212,19 @@ class PublishedLog:
 
     def covers(self, size: int, root: bytes) -> list[Defect]:
         """Defects unless the published log, its checkpoint signed by the vkey's key, has
-        at least ``size`` entries and ``root`` at that size.
+        at least ``size`` entries and ``root`` at that size. The published log's own faults
+        are defects, as `audit_tiles` finds them: a checkpoint that does not parse or is not
+        signed (`not-published`), a tile its size calls for that is absent (`tile-missing`).
 
         Raises:
-            CannotVerify: the published log cannot be read, or the vkey is not a log's.
+            CannotVerify: no checkpoint is published there, a tile or the checkpoint cannot
+                be read (an error other than its absence), or the vkey is not a log's.
         """
         read = tile_reader(self.where)
         try:
             published, signed = _published_checkpoint(read, self.log_vkey)
         except ReceiptsError as exc:
-            raise CannotVerify("the checkpoint published at %s: %s" % (self.where, exc)) from None
+            return [Defect("not-published", "the checkpoint published at %s does not parse: %s" % (self.where, exc))]
         if not signed:
             return [
                 Defect("not-published", "the checkpoint published at %s is not signed by the vkey's key" % self.where)
@@ -233,13 +240,21 @@ class PublishedLog:
             (t.level, t.index): t.width for t in tiles_for_size(published.size)
         }
 
+        absent: list[str] = []
+
         def prefix(tile: Tile) -> bytes:
-            data = read(Tile(tile.level, tile.index, widths[(tile.level, tile.index)]).path())
+            path = Tile(tile.level, tile.index, widths[(tile.level, tile.index)]).path()
+            data = read(path)
             if data is None:
-                raise CannotVerify("tile %s is not published at %s" % (tile.path(), self.where))
+                absent.append(path)
+                raise _Absent
             return data[: tile.width * _HASH]
 
-        if root_from_tiles(size, prefix) != root:
+        try:
+            recomputed = root_from_tiles(size, prefix)
+        except _Absent:
+            return [Defect("tile-missing", "tile %s is not published at %s" % (absent[0], self.where))]
+        if recomputed != root:
             message = "the log published at %s has another root at size %d than the checkpoint: a split view" % (
                 self.where,
                 size,
