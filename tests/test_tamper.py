@@ -549,6 +549,20 @@ def _attempt_dropped(tmp: Path) -> Sample:
     return _claim_pass(tmp, forge_evidence=forge, command=flaky_command(tmp / "runs"), check_extra="runs = 3\n")
 
 
+@mutation("check-attempt-result-twice")
+def _attempt_twice(tmp: Path) -> Sample:
+    # A check run three times failed its second attempt; the record gains a passing result
+    # under that attempt's name, beside the failing one: a reader that took the last would pass.
+    def forge(s: Sample, rec: r.TierRecord) -> tuple[r.EvidenceRef, ...]:
+        failing = next(ref for ref in rec.evidence if ref.check_id == "check:tests#2")
+        doc = json.loads(_blob(s, failing.digest).read_bytes())
+        assert doc["attempt"] == 2 and doc["facts"]["exit_code"] == 1
+        doc["facts"]["exit_code"] = 0
+        return (*rec.evidence, _stored_as(s, failing, doc))
+
+    return _claim_pass(tmp, forge_evidence=forge, command=flaky_command(tmp / "runs"), check_extra="runs = 3\n")
+
+
 @mutation("provenance-blob-altered")
 def _provenance_altered(tmp: Path) -> Sample:
     # The agent's record, as stored, changed after the check read it: its model renamed.
