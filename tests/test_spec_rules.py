@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import receipts as r
-from conftest import ADMIN_ID, SIGNERS, build_sample, run_cli
+from conftest import ADMIN_ID, SIGNERS, TASK, build_sample, contract_bytes, judge_table, run_cli, write_private_key
 from ledger import Ledger
 
 # C2SP signed-note key types: 0x01 a log's Ed25519 key, 0x04 a witness's cosignature key.
@@ -311,6 +311,31 @@ def _(tmp: Path) -> tuple[list[str], Path | None]:
     return _in_8f(folder, vkey, args)
 
 
+def _revision(tmp: Path, extra: str) -> tuple[list[str], Path | None]:
+    """`contract set` by the deterministic runner's key (no admin) of the sample's contract
+    with ``extra`` lines added to its `tests` check."""
+    s = build_sample(tmp)
+    write_private_key(tmp / "keys" / "ci", "ci")
+    (tmp / "revision.toml").write_bytes(contract_bytes(judge=judge_table("accept", "0.9"), extra=extra))
+    args = ["--dir", str(s.root), "contract", "set", TASK, "--contract", str(tmp / "revision.toml"), "--key", "ci"]
+    return args, None
+
+
+@case("contract-check-runs-raised")
+def _(tmp: Path) -> tuple[list[str], Path | None]:
+    return _revision(tmp, "runs = 2\n")
+
+
+@case("contract-check-fast-changed")
+def _(tmp: Path) -> tuple[list[str], Path | None]:
+    return _revision(tmp, "fast = true\n")
+
+
+@case("contract-check-defaults-written-out")
+def _(tmp: Path) -> tuple[list[str], Path | None]:
+    return _revision(tmp, "runs = 1\nmin_passes = 1\n")
+
+
 def test_every_vector_has_its_case_and_every_case_its_vector() -> None:
     assert sorted(v["name"] for v in VECTORS) == sorted(CASES)
 
@@ -318,13 +343,13 @@ def test_every_vector_has_its_case_and_every_case_its_vector() -> None:
 @pytest.mark.parametrize("vector", VECTORS, ids=[v["name"] for v in VECTORS])
 def test_the_cli_answers_as_the_vector_says(vector: dict[str, object], tmp_path: Path) -> None:
     args, cwd = CASES[str(vector["name"])](tmp_path)
-    done = run_cli(*args, cwd=cwd or tmp_path)
+    done = run_cli(*args, cwd=cwd or tmp_path, env={"RECEIPT_LEDGER_KEYS": str(tmp_path / "keys")})
     assert "Traceback" not in done.stderr, done.stderr
     assert done.returncode == vector["exit"], (done.returncode, done.stdout, done.stderr)
     if done.returncode == 2:
         assert done.stderr.count("\n") == 1 and str(vector["stderr"]) in done.stderr, done.stderr
     elif "failure" in vector:
         assert json.loads(done.stdout)["failure"] == vector["failure"], done.stdout
-    else:
+    elif "defects" in vector:
         found = sorted({d["code"] for d in json.loads(done.stdout)["defects"]})
         assert found == sorted(vector.get("defects", [])), done.stdout  # type: ignore[call-overload]
