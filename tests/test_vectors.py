@@ -83,6 +83,15 @@ def test_judge_arithmetic_vectors() -> None:
         assert outcome.verdict.value == case["verdict"], case
 
 
+def test_judge_derive_order_vectors() -> None:
+    # Which of a run's faults decides, and so the reason said, when several are present.
+    contract = r.parse_contract(b'task = "T-1"\n[judge]\nbackend = "command"\ncommand = ["j"]\nmax_retries = 1\n')
+    assert (contract.judge.max_retries, contract.judge.samples) == (1, 1)
+    for case in JUDGE["derive_order"]:
+        outcome = r.derive_judge(case["run"], {}, contract, {})
+        assert (outcome.verdict.value, outcome.reason) == (case["verdict"], case["reason"]), case
+
+
 ELIGIBILITY = json.loads((Path(__file__).parent / "vectors" / "eligibility.json").read_text())
 
 
