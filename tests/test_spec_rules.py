@@ -336,6 +336,17 @@ def _(tmp: Path) -> tuple[list[str], Path | None]:
     return _revision(tmp, "runs = 1\nmin_passes = 1\n")
 
 
+@case("chain-audit-without-a-genesis")
+def _(tmp: Path) -> tuple[list[str], Path | None]:
+    import sqlite3
+
+    args = _verify(tmp, checkpoint=True)
+    with sqlite3.connect(Path(args[1]) / "ledger.db") as db:
+        (body,) = db.execute("SELECT body FROM entries WHERE seq = 0").fetchone()
+        db.execute("UPDATE entries SET body = ? WHERE seq = 0", (body[:10] + bytes([body[10] ^ 1]) + body[11:],))
+    return ["--dir", args[1], "verify", "--chain", "--trust", ADMIN_ID, "--json"], None
+
+
 def test_every_vector_has_its_case_and_every_case_its_vector() -> None:
     assert sorted(v["name"] for v in VECTORS) == sorted(CASES)
 
