@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -364,3 +365,20 @@ def test_the_cli_answers_as_the_vector_says(vector: dict[str, object], tmp_path:
     elif "defects" in vector:
         found = sorted({d["code"] for d in json.loads(done.stdout)["defects"]})
         assert found == sorted(vector.get("defects", [])), done.stdout  # type: ignore[call-overload]
+
+
+RENDERINGS = Path(__file__).parent / "vectors" / "renderings"
+RENDERED = json.loads((RENDERINGS / "renderings.json").read_text())["cases"]
+
+
+@pytest.mark.parametrize("vector", RENDERED, ids=[v["name"] for v in RENDERED])
+def test_the_rendering_known_answers_are_what_the_verifier_renders(vector: dict[str, Any]) -> None:
+    # Step 9's renderings are the reference implementation's (format.md §10): each bundle
+    # holds the renderings of its own content as made, and the verifier reading it must
+    # render exactly those bytes (else rendering-mismatch) and reach the same decision.
+    bundle = RENDERINGS / vector["bundle"]
+    done = run_cli("verify", "--bundle", str(bundle), "--trust", ADMIN_ID, "--json")
+    doc = json.loads(done.stdout)
+    assert done.returncode == vector["exit"], done.stdout
+    assert sorted({d["code"] for d in doc["defects"]}) == vector["defects"], doc["defects"]
+    assert doc["target"] == vector["receipt"]
