@@ -131,6 +131,7 @@ def test_the_action_runs_the_ladder_summarises_comments_once_and_gates(
     # command to re-check this very commit (not a placeholder).
     assert "**Goal:** a test task" in summary and "| tests | ✅ pass | exit code 0 |" in summary, summary
     assert "ledger verify --commit %s" % head in summary and "warning:" not in summary.split("**GATE")[0]
+    _one_verdict(top)
     assert "**Judge:** pass: accepted at confidence" in summary, summary  # its reasoning, in a line
     # The gate's decision is recorded in the ledger (signed with the seal key), where the
     # population of changes shows it.
@@ -352,6 +353,18 @@ def test_a_pull_request_cannot_choose_the_store_its_ladder_writes_to(
     assert "names the store" not in _action(workspace, {**env, "LEDGER_STORE": "postgresql://127.0.0.1:1/x"}).stderr
 
 
+def _one_verdict(top: Path) -> None:
+    """Issue 46: a job the gate passed reads as one verdict: its summary never says the
+    opposite of the pass (not eligible, unproven) for the same receipt, and its outputs
+    agree with its heading."""
+    summary = (top / "runner" / "summary.md").read_text()
+    assert "**GATE PASS:" in summary.splitlines()[1], summary
+    said = [w for w in ("not merge-eligible", "not eligible", "unproven", "rejected") if w in summary.lower()]
+    assert not said, (said, summary)
+    outputs = dict(line.split("=", 1) for line in (top / "runner" / "output").read_text().splitlines())
+    assert (outputs["decision"], outputs["merge-eligible"]) == ("pass", "true"), outputs
+
+
 def test_a_merge_group_event_gates_the_queue_commit(
     world: tuple[Path, dict[str, str], str], github: FakeGithub
 ) -> None:
@@ -380,6 +393,7 @@ def test_a_merge_group_event_gates_the_queue_commit(
     assert res.returncode == 0, res.stdout + res.stderr
     assert "via its tree" in res.stdout
     assert github.requests == []  # a merge group has no pull-request comment
+    _one_verdict(top)
     # The default run in a queue is the gate alone; with the secrets but no ledger on the
     # runner it still gates by the receipts in git, and says its decision was not recorded.
     bare = {k: v for k, v in env.items() if k != "LEDGER_RUN"}

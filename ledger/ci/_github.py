@@ -14,6 +14,7 @@ remote, and only with the token and API URL the runner gives.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -496,12 +497,28 @@ def _verify_bundle(env: Mapping[str, str], repo: Path, report: ActionReport, rec
         from verify import BundleLayout, BundleSource
 
         with BundleSource(bundle) as source:
-            report.result = verify_receipt(source, receipt, trust, Transparency(require_checkpoint=True))
-            if report.result.ok:  # its renderings were re-derived and compared: both are verified
+            checked = verify_receipt(source, receipt, trust, Transparency(require_checkpoint=True))
+            report.result = _as_decided(report, receipt, checked)
+            if checked.ok:  # its renderings were re-derived and compared: both are verified
                 report.manifest = json.loads(source.read(BundleLayout.MANIFEST))
                 report.outputs = failing_outputs(source, report.manifest)
                 report.page = _keep_page(env, source.read(BundleLayout.REPORT_HTML))
                 _attest(env, report, bundle, source)
+
+
+def _as_decided(report: ActionReport, receipt: str, checked: Result) -> Result:
+    """The result the summary shows for ``receipt``: where the gate verified it, the gate's
+    own verification, its completeness the gate's (an auditing witness's cosignature, or
+    the gate's own audit of the store), so that the receipt's section cannot say
+    "UNPROVEN" under the gate's pass; else the bundle's (``checked``).
+    """
+    found = next(
+        (c for c in (report.gated.checks if report.gated else ()) if c.note.receipt == receipt and c.result),
+        None,
+    )
+    if found is None or found.result is None:
+        return checked
+    return dataclasses.replace(found.result, completeness=found.completeness)
 
 
 def failing_outputs(source: Source, manifest: Mapping[str, Any]) -> dict[str, str]:
