@@ -28,7 +28,7 @@ from conftest import (
 )
 from ledger import InputError, Ledger, revoke_key
 from receipts import is_valid_tlog_proof, parse_tlog_proof, tlog_proof_text
-from verify import LedgerSource, Result, Transparency, TrustRoot, WitnessKey, verify_receipt
+from verify import CannotVerify, LedgerSource, Result, Transparency, TrustRoot, WitnessKey, verify_receipt
 
 TRUST = TrustRoot(frozenset({ADMIN_ID}), "t")
 W1 = WitnessKey("witness.example/w1", r.parse_public_key_blob(SIGNERS["bob"].public_key_blob))
@@ -207,8 +207,10 @@ def test_witness_cosigns_consistent_checkpoints_and_refuses_a_rewrite(tmp_path: 
     ledger.close()
     assert [d.code for d in verify(s, witnesses=(W1,), quorum=1).defects] == ["witness-quorum"]
     assert verify(s, witnesses=(W1,), quorum=1, since=out).ok
-    unwitnessed = WitnessKey("witness.example/w2", W1.public_key)
+    unwitnessed = WitnessKey("witness.example/w2", r.parse_public_key_blob(seeded_signer("w2").public_key_blob))
     assert [d.code for d in verify(s, witnesses=(W1, unwitnessed), quorum=2).defects] == ["witness-quorum"]
+    with pytest.raises(CannotVerify, match="one key is given twice"):  # one cosigner never counts twice
+        verify(s, witnesses=(W1, WitnessKey("witness.example/w2", W1.public_key)), quorum=2)
     _rewrite_history(s)
     rewritten = Ledger.open(s.root).checkpoints()[-1][1]
     code, _, err = cosign(rewritten)
