@@ -75,7 +75,7 @@ def test_a_covered_receipt_is_checked_by_proof_with_the_walks_result(tmp_path: P
     # Every entry of the sample is on the receipt's task or keyring chain; the other task's
     # entries after it (and the checkpoint's last one) are all that separates the two.
     assert proof.entries_checked == walk.entries_checked
-    assert any("the ledger's other 299 entries were not read" in w for w in proof.warnings), proof.warnings
+    assert any("the ledger's other 299 entries were not read" in n for n in proof.notes), proof.notes
 
 
 def test_entries_it_does_not_depend_on_are_not_read(tmp_path: Path) -> None:
@@ -110,7 +110,7 @@ def test_without_a_covering_checkpoint_auto_walks_and_proof_refuses(tmp_path: Pa
     s = build_sample(tmp_path)
     auto = _verify(s, "auto")
     assert auto.ok and auto.method == "walk"
-    assert any("not checked by proof (no signed checkpoint covers entry" in w for w in auto.warnings)
+    assert any("not checked by proof (no signed checkpoint covers entry" in n for n in auto.notes)
     with pytest.raises(CannotVerify, match="cannot verify by proof"):
         _verify(s, "proof")
     cli = run_cli("--dir", str(s.root), "verify", s.receipt, "--trust", ADMIN_ID, "--method", "proof")

@@ -64,7 +64,7 @@ def test_prune_removes_only_what_the_policy_lets_go_and_the_receipt_still_verifi
     # newest policy must not excuse a held item).
     result = verify_receipt(LedgerSource.open(s.root), s.receipt, TRUST)
     assert result.ok and result.method == "walk", result.defects
-    assert any("retention policy the newest checkpoint does not name" in w for w in result.warnings)
+    assert any("retention policy the newest checkpoint does not name" in n for n in result.notes)
     with pytest.raises(CannotVerify, match="does not name"):
         verify_receipt(LedgerSource.open(s.root), s.receipt, TRUST, method="proof")
     # A checkpoint over it names it in its retention line: proof excuses by that entry.

@@ -25,7 +25,6 @@ if TYPE_CHECKING:
         decision_headline,
         exceptions,
         headline,
-        is_note,
     )
     from ._layout import BundleLayout
     from ._manifest import BUNDLE_FORMAT, ManifestClaims, Redaction
@@ -104,7 +103,6 @@ __all__ = [
     "completeness_text",
     "exceptions",
     "headline",
-    "is_note",
     "UNPROVEN_PREFIX",
     "decision_headline",
     "exceptions_html",
@@ -136,7 +134,6 @@ _WHERE = {
     "ExceptionNote": "_exceptions",
     "completeness_text": "_exceptions",
     "exceptions": "_exceptions",
-    "is_note": "_exceptions",
     "UNPROVEN_PREFIX": "_exceptions",
     "headline": "_exceptions",
     "decision_headline": "_exceptions",

@@ -257,7 +257,9 @@ class BundleSource(SparseEntries):
         if not self.accounting:
             return proven
         members, said = _account_for_members(self, ring, receipt_seq)
-        return Finding((*proven.defects, *members), (*proven.warnings, *said), proven.checkpoint, proven.certified_by)
+        return Finding(
+            (*proven.defects, *members), proven.warnings, proven.checkpoint, proven.certified_by, (*proven.notes, *said)
+        )
 
 
 def _account_for_members(

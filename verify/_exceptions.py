@@ -6,7 +6,6 @@ say "every check passed" of a pass that leans on a waiver or a weakened contract
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -22,7 +21,6 @@ __all__ = [
     "headline",
     "decision_headline",
     "completeness_text",
-    "is_note",
 ]
 
 # In the order a page lists them. The first two qualify a pass (its headline says so); the
@@ -62,22 +60,7 @@ def completeness_text(completeness: str, certified_by: Iterable[str] = ()) -> st
     return said.get(completeness, "UNPROVEN (no auditing witness cosigned its checkpoint)")
 
 
-# Warnings that say how a receipt was checked, not what needs doing: shown as notes.
-_NOTE = re.compile(
-    r"checked by proof:|not checked by proof \(|bundle: \d+ entries proven into the checkpoint"
-    r"|bundle: manifest\.json, report\.md and report\.html re-rendered"
-)
 UNPROVEN_PREFIX = "completeness UNPROVEN"
-
-
-def is_note(warning: str) -> bool:
-    """Whether one of a result's ``warnings`` only says how the receipt was checked (by
-    proof, or walked instead): a note for the reader, never a warning that needs action.
-
-    Args:
-        warning: one line of `Result.warnings`.
-    """
-    return _NOTE.match(warning) is not None
 
 
 def exceptions(result: Result) -> tuple[ExceptionNote, ...]:
@@ -102,11 +85,9 @@ def exceptions(result: Result) -> tuple[ExceptionNote, ...]:
             notes.append(ExceptionNote("judge", "%s: %s" % (line.derived or line.status, line.reason)))
         elif line.status in ("fail", "missing") or line.derived == "fail":
             notes.append(ExceptionNote("rejection", "%s: %s" % (line.tier.value, line.reason or line.detail)))
-    # Completeness is listed above as its own kind; how the receipt was checked is no exception.
+    # Completeness is listed above as its own kind; how the receipt was checked (its notes) is no exception.
     notes += [
-        ExceptionNote("warning", w)
-        for w in result.warnings
-        if w not in retention and not is_note(w) and not w.startswith(UNPROVEN_PREFIX)
+        ExceptionNote("warning", w) for w in result.warnings if w not in retention and not w.startswith(UNPROVEN_PREFIX)
     ]
     order = {kind: i for i, kind in enumerate(EXCEPTION_KINDS)}
     return tuple(sorted(notes, key=lambda n: order[n.kind]))

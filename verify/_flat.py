@@ -116,7 +116,9 @@ class FlatSource(SparseEntries):
             " other %d entries were not read (`ledger verify --chain` audits them)"
             % (len(self.entries), max(self.count() - len(self.entries), 0)),
         )
-        return Finding((*self.broken, *found.defects), (*said, *found.warnings), found.checkpoint, found.certified_by)
+        return Finding(
+            (*self.broken, *found.defects), found.warnings, found.checkpoint, found.certified_by, (*said, *found.notes)
+        )
 
     # -- how entries are proven into a checkpoint (`verify._transparency.CheckpointProof`) --
 

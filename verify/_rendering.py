@@ -282,6 +282,7 @@ def _verification_part(result: Result) -> dict[str, Any]:
         "not_eligible_because": list(result.eligibility_reasons),
         "defects": [{"code": d.code, "message": d.message} for d in result.defects],
         "warnings": list(result.warnings),
+        "notes": list(result.notes),
         "trust": result.trust,
         "method": "by proof into the checkpoint" if result.method == "proof" else "by walking the chain",
         "checkpoint": result.checkpoint,

@@ -65,6 +65,7 @@ class Finding:
     warnings: tuple[str, ...] = ()
     checkpoint: str | None = None  # one line: the checkpoint used, its signer and witnesses
     certified_by: tuple[str, ...] = ()  # auditing witnesses that cosigned a covering checkpoint
+    notes: tuple[str, ...] = ()  # how it was checked (by proof, from a bundle): nothing to act on
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +84,8 @@ class Result:
     tiers: tuple[TierLine, ...] = ()
     entries_checked: int = 0
     weakenings: tuple[str, ...] = ()
+    # What was not checked and needs action or a reader's judgement; ``notes`` say how the
+    # receipt was checked (by proof, from a bundle, walked instead), which needs neither.
     warnings: tuple[str, ...] = ()
     stale: tuple[str, ...] = ()
     waivers: tuple[str, ...] = ()
@@ -95,6 +98,7 @@ class Result:
     certified_by: tuple[str, ...] = ()
     receipt_seq: int | None = None  # the receipt entry's position, and its entry hash (from its bytes)
     receipt_entry: str | None = None
+    notes: tuple[str, ...] = ()
 
     @property
     def complete(self) -> bool:
@@ -120,6 +124,7 @@ class Result:
             "entries_checked": self.entries_checked,
             "weakenings": list(self.weakenings),
             "warnings": list(self.warnings),
+            "notes": list(self.notes),
             "stale_approvals": list(self.stale),
             "waivers": list(self.waivers),
             "checkpoint": self.checkpoint,

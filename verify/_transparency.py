@@ -173,6 +173,7 @@ def check_checkpoints(
         found.warnings,
         used,
         max(found.certified_by, also.certified_by, key=len),
+        found.notes,
     )
 
 

@@ -141,7 +141,7 @@ def _verify_receipt(source: Source, target: str, trust: Trust, policy: Transpare
                 " not name (sign a checkpoint, or `--method walk`, which proves the policy in force is the newest)"
             )
         walked = _verify_once(source, target, trust, policy, "walk")
-        return replace(walked, warnings=(*walked.warnings, _RETENTION_WALKED))
+        return replace(walked, notes=(*walked.notes, _RETENTION_WALKED))
     return result
 
 
@@ -195,10 +195,10 @@ def _verify_once(source: Source, target: str, trust: Trust, policy: Transparency
         warnings=(
             *step5.warnings,
             *step8.warnings,
-            *fallback,
             *unproven,
             *((_RETENTION_UNPROVEN,) if getattr(source, "retention_unproven", False) else ()),
         ),
+        notes=(*step8.notes, *fallback),
         stale=stale,
         waivers=tuple(
             describe_waiver(seq, w, label)

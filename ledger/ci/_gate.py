@@ -25,7 +25,6 @@ from verify import (
     Transparency,
     Trust,
     audited_entry,
-    is_note,
     verify_receipt,
 )
 
@@ -118,8 +117,9 @@ class ReceiptCheck:
             tuple("WEAKENING: %s" % w for w in r.weakenings)
             + tuple("waiver in force: %s" % w for w in r.waivers)
             + tuple("stale approval (not counted): %s" % w for w in r.stale)
+            + tuple("note: %s" % n for n in r.notes)
             + tuple(
-                "%s: %s" % ("note" if is_note(w) else "warning", w)
+                "warning: %s" % w
                 for w in r.warnings
                 # The gate's own audit of the store proved what this warning says is unproven.
                 if not (self.audited and w.startswith(UNPROVEN_PREFIX))

@@ -35,7 +35,6 @@ from verify import (
     completeness_text,
     exceptions,
     headline,
-    is_note,
 )
 
 from .._escape import comment_text
@@ -123,7 +122,7 @@ def verify_lines(result: Result) -> list[str]:
         lines.append("completeness %s" % completeness_text(result.completeness, result.certified_by))
     for w in result.weakenings:
         lines.append("WEAKENING: %s" % w)
-    lines += ["%s: %s" % ("note" if is_note(w) else "warning", w) for w in result.warnings]
+    lines += ["note: %s" % n for n in result.notes] + ["warning: %s" % w for w in result.warnings]
     for w in result.waivers:
         lines.append("waiver in force: %s" % w)
     for w in result.stale:
