@@ -263,7 +263,9 @@ def _record_rows(m: dict[str, Any], links: bool, redacted: dict[tuple[str, str],
 def _verification_parts(m: dict[str, Any]) -> tuple[str, str, str]:
     v = m["verification"]
     defects = "".join("<li>[%s] %s</li>" % (_e(d["code"]), _e(d["message"])) for d in v["defects"])
-    warnings = "".join("<li>%s</li>" % _e(w) for w in v["warnings"])
+    # How it was checked (notes) apart from what was not (warnings), each said as which it is.
+    said = [("note", n) for n in v.get("notes", [])] + [("warning", w) for w in v["warnings"]]
+    warnings = "".join("<li>%s: %s</li>" % (kind, _e(text)) for kind, text in said)
     verification = _dl(
         [
             (
