@@ -38,8 +38,14 @@ def approvals_shortfall(reasons: Sequence[str]) -> tuple[int, int] | None:
 
 @dataclass(frozen=True, slots=True)
 class Eligibility:
+    """Whether a receipt is merge-eligible, why not, and which keys' approvals of the
+    human tier did not count (they claimed or authored the change), by key id, whether or
+    not the others sufficed.
+    """
+
     eligible: bool
     reasons: tuple[str, ...]
+    uncounted: tuple[str, ...] = ()
 
 
 def latest_human_decisions(
@@ -87,6 +93,7 @@ def derive_merge_eligible(
     unknown: all block, so whatever cannot be evaluated counts against eligibility.
     """
     by_tier, reasons = _slots(required, entries)
+    uncounted: list[str] = []
     bound = _Binding(task_id, input_hash, config_hash, created, max_evidence_age_s)
     for tier in LADDER:
         slot = by_tier.get(tier)
@@ -96,7 +103,7 @@ def derive_merge_eligible(
             reasons.append("tier %s was skipped: %s" % (tier, slot.skip_reason))
             continue
         approvers: set[str] = set()
-        discounted: list[str] = []
+        discounted: list[tuple[str, str]] = []  # (key id, why its approval does not count)
         for digest in slot.records:
             record = records.get(digest)
             if record is None:
@@ -108,9 +115,8 @@ def derive_merge_eligible(
                 if signer is None:
                     reasons.append("human approval %s has no known signer" % digest.short())
                 elif signer in (not_approvers or {}):
-                    discounted.append(
-                        "the approval by %s does not count: that key %s" % (signer, (not_approvers or {})[signer])
-                    )
+                    why = (not_approvers or {})[signer]
+                    discounted.append((signer, "the approval by %s does not count: that key %s" % (signer, why)))
                 else:
                     approvers.add(signer)
             elif record.verdict is not Verdict.PASS:
@@ -118,8 +124,9 @@ def derive_merge_eligible(
                 reasons.append("tier %s verdict is %s%s" % (tier, record.verdict, by))
         if tier is Tier.HUMAN and len(approvers) < max(human_approvals, 1):
             reasons.append(_SHORTFALL % (len(approvers), max(human_approvals, 1)))
-            reasons += discounted
-    return Eligibility(eligible=not reasons, reasons=tuple(reasons))
+            reasons += [why for _, why in discounted]
+        uncounted += [key for key, _ in discounted]
+    return Eligibility(eligible=not reasons, reasons=tuple(reasons), uncounted=tuple(dict.fromkeys(uncounted)))
 
 
 def _slots(required: tuple[Tier, ...], entries: tuple[TierEntry, ...]) -> tuple[dict[Tier, TierEntry], list[str]]:

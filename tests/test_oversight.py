@@ -85,6 +85,10 @@ def test_the_author_cannot_approve_its_own_change(env: tuple[Path, Ledger]) -> N
     _approve(env, contract, candidate, SIGNERS["alice"])
     receipt, result = _seal_and_verify(env, candidate)
     assert receipt.merge_eligible is True and result.ok and result.derived_eligible is True
+    # Eligible by alice's approval, dev's still does not count, and its row still says so.
+    assert result.uncounted_approvals == (dev,)
+    rows = [line for line in verify_lines(result) if line.strip().startswith("human ")]
+    assert [("NOT COUNTED" in row, "dev" in row) for row in rows] == [(True, True), (False, False)], rows
 
 
 def test_without_the_option_the_authors_approval_counts(env: tuple[Path, Ledger]) -> None:

@@ -99,6 +99,9 @@ class Result:
     receipt_seq: int | None = None  # the receipt entry's position, and its entry hash (from its bytes)
     receipt_entry: str | None = None
     notes: tuple[str, ...] = ()
+    # Key ids whose human approval the eligibility rule did not count (they claimed or
+    # authored the change, §6), whether or not the other approvals sufficed.
+    uncounted_approvals: tuple[str, ...] = ()
 
     @property
     def complete(self) -> bool:
@@ -126,6 +129,7 @@ class Result:
             "warnings": list(self.warnings),
             "notes": list(self.notes),
             "stale_approvals": list(self.stale),
+            "uncounted_approvals": list(self.uncounted_approvals),
             "waivers": list(self.waivers),
             "checkpoint": self.checkpoint,
             "sealed_at": self.sealed_at,

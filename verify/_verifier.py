@@ -189,6 +189,7 @@ def _verify_once(source: Source, target: str, trust: Trust, policy: Transparency
         derived_eligible=derived.eligible,
         sealed_at=receipt.created,
         eligibility_reasons=derived.reasons,
+        uncounted_approvals=derived.uncounted,
         tiers=tuple(step5.lines),
         entries_checked=walk.entries,
         weakenings=tuple(d for t, d in walk.weakened if t == receipt.task_id),

@@ -146,8 +146,7 @@ def _status(line: TierLine, result: Result) -> str:
     """
     if line.tier.value == "human" and line.status == "pass" and line.signer:
         key = line.signer.rsplit("(", 1)[-1].rstrip(")")
-        said = (r.split(" does not count", 1) for r in result.eligibility_reasons if r.startswith("the approval by "))
-        if any(len(parts) == 2 and key in parts[0] for parts in said):
+        if key in result.uncounted_approvals:
             return "pass, NOT COUNTED"
     return line.status
 
