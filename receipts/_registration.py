@@ -45,9 +45,7 @@ def statement_issuer(statement: bytes) -> str | None:
     Raises:
         FormatError: not a COSE_Sign1.
     """
-    claims = decode_sign1(statement).header.get(HDR_CWT)
-    issuer = claims.get(CWT_ISS) if isinstance(claims, Mapping) else None
-    return issuer if isinstance(issuer, str) else None
+    return _claim(statement, CWT_ISS)
 
 
 def statement_subject(statement: bytes) -> str | None:
@@ -56,9 +54,14 @@ def statement_subject(statement: bytes) -> str | None:
     Raises:
         FormatError: not a COSE_Sign1.
     """
+    return _claim(statement, CWT_SUB)
+
+
+def _claim(statement: bytes, label: int) -> str | None:
+    """One text claim of the statement's protected CWT claims (label 15), or None."""
     claims = decode_sign1(statement).header.get(HDR_CWT)
-    subject = claims.get(CWT_SUB) if isinstance(claims, Mapping) else None
-    return subject if isinstance(subject, str) else None
+    value = claims.get(label) if isinstance(claims, Mapping) else None
+    return value if isinstance(value, str) else None
 
 
 def statement_log_root(leaves: Sequence[bytes]) -> bytes:
