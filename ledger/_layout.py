@@ -1,8 +1,7 @@
 """Where a ledger directory keeps the files people edit and commit (each task's completion
 contract, the team's config.toml), and how a task id is found in a branch name or a
 title; and where the ledger directory itself is. Imports nothing beyond the standard
-library, so that the agent hooks, which run on
-every tool call, can use it.
+library, so that the agent hooks, which run on every tool call, can use it.
 """
 
 from __future__ import annotations
