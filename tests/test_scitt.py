@@ -520,6 +520,10 @@ def test_slow_clients_do_not_hold_the_registration_server(tmp_path: Path) -> Non
 
     s, ours, env = _sealed_statement(tmp_path)
     cmd = [sys.executable, "-m", "ledger", "--dir", str(s.root), "scitt", "serve", "--key", "sealer", "--port", "0"]
+    # The server never drops an idle connection during the test (a loaded machine could
+    # take 10 s between the slow clients' bytes and the check that they are still held):
+    # the test ends each one itself.
+    cmd += ["--idle-timeout", "300"]
     server = subprocess.Popen(cmd, env={**os.environ, **env}, stderr=subprocess.PIPE, text=True)
     held: list[socket.socket] = []
     try:

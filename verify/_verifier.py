@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -152,6 +152,12 @@ _RETENTION_WALKED = (
 )
 
 
+def _warnings(source: Source, *found: Sequence[str]) -> tuple[str, ...]:
+    """What the steps found unchecked, and a retention excuse proof could not name."""
+    unnamed = (_RETENTION_UNPROVEN,) if getattr(source, "retention_unproven", False) else ()
+    return (*(w for part in found for w in part), *unnamed)
+
+
 def _verify_once(source: Source, target: str, trust: Trust, policy: Transparency, method: str) -> Result:
     stored = _step1_resolve(source, target)
     used = "proof" if source.sparse else "walk"
@@ -193,12 +199,7 @@ def _verify_once(source: Source, target: str, trust: Trust, policy: Transparency
         tiers=tuple(step5.lines),
         entries_checked=walk.entries,
         weakenings=tuple(d for t, d in walk.weakened if t == receipt.task_id),
-        warnings=(
-            *step5.warnings,
-            *step8.warnings,
-            *unproven,
-            *((_RETENTION_UNPROVEN,) if getattr(source, "retention_unproven", False) else ()),
-        ),
+        warnings=_warnings(source, step5.warnings, step8.warnings, unproven),
         notes=(*step8.notes, *fallback),
         stale=stale,
         waivers=tuple(

@@ -103,6 +103,13 @@ def _said_registration(done: lib.Registration, out: Path, as_json: bool) -> None
 @click.option("--issuer", "issuer_names", multiple=True, help=_ISSUER_HELP)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=0, show_default=True, help="Port (0: a free one, printed).")
+@click.option(
+    "--idle-timeout",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(0.1, 300),
+    help="Seconds a connection may send nothing before it is dropped.",
+)
 @click.pass_context
 def scitt_serve(
     ctx: click.Context,
@@ -111,7 +118,12 @@ def scitt_serve(
     issuer_names: tuple[str, ...],
     host: str,
     port: int,
+    idle_timeout: float,
 ) -> None:
     """Serve SCITT registration (SCRAPI): POST /entries, GET /entries/ID, GET /.well-known/scitt-keys."""
     service = lib.ScittService(_ledger(ctx), _signer(key_name), _issuers(issuer_names, issuer_keys))
-    lib.serve_scitt(service, host, port, lambda url: click.echo("SCITT registration serving %s" % url, err=True))
+    lib.serve_scitt(service, host, port, _announce, idle_timeout)
+
+
+def _announce(url: str) -> None:
+    click.echo("SCITT registration serving %s" % url, err=True)

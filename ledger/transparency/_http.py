@@ -28,7 +28,7 @@ class QuietHandler(BaseHTTPRequestHandler):
     `timeout` seconds is dropped: a half-sent request does not hold its thread for ever.
     """
 
-    timeout = 10
+    timeout = 10.0
 
     def answer(self, status: int, media_type: str, body: bytes, headers: Mapping[str, str] | None = None) -> None:
         self.send_response(status)

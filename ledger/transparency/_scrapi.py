@@ -15,7 +15,7 @@ CBOR. The registration policy: the statement's signature verifies under one of t
 issuer keys the operator gave, its ``iss`` being the one that key was given for, or under
 the active seal key of this ledger its kid names, its ``iss`` being the ledger's origin.
 Requests are read on threads of their own (at most 32 connections at once, each dropped
-when it sends nothing for 10 s), so that a slow client holds only its own connection;
+when it sends nothing for 10 s by default), so that a slow client holds only its own connection;
 what touches the ledger runs on the thread that opened it, one request at a time
 (`OwnerThread`: a SQLite connection is not shared between threads, and the chain's
 append serialises registrations anyway).
@@ -155,15 +155,20 @@ class ScittService:
         return None
 
 
-def serve_scitt(service: ScittService, host: str, port: int, announce: Callable[[str], None]) -> None:
+def serve_scitt(
+    service: ScittService, host: str, port: int, announce: Callable[[str], None], idle_timeout_s: float = 10.0
+) -> None:
     """Answer the SCRAPI resources until interrupted; ``announce`` is told the address once
-    the socket listens (port 0 picks a free one).
+    the socket listens (port 0 picks a free one). A connection that sends nothing for
+    ``idle_timeout_s`` seconds is dropped.
 
     Raises:
         InputError: the address cannot be bound.
     """
 
     class Handler(QuietHandler):
+        timeout = idle_timeout_s
+
         def do_POST(self) -> None:
             said = self.headers.get("Content-Length") or "0"
             length = int(said) if said.isdigit() else -1
