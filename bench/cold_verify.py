@@ -20,7 +20,7 @@ from pathlib import Path
 TEST_RUNS = 4
 
 
-def main(runs: int = 9) -> dict[str, object]:
+def main(runs: int = 21) -> dict[str, object]:
     # Byte-code caches written and used, as an installed package has them: a shell with
     # PYTHONDONTWRITEBYTECODE set would make every cold start compile every module.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}

@@ -77,9 +77,9 @@ VERIFY_MAY_LOAD = frozenset(
     receipts._events receipts._formats receipts._harness receipts._human receipts._inputs receipts._judge
     receipts._keyring receipts._lazy receipts._merkle receipts._model receipts._policy receipts._provenance
     receipts._retention receipts._sealed receipts._sshsig receipts._statement receipts._toolpolicy
-    receipts._witnessing verify verify._errors verify._escape verify._evidence verify._exceptions
-    verify._flat verify._policy verify._result verify._source verify._state verify._transparency
-    verify._trust verify._tsa verify._verifier verify._walk verify.schema
+    verify verify._errors verify._escape verify._evidence verify._exceptions
+    verify._flat verify._policy verify._result verify._source verify._transparency
+    verify._trust verify._verifier verify._walk verify.schema
     """.split()
 )
 

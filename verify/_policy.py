@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 from receipts import (
     ReceiptsError,
     SignedNote,
-    TlogPolicy,
     cosignature_time,
     parse_public_key_blob,
     parse_public_key_line,
@@ -22,7 +21,9 @@ from receipts import (
 from ._errors import CannotVerify
 from ._result import Defect
 
-if TYPE_CHECKING:  # the tile reader loads urllib: only `verify --tiles` needs it
+if TYPE_CHECKING:  # the tile reader loads urllib, and a tlog-policy its parser: only where asked
+    from receipts import TlogPolicy
+
     from ._tiles import PublishedLog
 
 __all__ = ["Transparency", "WitnessKey", "witnessed", "log_in_policy", "audited_by", "cosignature_statuses"]

@@ -25,7 +25,6 @@ from receipts import (
 from ._errors import CannotVerify
 from ._policy import Transparency, audited_by, log_in_policy, witnessed
 from ._result import Defect, Finding
-from ._tsa import timestamp_finding
 
 __all__ = ["CheckpointProof", "check_checkpoints", "checkpoint_signer", "read_checkpoint"]
 
@@ -201,13 +200,26 @@ def _covering(
     if policy.published is not None:
         defects += policy.published.covers(cp.size, cp.root)
     tokens, why = proof.tokens(note, cp)
-    stamped, said, line = timestamp_finding(tokens, note.text, cp.size, policy, why)
+    stamped, said, line = _timestamps(tokens, note.text, cp.size, policy, why)
     return Finding(
         (*defects, *stamped),
         tuple(said),
         "%s; %s" % (used, line) if line else used,
         audited_by(note, policy) if cp.size > receipt_seq else (),
     ), quorum
+
+
+def _timestamps(
+    tokens: list[tuple[str, bytes]], text: str, size: int, policy: Transparency, why: str
+) -> tuple[list[Defect], list[str], str | None]:
+    """`verify._tsa.timestamp_finding`, its reader loaded only when there is a token or a
+    pinned authority (with neither there is nothing to find).
+    """
+    if not tokens and not policy.tsa_roots:
+        return [], [], None
+    from ._tsa import timestamp_finding
+
+    return timestamp_finding(tokens, text, size, policy, why)
 
 
 def _kept(

@@ -67,13 +67,13 @@ from ._flat import MissingNode, StoredNodes, flat_source
 from ._policy import Transparency
 from ._result import ChainResult, Defect, Finding, Result, TierLine, VerificationFailed
 from ._source import LedgerSource, Source, StoredEntry, ledger_transparency
-from ._state import AuditState
 from ._transparency import checkpoint_signer, read_checkpoint
 from ._trust import Trust
 from ._walk import SignatureQueue, Walk, describe_waiver
 
-if TYPE_CHECKING:  # a receipt on a ledger never loads the bundle reader or the renderings
+if TYPE_CHECKING:  # a receipt on a ledger never loads the bundle reader, the renderings or the audit state
     from ._bundle import BundleSource
+    from ._state import AuditState
 
 __all__ = [
     "bundle_renderings",

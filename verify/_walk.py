@@ -50,11 +50,12 @@ from receipts import (
 from ._errors import CannotVerify
 from ._result import Defect
 from ._source import StoredEntry
-from ._state import AuditState
 from ._trust import Trust
 
-if TYPE_CHECKING:  # a single-receipt verify never starts processes: keep its start-up light
+if TYPE_CHECKING:  # a single-receipt verify never starts processes nor keeps a state: keep its start-up light
     from concurrent.futures import Future, ProcessPoolExecutor
+
+    from ._state import AuditState
 
 __all__ = ["Walk", "SignatureQueue", "describe_waiver"]
 
@@ -131,6 +132,8 @@ class Walk:
         """What a later audit resumes from, at the size ``leaves`` reached (None before a genesis)."""
         if self.origin is None or self.prev_hash is None:
             return None
+        from ._state import AuditState
+
         return AuditState(
             origin=self.origin,
             checkpoint=checkpoint,

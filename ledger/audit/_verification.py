@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from verify import (
-    AuditState,
     LedgerSource,
     Result,
     Transparency,
@@ -170,6 +169,8 @@ def _audit(
     """The whole chain, resumed from the request's state when it has one; a clean audit's
     state kept where the request says (its resume file by default).
     """
+    from verify import AuditState
+
     from .._files import read_bounded, write_text_atomic  # a receipt's check keeps no state
 
     resume = AuditState.from_json(read_bounded(request.resume, "audit state").decode()) if request.resume else None

@@ -218,10 +218,14 @@ def _trust(ctx: click.Context, args: _TrustArgs, judges_candidate: bool = False)
 
 
 def _tsa_roots(path: Path | None) -> Any:
-    """The time-stamping authority's certificates in ``path`` (none without it)."""
-    from verify import tsa_roots  # the RFC 3161 reader loads only where a TSA is named
+    """The time-stamping authority's certificates in ``path`` (none without it; the RFC 3161
+    reader loads only where a TSA is named).
+    """
+    if path is None:
+        return ()
+    from verify import tsa_roots
 
-    return tsa_roots(lib.read_bounded(path, "TSA certificate")) if path is not None else ()
+    return tsa_roots(lib.read_bounded(path, "TSA certificate"))
 
 
 def _policy(
