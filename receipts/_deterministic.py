@@ -16,7 +16,6 @@ from typing import Any
 from ._contract import Check, Contract, ToolPolicy, Waiver, thaw
 from ._digest import Digest
 from ._errors import FormatError
-from ._harness import is_harness_path, runs_pytest, sandbox_findings, test_report_findings
 from ._model import TierRecord, Verdict
 from ._provenance import PROVENANCE_FORMAT, declared_facts, undeclared
 from ._sealed import RevealedSet, revealed_findings
@@ -160,6 +159,8 @@ def _test_passes_facts(check: Check, facts: Mapping[str, Any]) -> tuple[bool, st
         return _fact(run, "passed", bool), said
     code = _fact(facts, "exit_code", int)
     if "control" in facts:  # a sandboxed pytest run: what ran decides, with the control (§6a)
+        from ._harness import test_report_findings
+
         found = test_report_findings(facts)
         if found:
             return False, "; ".join(found[:5])
@@ -253,7 +254,11 @@ def requires_report(contract: Contract, check: Check) -> bool:
     """Whether ``check`` must be judged by its test report and control (§6a): a pytest
     command of a contract whose clean room is sandboxed.
     """
-    return contract.sandbox and check.type == "test_passes" and runs_pytest(thaw(check.param("command")))
+    if not (contract.sandbox and check.type == "test_passes"):
+        return False
+    from ._harness import runs_pytest  # the harness rules load only for a sandboxed contract
+
+    return runs_pytest(thaw(check.param("command")))
 
 
 def derive_check(check: Check, result: Mapping[str, Any] | None, require_report: bool = False) -> tuple[bool, str]:
@@ -422,6 +427,8 @@ def _sandbox_reasons(
     """A sandboxed contract's room: the sandbox as required, and every harness file the
     candidate changed restored from the base (or, new, removed).
     """
+    from ._harness import is_harness_path, sandbox_findings
+
     allowed = set(contract.secret_env)
     for check in contract.checks:
         env = thaw(check.param("env", ()))

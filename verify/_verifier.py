@@ -51,7 +51,6 @@ from receipts import (
     entry_hash,
     evidence_list_hash,
     inclusion_proof,
-    is_derivation_input,
     is_valid_inclusion,
     latest_human_decisions,
     leaf_hash,
@@ -72,6 +71,8 @@ from ._trust import Trust
 from ._walk import SignatureQueue, Walk, describe_waiver
 
 if TYPE_CHECKING:  # a receipt on a ledger never loads the bundle reader, the renderings or the audit state
+    from receipts import EvidenceRef
+
     from ._bundle import BundleSource
     from ._state import AuditState
 
@@ -596,6 +597,15 @@ def _judge_entailed(source: Source, entry: Entry, rec: TierRecord, contract: Con
     return _RecordCheck(judged.verdict.value, (Defect("verdict-not-entailed", why, entry.seq),), reason=judged.reason)
 
 
+def _excusable(source: Source, tier: Tier, ref: EvidenceRef) -> bool:
+    """Whether a missing blob may be a warning: no verdict is derived from it, and the
+    bundle declares it redacted (format.md §10).
+    """
+    from receipts import is_derivation_input  # read only when a blob is missing
+
+    return not is_derivation_input(tier, ref) and source.redacted(ref.digest)
+
+
 def _evidence_defects(
     source: Source,
     record: TierRecord,
@@ -619,12 +629,7 @@ def _evidence_defects(
         problem = seen[key] if seen is not None and key in seen else blob_problem(source, ref.digest, ref.size)
         if seen is not None:
             seen[key] = problem
-        if (
-            problem == "evidence-missing"
-            and warnings is not None
-            and not is_derivation_input(tier, ref)
-            and source.redacted(ref.digest)
-        ):
+        if problem == "evidence-missing" and warnings is not None and _excusable(source, tier, ref):
             retained = source.pruned(record, ref)
             warnings.append(
                 "tier %s evidence %s (%s) %s: not checked" % (tier, ref.check_id, ref.digest.short(), retained)
