@@ -42,6 +42,11 @@ def input_option(help: str = "Candidate: a git revision or blake3:<hex>.") -> Ca
     return click.option("--input", "input_spec", default="HEAD", show_default=True, help=help)
 
 
+def client_timeout_option(flag: str, help: str) -> Callable[[F], F]:
+    """How long a server lets one client hold a connection idle (10 s unless given)."""
+    return click.option(flag, default=10.0, show_default=True, type=click.FloatRange(0.1, 300), help=help)
+
+
 def key_option(help: str, required: bool = True) -> Callable[[F], F]:
     return click.option("--key", "key_name", required=required, help=help + " (a key name or a private key path).")
 

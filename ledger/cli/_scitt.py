@@ -8,7 +8,7 @@ import click
 
 from .. import _api as lib
 from ._group import cli
-from ._options import _FILE, F, json_option, key_option
+from ._options import _FILE, F, client_timeout_option, json_option, key_option
 from ._output import emit
 from ._shared import _Group, _ledger, _signer
 
@@ -103,13 +103,7 @@ def _said_registration(done: lib.Registration, out: Path, as_json: bool) -> None
 @click.option("--issuer", "issuer_names", multiple=True, help=_ISSUER_HELP)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=0, show_default=True, help="Port (0: a free one, printed).")
-@click.option(
-    "--idle-timeout",
-    default=10.0,
-    show_default=True,
-    type=click.FloatRange(0.1, 300),
-    help="Seconds a connection may send nothing before it is dropped.",
-)
+@client_timeout_option("--idle-timeout", "Seconds a connection may send nothing before it is dropped.")
 @click.pass_context
 def scitt_serve(
     ctx: click.Context,

@@ -8,7 +8,15 @@ import click
 
 from .. import _api as lib
 from ._group import cli
-from ._options import _AuditorArgs, _CheckpointArgs, _TrustArgs, auditor_option, checkpoint_options, trust_option
+from ._options import (
+    _AuditorArgs,
+    _CheckpointArgs,
+    _TrustArgs,
+    auditor_option,
+    checkpoint_options,
+    client_timeout_option,
+    trust_option,
+)
 from ._output import progress, ticker
 from ._shared import _Group, _policy, _root, _source, _trust
 
@@ -32,12 +40,8 @@ def _branch(ctx: click.Context, repo: Path | None, branch: str) -> lib.Branch:
 @click.option("--host", default="127.0.0.1", show_default=True, help="Where to listen (put it behind your proxy).")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
 @click.option("--title", default="receipt-ledger", show_default=True, help="The site's name on every page.")
-@click.option(
-    "--header-timeout",
-    default=10.0,
-    show_default=True,
-    type=click.FloatRange(0.1, 300),
-    help="Seconds a connection may take to send its request's headers before it is closed.",
+@client_timeout_option(
+    "--header-timeout", "Seconds a connection may take to send its request's headers before it is closed."
 )
 @_repo_option
 @_branch_option
