@@ -731,3 +731,23 @@ def test_a_statement_is_registered_only_under_the_issuer_its_key_was_given_for(t
     args = ("--dir", str(s.root), "scitt", "register", str(tmp_path / "s.cose"), "--key", "sealer")
     done = run_cli(*args, "--issuer-key", str(tmp_path / "k.pem"), "-o", str(tmp_path / "r.cose"), env=env)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "--issuer ISS" in done.stderr, done.stderr
+
+
+def test_a_fault_the_log_did_not_foresee_is_a_500_problem_not_a_dropped_connection(tmp_path: Path) -> None:
+    # A request whose work on the ledger fails in a way nobody foresaw (here: the ledger's
+    # connection closed under it) is answered with an RFC 9290 problem, as every error is.
+    import cbor2
+
+    from ledger import Ledger, ScittService
+
+    s, ours, _ = _sealed_statement(tmp_path)
+    ledger = Ledger.open(s.root)
+    service = ScittService(ledger, SIGNERS["sealer"])
+    status, media, _, _ = service.post(
+        "/entries", "application/cose", len(ours.read_bytes()), lambda n: ours.read_bytes()
+    )
+    assert status == 201, media
+    ledger.close()
+    status, media, body, _ = service.get("/entries/" + hashlib.sha256(ours.read_bytes()).hexdigest())
+    assert (status, media) == (500, "application/concise-problem-details+cbor")
+    assert cbor2.loads(body)[-1] == "Internal error"

@@ -82,7 +82,7 @@ class ScittService:
         path = path.split("?", 1)[0].rstrip("/")
         if path.startswith("/entries/"):
             entry = path.removeprefix("/entries/")
-            return self.owner.call(lambda: self.receipt(entry))
+            return self._on_ledger(lambda: self.receipt(entry))
         if path == "/.well-known/scitt-keys":
             return self.keys(None)
         if path.startswith("/.well-known/scitt-keys/"):
@@ -98,7 +98,16 @@ class ScittService:
         if not 0 < length <= MAX_STATEMENT:
             return _problem(400, "Malformed request", "a body of 1 to %d bytes" % MAX_STATEMENT)
         statement = read(length)  # on the request's thread: a slow sender holds only its own
-        return self.owner.call(lambda: self.register(statement))
+        return self._on_ledger(lambda: self.register(statement))
+
+    def _on_ledger(self, work: Callable[[], _Answer]) -> _Answer:
+        """``work`` on the ledger's thread; what it did not foresee is a 500 problem, never a
+        connection dropped without an answer (and the server goes on).
+        """
+        try:
+            return self.owner.call(work)
+        except Exception as exc:
+            return _problem(500, "Internal error", "the log could not answer: %s" % type(exc).__name__)
 
     def register(self, statement: bytes) -> _Answer:
         """POST /entries: 201 with the receipt, or a problem (400 malformed or rejected)."""
