@@ -788,6 +788,7 @@ def test_a_junk_blob_row_does_not_stop_every_mirror(pg_url: str, tmp_path: Path)
     done = run_cli("pull", "--from", pg_url, "--to", str(mirror))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "warning: blob row not copied: %s: its bytes on the shared store hash to" % junk in done.stdout
+    assert "quarantines it with `ledger repair-head`" in done.stdout  # what the reader does next
     assert blob_path(mirror, good).exists() and not blob_path(mirror, junk).exists()
     doc = json.loads(run_cli("pull", "--from", pg_url, "--to", str(mirror), "--json").stdout)
     assert doc["ok"] and [s.split(":")[0] + ":" + s.split(":")[1] for s in doc["skipped_blobs"]] == [str(junk)]

@@ -563,7 +563,8 @@ def pull_lines(res: PullResult) -> list[str]:
     lines.append("entries      %d -> %d" % (res.entries_before, res.entries_after))
     lines.append("blobs        %d copied" % res.blobs_copied)
     lines += [
-        "warning: blob row not copied: %s (a row no honest writer makes: tell the store's owner)" % why
+        "warning: blob row not copied: %s (a row no honest writer makes: the store's owner quarantines it"
+        " with `ledger repair-head`)" % why
         for why in res.skipped
     ]
     lines.append("checkpoints  %d copied" % res.checkpoints_copied)
