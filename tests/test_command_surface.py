@@ -137,3 +137,20 @@ def test_verify_hash_asks_git_once_for_its_root_and_once_for_the_target_branch(t
     calls = log.read_text().splitlines()
     assert calls.count("rev-parse --show-toplevel") == 1, calls
     assert [c.split()[0] for c in calls] == ["rev-parse", "remote", "for-each-ref", "show"], calls
+
+
+def test_a_command_runs_with_collection_on_and_its_start_up_frozen(tmp_path: Path) -> None:
+    # The entry point holds off the cyclic collector while a command loads (ADR 0043). The
+    # command itself must run with it on: a server or a chain audit that ran without it
+    # would keep every cycle it made until it exits.
+    probe = (
+        "import gc, sys\n"
+        "import ledger.cli\n"
+        "ledger.cli.main = lambda: print(gc.isenabled(), gc.get_freeze_count() > 0)\n"
+        "sys.argv = ['ledger', '--version']\n"
+        "from ledger._entry import main\n"
+        "main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True"], done.stdout
