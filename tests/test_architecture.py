@@ -76,6 +76,47 @@ def test_every_public_library_name_resolves() -> None:
     assert not missing, missing
 
 
+# The packages whose public names load on first use: where the table is, and the package.
+LAZY_FACES = (
+    ("receipts/__init__.py", "receipts"),
+    ("verify/__init__.py", "verify"),
+    ("ledger/_api.py", "ledger"),
+    ("ledger/tiers/__init__.py", "ledger.tiers"),
+)
+
+
+def _face_imports(path: Path) -> dict[str, str]:
+    """Each name a face imports from its own package's modules, at the top or in its
+    ``if TYPE_CHECKING:`` block, with the module (relative, as ``_WHERE`` names it).
+    """
+    found = {}
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            imports = node.body
+        elif isinstance(node, ast.ImportFrom):
+            imports = [node]
+        else:
+            continue
+        for imp in imports:
+            if isinstance(imp, ast.ImportFrom) and imp.level == 1:
+                found.update({alias.asname or alias.name: imp.module or "" for alias in imp.names})
+    return found
+
+
+def test_each_lazy_public_face_lists_the_same_names_in_its_three_places() -> None:
+    # A lazily loaded package writes each public name three times: the import type checkers
+    # read, __all__, and the table the loader reads (_WHERE). Python 3.11 offers no one
+    # place all three can read from without importing every module; this keeps them one list.
+    import importlib
+
+    for where, package in LAZY_FACES:
+        face = importlib.import_module(package)
+        table = importlib.import_module(where[: -len(".py")].replace("/", ".").removesuffix(".__init__"))._WHERE
+        assert _face_imports(ROOT / where) == table, package
+        assert len(face.__all__) == len(set(face.__all__)), "%s: a name listed twice in __all__" % package
+        assert set(face.__all__) == set(table), package
+
+
 def test_every_public_verifier_name_resolves_and_loads_on_first_use() -> None:
     # verify's names load lazily (its __init__), so that a writer's start does not pay for
     # the whole verifier; each name must still be there, from the module the table says.
