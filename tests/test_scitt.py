@@ -751,3 +751,34 @@ def test_a_fault_the_log_did_not_foresee_is_a_500_problem_not_a_dropped_connecti
     status, media, body, _ = service.get("/entries/" + hashlib.sha256(ours.read_bytes()).hexdigest())
     assert (status, media) == (500, "application/concise-problem-details+cbor")
     assert cbor2.loads(body)[-1] == "Internal error"
+
+
+def test_the_log_called_from_another_thread_when_not_serving_answers_at_once(tmp_path: Path) -> None:
+    # The ledger's work runs on the thread that opened it. A library caller on another
+    # thread, with no server taking that work, used to wait for ever; it is now a 500
+    # problem, at once, and the same service still answers on its own thread.
+    import threading
+
+    import cbor2
+
+    from ledger import Ledger, ScittService
+
+    s, ours, _ = _sealed_statement(tmp_path)
+    ledger = Ledger.open(s.root)
+    service = ScittService(ledger, SIGNERS["sealer"])
+    answers: list[Any] = []
+    caller = threading.Thread(
+        target=lambda: answers.append(
+            service.post("/entries", "application/cose", len(ours.read_bytes()), lambda n: ours.read_bytes())
+        ),
+        daemon=True,
+    )
+    caller.start()
+    caller.join(60)  # a bound on the failure only: the answer comes at once
+    assert not caller.is_alive(), "the caller waits for a thread that takes no work"
+    ((status, media, body, _),) = answers
+    assert (status, media) == (500, "application/concise-problem-details+cbor")
+    assert cbor2.loads(body)[-1] == "Internal error"
+    status, _, _, _ = service.post("/entries", "application/cose", len(ours.read_bytes()), lambda n: ours.read_bytes())
+    assert status == 201
+    ledger.close()

@@ -84,19 +84,45 @@ class OwnerThread:
     def __init__(self) -> None:
         self._ident = threading.get_ident()
         self._jobs: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]]] = queue.SimpleQueue()
+        self._taking = False  # whether the owning thread takes jobs (`taking_jobs`)
+        self._handing = threading.Lock()  # a job is queued only while jobs are taken
 
     def call(self, work: Callable[[], _T]) -> _T:
-        """``work()``, run on the owning thread; its result or its exception."""
+        """``work()``, run on the owning thread; its result or its exception.
+
+        Raises:
+            RuntimeError: called from another thread while the owning thread takes no jobs;
+                the job would wait for ever.
+        """
         if threading.get_ident() == self._ident:
             return work()
         done: Future[_T] = Future()
-        self._jobs.put((done, work))
+        with self._handing:
+            if not self._taking:
+                raise RuntimeError("this work runs on the thread that opened the ledger, which is not serving")
+            self._jobs.put((done, work))
         return done.result()
 
+    @contextlib.contextmanager
+    def taking_jobs(self) -> Iterator[None]:
+        """Other threads may hand jobs over from here on (before they start), and a job
+        handed over but not done when this ends fails rather than waits.
+        """
+        self._taking = True
+        try:
+            yield
+        finally:
+            with self._handing:
+                self._taking = False
+            while not self._jobs.empty():
+                self._jobs.get()[0].set_exception(RuntimeError("the server stopped before this work ran"))
+
     def run(self) -> None:
-        """Do the jobs handed over, in order, until interrupted (on the owning thread only)."""
-        if threading.get_ident() != self._ident:
-            raise RuntimeError("an OwnerThread's jobs run on the thread that made it")
+        """Do the jobs handed over, in order, until interrupted (on the owning thread only,
+        inside `taking_jobs`).
+        """
+        if threading.get_ident() != self._ident or not self._taking:
+            raise RuntimeError("an OwnerThread's jobs run on the thread that made it, while it takes them")
         while True:
             done, work = self._jobs.get()
             try:
@@ -159,9 +185,10 @@ def listen_and_serve(
         if owner is None:
             server.serve_forever()
             return
-        accepting = threading.Thread(target=_serve_unsignalled, args=(server,), name="accept", daemon=True)
-        accepting.start()
-        try:
-            owner.run()
-        finally:
-            server.shutdown()
+        with owner.taking_jobs():
+            accepting = threading.Thread(target=_serve_unsignalled, args=(server,), name="accept", daemon=True)
+            accepting.start()
+            try:
+                owner.run()
+            finally:
+                server.shutdown()

@@ -18,7 +18,8 @@ Requests are read on threads of their own (at most 32 connections at once, each 
 when it sends nothing for 10 s by default), so that a slow client holds only its own connection;
 what touches the ledger runs on the thread that opened it, one request at a time
 (`OwnerThread`: a SQLite connection is not shared between threads, and the chain's
-append serialises registrations anyway).
+append serialises registrations anyway). Called from another thread while no server takes
+that work, the service answers 500 at once rather than wait.
 """
 
 from __future__ import annotations
