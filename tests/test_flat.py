@@ -78,6 +78,19 @@ def test_a_covered_receipt_is_checked_by_proof_with_the_walks_result(tmp_path: P
     assert any("the ledger's other 299 entries were not read" in n for n in proof.notes), proof.notes
 
 
+def test_a_ledger_of_nothing_but_the_receipts_chains_says_so_not_zero_entries(tmp_path: Path) -> None:
+    # The demo's own verify said "the ledger's other 0 entries were not read".
+    s = build_sample(tmp_path)
+    _checkpoint(s.root)
+    proof = _verify(s, "proof")
+    assert proof.ok, proof.defects
+    said = [n for n in proof.notes if n.startswith("checked by proof:")]
+    assert len(said) == 1 and said[0].endswith("; the ledger holds no other entry"), proof.notes
+    _other_task(s.root, 1)
+    said = [n for n in _verify(s, "proof").notes if n.startswith("checked by proof:")]
+    assert "the ledger's other entry was not read (`ledger verify --chain` audits it)" in said[0], said
+
+
 def test_entries_it_does_not_depend_on_are_not_read(tmp_path: Path) -> None:
     # The price of not reading them, stated in docs/format.md §8: damage to another task's
     # entry is the chain audit's to find, not this receipt's.

@@ -111,10 +111,16 @@ class FlatSource(SparseEntries):
         # Step 8 with this source's proofs (§8.1); a back-pointer to nowhere found while
         # gathering the entries comes first.
         found = check_checkpoints(self, (self.size, self.checkpoint_text), origin, receipt_seq, policy)
+        others = max(self.count() - len(self.entries), 0)
+        unread = (
+            "the ledger holds no other entry"
+            if others == 0
+            else "the ledger's other %s not read (`ledger verify --chain` audits %s)"
+            % ("entry was" if others == 1 else "%d entries were" % others, "it" if others == 1 else "them")
+        )
         said = (
-            "checked by proof: %d entries of the receipt's task and keyring proven into the checkpoint; the ledger's"
-            " other %d entries were not read (`ledger verify --chain` audits them)"
-            % (len(self.entries), max(self.count() - len(self.entries), 0)),
+            "checked by proof: %d entries of the receipt's task and keyring proven into the checkpoint; %s"
+            % (len(self.entries), unread),
         )
         return Finding(
             (*self.broken, *found.defects), found.warnings, found.checkpoint, found.certified_by, (*said, *found.notes)
