@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -15,6 +17,15 @@ import receipts as r
 from ledger import Appended, Ledger, add_key, decide, demo_contract, run_deterministic, run_judge, seal_receipt
 
 ROLES = {"ci": r.Role.DETERMINISTIC, "judge": r.Role.JUDGE, "alice": r.Role.HUMAN, "sealer": r.Role.SEAL}
+
+
+@contextlib.contextmanager
+def scratch(prefix: str) -> Iterator[Path]:
+    """A directory for a benchmark's ledgers and evidence, removed when it is done, however
+    it ends (an ingest run leaves gigabytes).
+    """
+    with tempfile.TemporaryDirectory(prefix=prefix) as path:
+        yield Path(path)
 
 
 def fresh_ledger(root: Path) -> tuple[Ledger, dict[str, r.Ed25519Signer]]:

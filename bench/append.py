@@ -18,13 +18,12 @@ import os
 import sqlite3
 import statistics
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import fresh_ledger, record, timed
+from _common import fresh_ledger, record, scratch, timed
 
 import receipts as r
 from verify.schema import SCHEMA
@@ -60,7 +59,11 @@ def _paired(floor: Callable[[], object], ours: Callable[[], object], n: int) -> 
 
 
 def main(batched_n: int = 2000, durable_n: int = 60) -> dict[str, object]:
-    work = Path(tempfile.mkdtemp(prefix="rl-append-"))
+    with scratch("rl-append-") as work:
+        return _measured(work, batched_n, durable_n)
+
+
+def _measured(work: Path, batched_n: int, durable_n: int) -> dict[str, object]:
     ledger, signers = fresh_ledger(work / "ledger")
     sealer = signers["alice"]
     bodies = [record(i) for i in range(batched_n)]

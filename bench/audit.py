@@ -9,14 +9,13 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import PEAK_KIB, fresh_ledger, record, timed
+from _common import PEAK_KIB, fresh_ledger, record, scratch, timed
 
 import receipts as r
 from verify import LedgerSource, verify_chain
@@ -31,7 +30,11 @@ def _raw(chunk: list[tuple[bytes, bytes, bytes]]) -> int:
 
 
 def main(n: int = 100_000, repeat: int = 3) -> dict[str, object]:
-    work = Path(tempfile.mkdtemp(prefix="rl-audit-"))
+    with scratch("rl-audit-") as work:
+        return _measured(work, n, repeat)
+
+
+def _measured(work: Path, n: int, repeat: int) -> dict[str, object]:
     ledger, signers = fresh_ledger(work / "ledger")
     for start in range(0, n, 5000):
         ledger.append_many([record(i) for i in range(start, min(n, start + 5000))], signers["alice"])

@@ -11,9 +11,10 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from _common import scratch
 
 # The demo's contract with its test check run this many times: each extra run stores its own result,
 # stdout and stderr, so the receipt's three tiers reference 20 distinct blobs (counted below, not assumed).
@@ -22,10 +23,14 @@ _OURS = ("ledger", "verify", "receipts")
 
 
 def main(runs: int = 21) -> dict[str, object]:
+    with scratch("rl-cold-") as work:
+        return _measured(work, runs)
+
+
+def _measured(work: Path, runs: int) -> dict[str, object]:
     # Byte-code caches written and used, as an installed package has them: a shell with
     # PYTHONDONTWRITEBYTECODE set would make every cold start compile every module.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    work = Path(tempfile.mkdtemp(prefix="rl-cold-"))
     subprocess.run(
         [
             sys.executable,
@@ -112,14 +117,16 @@ def main(runs: int = 21) -> dict[str, object]:
 
 
 def _install_kind() -> str:
-    from importlib.metadata import PackageNotFoundError, distribution
+    # Where `ledger` is imported from: a regular install's site-packages, or a source tree
+    # (an editable install, whose finder loads at every interpreter start).
+    import importlib.util
+    import sysconfig
 
-    try:
-        said = distribution("receipt-ledger").read_text("direct_url.json")
-    except PackageNotFoundError:
+    spec = importlib.util.find_spec("ledger")
+    if spec is None or spec.origin is None:
         return "not installed"
-    editable = json.loads(said or "{}").get("dir_info", {}).get("editable", False)
-    return "editable" if editable else "regular"
+    site = Path(sysconfig.get_paths()["purelib"]).resolve()
+    return "regular" if site in Path(spec.origin).resolve().parents else "editable"
 
 
 if __name__ == "__main__":

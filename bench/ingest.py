@@ -11,18 +11,21 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import blake3
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import PEAK_KIB, fresh_ledger, timed
+from _common import PEAK_KIB, fresh_ledger, scratch, timed
 
 
 def main(size_mb: int = 1024, repeat: int = 3) -> dict[str, object]:
-    work = Path(tempfile.mkdtemp(prefix="rl-ingest-"))
+    with scratch("rl-ingest-") as work:
+        return _measured(work, size_mb, repeat)
+
+
+def _measured(work: Path, size_mb: int, repeat: int) -> dict[str, object]:
     ledger, _ = fresh_ledger(work / "ledger")
     data = work / "evidence.bin"
     block = os.urandom(16 << 20)
