@@ -144,12 +144,11 @@ def test_a_command_runs_with_collection_on_and_its_start_up_frozen(tmp_path: Pat
     # command itself must run with it on: a server or a chain audit that ran without it
     # would keep every cycle it made until it exits.
     probe = (
-        "import gc, sys\n"
+        "import gc, runpy, sys\n"
         "import ledger.cli\n"
         "ledger.cli.main = lambda: print(gc.isenabled(), gc.get_freeze_count() > 0)\n"
         "sys.argv = ['ledger', '--version']\n"
-        "from ledger._entry import main\n"
-        "main()\n"
+        "runpy.run_module('ledger', run_name='__main__')\n"  # `python -m ledger`, the console script's entry
     )
     done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
