@@ -74,6 +74,13 @@ class BoundedThreadingServer(ThreadingHTTPServer):
             self.shutdown_request(request)
 
 
+# How long the owning thread waits for a job before it looks for a signal. A signal that
+# arrives between its last look and the start of a wait does not interrupt that wait (the
+# C handler has already run), so an unbounded wait could miss SIGTERM for ever; this bounds
+# the delay, as `serve_forever`'s poll interval does for the accepting thread.
+_SIGNAL_POLL_S = 0.5
+
+
 class OwnerThread:
     """Work that must run on one thread, handed to it by the request threads one job at a
     time: a ledger's SQLite connection belongs to the thread that opened it (and the
@@ -124,7 +131,10 @@ class OwnerThread:
         if threading.get_ident() != self._ident or not self._taking:
             raise RuntimeError("an OwnerThread's jobs run on the thread that made it, while it takes them")
         while True:
-            done, work = self._jobs.get()
+            try:
+                done, work = self._jobs.get(timeout=_SIGNAL_POLL_S)
+            except queue.Empty:
+                continue  # where a signal that came as the wait began is acted on
             try:
                 done.set_result(work())
             except (KeyboardInterrupt, SystemExit) as exc:
