@@ -79,6 +79,10 @@ def find_ledger_dir(explicit: Path | None, repo: Path | None, cwd: Path) -> Path
 
 
 _HASH_PREFIX = re.compile(r"(?:blake3:)?([0-9a-f]{8,64})")
+# The refusal where a hash, or the prefix of one that a table printed, is asked for.
+NOT_A_HASH = (
+    "not a hash (blake3:<64 lowercase hex digits>) nor the prefix of one a table prints (at least 8 hex digits): %r"
+)
 
 
 def hash_prefix(text: str) -> str | None:

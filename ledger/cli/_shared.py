@@ -23,6 +23,7 @@ from verify import CannotVerify, Trust, WitnessKey
 
 from .. import _api as lib
 from .._escape import terminal_text
+from .._layout import NOT_A_HASH
 from ._options import _AuditorArgs, _CheckpointArgs, _TrustArgs
 
 # -- one error mapping ---------------------------------------------------------------------------
@@ -143,28 +144,25 @@ def _is_prefix(text: str) -> bool:
 
 
 def _resolved(ctx: click.Context, text: str, ledger: lib.Ledger | None = None) -> Digest:
-    """A hash argument: whole, or the unique prefix a table printed (`Ledger.resolve`); a
-    whole one is taken as it is, without opening the ledger, and anything else is refused
-    with the digest's own message.
+    """A hash argument: whole (taken as it is, without opening the ledger), or the unique
+    prefix a table printed (`Ledger.resolve`); anything else is refused naming both forms.
     """
     if _is_prefix(text):
         return (ledger or _reader(ctx)).resolve(text)
-    return _digest(text)
+    return _digest(text, or_prefix=True)
 
 
 def _receipt_arg(ctx: click.Context, text: str | None, bundle: Path | None) -> str | None:
-    """`verify`'s HASH: a prefix is resolved on the ledger; anything else goes to the
-    verifier as given (it says what a hash must be); a bundle names its own receipt.
-    """
-    if text is None or bundle is not None or not _is_prefix(text):
-        return text
-    return str(_resolved(ctx, text))
+    """`verify`'s HASH, whole or by a prefix resolved on the ledger; a bundle names its own receipt."""
+    return text if text is None or bundle is not None else str(_resolved(ctx, text))
 
 
-def _digest(text: str) -> Digest:
+def _digest(text: str, or_prefix: bool = False) -> Digest:
     try:
         return Digest.parse(text)
     except ReceiptsError as exc:
+        if or_prefix:  # the command takes a table's prefix too: the message names both forms
+            raise lib.InputError(NOT_A_HASH % (text[:80],)) from None
         raise lib.InputError(str(exc)) from None
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from receipts import ContractRevision, Digest, EntryKind, EvidenceRef, TierRecord, decode_as
 
 from .._errors import InputError, NoSuchHash
-from .._layout import hash_prefix
+from .._layout import NOT_A_HASH, hash_prefix
 from ..store._ledger import Ledger
 from ._evidence import resolve_blob
 
@@ -41,13 +41,12 @@ def find_shown(ledger: Ledger, text: str) -> Shown:
         text: a hash as a command printed it: whole, or its first 8 or more hex digits.
 
     Raises:
-        InputError: it names nothing, or several things of one kind (they are listed).
-        receipts.FormatError: the text is no hash (its message says what one is).
+        InputError: it is no hash nor a table's prefix of one, names nothing, or names
+            several things of one kind (they are listed).
     """
     prefix = hash_prefix(text)
     if prefix is None:
-        Digest.parse(text)  # refused with the digest's own message (what a hash must be)
-        raise InputError("a hash is blake3:<hex>, in full or by at least 8 of its first hex digits: %r" % text[:80])
+        raise InputError(NOT_A_HASH % (text[:80],))
     try:
         digest = ledger.resolve(text)
         if ledger.find(digest) is not None:

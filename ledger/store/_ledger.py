@@ -79,7 +79,7 @@ from verify.schema import BLOB_DIR, DB_NAME, SCHEMA, blob_path
 
 from .. import _clock
 from .._errors import CommitUnknown, InputError, NoSuchHash, NotCommitted, StoreError
-from .._layout import hash_prefix
+from .._layout import NOT_A_HASH, hash_prefix
 from ._backend import Backend, LockedReads
 from ._sqlite import SqliteBackend, install_staged
 from ._trust_file import write_trust_file
@@ -627,7 +627,7 @@ class Ledger:
         """
         prefix = hash_prefix(text)
         if prefix is None:
-            raise InputError("a hash is blake3:<hex>, in full or by at least 8 of its first hex digits: %r" % text[:80])
+            raise InputError(NOT_A_HASH % (text[:80],))
         if len(prefix) == 64:
             return Digest.parse("blake3:" + prefix)
         low = bytes.fromhex(prefix[: len(prefix) // 2 * 2])
