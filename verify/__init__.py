@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from ._bundle import BundleSource
     from ._errors import CannotVerify, NoLedger, VerifyError
     from ._escape import csv_cell, markdown_text, terminal_text
-    from ._evidence import SMALL_BLOB, evidence_reader, read_blob, read_evidence
+    from ._evidence import SMALL_BLOB, blob_problem, evidence_reader, read_blob, read_evidence
     from ._exceptions import (
         EXCEPTION_KINDS,
         UNPROVEN_PREFIX,
@@ -88,6 +88,7 @@ __all__ = [
     # the one evidence reader (re-hashes what it returns)
     "read_blob",
     "read_evidence",
+    "blob_problem",
     "evidence_reader",
     "SMALL_BLOB",
     # the bundle's renderings, re-derived (format.md §10) and the escapes they use
@@ -144,6 +145,7 @@ _WHERE = {
     "evidence_reader": "_evidence",
     "read_blob": "_evidence",
     "read_evidence": "_evidence",
+    "blob_problem": "_evidence",
     "BundleLayout": "_layout",
     "BUNDLE_FORMAT": "_manifest",
     "ManifestClaims": "_manifest",
